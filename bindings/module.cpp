@@ -1,0 +1,156 @@
+// The only PYBIND11_MODULE: validates arguments, releases the GIL, one m.def/method each.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../kernels/group.h"
+#include "../kernels/reduce.h"
+
+namespace py = pybind11;
+using gt::Group;
+using gt::Node;
+
+namespace {
+
+// A block of this rank's shared-memory arena, exposed through the buffer protocol; the
+// block goes back to the arena when the last numpy view of it is gone.
+struct ShmBuffer {
+  std::shared_ptr<Node> node;
+  int64_t offset;
+  size_t nbytes;
+  ~ShmBuffer() { node->arena().free(offset); }
+  char* data() const { return node->arena().base() + offset; }
+};
+
+struct View {
+  char* ptr;
+  size_t nbytes;
+};
+
+View contiguous(const py::array& a, const char* what, bool writable) {
+  if (!(a.flags() & py::array::c_style))
+    throw py::value_error(std::string(what) + " must be C-contiguous");
+  if (writable && !a.writeable()) throw py::value_error(std::string(what) + " must be writable");
+  return View{static_cast<char*>(const_cast<void*>(a.data())), size_t(a.nbytes())};
+}
+
+std::vector<uint64_t> byte_counts(const std::vector<int64_t>& counts, int k, const char* what) {
+  if (int(counts.size()) != k)
+    throw py::value_error(std::string(what) + " needs one entry per group member (" + std::to_string(k) + ")");
+  std::vector<uint64_t> out;
+  for (int64_t c : counts) {
+    if (c < 0) throw py::value_error(std::string(what) + " must not be negative");
+    out.push_back(uint64_t(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "globaltensor native kernels: shared-memory collectives and reductions";
+
+  auto base_error = py::register_exception<gt::CollectiveError>(m, "CollectiveError", PyExc_RuntimeError);
+  py::register_exception<gt::CollectiveTimeout>(m, "CollectiveTimeoutError", base_error);
+  py::register_exception<gt::ShmExhausted>(m, "SharedMemoryExhausted", PyExc_MemoryError);
+
+  m.def("reduce_into", [](py::array out, std::vector<py::array> srcs, int dtype, int redop, bool nontemporal) {
+    View o = contiguous(out, "out", true);
+    std::vector<const void*> ptrs;
+    for (auto& s : srcs) {
+      View v = contiguous(s, "each source", false);
+      if (v.nbytes != o.nbytes) throw py::value_error("every source must have the size of out");
+      ptrs.push_back(v.ptr);
+    }
+    size_t count = o.nbytes / gt::dtype_size(dtype);
+    void* dst = o.ptr;
+    py::gil_scoped_release release;
+    gt::reduce_to(&dst, 1, ptrs.data(), int(ptrs.size()), count, dtype, redop, nontemporal);
+  }, py::arg("out"), py::arg("srcs"), py::arg("dtype"), py::arg("redop"), py::arg("nontemporal") = false,
+     "out = srcs[0] (op) srcs[1] (op) ...; half types accumulate in float32.");
+
+  m.def("copy_bytes", [](py::array dst, py::array src, bool nontemporal) {
+    View d = contiguous(dst, "dst", true), s = contiguous(src, "src", false);
+    if (d.nbytes != s.nbytes) throw py::value_error("dst and src must have the same number of bytes");
+    py::gil_scoped_release release;
+    gt::copy_bytes(d.ptr, s.ptr, d.nbytes, nontemporal);
+  }, py::arg("dst"), py::arg("src"), py::arg("nontemporal") = false, "memcpy, optionally with streaming stores.");
+
+  py::class_<ShmBuffer, std::shared_ptr<ShmBuffer>>(m, "ShmBuffer", py::buffer_protocol(),
+      "A block of this rank's shared-memory arena (peers read it without a copy).")
+      .def_buffer([](ShmBuffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {py::ssize_t(b.nbytes)}, {py::ssize_t(1)}, false);
+      })
+      .def_readonly("nbytes", &ShmBuffer::nbytes)
+      .def_readonly("offset", &ShmBuffer::offset);
+
+  py::class_<Node, std::shared_ptr<Node>>(m, "Node", "This rank's shared-memory arena and its peers' mappings.")
+      .def(py::init<const std::string&, int, size_t>(), py::arg("prefix"), py::arg("rank"), py::arg("arena_bytes"))
+      .def("map_peer", &Node::map_peer, py::arg("rank"), "Map the arena of another rank on this node.")
+      .def("unlink_arena", [](Node& n) { n.arena().unlink(); }, "Remove the arena's name once every peer mapped it.")
+      .def("alloc", [](std::shared_ptr<Node> n, size_t nbytes) {
+        int64_t off = n->arena().alloc(nbytes);
+        return std::make_shared<ShmBuffer>(ShmBuffer{n, off, nbytes});
+      }, py::arg("nbytes"), "A block of the arena of at least nbytes.")
+      .def("contains", [](Node& n, py::array a) {
+        return n.arena().offset_of(a.data(), size_t(a.nbytes())) >= 0;
+      }, py::arg("array"), "Whether the array's memory lies in this rank's arena.")
+      .def("release_cached", [](Node& n) { n.arena().release_cached(); }, "Return free arena pages to the system.")
+      .def_property_readonly("used_bytes", [](Node& n) { return n.arena().used_bytes(); })
+      .def_property_readonly("cached_bytes", [](Node& n) { return n.arena().cached_bytes(); })
+      .def_property_readonly("rank", &Node::rank);
+
+  py::class_<Group, std::shared_ptr<Group>>(m, "Group", "A group of ranks on one node and its collectives.")
+      .def(py::init([](std::shared_ptr<Node> node, const std::string& name, std::vector<int> ranks, int index,
+                       double timeout, size_t stage_bytes, size_t nontemporal_bytes) {
+        gt::GroupOptions o;
+        o.timeout_s = timeout;
+        o.stage_bytes = stage_bytes;
+        o.nontemporal_bytes = nontemporal_bytes;
+        return std::make_shared<Group>(node, name, ranks, index, o);
+      }), py::arg("node"), py::arg("name"), py::arg("ranks"), py::arg("index"), py::arg("timeout"),
+          py::arg("stage_bytes"), py::arg("nontemporal_bytes"))
+      .def("barrier", [](Group& g) { py::gil_scoped_release r; g.barrier(); })
+      .def("broadcast", [](Group& g, py::array buf, int root) {
+        View v = contiguous(buf, "buffer", true);
+        py::gil_scoped_release r;
+        g.broadcast(v.ptr, v.nbytes, root);
+      }, py::arg("buf"), py::arg("root"))
+      .def("all_gather", [](Group& g, py::array in, py::array out) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        py::gil_scoped_release r;
+        g.all_gather(i.ptr, i.nbytes, o.ptr, o.nbytes);
+      }, py::arg("input"), py::arg("output"))
+      .def("reduce_scatter", [](Group& g, py::array in, py::array out, int dtype, int redop) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        size_t esz = gt::dtype_size(dtype);
+        py::gil_scoped_release r;
+        g.reduce_scatter(i.ptr, i.nbytes / esz, o.ptr, o.nbytes / esz, dtype, redop);
+      }, py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("redop"))
+      .def("all_reduce", [](Group& g, py::array in, py::array out, int dtype, int redop) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
+        py::gil_scoped_release r;
+        g.all_reduce(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
+      }, py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("redop"))
+      .def("all_to_all", [](Group& g, py::array in, std::vector<int64_t> send, py::array out,
+                            std::vector<int64_t> recv) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        auto s = byte_counts(send, g.size(), "send_bytes"), rc = byte_counts(recv, g.size(), "recv_bytes");
+        uint64_t ts = 0, tr = 0;
+        for (auto v : s) ts += v;
+        for (auto v : rc) tr += v;
+        if (ts != i.nbytes || tr != o.nbytes) throw py::value_error("all_to_all byte counts do not match the buffers");
+        py::gil_scoped_release r;
+        g.all_to_all(i.ptr, s.data(), o.ptr, rc.data());
+      }, py::arg("input"), py::arg("send_bytes"), py::arg("output"), py::arg("recv_bytes"))
+      .def_property("timeout", &Group::timeout, &Group::set_timeout)
+      .def_property_readonly("size", &Group::size)
+      .def_property_readonly("index", &Group::index)
+      .def_property_readonly("ranks", &Group::ranks);
+}

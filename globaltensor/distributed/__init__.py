@@ -1,0 +1,16 @@
+"""Processes and collectives: spawn, groups, and shared-memory collectives on numpy arrays.
+
+The launcher is `python -m globaltensor.distributed.launch`.
+"""
+from .._C import CollectiveError, CollectiveTimeoutError, SharedMemoryExhausted
+from .collectives import (all_gather, all_reduce, all_to_all, barrier, broadcast, empty_shared, recv,
+                          reduce_scatter, send)
+from .group import Group, new_group, world_group
+from .spawn import SpawnError, spawn
+from .store import StoreError
+
+__all__ = [
+    "CollectiveError", "CollectiveTimeoutError", "SharedMemoryExhausted", "StoreError", "SpawnError",
+    "Group", "new_group", "world_group", "spawn", "barrier", "all_reduce", "all_gather", "reduce_scatter",
+    "broadcast", "all_to_all", "send", "recv", "empty_shared",
+]

@@ -1,0 +1,178 @@
+"""Rank processes for the launcher and spawn: start, stream output, stop all on first failure."""
+import collections
+import ctypes
+import glob
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():  # runs in the child between fork and exec
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def exit_code(returncode):
+    """A shell-style exit code: 128 + signal number for a rank killed by a signal."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def describe_exit(returncode):
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name}"
+    return f"exited with code {returncode}"
+
+
+class Rank:
+    """One rank's process, the tail of its stderr, and its log file."""
+
+    def __init__(self, rank, proc, log):
+        self.rank, self.proc, self.log = rank, proc, log
+        self.stderr_tail = collections.deque(maxlen=40)
+        self.threads = []
+
+
+class Outcome:
+    """How a wait ended: every rank succeeded, a rank failed, the time ran out, or a signal came."""
+
+    def __init__(self, failed=None, timed_out=False, signum=None):
+        self.failed, self.timed_out, self.signum = failed, timed_out, signum
+
+    @property
+    def ok(self):
+        return self.failed is None and not self.timed_out and self.signum is None
+
+
+class Supervisor:
+    """Starts rank processes in their own sessions and tears all of them down together.
+
+    write(rank, stream, text): where output goes. Rank processes die with the supervisor
+    (PR_SET_PDEATHSIG), and each rank's whole process group is killed at teardown.
+    """
+
+    def __init__(self, write, log_dir=None, raw_ranks=()):
+        self.write, self.log_dir, self.raw_ranks = write, log_dir, set(raw_ranks)
+        self.ranks = []
+        self._write_lock = threading.Lock()
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+
+    def start(self, rank, cmd, env):
+        log = open(os.path.join(self.log_dir, f"rank_{rank}.log"), "wb") if self.log_dir else None
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)
+        self.ranks.append(Rank(rank, proc, log))
+
+    def start_streaming(self):
+        """Begin copying output; call after every start() so no thread runs during a fork."""
+        for r in self.ranks:
+            for stream, pipe in (("stdout", r.proc.stdout), ("stderr", r.proc.stderr)):
+                t = threading.Thread(target=self._pump, args=(r, stream, pipe), daemon=True)
+                t.start()
+                r.threads.append(t)
+
+    def _pump(self, r, stream, pipe):
+        raw = r.rank in self.raw_ranks
+        partial = b""
+        while True:
+            chunk = os.read(pipe.fileno(), 65536)
+            if not chunk:
+                break
+            if r.log:
+                r.log.write(chunk)
+                r.log.flush()
+            if raw:
+                with self._write_lock:
+                    self.write(r.rank, stream, chunk.decode(errors="replace"))
+            lines = (partial + chunk).split(b"\n")
+            partial = lines.pop()
+            self._emit(r, stream, lines, raw)
+        if partial:
+            self._emit(r, stream, [partial], raw)
+        pipe.close()
+
+    def _emit(self, r, stream, lines, raw):
+        text = [line.decode(errors="replace") for line in lines]
+        if stream == "stderr":
+            r.stderr_tail.extend(text)
+        if not raw and text:
+            with self._write_lock:
+                self.write(r.rank, stream, "".join(f"[rank {r.rank}] {t}\n" for t in text))
+
+    def wait(self, timeout=None, stop=None, poll=0.01, remote_failure=None):
+        """Wait until all ranks exit or one fails; `stop()` returning a signal number ends it too."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        next_remote = 0.0
+        while True:
+            alive = False
+            for r in self.ranks:
+                code = r.proc.poll()
+                if code is None:
+                    alive = True
+                elif code != 0:
+                    return Outcome(failed=r)
+            if not alive:
+                return Outcome()
+            signum = stop() if stop else None
+            if signum:
+                return Outcome(signum=signum)
+            if deadline is not None and time.monotonic() >= deadline:
+                return Outcome(timed_out=True)
+            if remote_failure and time.monotonic() >= next_remote:
+                next_remote = time.monotonic() + 0.5
+                if remote_failure():
+                    return Outcome(signum=signal.SIGTERM)
+            time.sleep(poll)
+
+    def terminate(self, grace=5.0, signum=signal.SIGTERM):
+        """Signal every live rank's process group, SIGKILL what is left after `grace` seconds."""
+        for r in self.ranks:
+            if r.proc.poll() is None:
+                _killpg(r.proc.pid, signum)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(r.proc.poll() is None for r in self.ranks):
+            time.sleep(0.01)
+        self.reap()
+
+    def reap(self):
+        """SIGKILL every rank's process group (leftover children too) and collect the ranks."""
+        for r in self.ranks:
+            _killpg(r.proc.pid, signal.SIGKILL)
+        for r in self.ranks:
+            r.proc.wait()
+            for t in r.threads:
+                t.join(timeout=2.0)
+            if r.log:
+                r.log.close()
+
+
+def _killpg(pgid, signum):
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def remove_shared_memory(job_id):
+    """Remove segments a crashed rank left in /dev/shm (live ones are unlinked already)."""
+    for path in glob.glob(f"/dev/shm/gt_{job_id}_*"):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def console_write(rank, stream, text):
+    """Write rank output to this process's stdout/stderr (what the launcher does)."""
+    out = sys.stdout if stream == "stdout" else sys.stderr
+    out.write(text)
+    out.flush()

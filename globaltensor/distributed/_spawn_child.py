@@ -1,0 +1,35 @@
+"""Entry point of one spawned rank: load fn and args, run, write the result or the traceback."""
+import os
+import pickle
+import sys
+import traceback
+
+
+def main(payload, result_path):
+    with open(payload, "rb") as f:
+        path, blob = pickle.load(f)
+    sys.path[:0] = [p for p in path if p not in sys.path]
+    import cloudpickle
+
+    try:
+        fn, args = cloudpickle.loads(blob)
+        value = fn(*args)
+        record = ("ok", value)
+    except BaseException:
+        text = traceback.format_exc()
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        _write(result_path, pickle.dumps(("error", text)))
+        sys.exit(1)
+    _write(result_path, cloudpickle.dumps(record))
+
+
+def _write(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

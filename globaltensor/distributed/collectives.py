@@ -1,0 +1,186 @@
+"""Collectives on numpy arrays for ranks on one node, through the shared-memory kernels of _C.
+
+Arrays made by `empty_shared` live in this rank's arena and are read by peers in place
+(zero copy); other arrays pass through bounded staging buffers. Arguments are checked on
+every rank before any rank communicates.
+"""
+import zlib
+
+import numpy as np
+
+from .group import Group, world_group
+from .world import world
+
+_REDUCE_DTYPE_NAMES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
+# Keyed by dtype object: `dtype.name` costs microseconds, a dict lookup on the dtype tens of ns.
+_REDUCE_DTYPES = {np.dtype(n): c for n, c in _REDUCE_DTYPE_NAMES.items() if n != "bfloat16"}
+_REDOPS = {"sum": 0, "max": 1, "min": 2}
+
+
+def _group(group):
+    if group is None:
+        return world_group()
+    if isinstance(group, Group):
+        return group
+    return Group(group)
+
+
+def _reduce_codes(array, op, name):
+    code = _REDUCE_DTYPES.get(array.dtype)
+    if code is None:  # first sight of ml_dtypes.bfloat16, or a dtype we cannot reduce
+        code = _REDUCE_DTYPE_NAMES.get(array.dtype.name)
+        if code is None:
+            raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name}; supported: "
+                            f"{sorted(_REDUCE_DTYPE_NAMES)}")
+        _REDUCE_DTYPES[array.dtype] = code
+    redop = _REDOPS.get(op)
+    if redop is None:
+        raise ValueError(f"{name}: op must be one of {sorted(_REDOPS)}, got {op!r}")
+    return code, redop
+
+
+def _check_array(x, name):
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} takes a numpy array, got {type(x).__name__}")
+
+
+def empty_shared(shape, dtype=np.float32):
+    """An uninitialised array in shared memory: collectives read it from peers without a copy."""
+    return world().empty_shared(shape, dtype)
+
+
+def barrier(group=None):
+    """Wait until every member of the group (default: every rank) arrives."""
+    _group(group).native("barrier").barrier()
+
+
+def all_reduce(x, op="sum", group=None):
+    """Reduce x element-wise over the group's members, in place; returns x.
+
+    op: "sum", "max" or "min". float16 and bfloat16 sums accumulate in float32. Every rank
+    gets the same bits.
+    """
+    _check_array(x, "all_reduce")
+    code, redop = _reduce_codes(x, op, "all_reduce")
+    native = _group(group).native("all_reduce")
+    if x.flags.c_contiguous:
+        native.all_reduce(x, x, code, redop)
+    else:
+        tmp = np.ascontiguousarray(x)
+        native.all_reduce(tmp, tmp, code, redop)
+        x[...] = tmp
+    return x
+
+
+def broadcast(x, src=0, group=None):
+    """Copy the array of global rank `src` into x on every member, in place; returns x."""
+    _check_array(x, "broadcast")
+    g = _group(group)
+    if src not in g.ranks:
+        raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}")
+    native = g.native("broadcast")
+    tmp = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    native.broadcast(tmp, g.ranks.index(src))
+    if tmp is not x:
+        x[...] = tmp
+    return x
+
+
+def _exchange_rows(native, x, name):
+    """Every member's length along axis 0, checking the other dims and dtype agree."""
+    meta = np.array([x.shape[0] if x.ndim else 1, zlib.crc32(repr((x.shape[1:], x.dtype.str)).encode())],
+                    dtype=np.int64)
+    table = np.empty((native.size, 2), dtype=np.int64)
+    native.all_gather(meta, table)
+    if len(set(table[:, 1].tolist())) != 1:
+        raise ValueError(f"{name}: the ranks passed arrays whose shapes beyond axis 0 or dtypes differ")
+    return table[:, 0].tolist()
+
+
+def all_gather(x, group=None, sizes=None):
+    """Concatenate every member's x along axis 0 (lengths may differ) into a new array.
+
+    sizes: each member's length along axis 0, when known (saves one small exchange).
+    The result is placed in shared memory when large, so later collectives need no copy.
+    """
+    _check_array(x, "all_gather")
+    native = _group(group).native("all_gather")
+    x = np.ascontiguousarray(x)
+    rows = list(sizes) if sizes is not None else _exchange_rows(native, x, "all_gather")
+    if len(rows) != native.size:
+        raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(rows)}")
+    out = empty_shared((sum(rows),) + x.shape[1:], x.dtype)
+    native.all_gather(x, out)
+    return out
+
+
+def _split_sizes(length, k):
+    base, extra = divmod(length, k)
+    return [base + (1 if i < extra else 0) for i in range(k)]
+
+
+def reduce_scatter(x, op="sum", group=None, sizes=None):
+    """Reduce x over the members, then give member i the i-th piece along axis 0.
+
+    sizes: the pieces' lengths; default the balanced split (the first L % k get one more).
+    """
+    _check_array(x, "reduce_scatter")
+    code, redop = _reduce_codes(x, op, "reduce_scatter")
+    g = _group(group)
+    native = g.native("reduce_scatter")
+    rows = list(sizes) if sizes is not None else _split_sizes(x.shape[0], native.size)
+    if len(rows) != native.size or sum(rows) != x.shape[0] or min(rows) < 0:
+        raise ValueError(f"reduce_scatter: sizes {rows} must be {native.size} non-negative lengths adding up to "
+                         f"axis 0 of the input ({x.shape[0]})")
+    x = np.ascontiguousarray(x)
+    out = empty_shared((rows[native.index],) + x.shape[1:], x.dtype)
+    native.reduce_scatter(x, out, code, redop)
+    return out
+
+
+def all_to_all(x, send_sizes, group=None, recv_sizes=None):
+    """Member i sends rows [sum(send_sizes[:j]), ...) of x to member j; returns what it receives.
+
+    The result concatenates, along axis 0, the pieces from members 0, 1, ... in order.
+    recv_sizes: what each member sends here, when known (saves one small exchange).
+    """
+    _check_array(x, "all_to_all")
+    native = _group(group).native("all_to_all")
+    x = np.ascontiguousarray(x)
+    send = [int(s) for s in send_sizes]
+    if len(send) != native.size or sum(send) != x.shape[0] or min(send) < 0:
+        raise ValueError(f"all_to_all: send_sizes {send} must be {native.size} non-negative lengths adding up to "
+                         f"axis 0 of the input ({x.shape[0]})")
+    if recv_sizes is None:
+        table = np.empty((native.size, native.size), dtype=np.int64)
+        native.all_gather(np.array(send, dtype=np.int64), table)
+        recv_sizes = table[:, native.index].tolist()
+    row_bytes = x.itemsize * int(np.prod(x.shape[1:], dtype=np.int64))
+    out = empty_shared((sum(recv_sizes),) + x.shape[1:], x.dtype)
+    native.all_to_all(x, [s * row_bytes for s in send], out, [int(r) * row_bytes for r in recv_sizes])
+    return out
+
+
+def _pair(peer, name):
+    me = world().rank
+    if peer == me:
+        raise ValueError(f"{name}: a rank cannot {name} to or from itself (rank {me})")
+    return Group((min(me, peer), max(me, peer)))
+
+
+def send(x, dst):
+    """Send x to global rank dst, which must call recv with an array of the same size."""
+    _check_array(x, "send")
+    g = _pair(dst, "send")
+    g.native("send").broadcast(np.ascontiguousarray(x), g.ranks.index(world().rank))
+
+
+def recv(x, src):
+    """Receive into x, in place, what global rank src sends; returns x."""
+    _check_array(x, "recv")
+    g = _pair(src, "recv")
+    tmp = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    g.native("recv").broadcast(tmp, g.ranks.index(src))
+    if tmp is not x:
+        x[...] = tmp
+    return x

@@ -1,0 +1,146 @@
+"""The job as this process sees it: its rank, the store, its shared-memory node and groups.
+
+Joining the job is collective and lazy: the first collective (or `gt.env.barrier()`) on any
+rank connects to the store and maps the arenas of the other ranks on this node.
+"""
+import hashlib
+import os
+import socket
+import threading
+
+import numpy as np
+
+from .. import _C
+from .store import StoreClient, StoreServer, secret_from_env
+
+ARENA_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) << 30
+STAGE_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_STAGE_BYTES", str(1 << 20)))
+NONTEMPORAL_BYTES = int(os.environ.get("GLOBALTENSOR_NONTEMPORAL_BYTES", str(8 << 20)))
+SHARED_MIN_BYTES = 1 << 15  # smaller arrays stay on the heap: staging them costs less than a page
+
+
+def _env_int(name, default):
+    value = os.environ.get(name)
+    return default if value in (None, "") else int(value)
+
+
+def timeout_seconds():
+    """GLOBALTENSOR_TIMEOUT (seconds, default 300): how long a collective waits for peers."""
+    return float(os.environ.get("GLOBALTENSOR_TIMEOUT", "300"))
+
+
+def job_id():
+    """The job's id: set by the launcher, else derived from what every rank shares."""
+    if os.environ.get("GLOBALTENSOR_JOB_ID"):
+        return os.environ["GLOBALTENSOR_JOB_ID"]
+    if _env_int("WORLD_SIZE", 1) == 1:
+        return f"solo{os.getpid()}"
+    seed = "|".join([os.environ.get("GLOBALTENSOR_SECRET", ""), os.environ.get("MASTER_ADDR", ""),
+                     os.environ.get("MASTER_PORT", "")])
+    return hashlib.sha256(seed.encode()).hexdigest()[:12]
+
+
+def host_key():
+    """Ranks with equal keys share a machine, and so shared memory."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+class World:
+    """Rank numbers, the store connection, this rank's shared-memory node and the groups."""
+
+    def __init__(self):
+        self.rank = _env_int("RANK", 0)
+        self.world_size = _env_int("WORLD_SIZE", 1)
+        self.local_rank = _env_int("LOCAL_RANK", 0)
+        self.prefix = f"/gt_{job_id()}_"
+        self.node = _C.Node(self.prefix, self.rank, ARENA_BYTES)
+        self.store = None
+        self._server = None
+        self._groups = {}
+        self._joined = False
+        self._lock = threading.RLock()
+        self.host_keys = [host_key()]
+
+    def join(self):
+        """Meet every other rank once: exchange host keys and map same-node arenas."""
+        with self._lock:
+            if self._joined:
+                return
+            if self.world_size > 1:
+                self._connect_store()
+                self.store.set(f"world/host/{self.rank}", host_key().encode())
+                self.host_keys = [self.store.get(f"world/host/{r}").decode() for r in range(self.world_size)]
+                self.store.barrier("world/arenas-created", self.rank, self.world_size)
+                for r in range(self.world_size):
+                    if self.host_keys[r] == self.host_keys[self.rank]:
+                        self.node.map_peer(r)
+                self.store.barrier("world/arenas-mapped", self.rank, self.world_size)
+            self.node.unlink_arena()
+            self._joined = True
+
+    def _connect_store(self):
+        secret = secret_from_env()
+        if secret is None:
+            raise RuntimeError(
+                f"WORLD_SIZE={self.world_size} but GLOBALTENSOR_SECRET is not set: start the job with "
+                "`python -m globaltensor.distributed.launch` or gt.distributed.spawn, or give every rank "
+                "the same GLOBALTENSOR_SECRET (hex)")
+        addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        port = _env_int("MASTER_PORT", 0)
+        if port == 0:
+            raise RuntimeError(f"WORLD_SIZE={self.world_size} but MASTER_PORT is not set")
+        if self.rank == 0 and os.environ.get("GLOBALTENSOR_STORE_HOSTED") != "1":
+            self._server = StoreServer(addr, port, secret)
+        self.store = StoreClient(addr, port, secret, timeout=timeout_seconds())
+
+    def group(self, ranks):
+        """The native group for `ranks` (a tuple of global ranks containing this rank)."""
+        native = self._groups.get(ranks)
+        if native is None:
+            native = self._make_group(ranks)
+        return native
+
+    def _make_group(self, ranks):
+        with self._lock:
+            self.join()
+            hosts = {self.host_keys[r] if r < len(self.host_keys) else None for r in ranks}
+            if len(hosts) > 1:
+                raise RuntimeError(
+                    f"ranks {list(ranks)} are on different machines; CPU collectives across machines are not "
+                    "supported yet (shared memory only). Use one node, or cuda placements with NCCL")
+            digest = hashlib.sha1(",".join(map(str, ranks)).encode()).hexdigest()[:16]
+            native = _C.Group(self.node, f"{self.prefix}g{digest}", list(ranks), ranks.index(self.rank),
+                              timeout_seconds(), STAGE_BYTES, NONTEMPORAL_BYTES)
+            self._groups[ranks] = native
+            return native
+
+    def empty_shared(self, shape, dtype):
+        """An uninitialised array whose memory peers on this node can read without a copy."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes < SHARED_MIN_BYTES:
+            return np.empty(shape, dtype)
+        try:
+            block = self.node.alloc(nbytes)
+        except MemoryError:  # /dev/shm is full: collectives still work, through staging
+            return np.empty(shape, dtype)
+        return np.frombuffer(block, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
+
+
+_world = None
+_world_lock = threading.Lock()
+
+
+def world():
+    """The process-wide World, created on first use."""
+    global _world
+    if _world is None:
+        with _world_lock:
+            if _world is None:
+                _world = World()
+    return _world

@@ -1,0 +1,68 @@
+// A per-rank heap in one sparse shared-memory file that every peer on the node maps once.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace gt {
+
+// Owner side: carves blocks out of its file. Peers map the same file read-write and reach
+// a block by its offset, so a tensor stored here is read by peers without a staging copy.
+class Arena {
+ public:
+  Arena(const std::string& name, size_t reserve_bytes);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // Offset of a block of at least `nbytes` (page aligned); throws ShmExhausted when
+  // /dev/shm cannot hold it. Pages are committed with fallocate, so no SIGBUS later.
+  int64_t alloc(size_t nbytes);
+  void free(int64_t offset);
+  // Give the pages of every free block back to the system.
+  void release_cached();
+  // Offset of [ptr, ptr + nbytes) inside this arena, or -1.
+  int64_t offset_of(const void* ptr, size_t nbytes) const;
+  void unlink();
+
+  char* base() const { return base_; }
+  size_t reserve() const { return reserve_; }
+  size_t used_bytes() const;
+  size_t cached_bytes() const;
+
+ private:
+  struct Block { size_t size; bool committed; };
+  void insert_free(size_t off, Block b);
+  std::string name_;
+  int fd_ = -1;
+  char* base_ = nullptr;
+  size_t reserve_ = 0;
+  size_t top_ = 0;  // everything at or above top_ was never handed out
+  mutable std::mutex mu_;
+  std::map<size_t, Block> free_;               // offset -> free block
+  std::unordered_map<size_t, size_t> used_;    // offset -> size
+  bool unlinked_ = false;
+};
+
+// A read-write mapping of a peer's arena (or of any named segment).
+class Mapping {
+ public:
+  Mapping(const std::string& name, size_t bytes, bool create);
+  ~Mapping();
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  char* data() const { return data_; }
+  size_t size() const { return size_; }
+  void unlink();
+
+ private:
+  std::string name_;
+  char* data_ = nullptr;
+  size_t size_ = 0;
+  bool unlinked_ = false;
+};
+
+}  // namespace gt

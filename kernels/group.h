@@ -1,0 +1,119 @@
+// A group of ranks on one node sharing a control segment: phase barriers and collectives.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arena.h"
+#include "types.h"
+
+namespace gt {
+
+// This process's arena plus the mapped arenas of the other ranks on the node.
+class Node {
+ public:
+  Node(const std::string& prefix, int rank, size_t arena_bytes);
+  void map_peer(int rank);  // map the arena of `rank` (same node), once
+  char* base_of(int rank) const;
+  Arena& arena() { return *arena_; }
+  const std::string& prefix() const { return prefix_; }
+  int rank() const { return rank_; }
+  static std::string arena_name(const std::string& prefix, int rank);
+
+ private:
+  std::string prefix_;
+  int rank_;
+  size_t arena_bytes_;
+  std::unique_ptr<Arena> arena_;
+  std::map<int, std::unique_ptr<Mapping>> peers_;
+};
+
+struct GroupOptions {
+  double timeout_s = 300.0;
+  size_t stage_bytes = size_t(1) << 20;   // per rank, per slot; also the one-shot limit
+  size_t nontemporal_bytes = size_t(8) << 20;  // stream stores when an output is this large
+};
+
+// What one rank publishes for one collective.
+struct Desc {
+  uint32_t op;
+  int32_t dtype;
+  int32_t redop;
+  int32_t root;
+  uint64_t in_bytes;
+  uint64_t out_bytes;
+  int64_t in_off;   // offset of the input in the owner's arena; -1 when private memory
+  int64_t out_off;
+  uint32_t staged;  // the input already sits in this op's staging slot
+  uint32_t pad;
+};
+
+class Group {
+ public:
+  // `index` is this rank's position in `ranks` (global ranks, all on this node).
+  Group(std::shared_ptr<Node> node, const std::string& name, std::vector<int> ranks, int index,
+        GroupOptions options);
+  ~Group();
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  void barrier();
+  void broadcast(void* buf, size_t nbytes, int root_index);
+  void all_gather(const void* in, size_t in_bytes, void* out, size_t out_bytes);
+  void reduce_scatter(const void* in, size_t in_count, void* out, size_t out_count, int32_t dtype,
+                      int32_t redop);
+  void all_reduce(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
+  // send_bytes[q]: bytes for group member q, laid out back to back in `in`; likewise recv.
+  void all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes);
+
+  int size() const { return k_; }
+  int index() const { return me_; }
+  const std::vector<int>& ranks() const { return ranks_; }
+  void set_timeout(double seconds) { opts_.timeout_s = seconds; }
+  double timeout() const { return opts_.timeout_s; }
+
+ private:
+  struct Slot;
+  Slot& slot(int p) const;
+  Desc& desc(int p) const;
+  uint64_t* counts(int p, int which, uint64_t seq) const;  // which: 0 send row, 1 recv row
+  char* stage(int p, uint64_t slot_seq) const;
+  const char* source(int p, uint64_t pre_slot) const;  // staged or arena input of member p
+
+  void begin(uint32_t op, Desc d, const void* prestage, size_t prestage_bytes);
+  void sync();
+  void wait_for(int p, uint32_t target);
+  [[noreturn]] void fail_waiting(uint32_t target, bool timed_out);
+  void check_all(bool ok, const std::string& what);
+  std::string describe(int p) const;
+  std::string ranks_text(const std::vector<int>& members) const;
+  bool all_direct() const;
+  bool any_arena_source() const;
+  int64_t own_offset(const void* ptr, size_t nbytes) const;
+
+  std::shared_ptr<Node> node_;
+  std::unique_ptr<Mapping> segment_;
+  std::vector<int> ranks_;
+  std::vector<char*> bases_;
+  int me_;
+  int k_;
+  GroupOptions opts_;
+  size_t slot_stride_;
+  size_t counts_offset_;
+  size_t stage_offset_;
+  uint32_t phase_ = 0;
+  uint64_t op_seq_ = 0;
+  uint64_t stage_seq_ = 0;
+  uint64_t pre_slot_ = 0;
+  const char* op_name_ = "";
+  double op_start_ = 0;
+  double next_liveness_check_ = 0;
+  bool broken_ = false;
+  std::string broken_reason_;
+};
+
+}  // namespace gt

@@ -1,0 +1,180 @@
+// Reduction kernels: blocked so the accumulator stays in L1, then stored (optionally streamed).
+#include "reduce.h"
+
+#include <algorithm>
+#include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace gt {
+
+const char* dtype_name(int32_t dtype) {
+  static const char* names[] = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "bytes"};
+  return (dtype >= 0 && dtype <= kBytes) ? names[dtype] : "unknown";
+}
+
+const char* redop_name(int32_t redop) {
+  static const char* names[] = {"sum", "max", "min"};
+  return (redop >= 0 && redop <= kMin) ? names[redop] : "unknown";
+}
+
+void copy_bytes(void* dst, const void* src, size_t nbytes, bool nontemporal) {
+  if (dst == src || nbytes == 0) return;
+#if defined(__x86_64__)
+  if (nontemporal && nbytes >= 256) {
+    auto* d = static_cast<char*>(dst);
+    auto* s = static_cast<const char*>(src);
+    size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+    std::memcpy(d, s, head);
+    d += head; s += head; nbytes -= head;
+    size_t body = nbytes & ~size_t(63);
+    for (size_t i = 0; i < body; i += 64) {
+      __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+      __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+      __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+      __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+    }
+    std::memcpy(d + body, s + body, nbytes - body);
+    _mm_sfence();
+    return;
+  }
+#endif
+  (void)nontemporal;
+  std::memcpy(dst, src, nbytes);
+}
+
+namespace {
+
+inline float half_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int shift = 0;
+    while (!(mant & 0x400)) { mant <<= 1; ++shift; }
+    bits = sign | (uint32_t(113 - shift) << 23) | ((mant & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t float_to_half(float f) {  // round to nearest even
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000, absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u) return uint16_t(sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0));
+  if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // overflow to inf
+  if (absx < 0x38800000u) {  // subnormal or zero in half
+    if (absx < 0x33000000u) return uint16_t(sign);
+    uint32_t mant = (absx & 0x7fffff) | 0x800000;
+    int shift = 126 - int(absx >> 23);
+    uint32_t r = mant >> (shift + 1), rem = mant & ((1u << (shift + 1)) - 1), half = 1u << shift;
+    if (rem > half || (rem == half && (r & 1))) ++r;
+    return uint16_t(sign | r);
+  }
+  uint32_t r = absx - 0x38000000u;  // rebias exponent 127 -> 15
+  r += 0xfff + ((r >> 13) & 1);
+  return uint16_t(sign | (r >> 13));
+}
+
+inline float bf16_to_float(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40);  // quiet NaN
+  x += 0x7fff + ((x >> 16) & 1);
+  return uint16_t(x >> 16);
+}
+
+// Storage type T, accumulator type A; load/store convert between them.
+template <typename T, typename A> struct Plain {
+  static A load(const T& v) { return A(v); }
+  static T store(A v) { return T(v); }
+};
+struct Half {
+  static float load(uint16_t v) { return half_to_float(v); }
+  static uint16_t store(float v) { return float_to_half(v); }
+};
+struct BHalf {
+  static float load(uint16_t v) { return bf16_to_float(v); }
+  static uint16_t store(float v) { return float_to_bf16(v); }
+};
+
+template <typename A> inline A combine(A a, A b, int32_t redop) {
+  if (redop == kSum) return a + b;
+  if (redop == kMax) return (b > a || b != b) ? b : a;  // NaN propagates
+  return (b < a || b != b) ? b : a;
+}
+// Integer sums wrap instead of overflowing into undefined behaviour.
+template <> inline int32_t combine(int32_t a, int32_t b, int32_t redop) {
+  if (redop == kSum) return int32_t(uint32_t(a) + uint32_t(b));
+  return redop == kMax ? std::max(a, b) : std::min(a, b);
+}
+template <> inline int64_t combine(int64_t a, int64_t b, int32_t redop) {
+  if (redop == kSum) return int64_t(uint64_t(a) + uint64_t(b));
+  return redop == kMax ? std::max(a, b) : std::min(a, b);
+}
+
+template <typename A, int R> inline void combine_block(A* acc, const A* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] = combine<A>(acc[i], src[i], R);
+}
+
+constexpr size_t kBlockBytes = 8192;
+
+template <typename T, typename A, typename Conv>
+void reduce_typed(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count,
+                  int32_t redop, bool nontemporal) {
+  constexpr size_t kBlock = kBlockBytes / sizeof(A);
+  alignas(64) A acc[kBlock];
+  alignas(64) A tmp[kBlock];
+  alignas(64) T out[kBlock];
+  for (size_t lo = 0; lo < count; lo += kBlock) {
+    size_t n = std::min(kBlock, count - lo);
+    const T* s0 = static_cast<const T*>(srcs[0]) + lo;
+    for (size_t i = 0; i < n; ++i) acc[i] = Conv::load(s0[i]);
+    for (int p = 1; p < nsrc; ++p) {
+      const T* sp = static_cast<const T*>(srcs[p]) + lo;
+      for (size_t i = 0; i < n; ++i) tmp[i] = Conv::load(sp[i]);
+      if (redop == kSum) combine_block<A, kSum>(acc, tmp, n);
+      else if (redop == kMax) combine_block<A, kMax>(acc, tmp, n);
+      else combine_block<A, kMin>(acc, tmp, n);
+    }
+    for (size_t i = 0; i < n; ++i) out[i] = Conv::store(acc[i]);
+    for (int d = 0; d < ndst; ++d)
+      copy_bytes(static_cast<T*>(dsts[d]) + lo, out, n * sizeof(T), nontemporal);
+  }
+}
+
+}  // namespace
+
+void reduce_to(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count,
+               int32_t dtype, int32_t redop, bool nontemporal) {
+  if (count == 0 || nsrc == 0) return;
+  switch (dtype) {
+    case kF32: return reduce_typed<float, float, Plain<float, float>>(dsts, ndst, srcs, nsrc, count, redop, nontemporal);
+    case kF64: return reduce_typed<double, double, Plain<double, double>>(dsts, ndst, srcs, nsrc, count, redop, nontemporal);
+    case kI32: return reduce_typed<int32_t, int32_t, Plain<int32_t, int32_t>>(dsts, ndst, srcs, nsrc, count, redop, nontemporal);
+    case kI64: return reduce_typed<int64_t, int64_t, Plain<int64_t, int64_t>>(dsts, ndst, srcs, nsrc, count, redop, nontemporal);
+    case kF16: return reduce_typed<uint16_t, float, Half>(dsts, ndst, srcs, nsrc, count, redop, nontemporal);
+    case kBF16: return reduce_typed<uint16_t, float, BHalf>(dsts, ndst, srcs, nsrc, count, redop, nontemporal);
+    default: throw std::invalid_argument(std::string("cannot reduce dtype ") + dtype_name(dtype));
+  }
+}
+
+}  // namespace gt

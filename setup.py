@@ -1,0 +1,66 @@
+"""Build globaltensor._C: C++ kernels always; CUDA kernels when GLOBALTENSOR_BUILD_CUDA says so."""
+import glob
+import os
+import shutil
+import subprocess
+
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
+from setuptools import setup
+
+ParallelCompile("GLOBALTENSOR_BUILD_JOBS", default=0).install()
+
+
+def cuda_home():
+    """The CUDA toolkit root when nvcc and the runtime headers are both present, else None."""
+    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    if not os.path.exists(nvcc):
+        return None
+    home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
+    return home if os.path.exists(os.path.join(home, "include", "cuda_runtime.h")) else None
+
+
+def want_cuda(cuda_sources):
+    """GLOBALTENSOR_BUILD_CUDA: 1 forces the CUDA build, 0 skips it, auto (default) detects."""
+    mode = os.environ.get("GLOBALTENSOR_BUILD_CUDA", "auto").lower()
+    if mode in ("0", "false", "no", "off") or not cuda_sources:
+        return None
+    home = cuda_home()
+    if mode in ("1", "true", "yes", "on") and home is None:
+        raise RuntimeError("GLOBALTENSOR_BUILD_CUDA=1 but nvcc and cuda_runtime.h were not found (set CUDA_HOME)")
+    return home
+
+
+class BuildExt(build_ext):
+    """Compiles kernels/*.cu with nvcc (when wanted) and links the objects into _C."""
+
+    def build_extension(self, ext):
+        cuda_sources = sorted(glob.glob("kernels/*.cu"))
+        home = want_cuda(cuda_sources)
+        if home:
+            arch = os.environ.get("GLOBALTENSOR_CUDA_ARCH", "90")
+            out_dir = os.path.join(self.build_temp, "cuda")
+            os.makedirs(out_dir, exist_ok=True)
+            for src in cuda_sources:
+                obj = os.path.join(out_dir, os.path.basename(src) + ".o")
+                cmd = [os.path.join(home, "bin", "nvcc"), "-c", src, "-o", obj, "-O3", "-std=c++17",
+                       "--compiler-options", "-fPIC", f"-gencode=arch=compute_{arch},code=sm_{arch}",
+                       f"-gencode=arch=compute_{arch},code=compute_{arch}"]
+                print(" ".join(cmd))
+                subprocess.check_call(cmd)
+                ext.extra_objects.append(obj)
+            ext.define_macros.append(("GLOBALTENSOR_WITH_CUDA", "1"))
+            ext.include_dirs.append(os.path.join(home, "include"))
+            ext.library_dirs.append(os.path.join(home, "lib64"))
+            ext.libraries.append("cudart")
+        super().build_extension(ext)
+
+
+ext = Pybind11Extension(
+    "globaltensor._C",
+    sorted(glob.glob("kernels/*.cpp")) + ["bindings/module.cpp"],
+    cxx_std=17,
+    extra_compile_args=["-O3", "-fvisibility=hidden"],
+    libraries=["rt"],
+)
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})
