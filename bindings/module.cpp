@@ -19,10 +19,13 @@ namespace {
 // A block of this rank's shared-memory arena, exposed through the buffer protocol; the
 // block goes back to the arena when the last numpy view of it is gone.
 struct ShmBuffer {
+  ShmBuffer(std::shared_ptr<Node> n, int64_t off, size_t size) : node(std::move(n)), offset(off), nbytes(size) {}
+  ShmBuffer(const ShmBuffer&) = delete;  // a copy would free the block twice
+  ShmBuffer& operator=(const ShmBuffer&) = delete;
+  ~ShmBuffer() { node->arena().free(offset); }
   std::shared_ptr<Node> node;
   int64_t offset;
   size_t nbytes;
-  ~ShmBuffer() { node->arena().free(offset); }
   char* data() const { return node->arena().base() + offset; }
 };
 
@@ -95,7 +98,7 @@ PYBIND11_MODULE(_C, m) {
       .def("unlink_arena", [](Node& n) { n.arena().unlink(); }, "Remove the arena's name once every peer mapped it.")
       .def("alloc", [](std::shared_ptr<Node> n, size_t nbytes) {
         int64_t off = n->arena().alloc(nbytes);
-        return std::make_shared<ShmBuffer>(ShmBuffer{n, off, nbytes});
+        return std::make_shared<ShmBuffer>(n, off, nbytes);
       }, py::arg("nbytes"), "A block of the arena of at least nbytes.")
       .def("contains", [](Node& n, py::array a) {
         return n.arena().offset_of(a.data(), size_t(a.nbytes())) >= 0;

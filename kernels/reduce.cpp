@@ -76,9 +76,9 @@ inline uint16_t float_to_half(float f) {  // round to nearest even
   if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // overflow to inf
   if (absx < 0x38800000u) {  // subnormal or zero in half
     if (absx < 0x33000000u) return uint16_t(sign);
-    uint32_t mant = (absx & 0x7fffff) | 0x800000;
+    uint32_t mant = (absx & 0x7fffff) | 0x800000;  // value = mant * 2^(e - 150) = r * 2^-24
     int shift = 126 - int(absx >> 23);
-    uint32_t r = mant >> (shift + 1), rem = mant & ((1u << (shift + 1)) - 1), half = 1u << shift;
+    uint32_t r = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
     if (rem > half || (rem == half && (r & 1))) ++r;
     return uint16_t(sign | r);
   }

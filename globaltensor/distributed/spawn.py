@@ -66,7 +66,7 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
             outcome = sup.wait(timeout=timeout)
             if outcome.ok:
                 sup.reap()
-                return [_load(os.path.join(tmp, f"result_{r}.pkl"))[1] for r in range(nprocs)]
+                return [_value(_load(os.path.join(tmp, f"result_{r}.pkl"))) for r in range(nprocs)]
             sup.terminate(grace=grace, signum=signal.SIGTERM)
         except BaseException:  # KeyboardInterrupt in a notebook: stop every rank, then re-raise
             sup.terminate(grace=grace, signum=signal.SIGTERM)
@@ -86,6 +86,11 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
         raise SpawnError(f"rank {failed.rank} {describe_exit(failed.proc.returncode)}; the other ranks were "
                          f"stopped. Its traceback:\n{detail}", rank=failed.rank,
                          exit_code=exit_code(failed.proc.returncode))
+
+
+def _value(record):
+    """A rank's return value; None for a rank that exited 0 without returning (os._exit)."""
+    return record[1] if record else None
 
 
 def _load(path):

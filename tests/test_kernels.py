@@ -1,0 +1,89 @@
+"""Native reduction and copy kernels against their numpy twins, without processes."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+from globaltensor import _C
+
+DTYPES = {"float32": (np.float32, 0), "float64": (np.float64, 1), "float16": (np.float16, 2),
+          "bfloat16": (ml_dtypes.bfloat16, 3), "int32": (np.int32, 4), "int64": (np.int64, 5)}
+OPS = {"sum": 0, "max": 1, "min": 2}
+
+
+def twin(srcs, op, dtype):
+    """What the kernel must give: combine in order, half types in float32, round once."""
+    wide = np.float32 if np.dtype(dtype).itemsize == 2 else dtype
+    acc = srcs[0].astype(wide)
+    for s in srcs[1:]:
+        s = s.astype(wide)
+        if op == "sum":
+            acc = acc + s if np.dtype(wide).kind == "f" else (acc.astype(np.int64) + s).astype(wide)
+        else:
+            acc = (np.maximum if op == "max" else np.minimum)(acc, s)
+    return acc.astype(dtype)
+
+
+@pytest.mark.parametrize("nsrc", [1, 2, 3, 5])
+@pytest.mark.parametrize("count", [0, 1, 7, 2048, 2049, 100_003])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_matches_twin(dtype, op, count, nsrc):
+    np_dtype, code = DTYPES[dtype]
+    rng = np.random.default_rng(count * 10 + nsrc)
+    if np.dtype(np_dtype).kind == "i":
+        srcs = [rng.integers(-(2**20), 2**20, count).astype(np_dtype) for _ in range(nsrc)]
+    else:
+        srcs = [(rng.standard_normal(count) * 100).astype(np_dtype) for _ in range(nsrc)]
+    out = np.empty(count, np_dtype)
+    _C.reduce_into(out, srcs, code, OPS[op], nontemporal=count > 2048)
+    np.testing.assert_array_equal(out.view(np.uint8), twin(srcs, op, np_dtype).view(np.uint8))
+
+
+def test_integer_sum_wraps():
+    big = np.array([2**62, -(2**63)], np.int64)
+    out = np.empty_like(big)
+    _C.reduce_into(out, [big, big], 5, 0)
+    np.testing.assert_array_equal(out, big + big)  # numpy wraps too
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_max_min_propagate_nan(dtype):
+    np_dtype, code = DTYPES[dtype]
+    a = np.array([1, np.nan, 3], np_dtype)
+    b = np.array([np.nan, 2, 1], np_dtype)
+    for op in ("max", "min"):
+        out = np.empty_like(a)
+        _C.reduce_into(out, [a, b], code, OPS[op])
+        assert np.isnan(out.astype(np.float32)[:2]).all()
+
+
+def test_half_rounding_special_values():
+    vals = np.array([0.0, -0.0, 6.1e-5, 5.96e-8, 2.98e-8, 3.0e-8, 1e-6, 65504, 65519, 1e-10, np.inf, -np.inf,
+                     0.1, 2049, 2051], np.float32)
+    for np_dtype, code in (DTYPES["float16"], DTYPES["bfloat16"]):
+        a = vals.astype(np_dtype)
+        out = np.empty_like(a)
+        _C.reduce_into(out, [a, np.zeros_like(a)], code, 0)
+        np.testing.assert_array_equal(out.view(np.uint16), (a.astype(np.float32) + 0).astype(np_dtype).view(np.uint16))
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 15, 255, 256, 4097, 1 << 20])
+@pytest.mark.parametrize("offset", [0, 1, 8])
+def test_copy_bytes_streaming(nbytes, offset):
+    src = np.random.default_rng(nbytes).integers(0, 255, nbytes + 16, dtype=np.uint8)
+    dst = np.zeros(nbytes + 16, np.uint8)
+    _C.copy_bytes(dst[offset:offset + nbytes], src[3:3 + nbytes], nontemporal=True)
+    np.testing.assert_array_equal(dst[offset:offset + nbytes], src[3:3 + nbytes])
+    assert not dst[:offset].any() and not dst[offset + nbytes:].any()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_sum_over_every_bit_pattern(dtype):
+    np_dtype, code = DTYPES[dtype]
+    a = np.arange(65536, dtype=np.uint16).view(np_dtype)
+    a = a[np.isfinite(a.astype(np.float32))]
+    b = np.random.default_rng(7).permutation(a)
+    out = np.empty_like(a)
+    _C.reduce_into(out, [a, b], code, 0)
+    want = (a.astype(np.float32) + b.astype(np.float32)).astype(np_dtype)
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
