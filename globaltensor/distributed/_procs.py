@@ -44,12 +44,12 @@ class Rank:
 class Outcome:
     """How a wait ended: every rank succeeded, a rank failed, the time ran out, or a signal came."""
 
-    def __init__(self, failed=None, timed_out=False, signum=None):
-        self.failed, self.timed_out, self.signum = failed, timed_out, signum
+    def __init__(self, failed=None, timed_out=False, signum=None, remote=False):
+        self.failed, self.timed_out, self.signum, self.remote = failed, timed_out, signum, remote
 
     @property
     def ok(self):
-        return self.failed is None and not self.timed_out and self.signum is None
+        return self.failed is None and not self.timed_out and self.signum is None and not self.remote
 
 
 class Supervisor:
@@ -130,7 +130,7 @@ class Supervisor:
             if remote_failure and time.monotonic() >= next_remote:
                 next_remote = time.monotonic() + 0.5
                 if remote_failure():
-                    return Outcome(signum=signal.SIGTERM)
+                    return Outcome(remote=True)
             time.sleep(poll)
 
     def terminate(self, grace=5.0, signum=signal.SIGTERM):

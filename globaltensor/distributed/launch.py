@@ -10,6 +10,7 @@ import hashlib
 import os
 import signal
 import sys
+import time
 
 from ._procs import Supervisor, console_write, describe_exit, exit_code, remove_shared_memory
 from .store import StoreClient, StoreError, StoreServer, new_secret
@@ -114,12 +115,12 @@ def main(argv=None):
         server.start()
     sup.start_streaming()
     store = _connect(args, port, secret) if args.nnodes > 1 else None
-    remote = (lambda: _remote_failed(store)) if store else None
+    remote = (lambda: _remote_failed(store, args.node_rank)) if store else None
     try:
         outcome = sup.wait(stop=signals, remote_failure=remote)
         if outcome.failed:
             _report_failure(outcome.failed)
-            _publish_failure(store, outcome.failed)
+            _publish_failure(store, outcome.failed, args.nnodes if server else 0)
         if not outcome.ok:
             forward = outcome.signum if outcome.signum == signal.SIGINT else signal.SIGTERM
             sup.terminate(grace=args.grace_period, signum=forward)
@@ -134,6 +135,8 @@ def main(argv=None):
         sys.stderr.write(f"{_TAG} job failed: rank {failed.rank} {describe_exit(failed.proc.returncode)} "
                          f"(root cause); exit code {exit_code(failed.proc.returncode)}\n")
         return exit_code(failed.proc.returncode)
+    if outcome.remote:
+        return 1
     if outcome.signum:
         sys.stderr.write(f"{_TAG} stopped by {signal.Signals(outcome.signum).name}; all ranks were stopped\n")
         return 128 + int(outcome.signum)
@@ -148,24 +151,30 @@ def _connect(args, port, secret):
         return None
 
 
-def _publish_failure(store, failed):
-    if store:
-        try:
-            store.set("launch/failed", f"{failed.rank}:{exit_code(failed.proc.returncode)}".encode())
-        except (OSError, ConnectionError):
-            pass
+def _publish_failure(store, failed, nnodes):
+    """Tell the other nodes; the node hosting the store keeps it up until they have heard (3 s at most)."""
+    if not store:
+        return
+    try:
+        store.set("launch/failed", f"{failed.rank}:{exit_code(failed.proc.returncode)}".encode())
+        deadline = time.monotonic() + 3.0
+        for node in range(1, nnodes):
+            store.get(f"launch/ack/{node}", max(0.0, deadline - time.monotonic()))
+    except (OSError, ConnectionError, StoreError):
+        pass
 
 
-def _remote_failed(store):
+def _remote_failed(store, node_rank):
     """True when another node reported a failed rank (a vanished store counts as nothing)."""
     try:
-        failed = store.check(["launch/failed"])[0]
-    except (OSError, ConnectionError):
-        return False
-    if failed:
+        if not store.check(["launch/failed"])[0]:
+            return False
         who = store.get("launch/failed", 1.0).decode()
-        sys.stderr.write(f"{_TAG} rank {who.split(':')[0]} on another node failed; stopping this node's ranks\n")
-    return failed
+        store.set(f"launch/ack/{node_rank}", b"1")
+    except (OSError, ConnectionError, StoreError):
+        return False
+    sys.stderr.write(f"{_TAG} rank {who.split(':')[0]} on another node failed; stopped this node's ranks\n")
+    return True
 
 
 if __name__ == "__main__":
