@@ -98,6 +98,7 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
     : node_(std::move(node)), ranks_(std::move(ranks)), me_(index), k_(int(ranks_.size())), opts_(options) {
   if (k_ <= 0 || me_ < 0 || me_ >= k_) throw std::invalid_argument("group index out of range");
   opts_.stage_bytes = std::max<size_t>(round_up(opts_.stage_bytes, 64), size_t(64) * size_t(k_));
+  opts_.oneshot_bytes = std::min(opts_.oneshot_bytes, opts_.stage_bytes);
   slot_stride_ = round_up(sizeof(Slot), 64);
   counts_offset_ = kHeaderBytes + slot_stride_ * size_t(k_);
   stage_offset_ = round_up(counts_offset_ + 2 * size_t(k_) * 2 * size_t(k_) * sizeof(uint64_t), 4096);
@@ -267,13 +268,14 @@ void Group::broadcast(void* buf, size_t nbytes, int root) {
   if (root < 0 || root >= k_) throw std::invalid_argument("broadcast root is not a member of the group");
   Desc d{};
   d.root = root;
-  d.in_bytes = d.out_bytes = nbytes;
+  d.in_bytes = me_ == root ? nbytes : 0;  // only the root contributes; the others only receive
+  d.out_bytes = nbytes;
   d.in_off = me_ == root ? own_offset(buf, nbytes) : -1;
   bool pre = me_ == root && d.in_off < 0 && nbytes <= opts_.stage_bytes;
   begin(kBroadcast, d, pre ? buf : nullptr, nbytes);
   for (int p = 0; p < k_; ++p) {
     check_all(desc(p).root == root, "the ranks named different roots");
-    check_all(desc(p).in_bytes == nbytes, "the ranks passed buffers of different sizes");
+    check_all(desc(p).out_bytes == nbytes, "the ranks passed buffers of different sizes");
   }
   char* out = static_cast<char*>(buf);
   bool nt = nbytes >= opts_.nontemporal_bytes;
@@ -374,22 +376,21 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
   d.in_bytes = d.out_bytes = nbytes;
   d.in_off = own_offset(in, nbytes);
   d.out_off = own_offset(out, nbytes);
-  bool small = nbytes <= opts_.stage_bytes;  // one-shot: always from staging, so in == out is safe
-  begin(kAllReduce, d, small ? in : nullptr, nbytes);
+  bool mine_zero_copy = d.in_off >= 0 && d.out_off >= 0;
+  bool small = nbytes <= opts_.oneshot_bytes;  // one-shot reads staging only, so in == out is safe
+  begin(kAllReduce, d, small && !mine_zero_copy ? in : nullptr, nbytes);
   for (int p = 0; p < k_; ++p) {
     check_all(desc(p).dtype == dtype && desc(p).redop == redop, "the ranks passed different dtypes or ops");
     check_all(desc(p).in_bytes == nbytes, "the ranks passed buffers of different sizes");
   }
   std::vector<const void*> srcs(k_);
   std::vector<void*> dsts(k_);
-  if (small) {
-    for (int p = 0; p < k_; ++p) srcs[p] = stage(p, pre_slot_);
-    reduce_to(&out, 1, srcs.data(), k_, count, dtype, redop, false);
-    return;
+  bool zero_copy = true, all_staged = true;
+  for (int p = 0; p < k_; ++p) {
+    zero_copy = zero_copy && desc(p).in_off >= 0 && desc(p).out_off >= 0;
+    all_staged = all_staged && desc(p).staged;
   }
-  bool zero_copy = true;
-  for (int p = 0; p < k_; ++p) zero_copy = zero_copy && desc(p).in_off >= 0 && desc(p).out_off >= 0;
-  if (zero_copy) {  // each rank reduces its range from every input into every output
+  if (zero_copy && nbytes > 0) {  // each rank reduces its range from every input into every output
     size_t lo, hi;
     split_range(count, k_, me_, 4096 / esz, &lo, &hi);
     for (int p = 0; p < k_; ++p) {
@@ -398,6 +399,15 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
     }
     reduce_to(dsts.data(), k_, srcs.data(), k_, hi - lo, dtype, redop, nbytes >= opts_.nontemporal_bytes);
     sync();
+    return;
+  }
+  if (small) {
+    if (!all_staged) {  // a rank in shared memory met ranks that are not: it stages late
+      if (!desc(me_).staged) copy_bytes(stage(me_, pre_slot_), in, nbytes, false);
+      sync();
+    }
+    for (int p = 0; p < k_; ++p) srcs[p] = stage(p, pre_slot_);
+    reduce_to(&out, 1, srcs.data(), k_, count, dtype, redop, false);
     return;
   }
   size_t chunk = opts_.stage_bytes / esz;

@@ -34,7 +34,8 @@ class Node {
 
 struct GroupOptions {
   double timeout_s = 300.0;
-  size_t stage_bytes = size_t(1) << 20;   // per rank, per slot; also the one-shot limit
+  size_t stage_bytes = size_t(1) << 20;   // per rank, per slot
+  size_t oneshot_bytes = size_t(256) << 10;  // all_reduce at most this large: one phase, from staging
   size_t nontemporal_bytes = size_t(8) << 20;  // stream stores when an output is this large
 };
 

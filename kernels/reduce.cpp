@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -131,34 +132,53 @@ template <> inline int64_t combine(int64_t a, int64_t b, int32_t redop) {
   return redop == kMax ? std::max(a, b) : std::min(a, b);
 }
 
-template <typename A, int R> inline void combine_block(A* acc, const A* src, size_t n) {
-  for (size_t i = 0; i < n; ++i) acc[i] = combine<A>(acc[i], src[i], R);
+// acc[i] = first[i] (op) second[i], or acc[i] = acc[i] (op) second[i] when first == acc.
+template <typename T, typename A, typename Conv, int R>
+inline void combine_pass(A* acc, const T* first, const T* second, size_t n, bool first_is_acc) {
+  if (first_is_acc) {
+    for (size_t i = 0; i < n; ++i) acc[i] = combine<A>(acc[i], Conv::load(second[i]), R);
+  } else {
+    for (size_t i = 0; i < n; ++i) acc[i] = combine<A>(Conv::load(first[i]), Conv::load(second[i]), R);
+  }
 }
 
 constexpr size_t kBlockBytes = 8192;
 
-template <typename T, typename A, typename Conv>
-void reduce_typed(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count,
-                  int32_t redop, bool nontemporal) {
+// One block: sources combine pairwise into an L1-resident accumulator, which is then stored
+// to every destination; when T == A the accumulator is itself the stored block.
+template <typename T, typename A, typename Conv, int R>
+void reduce_blocks(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count,
+                   bool nontemporal) {
   constexpr size_t kBlock = kBlockBytes / sizeof(A);
+  constexpr bool kSame = std::is_same<T, A>::value;
   alignas(64) A acc[kBlock];
-  alignas(64) A tmp[kBlock];
-  alignas(64) T out[kBlock];
+  alignas(64) T out[kSame ? 1 : kBlock];
   for (size_t lo = 0; lo < count; lo += kBlock) {
     size_t n = std::min(kBlock, count - lo);
     const T* s0 = static_cast<const T*>(srcs[0]) + lo;
-    for (size_t i = 0; i < n; ++i) acc[i] = Conv::load(s0[i]);
-    for (int p = 1; p < nsrc; ++p) {
-      const T* sp = static_cast<const T*>(srcs[p]) + lo;
-      for (size_t i = 0; i < n; ++i) tmp[i] = Conv::load(sp[i]);
-      if (redop == kSum) combine_block<A, kSum>(acc, tmp, n);
-      else if (redop == kMax) combine_block<A, kMax>(acc, tmp, n);
-      else combine_block<A, kMin>(acc, tmp, n);
+    if (nsrc == 1) {
+      for (size_t i = 0; i < n; ++i) acc[i] = Conv::load(s0[i]);
+    } else {
+      combine_pass<T, A, Conv, R>(acc, s0, static_cast<const T*>(srcs[1]) + lo, n, false);
     }
-    for (size_t i = 0; i < n; ++i) out[i] = Conv::store(acc[i]);
+    for (int p = 2; p < nsrc; ++p)
+      combine_pass<T, A, Conv, R>(acc, nullptr, static_cast<const T*>(srcs[p]) + lo, n, true);
+    const void* block = acc;
+    if constexpr (!kSame) {
+      for (size_t i = 0; i < n; ++i) out[i] = Conv::store(acc[i]);
+      block = out;
+    }
     for (int d = 0; d < ndst; ++d)
-      copy_bytes(static_cast<T*>(dsts[d]) + lo, out, n * sizeof(T), nontemporal);
+      copy_bytes(static_cast<T*>(dsts[d]) + lo, block, n * sizeof(T), nontemporal);
   }
+}
+
+template <typename T, typename A, typename Conv>
+void reduce_typed(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count,
+                  int32_t redop, bool nontemporal) {
+  if (redop == kSum) reduce_blocks<T, A, Conv, kSum>(dsts, ndst, srcs, nsrc, count, nontemporal);
+  else if (redop == kMax) reduce_blocks<T, A, Conv, kMax>(dsts, ndst, srcs, nsrc, count, nontemporal);
+  else reduce_blocks<T, A, Conv, kMin>(dsts, ndst, srcs, nsrc, count, nontemporal);
 }
 
 }  // namespace

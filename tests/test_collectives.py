@@ -167,6 +167,34 @@ def test_64_mib_messages(nprocs):
     assert run_ranks(_large, nprocs, 64 << 20, timeout=240) == [True] * nprocs
 
 
+def _mixed_buffers():
+    """Some ranks hold shared-memory arrays, others heap arrays: every path must agree."""
+    k, r = gt.env.get_world_size(), gt.env.get_rank()
+    shared = r % 2 == 0
+    for n in [20_000, 70_000, 300_000, 1_000_000]:  # one-shot, and beyond it
+        x = _buffer(shared, (n,), np.float32)
+        x[...] = rank_data(n, r, n, np.float32)
+        dist.all_reduce(x)
+        want = reference_reduce([rank_data(n, p, n, np.float32) for p in range(k)], "sum")
+        np.testing.assert_array_equal(x, want)
+        g = dist.all_gather(x[: n // 2 + r])
+        assert g.shape == (sum(n // 2 + p for p in range(k)),)
+        np.testing.assert_array_equal(g[: n // 2], want[: n // 2])
+        b = _buffer(shared, (n,), np.float32)
+        b[...] = r
+        dist.broadcast(b, src=k - 1)
+        assert (b == k - 1).all()
+        s = dist.reduce_scatter(x)
+        lo = sum(n // k + (i < n % k) for i in range(r))
+        np.testing.assert_array_equal(s, want[lo:lo + s.shape[0]] * k)
+    return True
+
+
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_shared_and_heap_buffers_mixed(nprocs):
+    assert run_ranks(_mixed_buffers, nprocs) == [True] * nprocs
+
+
 def _subgroups():
     r = gt.env.get_rank()
     pairs = dist.new_group([0, 1]) if r < 2 else dist.new_group([2, 3])

@@ -4,6 +4,7 @@ Arrays made by `empty_shared` live in this rank's arena and are read by peers in
 (zero copy); other arrays pass through bounded staging buffers. Arguments are checked on
 every rank before any rank communicates.
 """
+import math
 import zlib
 
 import numpy as np
@@ -155,7 +156,7 @@ def all_to_all(x, send_sizes, group=None, recv_sizes=None):
         table = np.empty((native.size, native.size), dtype=np.int64)
         native.all_gather(np.array(send, dtype=np.int64), table)
         recv_sizes = table[:, native.index].tolist()
-    row_bytes = x.itemsize * int(np.prod(x.shape[1:], dtype=np.int64))
+    row_bytes = x.itemsize * math.prod(x.shape[1:])
     out = empty_shared((sum(recv_sizes),) + x.shape[1:], x.dtype)
     native.all_to_all(x, [s * row_bytes for s in send], out, [int(r) * row_bytes for r in recv_sizes])
     return out

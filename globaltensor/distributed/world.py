@@ -4,6 +4,7 @@ Joining the job is collective and lazy: the first collective (or `gt.env.barrier
 rank connects to the store and maps the arenas of the other ranks on this node.
 """
 import hashlib
+import math
 import os
 import socket
 import threading
@@ -15,7 +16,9 @@ from .store import StoreClient, StoreServer, secret_from_env
 
 ARENA_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) << 30
 STAGE_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_STAGE_BYTES", str(1 << 20)))
-NONTEMPORAL_BYTES = int(os.environ.get("GLOBALTENSOR_NONTEMPORAL_BYTES", str(8 << 20)))
+ONESHOT_BYTES = int(os.environ.get("GLOBALTENSOR_ONESHOT_BYTES", str(256 << 10)))
+# Streaming stores lost at every size measured here (the L3 holds the buffers): off unless asked.
+NONTEMPORAL_BYTES = int(os.environ.get("GLOBALTENSOR_NONTEMPORAL_BYTES", str(1 << 62)))
 SHARED_MIN_BYTES = 1 << 15  # smaller arrays stay on the heap: staging them costs less than a page
 
 
@@ -115,14 +118,16 @@ class World:
                     "supported yet (shared memory only). Use one node, or cuda placements with NCCL")
             digest = hashlib.sha1(",".join(map(str, ranks)).encode()).hexdigest()[:16]
             native = _C.Group(self.node, f"{self.prefix}g{digest}", list(ranks), ranks.index(self.rank),
-                              timeout_seconds(), STAGE_BYTES, NONTEMPORAL_BYTES)
+                              timeout_seconds(), STAGE_BYTES, ONESHOT_BYTES, NONTEMPORAL_BYTES)
             self._groups[ranks] = native
             return native
 
     def empty_shared(self, shape, dtype):
         """An uninitialised array whose memory peers on this node can read without a copy."""
-        dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        nbytes = math.prod(shape) * dtype.itemsize  # np.prod costs microseconds here
         if nbytes < SHARED_MIN_BYTES:
             return np.empty(shape, dtype)
         try:

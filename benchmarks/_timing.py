@@ -1,0 +1,40 @@
+"""Shared benchmark helpers: median timing of a collective and table printing."""
+import statistics
+import time
+
+SIZES = [8, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
+ITERS = {8: 3000, 4 << 10: 2000, 64 << 10: 500, 1 << 20: 100, 16 << 20: 20, 64 << 20: 8}
+
+
+def median_seconds(fn, iters, barrier, warmup=3):
+    """Median of per-call times after a warm-up; a barrier first so ranks start together."""
+    for _ in range(warmup):
+        fn()
+    barrier()
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def human_size(n):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def human_time(s):
+    if s is None:
+        return "-"
+    return f"{s * 1e6:.2f} us" if s < 1e-3 else f"{s * 1e3:.3f} ms"
+
+
+def print_table(title, header, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    print(f"\n{title}")
+    print("  ".join(str(h).rjust(w) for h, w in zip(header, widths)))
+    for row in rows:
+        print("  ".join(str(c).rjust(w) for c, w in zip(row, widths)))

@@ -1,0 +1,166 @@
+"""Collectives on 2 ranks: globaltensor vs torch.distributed (gloo) vs Open MPI, in one run.
+
+    python benchmarks/bench_collectives.py [--sizes 8,4096,...] [--json out.json]
+
+Sizes are the full message: the all_reduce/broadcast buffer, the all_gather output, the
+reduce_scatter input. Time is the median per call; bandwidth is size / time. "gt shm"
+uses arrays from gt.distributed.empty_shared (peers read them in place); "gt heap" uses
+plain numpy arrays (staged through shared memory). Peers are skipped when not importable.
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import ITERS, SIZES, human_size, human_time, median_seconds, print_table  # noqa: E402
+
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
+
+
+def gt_worker(sizes, shared):
+    from globaltensor import distributed as dist
+    k = 2
+    make = dist.empty_shared if shared else np.empty
+    out = {}
+    for size in sizes:
+        n = max(1, size // 4)
+        buf = make((n,), np.float32)
+        buf[...] = 1
+        part = make((max(1, n // k),), np.float32)
+        part[...] = 1
+        calls = {"all_reduce": lambda: dist.all_reduce(buf),
+                 "all_gather": lambda: dist.all_gather(part, sizes=[part.shape[0]] * k),
+                 "reduce_scatter": lambda: dist.reduce_scatter(buf),
+                 "broadcast": lambda: dist.broadcast(buf, src=0)}
+        for op in OPS:
+            out[f"{op}/{size}"] = median_seconds(calls[op], ITERS.get(size, 20), dist.barrier)
+    return out
+
+
+def gloo_worker(sizes, port):
+    import torch
+    import torch.distributed as tdist
+    rank = int(os.environ["RANK"])
+    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    out = {}
+    for size in sizes:
+        n = max(1, size // 4)
+        buf = torch.ones(n)
+        part = torch.ones(max(1, n // 2))
+        gathered = torch.empty(part.numel() * 2)
+        calls = {"all_reduce": lambda: tdist.all_reduce(buf),
+                 "all_gather": lambda: tdist.all_gather_into_tensor(gathered, part),
+                 "reduce_scatter": lambda: tdist.reduce_scatter_tensor(part, buf[:part.numel() * 2]),
+                 "broadcast": lambda: tdist.broadcast(buf, src=0)}
+        for op in OPS:
+            try:
+                out[f"{op}/{size}"] = median_seconds(calls[op], ITERS.get(size, 20), tdist.barrier)
+            except RuntimeError:  # gloo lacks reduce_scatter_tensor in some builds
+                out[f"{op}/{size}"] = None
+    tdist.destroy_process_group()
+    return out
+
+
+def mpi_worker(sizes, path):
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    out = {}
+    for size in sizes:
+        n = max(1, size // 4)
+        buf = np.ones(n, np.float32)
+        part = np.ones(max(1, n // 2), np.float32)
+        gathered = np.empty(part.size * 2, np.float32)
+        calls = {"all_reduce": lambda: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM),
+                 "all_gather": lambda: comm.Allgather(part, gathered),
+                 "reduce_scatter": lambda: comm.Reduce_scatter_block(buf[:part.size * 2], part, op=MPI.SUM),
+                 "broadcast": lambda: comm.Bcast(buf, root=0)}
+        for op in OPS:
+            out[f"{op}/{size}"] = median_seconds(calls[op], ITERS.get(size, 20), comm.Barrier)
+    if comm.Get_rank() == 0:
+        with open(path, "w") as f:
+            json.dump(out, f)
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_mpi(sizes):
+    if not shutil.which("mpirun"):
+        return None, "mpirun not found"
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return None, "mpi4py not importable"
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gt_bench_mpi_{os.getpid()}.json")
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cmd = ["mpirun", "-n", "2", "--bind-to", "none", sys.executable, os.path.abspath(__file__), "--mpi-worker", path,
+           "--sizes", ",".join(map(str, sizes))]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    if res.returncode != 0:
+        return None, f"mpirun failed: {res.stderr[-500:]}"
+    with open(path) as f:
+        data = json.load(f)
+    os.unlink(path)
+    import mpi4py
+    from mpi4py import MPI
+    return data, f"{MPI.Get_library_version().splitlines()[0].strip()} (mpi4py {mpi4py.__version__})"
+
+
+def run_gloo(sizes):
+    try:
+        import torch
+    except ImportError:
+        return None, "torch not importable"
+    from globaltensor.distributed import spawn
+    return spawn(gloo_worker, args=(sizes, _free_port()), nprocs=2, timeout=900)[0], f"gloo (torch {torch.__version__})"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="message sizes in bytes, comma-separated")
+    p.add_argument("--json", default="benchmarks/results/collectives.json", help="where to write the figures")
+    p.add_argument("--mpi-worker", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.mpi_worker:
+        return mpi_worker(sizes, args.mpi_worker)
+    from globaltensor.distributed import spawn
+    results = {"gt shm": spawn(gt_worker, args=(sizes, True), nprocs=2, timeout=900)[0],
+               "gt heap": spawn(gt_worker, args=(sizes, False), nprocs=2, timeout=900)[0]}
+    peers = {}
+    for name, runner in (("Open MPI", run_mpi), ("gloo", run_gloo)):
+        data, note = runner(sizes)
+        peers[name] = note
+        if data:
+            results[name] = data
+    print("2 ranks, float32, median per call. Peers: " + "; ".join(f"{k}: {v}" for k, v in peers.items()))
+    for op in OPS:
+        header = ["size"] + [f"{name}" for name in results] + ["gt shm GB/s"]
+        header += [f"{name}/gt shm" for name in results if name != "gt shm"]
+        rows = []
+        for size in sizes:
+            times = {name: data.get(f"{op}/{size}") for name, data in results.items()}
+            ours = times["gt shm"]
+            row = [human_size(size)] + [human_time(t) for t in times.values()] + [f"{size / ours / 1e9:.2f}"]
+            row += [f"{t / ours:.2f}x" if t else "-" for name, t in times.items() if name != "gt shm"]
+            rows.append(row)
+        print_table(op, header, rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump({"peers": peers, "seconds": results}, f, indent=1)
+    print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
