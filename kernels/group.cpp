@@ -370,6 +370,10 @@ void Group::reduce_scatter(const void* in, size_t in_count, void* out, size_t ou
 
 void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, int32_t redop) {
   size_t esz = dtype_size(dtype), nbytes = count * esz;
+  if (k_ == 1) {  // nothing to combine with
+    copy_bytes(out, in, nbytes, false);
+    return;
+  }
   Desc d{};
   d.dtype = dtype;
   d.redop = redop;

@@ -1,0 +1,11 @@
+"""Each tutorial notebook is generated from its .py twin; nbmake executes the notebooks."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tutorials"))
+
+import make_notebooks  # noqa: E402
+
+
+def test_notebooks_match_their_py_twins():
+    assert make_notebooks.main(check=True) == 0, "run: python tutorials/make_notebooks.py"
