@@ -141,6 +141,12 @@ int64_t Group::own_offset(const void* ptr, size_t nbytes) const {
   return node_->arena().offset_of(ptr, nbytes);
 }
 
+std::vector<int> Group::all_members() const {
+  std::vector<int> v(k_);
+  for (int i = 0; i < k_; ++i) v[i] = i;
+  return v;
+}
+
 std::string Group::ranks_text(const std::vector<int>& members) const {
   std::ostringstream os;
   os << "[";
@@ -164,7 +170,7 @@ std::string Group::describe(int p) const {
 void Group::check_all(bool ok, const std::string& what) {
   if (ok) return;
   std::ostringstream os;
-  os << op_name_ << " on ranks " << ranks_text([&] { std::vector<int> v(k_); for (int i = 0; i < k_; ++i) v[i] = i; return v; }())
+  os << op_name_ << " on ranks " << ranks_text(all_members())
      << ": " << what << "; the ranks called:";
   for (int p = 0; p < k_; ++p) os << "\n  rank " << ranks_[p] << ": " << describe(p);
   throw CollectiveError(os.str());
@@ -208,7 +214,7 @@ void Group::fail_waiting(uint32_t target, bool timed_out) {
   }
   std::ostringstream os;
   double elapsed = now_seconds() - op_start_;
-  os << op_name_ << " on ranks " << ranks_text([&] { std::vector<int> v(k_); for (int i = 0; i < k_; ++i) v[i] = i; return v; }());
+  os << op_name_ << " on ranks " << ranks_text(all_members());
   if (!dead.empty()) {
     os << ": rank(s) " << ranks_text(dead) << " exited while rank " << ranks_[me_] << " waited for them ("
        << elapsed << " s)";

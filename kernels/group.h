@@ -91,6 +91,7 @@ class Group {
   [[noreturn]] void fail_waiting(uint32_t target, bool timed_out);
   void check_all(bool ok, const std::string& what);
   std::string describe(int p) const;
+  std::vector<int> all_members() const;
   std::string ranks_text(const std::vector<int>& members) const;
   bool all_direct() const;
   bool any_arena_source() const;

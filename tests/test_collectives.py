@@ -195,6 +195,56 @@ def test_shared_and_heap_buffers_mixed(nprocs):
     assert run_ranks(_mixed_buffers, nprocs) == [True] * nprocs
 
 
+def _shm_used_bytes():
+    st = os.statvfs("/dev/shm")
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def _bounded_memory():
+    k = gt.env.get_world_size()
+    dist.all_reduce(np.zeros(1))  # the group's segment exists from here on
+    dist.barrier()
+    before = _shm_used_bytes()
+    x = np.ones(16 << 20, np.float32)  # 64 MiB on the heap: staged in 1 MiB rounds
+    dist.all_reduce(x)
+    dist.broadcast(x, src=0)
+    grown = _shm_used_bytes() - before
+    dist.barrier()
+    return bool((x == k).all()), grown
+
+
+def test_staging_memory_is_bounded():
+    for ok, grown in run_ranks(_bounded_memory, 2):
+        assert ok and grown < 8 << 20  # far below the 64 MiB message
+
+
+def _gil_released_while_waiting():
+    import threading
+    if gt.env.get_rank() == 1:
+        dist.barrier()
+        time.sleep(1.0)
+        dist.barrier()
+        return None
+    dist.barrier()
+    ticks = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    dist.barrier()  # waits about a second for rank 1
+    stop.set()
+    t.join()
+    return ticks[0]
+
+
+def test_gil_is_released_while_waiting():
+    assert run_ranks(_gil_released_while_waiting, 2)[0] > 100_000
+
+
 def _subgroups():
     r = gt.env.get_rank()
     pairs = dist.new_group([0, 1]) if r < 2 else dist.new_group([2, 3])
