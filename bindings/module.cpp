@@ -3,11 +3,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "../kernels/group.h"
+#include "../kernels/philox.h"
 #include "../kernels/reduce.h"
 
 namespace py = pybind11;
@@ -82,6 +84,33 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     gt::copy_bytes(d.ptr, s.ptr, d.nbytes, nontemporal);
   }, py::arg("dst"), py::arg("src"), py::arg("nontemporal") = false, "memcpy, optionally with streaming stores.");
+
+  m.def("philox_fill", [](py::array out, int dtype, int kind, std::vector<int64_t> global_shape,
+                          std::vector<int64_t> starts, uint64_t seed, uint64_t counter, double a, double b) {
+    View o = contiguous(out, "out", true);
+    size_t nd = global_shape.size();
+    if (starts.size() != nd || size_t(out.ndim()) != nd)
+      throw py::value_error("global_shape, starts and out must have the same number of dimensions");
+    std::vector<int64_t> local(nd);
+    for (size_t d = 0; d < nd; ++d) {
+      local[d] = out.shape(d);
+      if (starts[d] < 0 || starts[d] + local[d] > global_shape[d])
+        throw py::value_error("the piece lies outside the global shape");
+    }
+    if (o.nbytes != size_t(out.size()) * gt::dtype_size(dtype)) throw py::value_error("dtype does not match out");
+    gt::RandomBox box{int(nd), global_shape.data(), starts.data(), local.data()};
+    py::gil_scoped_release release;
+    gt::philox_fill(o.ptr, dtype, kind, box, seed, counter, a, b);
+  }, py::arg("out"), py::arg("dtype"), py::arg("kind"), py::arg("global_shape"), py::arg("starts"), py::arg("seed"),
+     py::arg("counter"), py::arg("a"), py::arg("b"),
+     "Fill out, the piece of a global tensor starting at `starts`, from Philox4x32-10 keyed by "
+     "(seed, counter) at each element's global index.");
+
+  m.def("philox4x32", [](std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {
+    std::array<uint32_t, 4> out;
+    gt::philox4x32(ctr.data(), key.data(), out.data());
+    return out;
+  }, py::arg("counter"), py::arg("key"), "The four words of Philox4x32-10 (for tests against known answers).");
 
   py::class_<ShmBuffer, std::shared_ptr<ShmBuffer>>(m, "ShmBuffer", py::buffer_protocol(),
       "A block of this rank's shared-memory arena (peers read it without a copy).")

@@ -1,6 +1,18 @@
 """globaltensor: global tensors with eager execution (see SPEC.md for the contract)."""
-from . import distributed, env
+from . import debug, distributed, env, sbp
+from .dtype import bfloat16, bool, float16, float32, float64, int8, int32, int64, uint8  # noqa: A004
+from .ops.creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
+                           randint, randn, tensor, uniform, zeros, zeros_like)
+from .placement import placement
+from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
+from .tensor import Tensor
 
 __version__ = "0.1.0"
 
-__all__ = ["distributed", "env", "__version__"]
+__all__ = [
+    "debug", "distributed", "env", "sbp", "placement", "Tensor", "tensor",
+    "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8",
+    "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
+    "zeros_like", "ones_like", "full_like", "empty_like",
+    "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "__version__",
+]

@@ -18,6 +18,15 @@ _REDUCE_DTYPES = {np.dtype(n): c for n, c in _REDUCE_DTYPE_NAMES.items() if n !=
 _REDOPS = {"sum": 0, "max": 1, "min": 2}
 
 
+_observers = []
+
+
+def _observe(kind, nbytes):
+    """Tell every active gt.debug.count_collectives() about one collective."""
+    for counter in _observers:
+        counter.add(kind, nbytes)
+
+
 def _group(group):
     if group is None:
         return world_group()
@@ -52,11 +61,14 @@ def empty_shared(shape, dtype=np.float32):
 
 def barrier(group=None):
     """Wait until every member of the group (default: every rank) arrives."""
-    _group(group).native("barrier").barrier()
+    native = _group(group).native("barrier")
+    if _observers:
+        _observe("barrier", 0)
+    native.barrier()
 
 
-def all_reduce(x, op="sum", group=None):
-    """Reduce x element-wise over the group's members, in place; returns x.
+def all_reduce(x, op="sum", group=None, out=None):
+    """Reduce x element-wise over the group's members, in place (or into `out`); returns it.
 
     op: "sum", "max" or "min". float16 and bfloat16 sums accumulate in float32. Every rank
     gets the same bits.
@@ -64,6 +76,13 @@ def all_reduce(x, op="sum", group=None):
     _check_array(x, "all_reduce")
     code, redop = _reduce_codes(x, op, "all_reduce")
     native = _group(group).native("all_reduce")
+    if _observers:
+        _observe("all_reduce", x.nbytes)
+    if out is not None:
+        if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+            raise ValueError(f"all_reduce: out must be a C-contiguous {x.dtype} array of shape {x.shape}")
+        native.all_reduce(np.ascontiguousarray(x), out, code, redop)
+        return out
     if x.flags.c_contiguous:
         native.all_reduce(x, x, code, redop)
     else:
@@ -80,6 +99,8 @@ def broadcast(x, src=0, group=None):
     if src not in g.ranks:
         raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}")
     native = g.native("broadcast")
+    if _observers:
+        _observe("broadcast", x.nbytes)
     tmp = x if x.flags.c_contiguous else np.ascontiguousarray(x)
     native.broadcast(tmp, g.ranks.index(src))
     if tmp is not x:
@@ -106,6 +127,8 @@ def all_gather(x, group=None, sizes=None):
     """
     _check_array(x, "all_gather")
     native = _group(group).native("all_gather")
+    if _observers:
+        _observe("all_gather", x.nbytes)
     x = np.ascontiguousarray(x)
     rows = list(sizes) if sizes is not None else _exchange_rows(native, x, "all_gather")
     if len(rows) != native.size:
@@ -129,6 +152,8 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
     code, redop = _reduce_codes(x, op, "reduce_scatter")
     g = _group(group)
     native = g.native("reduce_scatter")
+    if _observers:
+        _observe("reduce_scatter", x.nbytes)
     rows = list(sizes) if sizes is not None else _split_sizes(x.shape[0], native.size)
     if len(rows) != native.size or sum(rows) != x.shape[0] or min(rows) < 0:
         raise ValueError(f"reduce_scatter: sizes {rows} must be {native.size} non-negative lengths adding up to "
@@ -147,6 +172,8 @@ def all_to_all(x, send_sizes, group=None, recv_sizes=None):
     """
     _check_array(x, "all_to_all")
     native = _group(group).native("all_to_all")
+    if _observers:
+        _observe("all_to_all", x.nbytes)
     x = np.ascontiguousarray(x)
     send = [int(s) for s in send_sizes]
     if len(send) != native.size or sum(send) != x.shape[0] or min(send) < 0:
@@ -173,6 +200,8 @@ def send(x, dst):
     """Send x to global rank dst, which must call recv with an array of the same size."""
     _check_array(x, "send")
     g = _pair(dst, "send")
+    if _observers:
+        _observe("send", x.nbytes)
     g.native("send").broadcast(np.ascontiguousarray(x), g.ranks.index(world().rank))
 
 

@@ -1,0 +1,499 @@
+"""Boxing: move a global tensor to another (placement, sbp) without changing its value.
+
+A plan is a list of steps, each priced in the bytes it moves between ranks (summed over
+ranks); candidates are compared and the cheapest wins. One mesh axis at a time, the 1-D
+transitions are (k ranks along the axis, N the bytes of the value they share):
+
+    S(i) -> S(i), B -> B, P -> P      nothing
+    S(i) -> B      all_gather           (k-1) N   concatenate the pieces
+    S(i) -> S(j)   all_to_all           (k-1) N/k each rank keeps its j-slice of every i-piece
+    S(i) -> P      local                0         own piece in place, zeros elsewhere: sum = value
+    B -> S(i)      local slice (view)   0
+    B -> P         local                0         first rank keeps the value, others zeros
+    P -> B         all_reduce           2(k-1) N
+    P -> S(i)      reduce_scatter       (k-1) N
+
+Nesting: split axes cut the tensor in mesh-axis order, so an axis is converted directly only
+when no later axis splits a dimension the conversion touches; such later axes are gathered
+first (last axis first) and split again afterwards (first axis first). Moves between
+placements, and any layout in one all_to_all, go by the *overlap* route: every target rank
+receives, from one holder each, the parts of its box that source pieces cover.
+"""
+import functools
+import math
+
+import numpy as np
+
+from . import layout
+from .env import get_rank
+from .sbp import _Broadcast, _PartialSum, broadcast, normalize, partial_sum, split
+from .tensor import Tensor
+
+
+class Step:
+    """One transition: `kind` on mesh axis `mesh_dim` (None for the overlap route)."""
+
+    __slots__ = ("kind", "mesh_dim", "src", "dst", "bytes", "placement")
+
+    def __init__(self, kind, mesh_dim, src, dst, nbytes, placement):
+        self.kind, self.mesh_dim, self.src, self.dst = kind, mesh_dim, src, dst
+        self.bytes, self.placement = int(nbytes), placement
+
+    def __repr__(self):
+        where = "" if self.mesh_dim is None else f" on mesh axis {self.mesh_dim}"
+        return f"{self.kind}{where}: {_text(self.src)} -> {_text(self.dst)}, {self.bytes} bytes"
+
+
+class Plan:
+    """The steps converting (src placement, sbp) to (dst placement, sbp) for one shape."""
+
+    def __init__(self, src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize, steps):
+        self.src_placement, self.src_sbp = src_placement, src_sbp
+        self.dst_placement, self.dst_sbp = dst_placement, dst_sbp
+        self.global_shape, self.itemsize, self.steps = global_shape, itemsize, steps
+
+    @property
+    def bytes(self):
+        return sum(s.bytes for s in self.steps)
+
+    def explain(self):
+        head = (f"{_text(self.src_sbp)} on {self.src_placement} -> {_text(self.dst_sbp)} on {self.dst_placement}, "
+                f"shape {self.global_shape}: {self.bytes} bytes moved")
+        return "\n".join([head] + [f"  {i + 1}. {s}" for i, s in enumerate(self.steps)] +
+                         (["  (no communication: the layouts agree)"] if not self.steps else []))
+
+
+def _text(sbp):
+    return "(" + ", ".join(str(s) for s in sbp) + ")"
+
+
+# --- planning ------------------------------------------------------------------------------
+
+def _touched(s, t):
+    return {x.dim for x in (s, t) if isinstance(x, split)}
+
+
+def _axis_kind(s, t):
+    if isinstance(s, split):
+        return {split: "all_to_all", _Broadcast: "all_gather", _PartialSum: "split_to_partial"}[type(t)]
+    if s is broadcast:
+        return "slice" if isinstance(t, split) else "broadcast_to_partial"
+    return "reduce_scatter" if isinstance(t, split) else "all_reduce"
+
+
+_GROUP_BYTES = {"all_gather": lambda n, k: (k - 1) * n, "reduce_scatter": lambda n, k: (k - 1) * n,
+                "all_reduce": lambda n, k: 2 * (k - 1) * n, "all_to_all": lambda n, k: (k - 1) * n / k}
+
+
+def _axis_bytes(kind, placement, state, axis, global_shape, itemsize):
+    """Bytes moved by `kind` along `axis`, over all groups (pieces estimated as even)."""
+    cost = _GROUP_BYTES.get(kind)
+    if cost is None:
+        return 0
+    shared = math.prod(global_shape) * itemsize  # the value one group shares
+    for b, s in enumerate(state):
+        if b != axis and isinstance(s, split):
+            shared /= placement.hierarchy[b]
+    return cost(shared, placement.hierarchy[axis]) * (placement.size // placement.hierarchy[axis])
+
+
+def _plan_axes(placement, src, dst, global_shape, itemsize):
+    """Steps along one mesh axis at a time.
+
+    Phase 1, last axis first: axes holding S or P that must change are converted (through B
+    when their target would cut a dim that an earlier changing axis touches), and split axes
+    cutting such a dim are gathered. Phase 2, first axis first: the remaining local cuts.
+    """
+    state, steps = list(src), []
+    changing = [a for a in range(len(src)) if src[a] != dst[a]]
+
+    def convert(axis, target):
+        kind = _axis_kind(state[axis], target)
+        before = tuple(state)
+        state[axis] = target
+        steps.append(Step(kind, axis, before, tuple(state),
+                          _axis_bytes(kind, placement, before, axis, global_shape, itemsize), placement))
+
+    for axis in reversed(range(len(src))):
+        held = set().union(*(_touched(src[a], dst[a]) for a in changing if a < axis))
+        s, t = state[axis], dst[axis]
+        cut_later = isinstance(s, split) and s.dim in held
+        if s is broadcast or (s == t and not cut_later):
+            continue
+        target = broadcast if (isinstance(t, split) and t.dim in held) or (cut_later and t == s) else t
+        convert(axis, target)
+    for axis in range(len(src)):
+        if state[axis] != dst[axis]:
+            convert(axis, dst[axis])
+    return steps
+
+
+def _overlap_bytes(src_pl, src, dst_pl, dst, global_shape, itemsize):
+    total = 0
+    for r, s, box in _overlap_blocks(src_pl, src, dst_pl, dst, tuple(global_shape)):
+        if r != s:
+            total += math.prod(b - a for a, b in box) * itemsize
+    return total
+
+
+@functools.lru_cache(maxsize=4096)
+def _overlap_blocks(src_pl, src, dst_pl, dst, global_shape):
+    """(receiver, sender, global box) for every piece of data that must reach a receiver.
+
+    Sources with partial_sum axes are not allowed here; broadcast axes of the source give
+    several holders of one box: a receiver takes it from itself when it holds it, else from
+    the holder picked by its own position (spreading the load)."""
+    holders = {}
+    for s_rank in src_pl.rank_list():
+        coord = src_pl.mesh_coord(s_rank)
+        box = tuple(layout.local_box(global_shape, src_pl.hierarchy, src, coord))
+        holders.setdefault(box, []).append(s_rank)
+    blocks = []
+    for i, r in enumerate(dst_pl.rank_list()):
+        need = layout.local_box(global_shape, dst_pl.hierarchy, dst, dst_pl.mesh_coord(r))
+        for box, owners in holders.items():
+            part = layout.intersect(box, need)
+            if part is None:
+                continue
+            sender = r if r in owners else owners[i % len(owners)]
+            blocks.append((r, sender, tuple(part)))
+    return tuple(blocks)
+
+
+def _without_partial(sbp):
+    return tuple(broadcast if s is partial_sum else s for s in sbp)
+
+
+@functools.lru_cache(maxsize=4096)
+def plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize):
+    """The cheapest Plan; ties prefer the axis-by-axis route (native collectives)."""
+    candidates = []
+    if src_placement == dst_placement:
+        candidates.append(_plan_axes(src_placement, src_sbp, dst_sbp, global_shape, itemsize))
+    # overlap route: resolve partial sums at the source, move, then re-create them at the target
+    mid_src, mid_dst = _without_partial(src_sbp), _without_partial(dst_sbp)
+    route = _plan_axes(src_placement, src_sbp, mid_src, global_shape, itemsize)
+    moved = _overlap_bytes(src_placement, mid_src, dst_placement, mid_dst, global_shape, itemsize)
+    if moved or src_placement != dst_placement or mid_src != mid_dst:
+        route.append(Step("redistribute", None, mid_src, mid_dst, moved, dst_placement))
+    candidates.append(route + _plan_axes(dst_placement, mid_dst, dst_sbp, global_shape, itemsize))
+    best = min(candidates, key=lambda steps: sum(s.bytes for s in steps))
+    return Plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize, best)
+
+
+# --- running a plan on this rank's piece --------------------------------------------------
+
+def _group(ranks):
+    from .distributed.group import Group
+    return _groups.get(ranks) or _groups.setdefault(ranks, Group(ranks))
+
+
+_groups = {}
+
+
+def _alloc(shape, dt):
+    from .ops.creation import allocate
+    return allocate(tuple(shape), dt)
+
+
+def _front(x, d, dt):
+    """x with dim d first, C-contiguous (a copy unless d == 0 and x is contiguous)."""
+    if d == 0 and x.flags.c_contiguous:
+        return x
+    moved = np.moveaxis(x, d, 0)
+    out = _alloc(moved.shape, dt)
+    out[...] = moved
+    return out
+
+
+def _back(x, d, dt):
+    """Undo _front: dim 0 goes back to position d, contiguous."""
+    if d == 0:
+        return x
+    moved = np.moveaxis(x, 0, d)
+    out = _alloc(moved.shape, dt)
+    out[...] = moved
+    return out
+
+
+def _take(x, d, lo, hi):
+    index = [slice(None)] * x.ndim
+    index[d] = slice(lo, hi)
+    return x[tuple(index)]
+
+
+def _run_axis(x, step, global_shape, dt):
+    from .distributed import collectives as c
+    placement, axis = step.placement, step.mesh_dim
+    coord = placement.mesh_coord(get_rank())
+    if coord is None:
+        return x
+    s, t, k, idx = step.src[axis], step.dst[axis], placement.hierarchy[axis], coord[axis]
+
+    def parent_len(d):  # the extent of dim d shared by the ranks along this axis
+        lo, hi = layout.parent_extent(global_shape[d], placement.hierarchy, step.src, coord, d, axis)
+        return hi - lo
+
+    if step.kind == "slice":
+        return _take(x, t.dim, *layout.split_range(x.shape[t.dim], k, idx))
+    if step.kind == "broadcast_to_partial":
+        return x if idx == 0 else np.zeros_like(x)
+    if step.kind == "split_to_partial":
+        shape = list(x.shape)
+        shape[s.dim] = parent_len(s.dim)
+        out = _alloc(shape, dt)
+        out[...] = 0
+        lo, hi = layout.split_range(shape[s.dim], k, idx)
+        _take(out, s.dim, lo, hi)[...] = x
+        return out
+    group = _group(placement.axis_ranks(axis, coord))
+    if step.kind == "all_reduce":
+        out = _alloc(x.shape, dt)
+        c.all_reduce(np.ascontiguousarray(x), group=group, out=out)
+        return out
+    if step.kind == "all_gather":
+        sizes = layout.split_sizes(parent_len(s.dim), k)
+        return _back(c.all_gather(_front(x, s.dim, dt), group=group, sizes=sizes), s.dim, dt)
+    if step.kind == "reduce_scatter":
+        sizes = layout.split_sizes(x.shape[t.dim], k)
+        return _back(c.reduce_scatter(_front(x, t.dim, dt), group=group, sizes=sizes), t.dim, dt)
+    return _split_to_split(x, s.dim, t.dim, parent_len(s.dim), parent_len(t.dim), k, idx, group, dt)
+
+
+def _split_to_split(x, i, j, len_i, len_j, k, idx, group, dt):
+    """S(i) -> S(j) along one axis: send member q my j-slice q; stack the i-pieces received."""
+    from .distributed import collectives as c
+    i_sizes, j_sizes = layout.split_sizes(len_i, k), layout.split_sizes(len_j, k)
+    parts = [np.ascontiguousarray(_take(x, j, *layout.split_range(len_j, k, q))).ravel() for q in range(k)]
+    send = _alloc((sum(p.size for p in parts),), dt)
+    np.concatenate(parts, out=send) if parts else None
+    shapes = []
+    for p in range(k):
+        shape = list(x.shape)
+        shape[i], shape[j] = i_sizes[p], j_sizes[idx]
+        shapes.append(shape)
+    received = c.all_to_all(send, [p.size for p in parts], group=group, recv_sizes=[math.prod(s) for s in shapes])
+    pieces, start = [], 0
+    for shape in shapes:
+        n = math.prod(shape)
+        pieces.append(received[start:start + n].reshape(shape))
+        start += n
+    out_shape = list(shapes[0])
+    out_shape[i] = sum(i_sizes)
+    out = _alloc(out_shape, dt)
+    np.concatenate(pieces, axis=i, out=out)
+    return out
+
+
+def _redistribute(x, blocks, src_box, dst_box, union, dt):
+    """Send each (receiver, sender, box) block from sender to receiver in one all_to_all."""
+    from .distributed import collectives as c
+    me = get_rank()
+    if me not in union:
+        return x
+    sends = {r: box for r, s, box in blocks if s == me}
+    recvs = {s: box for r, s, box in blocks if r == me}
+    counts = [math.prod(b - a for a, b in sends[q]) if q in sends else 0 for q in union]
+    parts = [np.ascontiguousarray(x[tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(sends[q], src_box))]).ravel()
+             for q in union if q in sends]
+    send = _alloc((sum(counts),), dt)
+    if parts:
+        np.concatenate(parts, out=send)
+    recv_counts = [math.prod(b - a for a, b in recvs[q]) if q in recvs else 0 for q in union]
+    received = c.all_to_all(send, counts, group=_group(union), recv_sizes=recv_counts)
+    if dst_box is None:
+        return np.empty((0,) * max(1, len(src_box or ())), dt.np)
+    out = _alloc(tuple(b - a for a, b in dst_box), dt)
+    start = 0
+    for q, n in zip(union, recv_counts):
+        if n:
+            box = recvs[q]
+            out[tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(box, dst_box))] = \
+                received[start:start + n].reshape([b - a for a, b in box])
+            start += n
+    return out
+
+
+def run(p, x, dt):
+    """This rank's piece in the target layout, from its piece `x` in the source layout."""
+    for step in p.steps:
+        if step.kind != "redistribute":
+            x = _run_axis(x, step, p.global_shape, dt)
+            continue
+        me = get_rank()
+        src_coord, dst_coord = p.src_placement.mesh_coord(me), p.dst_placement.mesh_coord(me)
+        src_box = layout.local_box(p.global_shape, p.src_placement.hierarchy, step.src, src_coord) if src_coord else None
+        dst_box = layout.local_box(p.global_shape, p.dst_placement.hierarchy, step.dst, dst_coord) if dst_coord else None
+        blocks = _overlap_blocks(p.src_placement, step.src, p.dst_placement, step.dst, p.global_shape)
+        union = tuple(sorted(set(p.src_placement.rank_list()) | set(p.dst_placement.rank_list())))
+        x = _redistribute(x, blocks, src_box, dst_box, union, dt)
+    return x
+
+
+# --- the public conversions ---------------------------------------------------------------
+
+def to_global(x, placement=None, sbp=None, grad_sbp=None):
+    """x.to_global(...): from a local tensor, or between layouts of a global one."""
+    from .placement import placement as Placement
+    if placement is not None and not isinstance(placement, Placement):
+        raise TypeError(f"placement must be a gt.placement, got {placement!r}")
+    if x.is_local:
+        if placement is None or sbp is None:
+            raise ValueError("to_global on a local tensor needs both placement and sbp")
+        return from_local(x._local, placement, sbp)
+    placement = placement or x.placement
+    if sbp is None:
+        if placement.ndim != x.placement.ndim:
+            raise ValueError(f"sbp is needed: the new placement has {placement.ndim} mesh axes, the tensor's "
+                             f"{x.placement.ndim}")
+        sbp = x.sbp
+    sbp = normalize(sbp, placement.ndim, x.ndim)
+    if grad_sbp is not None:
+        normalize(grad_sbp, placement.ndim, x.ndim)
+    _check_type(placement)
+    if placement == x.placement and sbp == x.sbp:
+        return x
+    p = plan(x.placement, x.sbp, placement, sbp, x.shape, x.dtype.itemsize)
+    return Tensor(run(p, x._local, x.dtype), x.shape, x.dtype, placement, sbp)
+
+
+def _check_type(placement):
+    if placement.type != "cpu":
+        raise RuntimeError(f"{placement.type} placements are not supported yet (CUDA comes with the CUDA issue)")
+
+
+def full_value(x):
+    """The whole value on every rank, as a new numpy array (collective)."""
+    from .placement import placement as Placement
+    everyone = Placement(x.placement.type, list(range(_world_size())))
+    p = plan(x.placement, x.sbp, everyone, (broadcast,), x.shape, x.dtype.itemsize)
+    value = run(p, x._local, x.dtype)
+    return np.array(value, copy=True)
+
+
+def _world_size():
+    from .env import get_world_size
+    return get_world_size()
+
+
+_META = 20  # in placement, ndim, dtype index, then up to 17 dims
+
+
+def _exchange_meta(array, placement):
+    """Every rank's (in placement, ndim, dtype, shape): one small all_gather over all ranks."""
+    from . import dtype as _dtype
+    from .distributed import collectives as c
+    from .distributed.group import world_group
+    if array.ndim > _META - 3:
+        raise ValueError(f"at most {_META - 3} dimensions are supported, got {array.ndim}")
+    row = np.zeros(_META, np.int64)
+    row[0] = get_rank() in placement
+    row[1] = array.ndim
+    row[2] = _dtype.ALL.index(_dtype.of_array(array))
+    row[3:3 + array.ndim] = array.shape
+    table = c.all_gather(row[None, :], group=world_group(), sizes=[1] * _world_size())
+    return {r: (tuple(int(v) for v in table[r, 3:3 + table[r, 1]]), int(table[r, 2]))
+            for r in range(len(table)) if table[r, 0]}
+
+
+def from_local(array, placement, sbp):
+    """A global tensor from every rank's piece (SPEC §3): split pieces concatenate (lengths may
+    differ: they are rebalanced to the even layout), broadcast takes the first rank's data
+    along each broadcast axis, partial_sum pieces add up. Mismatches raise on every rank."""
+    from . import dtype as _dtype
+    _check_type(placement)
+    sbp = normalize(sbp, placement.ndim, array.ndim)
+    meta = _exchange_meta(array, placement)
+    names = {(shape, code) for shape, code in meta.values()}
+    ndims = {len(shape) for shape, _ in names}
+    codes = {code for _, code in names}
+    if len(ndims) > 1 or len(codes) > 1:
+        detail = ", ".join(f"rank {r}: shape {s} {_dtype.ALL[c].name}" for r, (s, c) in sorted(meta.items()))
+        raise ValueError(f"to_global: the local pieces must have the same number of dims and dtype; got {detail}")
+    dt = _dtype.ALL[codes.pop()]
+    shapes = {r: shape for r, (shape, _) in meta.items()}
+    first = {r: tuple(0 if s is broadcast else c for s, c in zip(sbp, placement.mesh_coord(r))) for r in shapes}
+    global_shape = _infer_global_shape(shapes, placement, sbp, first)
+    local = array if get_rank() in placement else np.empty((0,) * max(1, array.ndim), dt.np)
+    local = _broadcast_axes(local, shapes, placement, sbp, dt)
+    return _settle_splits(local, shapes, first, global_shape, placement, sbp, dt)
+
+
+def _infer_global_shape(shapes, placement, sbp, first):
+    """Concatenate along split dims (over the ranks holding the first data of each broadcast
+    axis); every other dim must agree."""
+    ref = shapes[placement.rank_list()[0]]
+    global_shape = list(ref)
+    for d in range(len(ref)):
+        axes = [a for a, s in enumerate(sbp) if isinstance(s, split) and s.dim == d]
+        reps = {first[r] for r in shapes}
+        if axes:
+            totals = {}
+            for coord in reps:
+                key = tuple(c for a, c in enumerate(coord) if a not in axes)
+                rank = int(placement.ranks[coord])
+                totals[key] = totals.get(key, 0) + shapes[rank][d]
+            if len(set(totals.values())) > 1:
+                raise ValueError(f"to_global: the pieces split along dim {d} do not add up to one length: {totals}")
+            global_shape[d] = totals.popitem()[1]
+        else:
+            seen = {shapes[int(placement.ranks[c])][d] for c in reps}
+            if len(seen) > 1:
+                raise ValueError(f"to_global: dim {d} is not split, so every piece needs the same length there; "
+                                 f"got {sorted(seen)} ({_shapes_text(shapes)})")
+    return tuple(global_shape)
+
+
+def _shapes_text(shapes):
+    return ", ".join(f"rank {r}: {s}" for r, s in sorted(shapes.items()))
+
+
+def _broadcast_axes(local, shapes, placement, sbp, dt):
+    """Along each broadcast axis, the data of coordinate 0 overwrites the others'."""
+    from .distributed import collectives as c
+    coord = placement.mesh_coord(get_rank())
+    for axis, s in enumerate(sbp):
+        if s is not broadcast or coord is None:
+            continue
+        ranks = placement.axis_ranks(axis, coord)
+        source = ranks[0]
+        buf = local if get_rank() == source else _alloc(shapes[source], dt)
+        buf = np.ascontiguousarray(buf)
+        c.broadcast(buf, src=source, group=_group(ranks))
+        local = buf
+    return local
+
+
+def _settle_splits(local, shapes, first, global_shape, placement, sbp, dt):
+    """Keep pieces that already follow the even split; rebalance a 1-D split that does not."""
+    expected = {r: layout.local_shape(global_shape, placement.hierarchy, sbp, placement.mesh_coord(r)) for r in shapes}
+    wrong = {r: shapes[r] for r in shapes if first[r] == placement.mesh_coord(r) and shapes[r] != expected[r]}
+    if not wrong:
+        return Tensor(local, global_shape, dt, placement, sbp)
+    if placement.ndim != 1:
+        raise ValueError("to_global: on an N-D mesh the split pieces must follow the even layout (the first L % k "
+                         f"ranks one longer); expected {_shapes_text(expected)}, got {_shapes_text(shapes)}")
+    d = sbp[0].dim
+    starts, offset = {}, 0
+    for r in placement.rank_list():
+        starts[r] = offset
+        offset += shapes[r][d]
+    blocks = []
+    for r in placement.rank_list():
+        need = layout.local_box(global_shape, placement.hierarchy, sbp, placement.mesh_coord(r))
+        for s in placement.rank_list():
+            have = [(0, n) for n in global_shape]
+            have[d] = (starts[s], starts[s] + shapes[s][d])
+            part = layout.intersect(have, need)
+            if part is not None:
+                blocks.append((r, s, tuple(part)))
+    me = get_rank()
+    src_box = None
+    if me in placement:
+        src_box = [(0, n) for n in global_shape]
+        src_box[d] = (starts[me], starts[me] + shapes[me][d])
+    dst_box = layout.local_box(global_shape, placement.hierarchy, sbp, placement.mesh_coord(me)) if me in placement \
+        else None
+    union = tuple(sorted(placement.rank_list()))
+    return Tensor(_redistribute(np.ascontiguousarray(local), blocks, src_box, dst_box, union, dt), global_shape, dt,
+                  placement, sbp)

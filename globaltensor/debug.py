@@ -1,0 +1,101 @@
+"""Observability: count the collectives a block of code issues, explain a conversion, draw a layout."""
+import contextlib
+
+from . import layout
+from .distributed import collectives as _collectives
+from .sbp import normalize, partial_sum
+
+
+class CollectiveCount(dict):
+    """Collectives issued by this rank, by kind ({"all_gather": 1}); `.bytes` by kind too
+    (the bytes this rank passed in)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = {}
+
+    def add(self, kind, nbytes):
+        self[kind] = self.get(kind, 0) + 1
+        self.bytes[kind] = self.bytes.get(kind, 0) + int(nbytes)
+
+    @property
+    def total(self):
+        return sum(self.values())
+
+
+@contextlib.contextmanager
+def count_collectives():
+    """with gt.debug.count_collectives() as c: ...; then c == {"all_reduce": 1}."""
+    counter = CollectiveCount()
+    _collectives._observers.append(counter)
+    try:
+        yield counter
+    finally:
+        _collectives._observers.remove(counter)
+
+
+def explain(x, sbp=None, placement=None, file=None):
+    """Print (and return) the plan that x.to_global(placement, sbp) would use, with its cost."""
+    from .boxing import plan
+    if not x.is_global:
+        raise ValueError("explain needs a global tensor")
+    placement = placement or x.placement
+    sbp = normalize(sbp if sbp is not None else x.sbp, placement.ndim, x.ndim)
+    p = plan(x.placement, x.sbp, placement, sbp, x.shape, x.dtype.itemsize)
+    print(p.explain(), file=file)
+    return p
+
+
+def layout_text(x):
+    """Which rank holds which block of a 1-D or 2-D global tensor, as text."""
+    if not x.is_global:
+        raise ValueError("visualize needs a global tensor")
+    if x.ndim not in (1, 2):
+        raise ValueError(f"visualize draws 1-D and 2-D tensors; this one has shape {x.shape}")
+    pl, sbp = x.placement, x.sbp
+    boxes = {r: layout.local_box(x.shape, pl.hierarchy, sbp, pl.mesh_coord(r)) for r in pl.rank_list()}
+    empty = [r for r, box in boxes.items() if any(b == a for a, b in box)]
+    cuts = [sorted({a for box in boxes.values() for a, _ in [box[d]]} | {x.shape[d]}) for d in range(x.ndim)]
+    partial = any(s is partial_sum for s in sbp)
+    lines = [f"{tuple(x.shape)} on {pl} as ({', '.join(str(s) for s in sbp)})"
+             + ("; P: the value is the sum over the ranks listed" if partial else "")]
+    rows = list(zip(cuts[0][:-1], cuts[0][1:])) if x.ndim == 2 else [(0, 1)]
+    cols = list(zip(cuts[-1][:-1], cuts[-1][1:]))
+    cells = []
+    for r0, r1 in rows:
+        row = []
+        for c0, c1 in cols:
+            cell = (r0, r1, c0, c1) if x.ndim == 2 else (c0, c1)
+            holders = [r for r, box in boxes.items() if r not in empty and _covers(box, cell, x.ndim)]
+            row.append("ranks " + ",".join(map(str, holders)) if len(holders) > 1 else f"rank {holders[0]}"
+                       if holders else "-")
+        cells.append(row)
+    width = max(len(c) for row in cells for c in row)
+    header = "".join(f"[{c0}:{c1})".center(width + 3) for c0, c1 in cols)
+    lines.append((" " * 12 if x.ndim == 2 else "") + header)
+    for (r0, r1), row in zip(rows, cells):
+        label = f"[{r0}:{r1})".ljust(12) if x.ndim == 2 else ""
+        lines.append(label + "".join(f"| {c.ljust(width)} " for c in row) + "|")
+    if empty:
+        lines.append(f"empty pieces: rank(s) {empty}")
+    return "\n".join(lines)
+
+
+def _covers(box, cell, ndim):
+    if ndim == 1:
+        return box[0][0] <= cell[0] and cell[1] <= box[0][1]
+    return box[0][0] <= cell[0] and cell[1] <= box[0][1] and box[1][0] <= cell[2] and cell[3] <= box[1][1]
+
+
+def visualize(x):
+    """Print which rank holds which block of a 1-D or 2-D global tensor (rich when installed)."""
+    text = layout_text(x)
+    try:
+        from rich.console import Console
+        Console().print(text, highlight=False)
+    except ImportError:
+        print(text)
+    return text
+
+
+__all__ = ["count_collectives", "explain", "visualize", "layout_text"]

@@ -1,0 +1,1 @@
+"""Operations on tensors, one family per module."""

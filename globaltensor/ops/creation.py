@@ -1,0 +1,255 @@
+"""Factories: build each rank's piece of a new tensor directly (no full-size temporary)."""
+import math
+
+import numpy as np
+
+from .. import dtype as _dtype
+from .. import random as _random
+from ..env import get_rank, get_world_size
+from ..layout import holds_value, local_box
+from ..placement import placement as Placement
+from ..sbp import normalize
+from ..tensor import Tensor
+
+_RANDOM_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
+
+
+def _shape(size):
+    """(2, 3), [2, 3] or 2, 3 -> (2, 3), checked."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"sizes must be non-negative, got {shape}")
+    return shape
+
+
+def allocate(shape, dt):
+    """A piece's storage: shared memory when several ranks may read it, else the heap."""
+    if get_world_size() > 1:
+        from ..distributed.world import world
+        return world().empty_shared(shape, dt.np)
+    return np.empty(shape, dt.np)
+
+
+def build(global_shape, dt, placement, sbp, fill):
+    """A tensor whose piece is `fill(box)` for the box this rank holds (zeros where a
+    partial_sum axis gives the value to another rank; empty outside the placement)."""
+    if placement is None:
+        if sbp is not None:
+            raise ValueError("sbp needs a placement")
+        return Tensor(fill([(0, n) for n in global_shape]), global_shape, dt)
+    if not isinstance(placement, Placement):
+        raise TypeError(f"placement must be a gt.placement, got {placement!r}")
+    if placement.type != "cpu":
+        raise RuntimeError(f"{placement.type} placements are not supported yet (CUDA comes with the CUDA issue)")
+    if sbp is None:
+        raise ValueError("a global tensor needs sbp as well as placement")
+    sbp = normalize(sbp, placement.ndim, len(global_shape))
+    coord = placement.mesh_coord(get_rank())
+    if coord is None:
+        local = np.empty((0,) * max(1, len(global_shape)), dt.np)
+    else:
+        box = local_box(global_shape, placement.hierarchy, sbp, coord)
+        local = fill(box) if holds_value(sbp, coord) else _zeros(box, dt)
+    return Tensor(local, global_shape, dt, placement, sbp)
+
+
+def _zeros(box, dt):
+    out = allocate(tuple(b - a for a, b in box), dt)
+    out[...] = 0
+    return out
+
+
+def _constant(value, dt):
+    def fill(box):
+        out = allocate(tuple(b - a for a, b in box), dt)
+        out[...] = value
+        return out
+    return fill
+
+
+def tensor(data, dtype=None, placement=None, sbp=None, requires_grad=False):
+    """A tensor from `data`, the whole (global) value, the same on every rank."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    array = np.asarray(data)
+    if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray):
+        array = array.astype(np.float32)  # Python floats become float32, as in OneFlow
+    dt = _dtype.to_dtype(dtype) if dtype is not None else _dtype.of_array(array)
+    array = array.astype(dt.np, copy=False)
+
+    def fill(box):
+        out = allocate(array[tuple(slice(a, b) for a, b in box)].shape, dt)
+        out[...] = array[tuple(slice(a, b) for a, b in box)]
+        return out
+
+    t = build(array.shape, dt, placement, sbp, fill)
+    t.requires_grad = bool(requires_grad)
+    return t
+
+
+def zeros(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+    return _flagged(build(_shape(size), _dtype.to_dtype(dtype, _dtype.float32), placement, sbp,
+                          _constant(0, _dtype.to_dtype(dtype, _dtype.float32))), requires_grad)
+
+
+def ones(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+    return full(_shape(size), 1, dtype=dtype, placement=placement, sbp=sbp, requires_grad=requires_grad)
+
+
+def full(size, fill_value, dtype=None, placement=None, sbp=None, requires_grad=False):
+    if dtype is None:
+        dtype = _dtype.int64 if isinstance(fill_value, (bool, int, np.integer)) and not isinstance(fill_value, bool) \
+            else (_dtype.bool if isinstance(fill_value, bool) else _dtype.float32)
+    dt = _dtype.to_dtype(dtype)
+    return _flagged(build(_shape((size,)), dt, placement, sbp, _constant(fill_value, dt)), requires_grad)
+
+
+def empty(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+    dt = _dtype.to_dtype(dtype, _dtype.float32)
+    return _flagged(build(_shape(size), dt, placement, sbp,
+                          lambda box: allocate(tuple(b - a for a, b in box), dt)), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, placement=None, sbp=None, requires_grad=False):
+    """[start, end) by step; int64 when all three are integers, else float32."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange step must not be zero")
+    n = max(0, math.ceil((end - start) / step))
+    integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+    dt = _dtype.to_dtype(dtype, _dtype.int64 if integral else _dtype.float32)
+
+    def fill(box):
+        (lo, hi), = box
+        out = allocate((hi - lo,), dt)
+        out[...] = start + step * np.arange(lo, hi, dtype=np.int64 if integral else np.float64)
+        return out
+
+    return _flagged(build((n,), dt, placement, sbp, fill), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, placement=None, sbp=None, requires_grad=False):
+    """`steps` evenly spaced values from start to end inclusive (numpy's formula, piece by piece)."""
+    steps = int(steps)
+    if steps < 0:
+        raise ValueError(f"linspace steps must be non-negative, got {steps}")
+    dt = _dtype.to_dtype(dtype, _dtype.float32)
+    delta = (end - start) / (steps - 1) if steps > 1 else 0.0
+
+    def fill(box):
+        (lo, hi), = box
+        values = np.arange(lo, hi, dtype=np.float64) * delta + start
+        if hi == steps and steps > 1 and hi > lo:
+            values[-1] = end
+        out = allocate((hi - lo,), dt)
+        out[...] = values
+        return out
+
+    return _flagged(build((steps,), dt, placement, sbp, fill), requires_grad)
+
+
+def eye(n, m=None, dtype=None, placement=None, sbp=None, requires_grad=False):
+    m = n if m is None else m
+    dt = _dtype.to_dtype(dtype, _dtype.float32)
+
+    def fill(box):
+        (r0, r1), (c0, c1) = box
+        out = allocate((r1 - r0, c1 - c0), dt)
+        out[...] = np.arange(r0, r1)[:, None] == np.arange(c0, c1)[None, :]
+        return out
+
+    return _flagged(build((int(n), int(m)), dt, placement, sbp, fill), requires_grad)
+
+
+def _like(x, dtype, placement, sbp):
+    return (x.shape, _dtype.to_dtype(dtype, x.dtype), placement if placement is not None else x.placement,
+            sbp if sbp is not None else x.sbp)
+
+
+def zeros_like(x, dtype=None, placement=None, sbp=None, requires_grad=False):
+    shape, dt, pl, s = _like(x, dtype, placement, sbp)
+    return zeros(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
+
+
+def ones_like(x, dtype=None, placement=None, sbp=None, requires_grad=False):
+    shape, dt, pl, s = _like(x, dtype, placement, sbp)
+    return ones(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, placement=None, sbp=None, requires_grad=False):
+    shape, dt, pl, s = _like(x, dtype, placement, sbp)
+    return full(shape, fill_value, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
+
+
+def empty_like(x, dtype=None, placement=None, sbp=None, requires_grad=False):
+    shape, dt, pl, s = _like(x, dtype, placement, sbp)
+    return empty(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
+
+
+def _random_tensor(shape, dt, placement, sbp, kind, a, b):
+    """Values of Philox at each element's global index; the counter advances on every rank."""
+    code = _RANDOM_CODES.get(dt.name)
+    if code is None:
+        raise TypeError(f"random values of dtype {dt.name} are not supported")
+    counter = _random.next_counter()
+
+    def fill(box):
+        out = allocate(tuple(hi - lo for lo, hi in box), dt)
+        _random.fill(out, code, kind, shape, [lo for lo, _ in box], counter, a, b)
+        return out
+
+    return build(shape, dt, placement, sbp, fill)
+
+
+def _float(dtype):
+    dt = _dtype.to_dtype(dtype, _dtype.float32)
+    if not dt.is_floating:
+        raise TypeError(f"this random factory makes floating-point tensors, not {dt.name}")
+    return dt
+
+
+def rand(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+    """Uniform in [0, 1)."""
+    return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.UNIFORM, 0.0, 1.0), requires_grad)
+
+
+def randn(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+    """Standard normal."""
+    return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.NORMAL, 0.0, 1.0), requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None, placement=None, sbp=None, requires_grad=False):
+    """Integers uniform in [low, high); randint(high, size) starts at 0."""
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise ValueError("randint needs size")
+    if high <= low:
+        raise ValueError(f"randint needs low < high, got [{low}, {high})")
+    dt = _dtype.to_dtype(dtype, _dtype.int64)
+    return _flagged(_random_tensor(_shape((size,)), dt, placement, sbp, _random.RANDINT, low, high), requires_grad)
+
+
+def normal(mean=0.0, std=1.0, size=None, dtype=None, placement=None, sbp=None, requires_grad=False):
+    if size is None:
+        raise ValueError("normal needs size")
+    if std < 0:
+        raise ValueError(f"normal needs std >= 0, got {std}")
+    return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.NORMAL, mean, std), requires_grad)
+
+
+def uniform(size, low=0.0, high=1.0, dtype=None, placement=None, sbp=None, requires_grad=False, min=None, max=None):
+    """Uniform in [low, high) (Paddle's min/max accepted)."""
+    low = low if min is None else min
+    high = high if max is None else max
+    if not high > low:
+        raise ValueError(f"uniform needs low < high, got [{low}, {high})")
+    return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.UNIFORM, low, high), requires_grad)
+
+
+def _flagged(t, requires_grad):
+    t.requires_grad = bool(requires_grad)
+    return t

@@ -1,0 +1,87 @@
+"""placement: which ranks hold a tensor, arranged as a 1-D or N-D mesh. Frozen value type."""
+import numpy as np
+
+_TYPES = ("cpu", "cuda")
+
+
+class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
+    """Device type plus a mesh of ranks; compares by value, hashable, immutable.
+
+    `ranks` is a list (1-D mesh) or a nested list / numpy array (N-D mesh). Mesh axes are
+    ordered major to minor: axis 0 is the outermost list level, and rank `ranks[c0][c1]`
+    has mesh coordinate (c0, c1).
+    """
+
+    __slots__ = ("_type", "_ranks", "_key", "_coords")
+
+    def __init__(self, type, ranks):  # noqa: A002 - OneFlow's keyword
+        if type not in _TYPES:
+            raise ValueError(f"placement type must be one of {_TYPES}, got {type!r}")
+        try:
+            array = np.array(ranks, dtype=np.int64)
+        except (ValueError, TypeError):
+            raise ValueError(f"placement ranks must be a (nested) list of ints forming a mesh, got {ranks!r}") from None
+        if array.ndim == 0:
+            array = array.reshape(1)
+        if array.size == 0:
+            raise ValueError("placement ranks must not be empty")
+        flat = array.ravel().tolist()
+        if len(set(flat)) != len(flat):
+            dups = sorted({r for r in flat if flat.count(r) > 1})
+            raise ValueError(f"placement ranks must be distinct; {dups} appear more than once in {array.tolist()}")
+        from .env import get_world_size
+        size = get_world_size()
+        outside = [r for r in flat if not 0 <= r < size]
+        if outside:
+            raise ValueError(f"placement ranks {outside} are outside [0, {size}) (WORLD_SIZE={size})")
+        array.setflags(write=False)
+        object.__setattr__(self, "_type", type)
+        object.__setattr__(self, "_ranks", array)
+        object.__setattr__(self, "_key", (type, array.shape, tuple(flat)))
+        object.__setattr__(self, "_coords", {r: tuple(int(c) for c in np.argwhere(array == r)[0]) for r in flat})
+
+    @classmethod
+    def all(cls, type):  # noqa: A002
+        """Every rank of the job, as a 1-D mesh."""
+        from .env import get_world_size
+        return cls(type, list(range(get_world_size())))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("placement is immutable")
+
+    type = property(lambda self: self._type, doc='"cpu" or "cuda"')
+    ranks = property(lambda self: self._ranks, doc="the mesh of ranks (read-only numpy array)")
+    hierarchy = property(lambda self: self._ranks.shape, doc="the mesh shape")
+    ndim = property(lambda self: self._ranks.ndim, doc="number of mesh axes")
+    size = property(lambda self: self._ranks.size, doc="number of ranks")
+
+    def rank_list(self):
+        """The ranks in mesh order (row-major)."""
+        return list(self._key[2])
+
+    def __contains__(self, rank):
+        return rank in self._coords
+
+    def mesh_coord(self, rank):
+        """The mesh coordinate of `rank`, or None when the rank is not in the placement."""
+        return self._coords.get(rank)
+
+    def axis_ranks(self, mesh_dim, mesh_coord):
+        """The ranks along mesh axis `mesh_dim` through `mesh_coord` (the other coords fixed)."""
+        index = list(mesh_coord)
+        index[mesh_dim] = slice(None)
+        return tuple(int(r) for r in self._ranks[tuple(index)])
+
+    def __eq__(self, other):
+        return isinstance(other, placement) and other._key == self._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        return f'gt.placement(type="{self._type}", ranks={self._ranks.tolist()})'
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        return (placement, (self._type, self._ranks.tolist()))

@@ -1,0 +1,101 @@
+"""SBP: how a tensor lies along one mesh axis: split(dim), broadcast or partial_sum.
+
+`repr` pastes back (gt.sbp.split(dim=0)); `str` is short (S(0), B, P).
+"""
+
+
+class _SBP:
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError("sbp values are immutable")
+
+    def __reduce__(self):
+        return (_restore, (str(self),))
+
+
+class split(_SBP):  # noqa: N801 - OneFlow's name
+    """Each rank along the mesh axis holds one slice of tensor dimension `dim` (uneven allowed)."""
+
+    __slots__ = ("dim",)
+
+    def __init__(self, dim):
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"split(dim) needs an int dim, got {dim!r}")
+        if dim < 0:
+            raise ValueError(f"split(dim) needs dim >= 0, got {dim}")
+        object.__setattr__(self, "dim", dim)
+
+    def __eq__(self, other):
+        return isinstance(other, split) and other.dim == self.dim
+
+    def __hash__(self):
+        return hash(("S", self.dim))
+
+    def __repr__(self):
+        return f"gt.sbp.split(dim={self.dim})"
+
+    def __str__(self):
+        return f"S({self.dim})"
+
+
+class _Broadcast(_SBP):
+    """Every rank along the mesh axis holds the whole value."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "gt.sbp.broadcast"
+
+    def __str__(self):
+        return "B"
+
+
+class _PartialSum(_SBP):
+    """The value is the sum of the pieces of the ranks along the mesh axis."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "gt.sbp.partial_sum"
+
+    def __str__(self):
+        return "P"
+
+
+broadcast = _Broadcast()
+partial_sum = _PartialSum()
+sbp = _SBP  # the type, for isinstance checks: isinstance(x, gt.sbp.sbp)
+
+
+def _restore(text):
+    if text == "B":
+        return broadcast
+    if text == "P":
+        return partial_sum
+    return split(int(text[2:-1]))
+
+
+def is_split(s):
+    return isinstance(s, split)
+
+
+def normalize(value, ndim_mesh, tensor_ndim=None):
+    """A tuple with one SBP per mesh axis; ValueError/TypeError saying what is wrong."""
+    items = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+    for s in items:
+        if not isinstance(s, _SBP):
+            raise TypeError(f"sbp must be gt.sbp.split(dim), gt.sbp.broadcast or gt.sbp.partial_sum (or a tuple of "
+                            f"them, one per mesh axis), got {s!r}")
+    if len(items) != ndim_mesh:
+        raise ValueError(f"sbp {_text(items)} has {len(items)} entries but the placement's mesh has {ndim_mesh} "
+                         f"axes: give one SBP per mesh axis")
+    if tensor_ndim is not None:
+        for s in items:
+            if isinstance(s, split) and s.dim >= tensor_ndim:
+                raise ValueError(f"{s} on a {tensor_ndim}-D tensor: dim must be in [0, {tensor_ndim})")
+    return items
+
+
+def _text(items):
+    return "(" + ", ".join(str(s) for s in items) + ")"

@@ -1,0 +1,95 @@
+"""Tensor: a local piece (numpy array) plus, for a global tensor, its global shape, placement and SBP."""
+import numpy as np
+
+from . import dtype as _dtype
+
+
+class Tensor:
+    """A local tensor (numpy semantics) or a global one: this rank's piece of a value laid out
+    over `placement` as `sbp` says. Conversions live in boxing.py; no op logic here."""
+
+    __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
+                 "__weakref__")
+
+    def __init__(self, local, global_shape=None, dtype=None, placement=None, sbp=None):
+        self._local = local
+        self._dtype = dtype or _dtype.of_array(local)
+        self._placement = placement
+        self._sbp = sbp
+        self._global_shape = tuple(global_shape) if global_shape is not None else local.shape
+        self.requires_grad = False
+        self.grad = None
+        self._node = None
+
+    # --- what kind of tensor ---------------------------------------------------------------
+    is_global = property(lambda self: self._placement is not None)
+    is_local = property(lambda self: self._placement is None)
+    placement = property(lambda self: self._placement)
+    sbp = property(lambda self: self._sbp, doc="one SBP per mesh axis (a tuple), or None when local")
+    dtype = property(lambda self: self._dtype)
+    shape = property(lambda self: self._global_shape, doc="the global shape (the local shape when local)")
+    ndim = property(lambda self: len(self._global_shape))
+
+    def size(self, dim=None):
+        return self._global_shape if dim is None else self._global_shape[dim]
+
+    def numel(self):
+        n = 1
+        for s in self._global_shape:
+            n *= s
+        return n
+
+    def __len__(self):
+        if not self._global_shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._global_shape[0]
+
+    # --- conversions -----------------------------------------------------------------------
+    def to_global(self, placement=None, sbp=None, grad_sbp=None):
+        """Local -> global (this rank's piece), or a conversion of a global tensor's layout."""
+        from .boxing import to_global
+        return to_global(self, placement, sbp, grad_sbp)
+
+    def to_local(self):
+        """This rank's piece, without a copy (an empty tensor on a rank outside the placement)."""
+        return Tensor(self._local) if self.is_global else self
+
+    def numpy(self):
+        """The whole value as a numpy array; on a global tensor every rank must call it."""
+        if self.is_local:
+            return self._local
+        from .boxing import full_value
+        return full_value(self)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor of one element, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def detach(self):
+        return Tensor(self._local, self._global_shape, self._dtype, self._placement, self._sbp)
+
+    def __repr__(self):
+        value = np.array2string(np.asarray(self.numpy()), separator=", ", prefix="tensor(")
+        if self.is_local:
+            return f"tensor({value}, dtype={self._dtype!r})"
+        sbp = "(" + ", ".join(repr(s) for s in self._sbp) + ("," if len(self._sbp) == 1 else "") + ")"
+        return f"tensor({value}, placement={self._placement!r}, sbp={sbp}, dtype={self._dtype!r})"
+
+    __str__ = __repr__
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        value = self.numpy()
+        return value if dtype is None else value.astype(dtype)
