@@ -20,6 +20,7 @@ placements, and any layout in one all_to_all, go by the *overlap* route: every t
 receives, from one holder each, the parts of its box that source pieces cover.
 """
 import functools
+import itertools
 import math
 
 import numpy as np
@@ -164,20 +165,51 @@ def _without_partial(sbp):
     return tuple(broadcast if s is partial_sum else s for s in sbp)
 
 
-@functools.lru_cache(maxsize=4096)
-def plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize):
-    """The cheapest Plan; ties prefer the axis-by-axis route (native collectives)."""
-    candidates = []
-    if src_placement == dst_placement:
-        candidates.append(_plan_axes(src_placement, src_sbp, dst_sbp, global_shape, itemsize))
-    # overlap route: resolve partial sums at the source, move, then re-create them at the target
-    mid_src, mid_dst = _without_partial(src_sbp), _without_partial(dst_sbp)
+def _cuts_first(placement, src, dst, global_shape, itemsize):
+    """Free local cuts (B -> S) first, so that later collectives move less."""
+    state, steps = list(src), []
+    for axis in range(len(src)):
+        t = dst[axis]
+        later = {s.dim for s in state[axis + 1:] if isinstance(s, split)}
+        if state[axis] is broadcast and isinstance(t, split) and t.dim not in later:
+            before = tuple(state)
+            state[axis] = t
+            steps.append(Step("slice", axis, before, tuple(state), 0, placement))
+    if not steps:
+        return None
+    return steps + _plan_axes(placement, tuple(state), dst, global_shape, itemsize)
+
+
+def _resolved(sbp, ndim):
+    """Ways to remove partial sums before a move: each P axis becomes B or S(d) on a dim that
+    no other axis splits."""
+    options = [[s] if s is not partial_sum else [broadcast] + [split(d) for d in range(ndim)] for s in sbp]
+    for combo in itertools.product(*options):
+        dims = [s.dim for s in combo if isinstance(s, split)]
+        if len(dims) == len(set(dims)) or combo == tuple(_without_partial(sbp)):
+            yield combo
+
+
+def _overlap_route(src_placement, src_sbp, mid_src, dst_placement, dst_sbp, global_shape, itemsize):
+    mid_dst = _without_partial(dst_sbp)
     route = _plan_axes(src_placement, src_sbp, mid_src, global_shape, itemsize)
     moved = _overlap_bytes(src_placement, mid_src, dst_placement, mid_dst, global_shape, itemsize)
     if moved or src_placement != dst_placement or mid_src != mid_dst:
         route.append(Step("redistribute", None, mid_src, mid_dst, moved, dst_placement))
-    candidates.append(route + _plan_axes(dst_placement, mid_dst, dst_sbp, global_shape, itemsize))
-    best = min(candidates, key=lambda steps: sum(s.bytes for s in steps))
+    return route + _plan_axes(dst_placement, mid_dst, dst_sbp, global_shape, itemsize)
+
+
+@functools.lru_cache(maxsize=4096)
+def plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize):
+    """The cheapest Plan; on a tie the earlier candidate (axis by axis: native collectives)."""
+    candidates = []
+    if src_placement == dst_placement:
+        candidates.append(_plan_axes(src_placement, src_sbp, dst_sbp, global_shape, itemsize))
+        candidates.append(_cuts_first(src_placement, src_sbp, dst_sbp, global_shape, itemsize))
+    for mid_src in _resolved(src_sbp, len(global_shape)):
+        candidates.append(_overlap_route(src_placement, src_sbp, mid_src, dst_placement, dst_sbp, global_shape,
+                                         itemsize))
+    best = min((c for c in candidates if c is not None), key=lambda steps: sum(s.bytes for s in steps))
     return Plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize, best)
 
 
