@@ -228,26 +228,6 @@ def _alloc(shape, dt):
     return allocate(tuple(shape), dt)
 
 
-def _front(x, d, dt):
-    """x with dim d first, C-contiguous (a copy unless d == 0 and x is contiguous)."""
-    if d == 0 and x.flags.c_contiguous:
-        return x
-    moved = np.moveaxis(x, d, 0)
-    out = _alloc(moved.shape, dt)
-    out[...] = moved
-    return out
-
-
-def _back(x, d, dt):
-    """Undo _front: dim 0 goes back to position d, contiguous."""
-    if d == 0:
-        return x
-    moved = np.moveaxis(x, 0, d)
-    out = _alloc(moved.shape, dt)
-    out[...] = moved
-    return out
-
-
 def _take(x, d, lo, hi):
     index = [slice(None)] * x.ndim
     index[d] = slice(lo, hi)
@@ -284,37 +264,62 @@ def _run_axis(x, step, global_shape, dt):
         c.all_reduce(np.ascontiguousarray(x), group=group, out=out)
         return out
     if step.kind == "all_gather":
-        sizes = layout.split_sizes(parent_len(s.dim), k)
-        return _back(c.all_gather(_front(x, s.dim, dt), group=group, sizes=sizes), s.dim, dt)
+        shapes = _block_shapes(x.shape, s.dim, layout.split_sizes(parent_len(s.dim), k))
+        flat = c.all_gather(np.ascontiguousarray(x).reshape(-1), group=group, sizes=[math.prod(b) for b in shapes])
+        return _unpack(flat, shapes, s.dim, dt)
     if step.kind == "reduce_scatter":
         sizes = layout.split_sizes(x.shape[t.dim], k)
-        return _back(c.reduce_scatter(_front(x, t.dim, dt), group=group, sizes=sizes), t.dim, dt)
+        packed = _pack(x, t.dim, sizes, dt)
+        block = _block_shapes(x.shape, t.dim, sizes)[idx]
+        return c.reduce_scatter(packed, group=group, sizes=[math.prod(b) for b in
+                                                            _block_shapes(x.shape, t.dim, sizes)]).reshape(block)
     return _split_to_split(x, s.dim, t.dim, parent_len(s.dim), parent_len(t.dim), k, idx, group, dt)
+
+
+def _block_shapes(shape, d, sizes):
+    """The shapes of `shape` cut along dim d into pieces of the given sizes."""
+    return [tuple(n if i == d else shape[i] for i in range(len(shape))) for n in sizes]
+
+
+def _pack(x, d, sizes, dt):
+    """The pieces of x along dim d, each C-contiguous, one after another in a flat buffer
+    (x itself when d == 0: its row ranges already lie in that order)."""
+    if d == 0 and x.flags.c_contiguous:
+        return x.reshape(-1)
+    out = _alloc((x.size,), dt)
+    start, lo = 0, 0
+    for shape, n in zip(_block_shapes(x.shape, d, sizes), sizes):
+        count = math.prod(shape)
+        out[start:start + count].reshape(shape)[...] = _take(x, d, lo, lo + n)
+        start, lo = start + count, lo + n
+    return out
+
+
+def _unpack(flat, shapes, d, dt):
+    """Concatenate along dim d the blocks lying one after another in `flat`."""
+    full = list(shapes[0])
+    full[d] = sum(shape[d] for shape in shapes)
+    if d == 0:
+        return flat.reshape(full)
+    out = _alloc(full, dt)
+    start, lo = 0, 0
+    for shape in shapes:
+        count = math.prod(shape)
+        _take(out, d, lo, lo + shape[d])[...] = flat[start:start + count].reshape(shape)
+        start, lo = start + count, lo + shape[d]
+    return out
 
 
 def _split_to_split(x, i, j, len_i, len_j, k, idx, group, dt):
     """S(i) -> S(j) along one axis: send member q my j-slice q; stack the i-pieces received."""
     from .distributed import collectives as c
     i_sizes, j_sizes = layout.split_sizes(len_i, k), layout.split_sizes(len_j, k)
-    parts = [np.ascontiguousarray(_take(x, j, *layout.split_range(len_j, k, q))).ravel() for q in range(k)]
-    send = _alloc((sum(p.size for p in parts),), dt)
-    np.concatenate(parts, out=send) if parts else None
-    shapes = []
-    for p in range(k):
-        shape = list(x.shape)
-        shape[i], shape[j] = i_sizes[p], j_sizes[idx]
-        shapes.append(shape)
-    received = c.all_to_all(send, [p.size for p in parts], group=group, recv_sizes=[math.prod(s) for s in shapes])
-    pieces, start = [], 0
-    for shape in shapes:
-        n = math.prod(shape)
-        pieces.append(received[start:start + n].reshape(shape))
-        start += n
-    out_shape = list(shapes[0])
-    out_shape[i] = sum(i_sizes)
-    out = _alloc(out_shape, dt)
-    np.concatenate(pieces, axis=i, out=out)
-    return out
+    send = _pack(x, j, j_sizes, dt)
+    recv_shapes = [tuple(i_sizes[p] if a == i else (j_sizes[idx] if a == j else x.shape[a]) for a in range(x.ndim))
+                   for p in range(k)]
+    received = c.all_to_all(send, [math.prod(b) for b in _block_shapes(x.shape, j, j_sizes)], group=group,
+                            recv_sizes=[math.prod(b) for b in recv_shapes])
+    return _unpack(received, recv_shapes, i, dt)
 
 
 def _redistribute(x, blocks, src_box, dst_box, union, dt):
