@@ -1,5 +1,7 @@
 """globaltensor: global tensors with eager execution (see SPEC.md for the contract)."""
-from . import debug, distributed, env, sbp
+from . import autograd, debug, distributed, env, sbp
+from . import ops as _ops
+from .autograd import enable_grad, no_grad
 from .dtype import bfloat16, bool, float16, float32, float64, int8, int32, int64, uint8  # noqa: A004
 from .ops.creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
                            randint, randn, tensor, uniform, zeros, zeros_like)
@@ -8,6 +10,9 @@ from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
 from .tensor import Tensor
 
 __version__ = "0.1.0"
+
+for _name in _ops.PUBLIC:
+    globals()[_name] = getattr(_ops, _name)
 
 __all__ = [
     "debug", "distributed", "env", "sbp", "placement", "Tensor", "tensor",

@@ -72,6 +72,21 @@ class Tensor:
     def detach(self):
         return Tensor(self._local, self._global_shape, self._dtype, self._placement, self._sbp)
 
+    def requires_grad_(self, requires_grad=True):
+        if self._node is not None and not requires_grad:
+            raise RuntimeError("requires_grad_(False) only applies to leaf tensors")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def backward(self, gradient=None):
+        """Accumulate the gradient of this tensor into the .grad of every leaf it depends on."""
+        from .autograd import backward
+        backward(self, gradient)
+
+    @property
+    def is_leaf(self):
+        return self._node is None
+
     def __repr__(self):
         value = np.array2string(np.asarray(self.numpy()), separator=", ", prefix="tensor(")
         if self.is_local:

@@ -1,0 +1,183 @@
+"""Linear algebra: matmul and its spellings (einsum rows), kron, cross, cholesky, inverse, t."""
+import numpy as np
+
+from . import rules
+from ._front import apply, tensors
+from .registry import op
+
+_LETTERS = "abcdefghij"
+
+
+def _matmul_spec(a_shape, b_shape):
+    """The einsum of np.matmul for these ndims; batch letters only where the batch sizes agree."""
+    if len(a_shape) == 1 and len(b_shape) == 1:
+        return "k,k->"
+    a = ("m" if len(a_shape) >= 2 else "") + "k"
+    b = "k" + ("n" if len(b_shape) >= 2 else "")
+    batch = max(len(a_shape), len(b_shape)) - 2
+    a_batch = _LETTERS[batch - max(0, len(a_shape) - 2):batch] if len(a_shape) > 2 else ""
+    b_batch = _LETTERS[batch - max(0, len(b_shape) - 2):batch] if len(b_shape) > 2 else ""
+    out_batch = _LETTERS[:batch]
+    # a batch dim broadcast (size 1 against n) gets its own letter: it may not be split
+    a_batch = "".join(c if a_shape[i] == _size(c, a_shape, b_shape, a_batch, b_batch) else c.upper()
+                      for i, c in enumerate(a_batch))
+    b_batch = "".join(c if b_shape[i] == _size(c, a_shape, b_shape, a_batch, b_batch) else c.upper()
+                      for i, c in enumerate(b_batch))
+    out = out_batch + ("m" if len(a_shape) >= 2 else "") + ("n" if len(b_shape) >= 2 else "")
+    return f"{a_batch + a},{b_batch + b}->{out}"
+
+
+def _size(letter, a_shape, b_shape, a_batch, b_batch):
+    sizes = []
+    if letter in a_batch:
+        sizes.append(a_shape[a_batch.index(letter)])
+    if letter in b_batch:
+        sizes.append(b_shape[b_batch.index(letter)])
+    return max(sizes)
+
+
+def _matmul_rules(in_shapes, out_shapes, static):
+    spec = _matmul_spec(*in_shapes)
+    rows = rules.einsum(spec)(in_shapes, out_shapes, static)
+    return [r for r in rows if all(_ok(s, shape) for s, shape in zip(r[0], in_shapes))]
+
+
+def _ok(sbp, shape):
+    return not hasattr(sbp, "dim") or sbp.dim < len(shape)
+
+
+def _matmul_backward(ctx, g):
+    """Vectors are promoted to matrices (a: 1 x k, b: k x 1), then dA = g B^T, dB = A^T g."""
+    from .elementwise import sum_to
+    from .shape import squeeze, unsqueeze
+    a, b = ctx.inputs
+    if a.ndim == 1 and b.ndim == 1:
+        return g * b, g * a
+    a2 = unsqueeze(a, 0) if a.ndim == 1 else a
+    b2 = unsqueeze(b, -1) if b.ndim == 1 else b
+    g2 = unsqueeze(g, -2) if a.ndim == 1 else g
+    g2 = unsqueeze(g2, -1) if b.ndim == 1 else g2
+    da = matmul(g2, transpose(b2, -1, -2))
+    db = matmul(transpose(a2, -1, -2), g2)
+    da = squeeze(da, -2) if a.ndim == 1 else da
+    db = squeeze(db, -1) if b.ndim == 1 else db
+    return sum_to(da, a.shape), sum_to(db, b.shape)
+
+
+def transpose(x, d0, d1):
+    from .shape import transpose as _t
+    return _t(x, d0, d1)
+
+
+@op("matmul", _matmul_rules, _matmul_backward)
+def _matmul(a, b):
+    return np.matmul(a, b)
+
+
+def matmul(x, y):
+    """np.matmul semantics. Rows (for 2-D): S(0) x B -> S(0); B x S(1) -> S(1); S(1) x S(0) -> P;
+    P x B -> P; B x P -> P; batch dims split alike stay split."""
+    return apply("matmul", tensors(x, y))
+
+
+def _check_ndim(name, x, ndims):
+    if x.ndim not in ndims:
+        raise ValueError(f"{name} expects a {' or '.join(map(str, ndims))}-D tensor, got shape {tuple(x.shape)}")
+
+
+def mm(x, y):
+    """2-D matrix product."""
+    _check_ndim("mm", x, (2,))
+    _check_ndim("mm", y, (2,))
+    return matmul(x, y)
+
+
+def bmm(x, y):
+    """Batched (3-D) matrix product."""
+    _check_ndim("bmm", x, (3,))
+    _check_ndim("bmm", y, (3,))
+    return matmul(x, y)
+
+
+def mv(x, v):
+    """Matrix-vector product."""
+    _check_ndim("mv", x, (2,))
+    _check_ndim("mv", v, (1,))
+    return matmul(x, v)
+
+
+def dot(x, y):
+    """Inner product of two vectors."""
+    _check_ndim("dot", x, (1,))
+    _check_ndim("dot", y, (1,))
+    return matmul(x, y)
+
+
+def addmm(input, x, y, beta=1.0, alpha=1.0):  # noqa: A002
+    """beta * input + alpha * (x @ y)."""
+    return input * beta + mm(x, y) * alpha
+
+
+def t(x):
+    """Transpose of a tensor of at most 2 dims."""
+    if x.ndim > 2:
+        raise ValueError(f"t expects at most 2 dims, got shape {tuple(x.shape)}")
+    return x if x.ndim < 2 else transpose(x, 0, 1)
+
+
+@op("kron", lambda s, o, st: [((rules.B, rules.B), (rules.B,)), ((rules.P, rules.B), (rules.P,)),
+                              ((rules.B, rules.P), (rules.P,))])
+def _kron(a, b):
+    return np.kron(a, b)
+
+
+def kron(x, y):
+    """Kronecker product (bilinear: a partial factor gives a partial result)."""
+    return apply("kron", tensors(x, y))
+
+
+def _cross_backward(ctx, g):
+    a, b = ctx.inputs
+    d = ctx.static["dim"]
+    return cross(b, g, d), cross(g, a, d)
+
+
+@op("cross", lambda s, o, st: [r for r in rules.elementwise("each")(s, o, st)
+                               if not any(getattr(x, "dim", None) == st["dim"] for x in r[1])], _cross_backward)
+def _cross(a, b, dim=-1):
+    return np.cross(a, b, axis=dim)
+
+
+def cross(x, y, dim=None, axis=None):
+    """Cross product of 3-vectors along dim (default: the first dim of size 3)."""
+    x, y = tensors(x, y)
+    dim = axis if dim is None else dim
+    if dim is None:
+        dim = next(i for i, n in enumerate(x.shape) if n == 3)
+    return apply("cross", [x, y], {"dim": dim % x.ndim})
+
+
+def _batch_rows(in_shapes, out_shapes, static):
+    return [((rules.B,), (rules.B,))] + [((rules.split(d),), (rules.split(d),)) for d in range(len(in_shapes[0]) - 2)]
+
+
+@op("cholesky", _batch_rows)
+def _cholesky(x, upper=False):
+    c = np.linalg.cholesky(x)
+    return np.swapaxes(c, -1, -2).conj() if upper else c
+
+
+def cholesky(x, upper=False):
+    """Cholesky factor of symmetric positive-definite matrices (batch dims may be split)."""
+    return apply("cholesky", tensors(x), {"upper": upper})
+
+
+@op("inverse", _batch_rows, lambda ctx, g: -matmul(transpose(ctx.outputs[0], -1, -2),
+                                                    matmul(g, transpose(ctx.outputs[0], -1, -2))))
+def _inverse(x):
+    return np.linalg.inv(x).astype(x.dtype)
+
+
+def inverse(x):
+    """Matrix inverse (batch dims may be split)."""
+    return apply("inverse", tensors(x))

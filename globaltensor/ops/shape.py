@@ -1,0 +1,357 @@
+"""Shape and layout ops: views and rearrangements. A dim that passes through unchanged keeps
+its split (S(d) -> S(d')); all of them are linear, so P -> P."""
+import numpy as np
+
+from . import rules
+from ._front import apply, dims_arg, tensors
+from .registry import op
+
+B, P, S = rules.B, rules.P, rules.split
+
+
+def _rows(pairs, n_in=1, n_out=1, linear=True):
+    """B row, S(in) -> S(out) for each kept dim pair, and P -> P."""
+    rows = [((B,) * n_in, (B,) * n_out)]
+    rows += [((S(i),) * n_in, (S(o),) * n_out) for i, o in pairs]
+    if linear:
+        rows.append(((P,) * n_in, (P,) * n_out))
+    return rows
+
+
+def _same_prefix_pairs(in_shape, out_shape):
+    """Dims d whose size and every size before them agree: splitting them is the same cut."""
+    pairs = []
+    for d in range(min(len(in_shape), len(out_shape))):
+        if in_shape[: d + 1] != out_shape[: d + 1]:
+            break
+        pairs.append((d, d))
+    return pairs
+
+
+@op("reshape", lambda s, o, st: _rows(_same_prefix_pairs(s[0], o[0])),
+    lambda ctx, g: reshape(g, ctx.inputs[0].shape))
+def _reshape(x, shape=()):
+    return np.reshape(x, shape)
+
+
+def _shape_arg(shape, numel):
+    shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else list(shape)
+    if shape.count(-1) > 1:
+        raise ValueError("only one dim may be -1")
+    if -1 in shape:
+        known = int(np.prod([s for s in shape if s != -1]))
+        shape[shape.index(-1)] = numel // known if known else 0
+    if int(np.prod(shape)) != numel:
+        raise ValueError(f"cannot reshape a tensor of {numel} elements into shape {tuple(shape)}")
+    return tuple(int(s) for s in shape)
+
+
+def reshape(x, *shape):
+    """The same values in another shape (C order); a split survives when its dim and the dims
+    before it keep their sizes."""
+    (x,) = tensors(x)
+    return apply("reshape", [x], {"shape": _shape_arg(shape, x.numel())})
+
+
+def reshape_(x, *shape):
+    """In-place reshape: x takes the new shape and is returned."""
+    return _assign(x, reshape(x, *shape))
+
+
+def _assign(x, new):
+    x._local, x._global_shape, x._sbp, x._node = new._local, new._global_shape, new._sbp, new._node
+    x.requires_grad = new.requires_grad
+    return x
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    (x,) = tensors(x)
+    if x.ndim == 0:
+        return reshape(x, 1)
+    start, end = start_dim % x.ndim, end_dim % x.ndim
+    shape = x.shape[:start] + (int(np.prod(x.shape[start:end + 1])),) + x.shape[end + 1:]
+    return reshape(x, shape)
+
+
+def _kept_dims(in_shape, out_shape):
+    """Pairs (input dim, output dim) of dims kept by a squeeze/unsqueeze (sizes other than 1)."""
+    ins = [d for d, n in enumerate(in_shape) if n != 1]
+    outs = [d for d, n in enumerate(out_shape) if n != 1]
+    return list(zip(ins, outs))
+
+
+op("squeeze", lambda s, o, st: _rows(_kept_dims(s[0], o[0])), lambda ctx, g: reshape(g, ctx.inputs[0].shape))(
+    lambda x, dims=None: np.squeeze(x, axis=dims))
+op("unsqueeze", lambda s, o, st: _rows(_kept_dims(s[0], o[0])), lambda ctx, g: reshape(g, ctx.inputs[0].shape))(
+    lambda x, dim=0: np.expand_dims(x, dim))
+
+
+def squeeze(x, dim=None, axis=None):
+    """Drop dims of size one (all of them, or those named)."""
+    (x,) = tensors(x)
+    dims = dims_arg(dim, x.ndim, axis)
+    if dims is not None:
+        dims = tuple(d for d in dims if x.shape[d] == 1) or None
+        if dims is None:
+            return x
+    return apply("squeeze", [x], {"dims": dims})
+
+
+def unsqueeze(x, dim=0, axis=None):
+    """Insert a dim of size one at dim."""
+    (x,) = tensors(x)
+    dim = axis if axis is not None else dim
+    dim = dim % (x.ndim + 1)
+    return apply("unsqueeze", [x], {"dim": dim})
+
+
+def squeeze_(x, dim=None):
+    return _assign(x, squeeze(x, dim))
+
+
+def unsqueeze_(x, dim=0):
+    return _assign(x, unsqueeze(x, dim))
+
+
+def _perm_pairs(s, o, st):
+    perm = st["perm"]
+    return _rows([(perm[d], d) for d in range(len(perm))])
+
+
+@op("permute", _perm_pairs, lambda ctx, g: permute(g, tuple(np.argsort(ctx.static["perm"]))))
+def _permute(x, perm=()):
+    return np.transpose(x, perm)
+
+
+def permute(x, *dims):
+    (x,) = tensors(x)
+    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
+    return apply("permute", [x], {"perm": tuple(d % x.ndim for d in dims)})
+
+
+def transpose(x, dim0=0, dim1=1):
+    """Swap two dims; a split follows its dim."""
+    (x,) = tensors(x)
+    perm = list(range(x.ndim))
+    d0, d1 = dim0 % x.ndim, dim1 % x.ndim
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return apply("permute", [x], {"perm": tuple(perm)})
+
+
+def _expand_pairs(s, o, st):
+    lead = len(o[0]) - len(s[0])
+    return _rows([(d, d + lead) for d, n in enumerate(s[0]) if n == o[0][d + lead]])
+
+
+@op("expand", _expand_pairs, lambda ctx, g: _sum_to(g, ctx.inputs[0].shape))
+def _expand(x, shape=()):
+    return np.broadcast_to(x, shape)
+
+
+def _sum_to(g, shape):
+    from .elementwise import sum_to
+    return sum_to(g, shape)
+
+
+def expand(x, *shape):
+    """Broadcast to shape (-1 keeps a size); the result is a read-only view, as numpy's."""
+    (x,) = tensors(x)
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
+    lead = len(shape) - x.ndim
+    shape = tuple(x.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
+    return apply("expand", [x], {"shape": shape})
+
+
+def broadcast_to(x, shape):
+    return expand(x, shape)
+
+
+def expand_as(x, y):
+    return expand(x, y.shape)
+
+
+@op("tile", lambda s, o, st: _rows([]), lambda ctx, g: _tile_back(g, ctx))
+def _tile(x, reps=()):
+    return np.tile(x, reps)
+
+
+def _tile_back(g, ctx):
+    x, reps = ctx.inputs[0], ctx.static["reps"]
+    shape = list(x.shape)
+    lead = len(reps) - len(shape)
+    full = [1] * max(lead, 0) + shape
+    reps = (1,) * max(0, len(full) - len(reps)) + tuple(reps)
+    from .reduction import sum as _sum
+    split_shape = []
+    for r, n in zip(reps, full):
+        split_shape += [r, n]
+    summed = _sum(reshape(g, split_shape), tuple(range(0, 2 * len(full), 2)))
+    return reshape(summed, x.shape)
+
+
+def tile(x, repeat_times):
+    """Repeat x along each dim (numpy's tile)."""
+    (x,) = tensors(x)
+    reps = (repeat_times,) if isinstance(repeat_times, int) else tuple(repeat_times)
+    return apply("tile", [x], {"reps": reps})
+
+
+@op("flip", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["dims"]]),
+    lambda ctx, g: flip(g, ctx.static["dims"]))
+def _flip(x, dims=()):
+    return np.flip(x, dims)
+
+
+def flip(x, dims=None, axis=None):
+    (x,) = tensors(x)
+    return apply("flip", [x], {"dims": dims_arg(dims, x.ndim, axis)})
+
+
+@op("roll", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if st["dims"] is not None and d not in st["dims"]]),
+    lambda ctx, g: roll(g, tuple(-v for v in ctx.static["shifts"]), ctx.static["dims"]))
+def _roll(x, shifts=(), dims=None):
+    return np.roll(x, shifts, dims)
+
+
+def roll(x, shifts, dims=None, axis=None):
+    (x,) = tensors(x)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = axis if dims is None else dims
+    dims = None if dims is None else ((dims,) if isinstance(dims, int) else tuple(dims))
+    return apply("roll", [x], {"shifts": shifts, "dims": None if dims is None else tuple(d % x.ndim for d in dims)})
+
+
+def _concat_rows(s, o, st):
+    n, dim = len(s), st["dim"]
+    return _rows([(d, d) for d in range(len(o[0])) if d != dim], n_in=n)
+
+
+def _concat_backward(ctx, g):
+    sizes = [t.shape[ctx.static["dim"]] for t in ctx.inputs]
+    return split(g, sizes, ctx.static["dim"])
+
+
+@op("concat", _concat_rows, _concat_backward)
+def _concat(*xs, dim=0):
+    return np.concatenate(xs, axis=dim)
+
+
+def concat(xs, dim=0, axis=None):
+    """Join tensors along an existing dim (splits along the other dims are kept)."""
+    xs = tensors(*xs)
+    dim = (axis if axis is not None else dim) % xs[0].ndim
+    return apply("concat", xs, {"dim": dim})
+
+
+def _stack_rows(s, o, st):
+    dim = st["dim"]
+    return _rows([(d, d if d < dim else d + 1) for d in range(len(s[0]))], n_in=len(s))
+
+
+@op("stack", _stack_rows, lambda ctx, g: unbind(g, ctx.static["dim"]))
+def _stack(*xs, dim=0):
+    return np.stack(xs, axis=dim)
+
+
+def stack(xs, dim=0, axis=None):
+    """Join tensors along a new dim."""
+    xs = tensors(*xs)
+    dim = (axis if axis is not None else dim) % (xs[0].ndim + 1)
+    return apply("stack", xs, {"dim": dim})
+
+
+def _split_rows(s, o, st):
+    dim = st["dim"]
+    return _rows([(d, d) for d in range(len(s[0])) if d != dim], n_out=len(o))
+
+
+def _split_backward(ctx, *grads):
+    from .creation import zeros_like
+    parts = [g if g is not None else zeros_like(o) for g, o in zip(grads, ctx.outputs)]
+    return concat(parts, ctx.static["dim"])
+
+
+@op("split", _split_rows, _split_backward)
+def _split(x, sizes=(), dim=0):
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=dim))
+
+
+def split(x, num_or_sections, dim=0, axis=None):
+    """Pieces along dim: an int piece size (the last may be shorter), or a list of sizes."""
+    (x,) = tensors(x)
+    dim = (axis if axis is not None else dim) % x.ndim
+    n = x.shape[dim]
+    if isinstance(num_or_sections, int):
+        sizes = [num_or_sections] * (n // num_or_sections) + ([n % num_or_sections] if n % num_or_sections else [])
+    else:
+        sizes = list(num_or_sections)
+        if -1 in sizes:
+            sizes[sizes.index(-1)] = n - sum(s for s in sizes if s != -1)
+    if sum(sizes) != n:
+        raise ValueError(f"split sizes {sizes} do not add up to {n} (dim {dim} of shape {tuple(x.shape)})")
+    return list(apply("split", [x], {"sizes": tuple(sizes), "dim": dim}, multi=True))
+
+
+def chunk(x, chunks, dim=0, axis=None):
+    """`chunks` pieces of ceil(n / chunks) along dim (the last ones may be smaller)."""
+    (x,) = tensors(x)
+    dim = (axis if axis is not None else dim) % x.ndim
+    size = -(-x.shape[dim] // chunks)
+    return split(x, max(size, 1), dim)
+
+
+def unbind(x, dim=0, axis=None):
+    """The slices along dim, each without that dim."""
+    (x,) = tensors(x)
+    dim = (axis if axis is not None else dim) % x.ndim
+    return [squeeze(p, dim) for p in split(x, 1, dim)]
+
+
+def unstack(x, axis=0, num=None):
+    return unbind(x, axis)
+
+
+def _slice_index(shape, axes, starts, ends, strides):
+    index = [slice(None)] * len(shape)
+    for a, s, e, st in zip(axes, starts, ends, strides):
+        index[a] = slice(s, e, st)
+    return tuple(index)
+
+
+def _slice_back(ctx, g):
+    from .creation import zeros_like
+    x = ctx.inputs[0]
+    st = ctx.static
+    base = zeros_like(x)
+    return _scatter_slice(base, g, st)
+
+
+@op("strided_slice", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["axes"]]),
+    lambda ctx, g: _slice_back(ctx, g))
+def _strided_slice(x, axes=(), starts=(), ends=(), strides=()):
+    return x[_slice_index(x.shape, axes, starts, ends, strides)]
+
+
+@op("slice_scatter", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["axes"]], n_in=2),
+    lambda ctx, g: (None, strided_slice(g, **{k: ctx.static[k] for k in ("axes", "starts", "ends", "strides")})))
+def _slice_scatter(base, update, axes=(), starts=(), ends=(), strides=()):
+    out = np.array(base, copy=True)
+    out[_slice_index(base.shape, axes, starts, ends, strides)] = update
+    return out
+
+
+def _scatter_slice(base, update, st):
+    return apply("slice_scatter", [base, update], dict(st))
+
+
+def strided_slice(x, axes, starts, ends, strides):
+    """Paddle's strided_slice: x[starts:ends:strides] along axes."""
+    (x,) = tensors(x)
+    axes = tuple(a % x.ndim for a in axes)
+    return apply("strided_slice", [x], {"axes": axes, "starts": tuple(starts), "ends": tuple(ends),
+                                         "strides": tuple(strides)})
+
+
+def slice(x, axes, starts, ends):  # noqa: A001 - Paddle's name
+    """Paddle's slice: x[starts:ends] along axes."""
+    return strided_slice(x, axes, starts, ends, [1] * len(axes))
