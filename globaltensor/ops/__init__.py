@@ -1,13 +1,18 @@
 """Operations on tensors, one family per module; this module also binds Tensor methods."""
-from . import elementwise, linalg, reduction, shape  # noqa: F401 - registers the ops
+from . import elementwise, indexing, linalg, nn_functional, random_ops, reduction, shape  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import BINARY, UNARY, add_n, allclose, cast, clip, equal_all, gelu, increment, scale, stanh, where
 from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm, mv, t
 from .reduction import (all, any, argmax, argmin, cumsum, dist, logsumexp, max, mean, median, min, norm,  # noqa: A004
                         numel, prod, std, sum, trace, var)
-from .shape import (broadcast_to, chunk, concat, expand, expand_as, flatten, flip, permute, reshape, reshape_, roll,
-                    slice, split, squeeze, squeeze_, stack, strided_slice, tile, transpose, unbind, unsqueeze,
-                    unsqueeze_, unstack)
+from .shape import (broadcast_to, chunk, concat, diag, expand, expand_as, flatten, flip, meshgrid, permute, reshape,
+                    reshape_, roll, slice, split, squeeze, squeeze_, stack, strided_slice, tile, transpose, tril, triu,
+                    unbind, unsqueeze, unsqueeze_, unstack)
+from .indexing import (argsort, gather, gather_nd, getitem, histogram, index_sample, index_select, masked_select,
+                       multiplex, nonzero, scatter, scatter_, scatter_nd, scatter_nd_add, shard_index, sort, topk,
+                       unique)
+from .nn_functional import cross_entropy, dropout, embedding, layer_norm, linear, log_softmax, mse_loss, softmax
+from .random_ops import bernoulli, multinomial, randperm
 from ..tensor import Tensor
 
 _g = globals()
@@ -19,6 +24,10 @@ PUBLIC = sorted(set(UNARY) | set(BINARY) | {
     "broadcast_to", "chunk", "concat", "expand", "expand_as", "flatten", "flip", "permute", "reshape", "reshape_",
     "roll", "slice", "split", "squeeze", "squeeze_", "stack", "strided_slice", "tile", "transpose", "unbind",
     "unsqueeze", "unsqueeze_", "unstack",
+    "argsort", "gather", "gather_nd", "histogram", "index_sample", "index_select", "masked_select", "multiplex",
+    "nonzero", "scatter", "scatter_", "scatter_nd", "scatter_nd_add", "shard_index", "sort", "topk", "unique",
+    "cross_entropy", "dropout", "embedding", "layer_norm", "linear", "log_softmax", "mse_loss", "softmax",
+    "bernoulli", "multinomial", "randperm", "diag", "meshgrid", "tril", "triu",
 })
 
 
@@ -31,7 +40,8 @@ def _method(fn):
 
 
 for _name in PUBLIC:
-    if _name not in ("numel", "slice", "where", "add_n", "stack", "concat"):
+    if _name not in ("numel", "slice", "where", "add_n", "stack", "concat", "randperm", "multiplex", "scatter_nd",
+                     "meshgrid"):
         setattr(Tensor, _name, _method(_g[_name]))
 
 
@@ -63,3 +73,13 @@ Tensor.bool = lambda self: cast(self, "bool")
 Tensor.to = lambda self, dtype: cast(self, dtype)
 Tensor.astype = lambda self, dtype: cast(self, dtype)
 Tensor.view = reshape
+
+
+def _getitem(self, key):
+    from ..tensor import Tensor as _T
+    if isinstance(key, _T) and key.dtype.name == "bool":
+        return masked_select(self, key)
+    return getitem(self, key)
+
+
+Tensor.__getitem__ = _getitem

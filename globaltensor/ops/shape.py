@@ -355,3 +355,58 @@ def strided_slice(x, axes, starts, ends, strides):
 def slice(x, axes, starts, ends):  # noqa: A001 - Paddle's name
     """Paddle's slice: x[starts:ends] along axes."""
     return strided_slice(x, axes, starts, ends, [1] * len(axes))
+
+
+def _batch_dims_rows(s, o, st):
+    """Batch dims (all but the last two) may be split; linear."""
+    return _rows([(d, d) for d in range(len(s[0]) - 2)])
+
+
+@op("tril", _batch_dims_rows, lambda ctx, g: tril(g, ctx.static["diagonal"]))
+def _tril(x, diagonal=0):
+    return np.tril(x, diagonal)
+
+
+@op("triu", _batch_dims_rows, lambda ctx, g: triu(g, ctx.static["diagonal"]))
+def _triu(x, diagonal=0):
+    return np.triu(x, diagonal)
+
+
+def tril(x, diagonal=0):
+    """The lower triangle (on and below `diagonal`) of the last two dims; the rest zero."""
+    return apply("tril", tensors(x), {"diagonal": diagonal})
+
+
+def triu(x, diagonal=0):
+    """The upper triangle (on and above `diagonal`) of the last two dims; the rest zero."""
+    return apply("triu", tensors(x), {"diagonal": diagonal})
+
+
+@op("diag", lambda s, o, st: _rows([]), lambda ctx, g: diag(g, ctx.static["offset"]))
+def _diag(x, offset=0):
+    return np.diag(x, offset)
+
+
+def diag(x, offset=0):
+    """A 1-D tensor -> the matrix with it on diagonal `offset`; a 2-D one -> that diagonal."""
+    (x,) = tensors(x)
+    if x.ndim not in (1, 2):
+        raise ValueError(f"diag expects a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
+    return apply("diag", [x], {"offset": offset})
+
+
+def meshgrid(*xs, indexing="ij"):
+    """Coordinate grids from 1-D tensors (indexing "ij" or "xy"), as numpy's meshgrid."""
+    xs = tensors(*(xs[0] if len(xs) == 1 and isinstance(xs[0], (list, tuple)) else xs))
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"indexing must be 'ij' or 'xy', got {indexing!r}")
+    shape = [x.shape[0] for x in xs]
+    if indexing == "xy" and len(xs) >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    grids = []
+    for i, x in enumerate(xs):
+        axis = (1 - i if i < 2 else i) if indexing == "xy" and len(xs) >= 2 else i
+        view = [1] * len(xs)
+        view[axis] = x.shape[0]
+        grids.append(expand(reshape(x, view), shape))
+    return grids

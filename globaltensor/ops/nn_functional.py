@@ -1,0 +1,120 @@
+"""nn.functional: composites of registered primitives (their SBP rows and gradients come with
+them), plus embedding as a primitive with its own rows."""
+import numpy as np
+
+from . import rules
+from ._front import apply, tensors
+from .elementwise import exp, gelu, log, relu, sigmoid  # noqa: F401 - part of this family
+from .reduction import logsumexp, max, mean, sum  # noqa: A004
+from .registry import op
+
+B, P, S = rules.B, rules.P, rules.split
+
+
+def softmax(x, dim=-1, axis=None):
+    """exp(x - max) / sum(exp(x - max)) along dim; the max is detached (it cancels)."""
+    (x,) = tensors(x)
+    dim = (axis if axis is not None else dim) % x.ndim
+    e = exp(x - max(x, dim, keepdim=True).detach())
+    return e / sum(e, dim, keepdim=True)
+
+
+def log_softmax(x, dim=-1, axis=None):
+    """x - logsumexp(x) along dim."""
+    (x,) = tensors(x)
+    dim = (axis if axis is not None else dim) % x.ndim
+    return x - logsumexp(x, dim, keepdim=True)
+
+
+def dropout(x, p=0.5, training=True):
+    """Zero each element with probability p and scale the rest by 1 / (1 - p). The mask comes
+    from the sharding-invariant generator, so it does not depend on the layout."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0:
+        return x
+    from .creation import rand
+    from ..sbp import broadcast
+    if x.is_global:
+        u = rand(*x.shape, dtype=x.dtype, placement=x.placement, sbp=tuple(
+            s if s is not P else broadcast for s in x.sbp))
+    else:
+        u = rand(*x.shape, dtype=x.dtype)
+    keep = (u >= p).astype(x.dtype)
+    return x * keep * (1.0 / (1.0 - p)) if p < 1 else x * 0.0
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) over the last len(normalized_shape) dims, then * weight + bias."""
+    from .elementwise import rsqrt
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    dims = tuple(range(x.ndim - len(shape), x.ndim))
+    mu = mean(x, dims, keepdim=True)
+    centered = x - mu
+    var = mean(centered * centered, dims, keepdim=True)
+    out = centered * rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias (weight has shape (out_features, in_features), as in OneFlow)."""
+    from .linalg import matmul
+    from .shape import transpose
+    out = matmul(x, transpose(weight, 0, 1))
+    return out + bias if bias is not None else out
+
+
+def _embedding_rows(s, o, st):
+    n = len(s[0])
+    return ([((B, B), (B,)), ((B, P), (P,)), ((B, S(1)), (S(n),))] +
+            [((S(d), B), (S(d),)) for d in range(n)])
+
+
+def _embedding_backward(ctx, g):
+    from .creation import zeros_like
+    indices, weight = ctx.inputs
+    flat_idx = indices.reshape(-1)
+    flat_g = g.reshape(-1, weight.shape[1])
+    return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0})
+
+
+@op("embedding", _embedding_rows, _embedding_backward)
+def _embedding(indices, weight):
+    return np.take(weight, indices, axis=0)
+
+
+def embedding(x, weight, padding_idx=None):
+    """Rows of weight at the indices x. Rows: indices split -> output split alike; weight split
+    by columns (S(1)) -> output split on its last dim; partial weight -> partial output."""
+    out = apply("embedding", tensors(x, weight))
+    if padding_idx is not None:
+        out = out * (x != padding_idx).astype(out.dtype).unsqueeze(-1)
+    return out
+
+
+def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
+    """Negative log-likelihood of integer class targets under log_softmax(logits) (classes on
+    dim 1, as in OneFlow/PyTorch)."""
+    from .indexing import gather
+    from .shape import squeeze, unsqueeze
+    logp = log_softmax(logits, 1)
+    picked = squeeze(gather(logp, 1, unsqueeze(target.clip(0, None), 1)), 1)
+    valid = (target != ignore_index).astype(picked.dtype)
+    losses = -picked * valid
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return sum(losses)
+    return sum(losses) / sum(valid)
+
+
+def mse_loss(x, y, reduction="mean"):
+    """Mean (or sum, or none) of the squared differences."""
+    d = x - y
+    if reduction == "none":
+        return d * d
+    return mean(d * d) if reduction == "mean" else sum(d * d)

@@ -1,0 +1,62 @@
+"""Random ops over tensors and permutations, from the sharding-invariant generator."""
+import numpy as np
+
+from .. import dtype as _dtype
+from .. import random as _random
+from ._front import tensors
+from .creation import allocate, build, rand
+
+
+def _like_layout(x):
+    from ..sbp import broadcast, partial_sum
+    if x.is_local:
+        return {}
+    return {"placement": x.placement, "sbp": tuple(broadcast if s is partial_sum else s for s in x.sbp)}
+
+
+def bernoulli(x, p=None):
+    """1 with probability x (element-wise), else 0; same layout as x."""
+    (x,) = tensors(x)
+    probs = x if p is None else x * 0 + p
+    u = rand(*x.shape, dtype=x.dtype if x.dtype.is_floating else "float32", **_like_layout(x))
+    return (u < probs).astype(x.dtype if x.dtype.is_floating else "float32")
+
+
+def multinomial(x, num_samples, replacement=False):
+    """num_samples class indices per row of the probabilities x (1-D or 2-D), int64.
+    With replacement: inverse CDF of uniform draws; without: Gumbel top-k."""
+    from .indexing import topk
+    from .reduction import cumsum, sum
+    (x,) = tensors(x)
+    squeeze = x.ndim == 1
+    probs = x.unsqueeze(0) if squeeze else x
+    layout = _like_layout(probs)
+    if replacement:
+        cdf = cumsum(probs / sum(probs, -1, keepdim=True), -1)
+        u = rand(probs.shape[0], num_samples, dtype=probs.dtype, **layout)
+        # the number of cdf entries below u is the sampled class
+        out = sum((cdf.unsqueeze(1) < u.unsqueeze(2)).astype("int64"), -1).clip(None, probs.shape[1] - 1)
+    else:
+        if num_samples > probs.shape[1]:
+            raise ValueError("multinomial without replacement needs num_samples <= number of classes")
+        u = rand(*probs.shape, dtype="float64", **layout)
+        keys = (probs.astype("float64").log() - (-(u.clip(1e-300, None)).log()).log())
+        out = topk(keys, num_samples, -1)[1]
+    return out.squeeze(0) if squeeze else out
+
+
+def randperm(n, dtype=None, placement=None, sbp=None):
+    """A random permutation of 0..n-1 (the argsort of n uniform draws), int64 by default."""
+    dt = _dtype.to_dtype(dtype, _dtype.int64)
+    counter = _random.next_counter()
+    keys = np.empty(n, np.float64)
+    _random.fill(keys, 1, _random.UNIFORM, (n,), (0,), counter)
+    perm = np.argsort(keys, kind="stable")
+
+    def fill(box):
+        (lo, hi), = box
+        out = allocate((hi - lo,), dt)
+        out[...] = perm[lo:hi]
+        return out
+
+    return build((n,), dt, placement, sbp, fill)
