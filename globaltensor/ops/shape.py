@@ -1,5 +1,7 @@
 """Shape and layout ops: views and rearrangements. A dim that passes through unchanged keeps
 its split (S(d) -> S(d')); all of them are linear, so P -> P."""
+import builtins
+
 import numpy as np
 
 from . import rules
@@ -30,8 +32,9 @@ def _same_prefix_pairs(in_shape, out_shape):
 
 @op("reshape", lambda s, o, st: _rows(_same_prefix_pairs(s[0], o[0])),
     lambda ctx, g: reshape(g, ctx.inputs[0].shape))
-def _reshape(x, shape=()):
-    return np.reshape(x, shape)
+def _reshape(x, shape=(), keep=0):
+    """The first `keep` dims (the ones that may be split) come from the piece itself."""
+    return np.reshape(x, x.shape[:keep] + tuple(shape[keep:]))
 
 
 def _shape_arg(shape, numel):
@@ -50,7 +53,8 @@ def reshape(x, *shape):
     """The same values in another shape (C order); a split survives when its dim and the dims
     before it keep their sizes."""
     (x,) = tensors(x)
-    return apply("reshape", [x], {"shape": _shape_arg(shape, x.numel())})
+    shape = _shape_arg(shape, x.numel())
+    return apply("reshape", [x], {"shape": shape, "keep": len(_same_prefix_pairs(x.shape, shape))})
 
 
 def reshape_(x, *shape):
@@ -144,8 +148,10 @@ def _expand_pairs(s, o, st):
 
 
 @op("expand", _expand_pairs, lambda ctx, g: _sum_to(g, ctx.inputs[0].shape))
-def _expand(x, shape=()):
-    return np.broadcast_to(x, shape)
+def _expand(x, shape=(), grown=()):
+    """Dims in `grown` take their size from `shape`; the others (maybe split) from the piece."""
+    lead = len(shape) - x.ndim
+    return np.broadcast_to(x, tuple(shape[i] if i in grown else x.shape[i - lead] for i in range(len(shape))))
 
 
 def _sum_to(g, shape):
@@ -159,7 +165,8 @@ def expand(x, *shape):
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
     lead = len(shape) - x.ndim
     shape = tuple(x.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
-    return apply("expand", [x], {"shape": shape})
+    grown = tuple(i for i in range(len(shape)) if i < lead or x.shape[i - lead] != shape[i])
+    return apply("expand", [x], {"shape": shape, "grown": grown})
 
 
 def broadcast_to(x, shape):
@@ -312,9 +319,9 @@ def unstack(x, axis=0, num=None):
 
 
 def _slice_index(shape, axes, starts, ends, strides):
-    index = [slice(None)] * len(shape)
+    index = [builtins.slice(None)] * len(shape)  # `slice` below is Paddle's op
     for a, s, e, st in zip(axes, starts, ends, strides):
-        index[a] = slice(s, e, st)
+        index[a] = builtins.slice(s, e, st)
     return tuple(index)
 
 

@@ -1,0 +1,206 @@
+"""Every SBP row of every registered op, checked on simulated ranks (no processes).
+
+For each op, sample inputs and each row its rules produce: cut the numpy inputs into the
+pieces the row's input SBPs give k ranks (uneven; P as random summands), run the kernel on
+each rank's pieces, reassemble the outputs by the row's output SBPs (S: concatenate, B: all
+equal, P: add up) and compare with the kernel on the full values. DTensor's strategy
+validator is the model. A wrong row must fail (see the last test).
+"""
+import numpy as np
+import pytest
+
+from globaltensor import layout
+import globaltensor.ops  # noqa: F401 - loads every family into the registry
+from globaltensor.ops.registry import REGISTRY as _REGISTRY
+from globaltensor.sbp import broadcast as B
+from globaltensor.sbp import partial_sum as P
+from globaltensor.sbp import split
+
+RNG = np.random.default_rng(0)
+
+
+def f(*shape, lo=-2.0, hi=2.0):
+    return RNG.uniform(lo, hi, shape).astype(np.float64)
+
+
+def ints(*shape, hi=5):
+    return RNG.integers(0, hi, shape).astype(np.int64)
+
+
+def spd():
+    a = f(2, 3, 3)
+    return a @ np.swapaxes(a, 1, 2) + 3 * np.eye(3)
+
+
+def _unary_domain(name):
+    if name in ("acos", "asin"):
+        return [f(5, 3, lo=-0.9, hi=0.9)]
+    if name in ("log", "log10", "log2", "sqrt", "rsqrt", "reciprocal"):
+        return [f(5, 3, lo=0.5, hi=3.0)]
+    if name == "log1p":
+        return [f(5, 3, lo=-0.5, hi=3.0)]
+    if name == "logical_not":
+        return [ints(5, 3, hi=2).astype(bool)]
+    return [f(5, 3)]
+
+
+def samples(name):
+    """(inputs, static) cases for op `name`."""
+    from globaltensor.ops.elementwise import BINARY, UNARY
+    if name in UNARY:
+        return [(_unary_domain(name), {})]
+    if name in BINARY:
+        pos = name in ("pow", "floor_divide", "mod", "divide")
+        a = f(5, 3, lo=0.5, hi=2.0) if pos else f(5, 3)
+        if name.startswith("logical"):
+            return [([ints(5, 3, hi=2).astype(bool), ints(5, 3, hi=2).astype(bool)], {})]
+        return [([a, f(5, 3, lo=0.5, hi=2.0) if pos else f(5, 3)], {}), ([a, f(3, lo=0.5, hi=2.0)], {}),
+                ([f(5, 1, lo=0.5, hi=2.0), f(1, 3, lo=0.5, hi=2.0)], {})]
+    table = {
+        "where": [([ints(5, 3, hi=2).astype(bool), f(5, 3), f(3)], {})],
+        "clip": [([f(5, 3)], {"min": -0.5, "max": 0.7})],
+        "cast": [([f(5, 3)], {"dtype": np.dtype(np.float32)})],
+        "scale": [([f(5, 3)], {"scale": 2.0, "bias": 1.0, "bias_after_scale": True})],
+        "sum": [([f(5, 4)], {"dims": (0,), "keepdim": False}), ([f(5, 4)], {"dims": None, "keepdim": False}),
+                ([f(5, 4, 2)], {"dims": (1, 2), "keepdim": True})],
+        "cumsum": [([f(5, 4)], {"dim": 1})],
+        "trace": [([f(4, 4)], {})],
+        "matmul": [([f(5, 4), f(4, 3)], {}), ([f(2, 5, 4), f(2, 4, 3)], {}), ([f(4), f(4, 3)], {}),
+                   ([f(5, 4), f(4)], {}), ([f(4), f(4)], {}), ([f(1, 5, 4), f(3, 4, 2)], {})],
+        "kron": [([f(2, 3), f(3, 2)], {})],
+        "cross": [([f(5, 3), f(5, 3)], {"dim": 1})],
+        "cholesky": [([spd()], {"upper": False})],
+        "inverse": [([spd()], {})],
+        "reshape": [([f(4, 6)], {"shape": (4, 2, 3), "keep": 1}), ([f(4, 6)], {"shape": (24,), "keep": 0}),
+                    ([f(4, 6, 2)], {"shape": (4, 12), "keep": 1})],
+        "squeeze": [([f(5, 1, 3)], {"dims": (1,)})],
+        "unsqueeze": [([f(5, 3)], {"dim": 1})],
+        "permute": [([f(5, 3, 2)], {"perm": (2, 0, 1)})],
+        "expand": [([f(5, 1)], {"shape": (2, 5, 3), "grown": (0, 2)})],
+        "tile": [([f(2, 3)], {"reps": (2, 2)})],
+        "flip": [([f(5, 3)], {"dims": (1,)})],
+        "roll": [([f(5, 3)], {"shifts": (1,), "dims": (0,)})],
+        "concat": [([f(5, 3), f(2, 3)], {"dim": 0}), ([f(5, 3), f(5, 2)], {"dim": 1})],
+        "stack": [([f(5, 3), f(5, 3)], {"dim": 1})],
+        "split": [([f(5, 6)], {"sizes": (2, 4), "dim": 1})],
+        "strided_slice": [([f(5, 6)], {"axes": (1,), "starts": (1,), "ends": (5,), "strides": (2,)})],
+        "slice_scatter": [([f(5, 6), f(5, 2)], {"axes": (1,), "starts": (1,), "ends": (5,), "strides": (2,)})],
+        "tril": [([f(2, 4, 4)], {"diagonal": 0})],
+        "triu": [([f(2, 4, 4)], {"diagonal": 1})],
+        "diag": [([f(4)], {"offset": 1}), ([f(4, 4)], {"offset": 0})],
+        "gather": [([f(5, 4), ints(5, 3, hi=4)], {"dim": 1})],
+        "scatter_add": [([f(5, 4), ints(5, 3, hi=4), f(5, 3)], {"dim": 1})],
+        "scatter": [([f(5, 4), np.argsort(f(5, 4), axis=1)[:, :3], f(5, 3)], {"dim": 1})],
+        "index_select": [([f(5, 4), ints(3, hi=5)], {"dim": 0}), ([f(5, 4), ints(6, hi=4)], {"dim": 1})],
+        "index_add": [([f(5, 4), ints(3, hi=5), f(3, 4)], {"dim": 0})],
+        "index_sample": [([f(5, 4), ints(5, 3, hi=4)], {})],
+        "gather_nd": [([f(5, 4), np.stack([ints(6, hi=5), ints(6, hi=4)], 1)], {})],
+        "scatter_nd_add": [([f(5, 4), np.stack([ints(6, hi=5), ints(6, hi=4)], 1), f(6)], {})],
+        "masked_select": [([f(5, 3), ints(5, 3, hi=2).astype(bool)], {})],
+        "nonzero": [([ints(5, 3, hi=2)], {})],
+        "unique": [([ints(7, hi=4)], {})],
+        "sort": [([f(5, 4)], {"dim": 1, "descending": True})],
+        "topk": [([f(5, 4)], {"k": 2, "dim": 1, "largest": True})],
+        "histogram": [([f(5, 4)], {"bins": 4, "min": -2.0, "max": 2.0})],
+        "shard_index": [([ints(6, 1, hi=20)], {"index_num": 20, "nshards": 2, "shard_id": 1, "ignore_value": -1})],
+        "multiplex": [([f(5, 3), f(5, 3), ints(5, 1, hi=2)], {})],
+        "getitem": [([f(5, 4, 3)], {"key": (("slice", 1, 4, None), None, 2), "kept": (), "n_index": 0}),
+                    ([f(5, 4, 3)], {"key": (("slice", None, None, None), 1), "kept": ((0, 0), (2, 1)),
+                                    "n_index": 0}),
+                    ([f(5, 4), ints(3, hi=5)], {"key": ("tensor",), "kept": (), "n_index": 1})],
+        "setitem_add": [([f(5, 4), f(3, 4)], {"key": (("slice", 1, 4, None),)})],
+        "embedding": [([ints(5, 2, hi=6), f(6, 4)], {})],
+    }
+    for name_ in ("max", "min", "prod", "median", "argmax", "argmin"):
+        table[name_] = [([f(5, 4)], {"dims": (1,), "keepdim": False}), ([f(5, 4)], {"dims": None, "keepdim": False})]
+    for name_ in ("all", "any"):
+        table[name_] = [([ints(5, 4, hi=2).astype(bool)], {"dims": (0,), "keepdim": True})]
+    return table[name]
+
+
+def pieces_of(x, sbp, k):
+    """What each of k ranks holds of x under one SBP."""
+    if sbp is B:
+        return [x] * k
+    if sbp is P:
+        if x.dtype == bool:
+            return [x] + [np.zeros_like(x)] * (k - 1)
+        parts = [RNG.integers(-3, 4, x.shape).astype(x.dtype) if x.dtype.kind in "iu"
+                 else RNG.standard_normal(x.shape).astype(x.dtype) for _ in range(k - 1)]
+        return [x - sum(parts, np.zeros_like(x))] + parts
+    return [x[layout.box_slices(layout.local_box(x.shape, (k,), (sbp,), (r,)))] for r in range(k)]
+
+
+def assemble(outs, sbp, full_shape):
+    if sbp is B:
+        for o in outs[1:]:
+            np.testing.assert_allclose(np.asarray(o, np.float64), np.asarray(outs[0], np.float64), rtol=1e-9,
+                                       atol=1e-9, err_msg="a broadcast output differs between ranks")
+        return outs[0]
+    if sbp is P:
+        return sum(np.asarray(o, np.float64) for o in outs[1:]) + np.asarray(outs[0], np.float64)
+    return np.concatenate(outs, axis=sbp.dim)
+
+
+def check_row(opdef, inputs, static, row, k):
+    """Raise AssertionError when `row` is not exact for these inputs on k ranks."""
+    in_sbps, out_sbps = row
+    full = opdef.kernel(*inputs, **static)
+    full = full if isinstance(full, tuple) else (full,)
+    per_input = [pieces_of(x, s, k) for x, s in zip(inputs, in_sbps)]
+    try:
+        per_rank = [opdef.kernel(*[p[r] for p in per_input], **static) for r in range(k)]
+    except (ValueError, IndexError) as exc:
+        raise AssertionError(f"the kernel fails on the pieces: {exc}") from None
+    per_rank = [o if isinstance(o, tuple) else (o,) for o in per_rank]
+    for j, (want, sbp) in enumerate(zip(full, out_sbps)):
+        got = assemble([np.asarray(o[j]) for o in per_rank], sbp, np.shape(want))
+        assert np.shape(got) == np.shape(want), f"shape {np.shape(got)} != {np.shape(want)}"
+        if isinstance(sbp, split):
+            expect = [layout.local_shape(np.shape(want), (k,), (sbp,), (r,)) for r in range(k)]
+            assert [np.shape(o[j]) for o in per_rank] == expect, "pieces do not follow the even layout"
+        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=1e-7, atol=1e-7)
+
+
+def _cases():
+    for name in sorted(_REGISTRY):
+        for i, (inputs, static) in enumerate(samples(name)):
+            yield pytest.param(name, inputs, static, id=f"{name}-{i}")
+
+
+@pytest.mark.parametrize("name, inputs, static", list(_cases()))
+def test_every_row_is_exact(name, inputs, static):
+    opdef = _REGISTRY[name]
+    full = opdef.kernel(*inputs, **static)
+    outs = full if isinstance(full, tuple) else (full,)
+    rows = opdef.rules([x.shape for x in inputs], [np.shape(o) for o in outs], static)
+    assert rows, f"{name} has no SBP rows"
+    for row in rows:
+        for k in (2, 3):
+            try:
+                check_row(opdef, inputs, static, row, k)
+            except AssertionError as exc:
+                raise AssertionError(f"{name}: row {row} is wrong on {k} ranks: {exc}") from None
+
+
+def test_every_op_has_a_sample():
+    missing = [name for name in _REGISTRY if not _has_sample(name)]
+    assert not missing, f"ops without soundness samples: {missing}"
+
+
+def _has_sample(name):
+    try:
+        return bool(samples(name))
+    except KeyError:
+        return False
+
+
+def test_a_wrong_row_is_caught():
+    exp, add = _REGISTRY["exp"], _REGISTRY["add"]
+    x = f(5, 3)
+    with pytest.raises(AssertionError):
+        check_row(exp, [x], {}, ((P,), (P,)), 2)  # exp(a1 + a2) != exp(a1) + exp(a2)
+    with pytest.raises(AssertionError):
+        check_row(add, [x, f(5, 3)], {}, ((split(0), split(1)), (split(0),)), 2)
+    with pytest.raises(AssertionError):
+        check_row(_REGISTRY["matmul"], [f(5, 4), f(4, 3)], {}, ((split(1), B), (P,)), 2)
