@@ -82,6 +82,14 @@ def _topological(roots):
     return order[::-1]
 
 
+def _seed_sbp(t):
+    """The seed's layout: d(sum of pieces)/d(piece) = 1 on every rank, so partial -> broadcast."""
+    if t.is_local:
+        return None
+    from .sbp import broadcast, partial_sum
+    return tuple(broadcast if s is partial_sum else s for s in t.sbp)
+
+
 def _accumulate(grads, t, g):
     from .ops import add
     key = id(t)
@@ -98,7 +106,7 @@ def _run(roots, root_grads, wanted=None):
         if g is None:
             if r.numel() != 1:
                 raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
-            g = ones_like(r)
+            g = ones_like(r, sbp=_seed_sbp(r))
         _accumulate(grads, r, g)
     result = {}
     with no_grad():

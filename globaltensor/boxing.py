@@ -31,6 +31,11 @@ from .sbp import _Broadcast, _PartialSum, broadcast, normalize, partial_sum, spl
 from .tensor import Tensor
 
 
+
+def _contiguous(x):
+    """x as a C-contiguous array, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
 class Step:
     """One transition: `kind` on mesh axis `mesh_dim` (None for the overlap route)."""
 
@@ -261,11 +266,11 @@ def _run_axis(x, step, global_shape, dt):
     group = _group(placement.axis_ranks(axis, coord))
     if step.kind == "all_reduce":
         out = _alloc(x.shape, dt)
-        c.all_reduce(np.ascontiguousarray(x), group=group, out=out)
+        c.all_reduce(_contiguous(x), group=group, out=out)
         return out
     if step.kind == "all_gather":
         shapes = _block_shapes(x.shape, s.dim, layout.split_sizes(parent_len(s.dim), k))
-        flat = c.all_gather(np.ascontiguousarray(x).reshape(-1), group=group, sizes=[math.prod(b) for b in shapes])
+        flat = c.all_gather(_contiguous(x).reshape(-1), group=group, sizes=[math.prod(b) for b in shapes])
         return _unpack(flat, shapes, s.dim, dt)
     if step.kind == "reduce_scatter":
         sizes = layout.split_sizes(x.shape[t.dim], k)
@@ -331,7 +336,7 @@ def _redistribute(x, blocks, src_box, dst_box, union, dt):
     sends = {r: box for r, s, box in blocks if s == me}
     recvs = {s: box for r, s, box in blocks if r == me}
     counts = [math.prod(b - a for a, b in sends[q]) if q in sends else 0 for q in union]
-    parts = [np.ascontiguousarray(x[tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(sends[q], src_box))]).ravel()
+    parts = [_contiguous(x[tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(sends[q], src_box))]).ravel()
              for q in union if q in sends]
     send = _alloc((sum(counts),), dt)
     if parts:
@@ -370,7 +375,27 @@ def run(p, x, dt):
 # --- the public conversions ---------------------------------------------------------------
 
 def to_global(x, placement=None, sbp=None, grad_sbp=None):
-    """x.to_global(...): from a local tensor, or between layouts of a global one."""
+    """x.to_global(...): from a local tensor, or between layouts of a global one. Differentiable:
+    the gradient goes back by the reverse conversion (through grad_sbp first, when given)."""
+    from . import autograd
+    out = _to_global(x, placement, sbp, grad_sbp)
+    if out is not x and x.requires_grad and autograd.is_grad_enabled():
+        pinned = None if grad_sbp is None else normalize(grad_sbp, out.placement.ndim, out.ndim)
+        autograd.record("to_global", _to_global_backward, [x], [out], {"grad_sbp": pinned})
+    return out
+
+
+def _to_global_backward(ctx, g):
+    x, out = ctx.inputs[0], ctx.outputs[0]
+    if ctx.static["grad_sbp"] is not None:
+        g = g.to_global(sbp=ctx.static["grad_sbp"])
+    if x.is_local:  # this rank's part of the gradient, laid out as the output was built
+        g = g.to_global(placement=out.placement, sbp=out.sbp)
+        return Tensor(g._local)
+    return g.to_global(placement=x.placement, sbp=x.sbp)
+
+
+def _to_global(x, placement, sbp, grad_sbp):
     from .placement import placement as Placement
     if placement is not None and not isinstance(placement, Placement):
         raise TypeError(f"placement must be a gt.placement, got {placement!r}")
@@ -495,7 +520,7 @@ def _broadcast_axes(local, shapes, placement, sbp, dt):
         ranks = placement.axis_ranks(axis, coord)
         source = ranks[0]
         buf = local if get_rank() == source else _alloc(shapes[source], dt)
-        buf = np.ascontiguousarray(buf)
+        buf = _contiguous(buf)
         c.broadcast(buf, src=source, group=_group(ranks))
         local = buf
     return local
@@ -532,5 +557,5 @@ def _settle_splits(local, shapes, first, global_shape, placement, sbp, dt):
     dst_box = layout.local_box(global_shape, placement.hierarchy, sbp, placement.mesh_coord(me)) if me in placement \
         else None
     union = tuple(sorted(placement.rank_list()))
-    return Tensor(_redistribute(np.ascontiguousarray(local), blocks, src_box, dst_box, union, dt), global_shape, dt,
+    return Tensor(_redistribute(_contiguous(local), blocks, src_box, dst_box, union, dt), global_shape, dt,
                   placement, sbp)

@@ -18,6 +18,11 @@ _REDUCE_DTYPES = {np.dtype(n): c for n, c in _REDUCE_DTYPE_NAMES.items() if n !=
 _REDOPS = {"sum": 0, "max": 1, "min": 2}
 
 
+
+def _contiguous(x):
+    """x as a C-contiguous array, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
 _observers = []
 
 
@@ -81,12 +86,12 @@ def all_reduce(x, op="sum", group=None, out=None):
     if out is not None:
         if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
             raise ValueError(f"all_reduce: out must be a C-contiguous {x.dtype} array of shape {x.shape}")
-        native.all_reduce(np.ascontiguousarray(x), out, code, redop)
+        native.all_reduce(_contiguous(x), out, code, redop)
         return out
     if x.flags.c_contiguous:
         native.all_reduce(x, x, code, redop)
     else:
-        tmp = np.ascontiguousarray(x)
+        tmp = _contiguous(x)
         native.all_reduce(tmp, tmp, code, redop)
         x[...] = tmp
     return x
@@ -101,7 +106,7 @@ def broadcast(x, src=0, group=None):
     native = g.native("broadcast")
     if _observers:
         _observe("broadcast", x.nbytes)
-    tmp = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    tmp = x if x.flags.c_contiguous else _contiguous(x)
     native.broadcast(tmp, g.ranks.index(src))
     if tmp is not x:
         x[...] = tmp
@@ -129,7 +134,7 @@ def all_gather(x, group=None, sizes=None):
     native = _group(group).native("all_gather")
     if _observers:
         _observe("all_gather", x.nbytes)
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     rows = list(sizes) if sizes is not None else _exchange_rows(native, x, "all_gather")
     if len(rows) != native.size:
         raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(rows)}")
@@ -158,7 +163,7 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
     if len(rows) != native.size or sum(rows) != x.shape[0] or min(rows) < 0:
         raise ValueError(f"reduce_scatter: sizes {rows} must be {native.size} non-negative lengths adding up to "
                          f"axis 0 of the input ({x.shape[0]})")
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     out = empty_shared((rows[native.index],) + x.shape[1:], x.dtype)
     native.reduce_scatter(x, out, code, redop)
     return out
@@ -174,7 +179,7 @@ def all_to_all(x, send_sizes, group=None, recv_sizes=None):
     native = _group(group).native("all_to_all")
     if _observers:
         _observe("all_to_all", x.nbytes)
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     send = [int(s) for s in send_sizes]
     if len(send) != native.size or sum(send) != x.shape[0] or min(send) < 0:
         raise ValueError(f"all_to_all: send_sizes {send} must be {native.size} non-negative lengths adding up to "
@@ -202,14 +207,14 @@ def send(x, dst):
     g = _pair(dst, "send")
     if _observers:
         _observe("send", x.nbytes)
-    g.native("send").broadcast(np.ascontiguousarray(x), g.ranks.index(world().rank))
+    g.native("send").broadcast(_contiguous(x), g.ranks.index(world().rank))
 
 
 def recv(x, src):
     """Receive into x, in place, what global rank src sends; returns x."""
     _check_array(x, "recv")
     g = _pair(src, "recv")
-    tmp = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    tmp = x if x.flags.c_contiguous else _contiguous(x)
     g.native("recv").broadcast(tmp, g.ranks.index(src))
     if tmp is not x:
         x[...] = tmp

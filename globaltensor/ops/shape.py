@@ -130,7 +130,7 @@ def _permute(x, perm=()):
 def permute(x, *dims):
     (x,) = tensors(x)
     dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
-    return apply("permute", [x], {"perm": tuple(d % x.ndim for d in dims)})
+    return apply("permute", [x], {"perm": tuple(int(d) % x.ndim for d in dims)})
 
 
 def transpose(x, dim0=0, dim1=1):
