@@ -145,8 +145,9 @@ def _target():
 def _boxing_gradients():
     pl = gt.placement("cpu", [0, 1])
     x = gt.randn(5, 3, placement=pl, sbp=S0).requires_grad_()
+    y = x.to_global(sbp=B)                          # one all_gather forward
     with gt.debug.count_collectives() as c:
-        (x.to_global(sbp=B) * 2).sum().backward()   # S -> B backward is a free slice
+        (y * 2).sum().backward()                    # S -> B backward is a free slice
     free = dict(c)
     pinned = gt.randn(5, 3, placement=pl, sbp=S0).requires_grad_()
     y = pinned.to_global(sbp=B, grad_sbp=P)
