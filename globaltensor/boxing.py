@@ -389,9 +389,12 @@ def _to_global_backward(ctx, g):
     x, out = ctx.inputs[0], ctx.outputs[0]
     if ctx.static["grad_sbp"] is not None:
         g = g.to_global(sbp=ctx.static["grad_sbp"])
-    if x.is_local:  # this rank's part of the gradient, laid out as the output was built
-        g = g.to_global(placement=out.placement, sbp=out.sbp)
-        return Tensor(g._local)
+    if x.is_local:  # d value / d piece: the gradient where the piece lay (zero if ignored)
+        box, counts = out._source
+        whole = g.to_global(placement=out.placement, sbp=(broadcast,) * out.placement.ndim)._local
+        if box is None or not counts:
+            return Tensor(np.zeros(x.shape, x.dtype.np))
+        return Tensor(np.array(whole[layout.box_slices(box)], copy=True))
     return g.to_global(placement=x.placement, sbp=x.sbp)
 
 
@@ -478,7 +481,29 @@ def from_local(array, placement, sbp):
     global_shape = _infer_global_shape(shapes, placement, sbp, first)
     local = array if get_rank() in placement else np.empty((0,) * max(1, array.ndim), dt.np)
     local = _broadcast_axes(local, shapes, placement, sbp, dt)
-    return _settle_splits(local, shapes, first, global_shape, placement, sbp, dt)
+    out = _settle_splits(local, shapes, first, global_shape, placement, sbp, dt)
+    out._source = _source_box(shapes, first, global_shape, placement, sbp)
+    return out
+
+
+def _source_box(shapes, first, global_shape, placement, sbp):
+    """(box, counts): where this rank's piece lay in the global value, and whether it counted
+    (pieces along broadcast axes other than the first are ignored)."""
+    me = get_rank()
+    if me not in placement:
+        return None, False
+    coord = placement.mesh_coord(me)
+    box = [(0, n) for n in global_shape]
+    for d in range(len(global_shape)):
+        axes = [a for a, s in enumerate(sbp) if isinstance(s, split) and s.dim == d]
+        if not axes:
+            continue
+        if placement.ndim == 1:  # pieces concatenate in rank order, whatever their lengths
+            start = sum(shapes[r][d] for r in placement.rank_list()[:coord[0]])
+            box[d] = (start, start + shapes[me][d])
+        else:
+            box[d] = layout.local_box(global_shape, placement.hierarchy, sbp, coord)[d]
+    return box, first[me] == coord
 
 
 def _infer_global_shape(shapes, placement, sbp, first):

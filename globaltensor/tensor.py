@@ -9,7 +9,7 @@ class Tensor:
     over `placement` as `sbp` says. Conversions live in boxing.py; no op logic here."""
 
     __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
-                 "__weakref__")
+                 "_source", "_grad_sbp", "__weakref__")
 
     def __init__(self, local, global_shape=None, dtype=None, placement=None, sbp=None):
         self._local = local
@@ -20,6 +20,8 @@ class Tensor:
         self.requires_grad = False
         self.grad = None
         self._node = None
+        self._source = None  # made by to_global from a local piece: where that piece lay
+        self._grad_sbp = None
 
     # --- what kind of tensor ---------------------------------------------------------------
     is_global = property(lambda self: self._placement is not None)
