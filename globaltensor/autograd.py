@@ -1,33 +1,30 @@
 """Autograd: a tape of nodes and a topological backward; gradients are ordinary (global) ops."""
 import contextlib
-import threading
 
-_state = threading.local()
+_enabled = [True]  # process-wide grad mode (a list: read on the hot path without a lookup chain)
 
 
 def is_grad_enabled():
-    return getattr(_state, "enabled", True)
+    return _enabled[0]
 
 
 @contextlib.contextmanager
+def _grad_mode(on):
+    previous = _enabled[0]
+    _enabled[0] = on
+    try:
+        yield
+    finally:
+        _enabled[0] = previous
+
+
 def no_grad():
     """Ops inside record nothing for backward."""
-    previous = is_grad_enabled()
-    _state.enabled = False
-    try:
-        yield
-    finally:
-        _state.enabled = previous
+    return _grad_mode(False)
 
 
-@contextlib.contextmanager
 def enable_grad():
-    previous = is_grad_enabled()
-    _state.enabled = True
-    try:
-        yield
-    finally:
-        _state.enabled = previous
+    return _grad_mode(True)
 
 
 class Context:

@@ -12,17 +12,19 @@ from . import dtype as _dtype
 from .boxing import plan, run
 from .env import get_rank
 from .ops.registry import REGISTRY
-from .tensor import Tensor
+from .tensor import Layout, Tensor
 
 
 class Decision:
     """The signature chosen for one cache key, with what it needs at run time."""
 
-    __slots__ = ("in_sbps", "out_sbps", "out_shapes", "out_dtypes", "plans", "multi")
+    __slots__ = ("in_sbps", "out_sbps", "out_shapes", "out_dtypes", "plans", "out_layouts", "participates",
+                 "single")
 
-    def __init__(self, in_sbps, out_sbps, out_shapes, out_dtypes, plans, multi):
+    def __init__(self, in_sbps, out_sbps, out_shapes, out_dtypes, plans):
         self.in_sbps, self.out_sbps, self.out_shapes = in_sbps, out_sbps, out_shapes
-        self.out_dtypes, self.plans, self.multi = out_dtypes, plans, multi
+        self.out_dtypes, self.plans = out_dtypes, plans
+        self.out_layouts, self.participates, self.single = None, True, len(out_shapes) == 1
 
 
 _cache = {}
@@ -36,6 +38,16 @@ def _freeze(value):
     if isinstance(value, np.ndarray):
         return (value.dtype.str, value.shape, value.tobytes())
     return value
+
+
+def _static_key(static):
+    """The static arguments as a hashable key: their items when hashable (the common case)."""
+    key = tuple(static.items())
+    try:
+        hash(key)
+        return key
+    except TypeError:
+        return _freeze(static)
 
 
 def _meta(opdef, tensors, static):
@@ -73,7 +85,11 @@ def _decide(opdef, tensors, static):
         moved = sum(1 for s, c in zip(in_sbps, current) if s != c)
         key = (cost, moved, order)  # fewest bytes, then keep inputs as they are, then row order
         if best_key is None or key < best_key:
-            best, best_key = Decision(in_sbps, out_sbps, out_shapes, out_dtypes, plans, None), key
+            best, best_key = Decision(in_sbps, out_sbps, out_shapes, out_dtypes, plans), key
+    best.out_layouts = [Layout.of(sh, dt, placement, sbp) for sh, dt, sbp in zip(out_shapes, out_dtypes, best.out_sbps)]
+    best.participates = placement.mesh_coord(get_rank()) is not None
+    if all(p is None for p in plans):
+        best.plans = None
     return best
 
 
@@ -93,29 +109,52 @@ def apply(name, tensors, static=None, multi=False):
     """Run op `name` on tensor inputs (local or global) with static keyword arguments."""
     opdef = REGISTRY[name]
     static = static or {}
-    _check_placements(name, tensors)
-    if not tensors[0].is_global:
+    if tensors[0]._placement is None:
+        _check_placements(name, tensors)
         out = opdef.kernel(*[t._local for t in tensors], **static)
         outs = tuple(Tensor(np.asarray(o)) for o in (out if isinstance(out, tuple) else (out,)))
     else:
         outs = _apply_global(opdef, tensors, static)
-    autograd.record(name, opdef.backward, tensors, outs, static)
+    if autograd._enabled[0]:
+        for t in tensors:
+            if t.requires_grad:
+                autograd.record(name, opdef.backward, tensors, outs, static)
+                break
     return outs if multi else outs[0]
 
 
 def _apply_global(opdef, tensors, static):
-    placement = tensors[0].placement
-    key = (opdef.name, placement, tuple(t.sbp for t in tensors), tuple(t.shape for t in tensors),
-           tuple(t.dtype.np for t in tensors), _freeze(static))
+    """The cached path: one dict lookup keyed by interned layouts, box, kernel, wrap."""
+    skey = _static_key(static) if static else ()
+    if len(tensors) == 2:
+        a, b = tensors
+        key = (opdef, skey, a._layout or a.layout(), b._layout or b.layout() if b._placement is not None else None)
+    elif len(tensors) == 1:
+        key = (opdef, skey, tensors[0]._layout or tensors[0].layout())
+    else:
+        key = (opdef, skey, *[t.layout() if t._placement is not None else None for t in tensors])
     decision = _cache.get(key)
     if decision is None:
+        _check_placements(opdef.name, tensors)
         decision = _cache[key] = _decide(opdef, tensors, static)
-    pieces = [t._local if p is None else run(p, t._local, t.dtype) for t, p in zip(tensors, decision.plans)]
-    if placement.mesh_coord(get_rank()) is None:
-        outs = [np.empty((0,) * max(1, len(s)), d.np) for s, d in zip(decision.out_shapes, decision.out_dtypes)]
+    plans = decision.plans
+    if plans is None:
+        pieces = [t._local for t in tensors]
     else:
-        out = opdef.kernel(*pieces, **static)
-        outs = [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
-        outs = [o if o.dtype == d.np else o.astype(d.np) for o, d in zip(outs, decision.out_dtypes)]
-    return tuple(Tensor(o, s, d, placement, sbp) for o, s, d, sbp in
-                 zip(outs, decision.out_shapes, decision.out_dtypes, decision.out_sbps))
+        pieces = [t._local if p is None else run(p, t._local, t._dtype) for t, p in zip(tensors, plans)]
+    if not decision.participates:
+        return tuple(Tensor._wrap(np.empty((0,) * max(1, len(lay.shape)), lay.dtype.np), lay)
+                     for lay in decision.out_layouts)
+    out = opdef.kernel(*pieces, **static)
+    if decision.single:
+        lay = decision.out_layouts[0]
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        if out.dtype != lay.dtype.np:
+            out = out.astype(lay.dtype.np)
+        return (Tensor._wrap(out, lay),)
+    outs = []
+    for o, lay in zip(out, decision.out_layouts):
+        o = np.asarray(o)
+        outs.append(Tensor._wrap(o if o.dtype == lay.dtype.np else o.astype(lay.dtype.np), lay))
+    return tuple(outs)

@@ -12,7 +12,7 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
     has mesh coordinate (c0, c1).
     """
 
-    __slots__ = ("_type", "_ranks", "_key", "_coords")
+    __slots__ = ("_type", "_ranks", "_key", "_coords", "_hash")
 
     def __init__(self, type, ranks):  # noqa: A002 - OneFlow's keyword
         if type not in _TYPES:
@@ -39,6 +39,7 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         object.__setattr__(self, "_ranks", array)
         object.__setattr__(self, "_key", (type, array.shape, tuple(flat)))
         object.__setattr__(self, "_coords", {r: tuple(int(c) for c in np.argwhere(array == r)[0]) for r in flat})
+        object.__setattr__(self, "_hash", hash(self._key))
 
     @classmethod
     def all(cls, type):  # noqa: A002
@@ -76,7 +77,7 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         return isinstance(other, placement) and other._key == self._key
 
     def __hash__(self):
-        return hash(self._key)
+        return self._hash
 
     def __repr__(self):
         return f'gt.placement(type="{self._type}", ranks={self._ranks.tolist()})'

@@ -4,12 +4,28 @@ import numpy as np
 from . import dtype as _dtype
 
 
+class Layout:
+    """Global shape, dtype, placement and sbp; interned, so identity means equality."""
+
+    __slots__ = ("shape", "dtype", "placement", "sbp", "__weakref__")
+    _interned = {}
+
+    @classmethod
+    def of(cls, shape, dtype, placement, sbp):
+        key = (shape, dtype.np, placement, sbp)
+        found = cls._interned.get(key)
+        if found is None:
+            found = cls._interned[key] = cls.__new__(cls)
+            found.shape, found.dtype, found.placement, found.sbp = shape, dtype, placement, sbp
+        return found
+
+
 class Tensor:
     """A local tensor (numpy semantics) or a global one: this rank's piece of a value laid out
     over `placement` as `sbp` says. Conversions live in boxing.py; no op logic here."""
 
     __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
-                 "_source", "_grad_sbp", "__weakref__")
+                 "_source", "_grad_sbp", "_layout", "__weakref__")
 
     def __init__(self, local, global_shape=None, dtype=None, placement=None, sbp=None):
         self._local = local
@@ -22,6 +38,24 @@ class Tensor:
         self._node = None
         self._source = None  # made by to_global from a local piece: where that piece lay
         self._grad_sbp = None
+        self._layout = None  # the interned Layout, made on first dispatch
+
+    @classmethod
+    def _wrap(cls, local, layout):
+        """A global tensor on an interned layout (the dispatcher's fast path)."""
+        t = cls.__new__(cls)
+        t._local, t._layout = local, layout
+        t._global_shape, t._dtype, t._placement, t._sbp = layout.shape, layout.dtype, layout.placement, layout.sbp
+        t.requires_grad, t.grad, t._node, t._source, t._grad_sbp = False, None, None, None, None
+        return t
+
+    def layout(self):
+        """The interned (shape, dtype, placement, sbp) of a global tensor: equal layouts are the
+        same object, so the dispatcher's cache keys hash by identity."""
+        found = self._layout
+        if found is None:
+            found = self._layout = Layout.of(self._global_shape, self._dtype, self._placement, self._sbp)
+        return found
 
     # --- what kind of tensor ---------------------------------------------------------------
     is_global = property(lambda self: self._placement is not None)

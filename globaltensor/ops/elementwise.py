@@ -10,6 +10,7 @@ import numpy as np
 from . import rules
 from ._front import apply, tensors
 from .registry import op
+from ..tensor import Tensor
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -57,7 +58,7 @@ UNARY = {
     "conj": (np.conj, "unary", lambda x, y, g: g),
     "real": (np.real, "unary", lambda x, y, g: g),
     "imag": (lambda x: np.zeros_like(np.real(x)) if not np.iscomplexobj(x) else np.imag(x), None, None),
-    "relu": (lambda x: np.maximum(x, 0).astype(x.dtype), None, lambda x, y, g: g * (x > 0)),
+    "relu": (lambda x: np.maximum(x, x.dtype.type(0)), None, lambda x, y, g: g * (x > 0)),
     "sigmoid": (lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype), None, lambda x, y, g: g * y * (1 - y)),
 }
 
@@ -110,7 +111,7 @@ def _make_unary(name, kernel, linear, derivative):
     op(name, rules.elementwise(linear), _unary_backward(derivative) if derivative else _zero_grad)(kernel)
 
     def front(x):
-        return apply(name, tensors(x))
+        return apply(name, [x] if type(x) is Tensor else tensors(x))
     front.__name__ = name
     front.__doc__ = f"Element-wise {name} (numpy semantics)."
     return front
@@ -120,6 +121,8 @@ def _make_binary(name, kernel, linear, derivative):
     op(name, rules.elementwise(linear), _binary_backward(derivative) if derivative else _zero_grad)(kernel)
 
     def front(x, y):
+        if type(x) is Tensor and type(y) is Tensor:
+            return apply(name, [x, y])
         return apply(name, tensors(x, y))
     front.__name__ = name
     front.__doc__ = f"Element-wise {name} with numpy broadcasting."
