@@ -30,10 +30,10 @@ def enable_grad():
 class Context:
     """What a backward sees: the op's inputs (tensors), outputs and static arguments."""
 
-    __slots__ = ("inputs", "outputs", "static")
+    __slots__ = ("inputs", "outputs", "static", "backward")
 
-    def __init__(self, inputs, outputs, static):
-        self.inputs, self.outputs, self.static = inputs, outputs, static
+    def __init__(self, inputs, outputs, static, backward):
+        self.inputs, self.outputs, self.static, self.backward = inputs, outputs, static, backward
 
 
 class Node:
@@ -51,7 +51,7 @@ def record(name, backward, inputs, outputs, static):
         return
     if backward is None:
         raise RuntimeError(f"{name} is not differentiable, but an input requires grad")
-    ctx = Context(tuple(inputs), tuple(outputs), static)
+    ctx = Context(tuple(inputs), tuple(outputs), static, backward)
     for i, out in enumerate(outputs):
         out.requires_grad = True
         out._node = Node(name, backward, ctx, i)
@@ -111,8 +111,7 @@ def _run(roots, root_grads, wanted=None):
             outs = [grads.pop(id(o), None) for o in ctx.outputs]
             if all(g is None for g in outs):
                 continue
-            node = ctx.outputs[0]._node
-            in_grads = node.backward(ctx, *outs)
+            in_grads = ctx.backward(ctx, *outs)
             if not isinstance(in_grads, (tuple, list)):
                 in_grads = (in_grads,)
             for t, g in zip(ctx.inputs, in_grads):

@@ -49,6 +49,17 @@ class Tensor:
         t.requires_grad, t.grad, t._node, t._source, t._grad_sbp = False, None, None, None, None
         return t
 
+    def _shallow_copy(self):
+        """The old version of a tensor an in-place op is about to change: another object over the
+        same piece that takes this one's place in the autograd graph (so the graph has no cycle)."""
+        t = Tensor.__new__(Tensor)
+        for name in Tensor.__slots__[:-1]:
+            setattr(t, name, getattr(self, name))
+        if self._node is not None:
+            ctx = self._node.ctx
+            ctx.outputs = tuple(t if o is self else o for o in ctx.outputs)
+        return t
+
     def layout(self):
         """The interned (shape, dtype, placement, sbp) of a global tensor: equal layouts are the
         same object, so the dispatcher's cache keys hash by identity."""

@@ -10,11 +10,17 @@ from .shape import _rows
 B, P, S = rules.B, rules.P, rules.split
 
 
-def _other_dims(dim_key="dim", linear=False):
-    """Rows splitting any dim but the op's own, on every tensor input alike."""
+def _other_dims(dim_key="dim"):
+    """Rows splitting a dim other than the op's own, on the inputs that span it with the same
+    size (the others, like a scalar src, stay B): op(x)[i] = op(x[i]) along independent dims."""
     def make(s, o, st):
         d0 = st[dim_key] % max(len(s[0]), 1)
-        return _rows([(d, d) for d in range(len(s[0])) if d != d0], n_in=len(s), n_out=len(o), linear=linear)
+        rows = [((B,) * len(s), (B,) * len(o))]
+        for d in range(len(s[0])):
+            sizes = {shape[d] for shape in s if len(shape) == len(s[0])}
+            if d != d0 and len(sizes) == 1:
+                rows.append((tuple(S(d) if len(shape) == len(s[0]) else B for shape in s), (S(d),) * len(o)))
+        return rows
     return make
 
 
@@ -65,7 +71,7 @@ def scatter(x, dim, index, src):
 def scatter_(x, dim, index, src):
     """In-place scatter: x takes the result and is returned."""
     from .shape import _assign
-    return _assign(x, scatter(x, dim, index, src))
+    return _assign(x, scatter(x._shallow_copy(), dim, index, src))
 
 
 def _index_select_rows(s, o, st):

@@ -161,7 +161,11 @@ def _batch_rows(in_shapes, out_shapes, static):
     return [((rules.B,), (rules.B,))] + [((rules.split(d),), (rules.split(d),)) for d in range(len(in_shapes[0]) - 2)]
 
 
-@op("cholesky", _batch_rows)
+def _same_meta(shapes, dtypes, static):
+    return [shapes[0]], [dtypes[0]]
+
+
+@op("cholesky", _batch_rows, meta=_same_meta)
 def _cholesky(x, upper=False):
     c = np.linalg.cholesky(x)
     return np.swapaxes(c, -1, -2).conj() if upper else c
@@ -172,7 +176,7 @@ def cholesky(x, upper=False):
     return apply("cholesky", tensors(x), {"upper": upper})
 
 
-@op("inverse", _batch_rows, lambda ctx, g: -matmul(transpose(ctx.outputs[0], -1, -2),
+@op("inverse", _batch_rows, meta=_same_meta, backward=lambda ctx, g: -matmul(transpose(ctx.outputs[0], -1, -2),
                                                     matmul(g, transpose(ctx.outputs[0], -1, -2))))
 def _inverse(x):
     return np.linalg.inv(x).astype(x.dtype)

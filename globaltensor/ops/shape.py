@@ -59,7 +59,7 @@ def reshape(x, *shape):
 
 def reshape_(x, *shape):
     """In-place reshape: x takes the new shape and is returned."""
-    return _assign(x, reshape(x, *shape))
+    return _assign(x, reshape(x._shallow_copy(), *shape))
 
 
 def _assign(x, new):
@@ -110,11 +110,11 @@ def unsqueeze(x, dim=0, axis=None):
 
 
 def squeeze_(x, dim=None):
-    return _assign(x, squeeze(x, dim))
+    return _assign(x, squeeze(x._shallow_copy(), dim))
 
 
 def unsqueeze_(x, dim=0):
-    return _assign(x, unsqueeze(x, dim))
+    return _assign(x, unsqueeze(x._shallow_copy(), dim))
 
 
 def _perm_pairs(s, o, st):
