@@ -1,4 +1,5 @@
 """Shared benchmark helpers: median timing of a collective and table printing."""
+import socket
 import statistics
 import time
 
@@ -38,3 +39,23 @@ def print_table(title, header, rows):
     print("  ".join(str(h).rjust(w) for h, w in zip(header, widths)))
     for row in rows:
         print("  ".join(str(c).rjust(w) for c, w in zip(row, widths)))
+
+
+def free_port():
+    """A TCP port free right now on this machine (for a peer's own rendezvous)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_torch_peer(worker, args):
+    """(figures, description) of `worker(*args, port)` on 2 ranks, or ({}, why) without torch."""
+    try:
+        import torch
+    except ImportError:
+        return {}, "DTensor: torch not importable"
+    from globaltensor.distributed import spawn
+    figures = spawn(worker, args=(*args, free_port()), nprocs=2, timeout=900)[0]
+    return figures, f"DTensor (torch {torch.__version__}, gloo)"

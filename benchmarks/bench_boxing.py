@@ -9,11 +9,10 @@ importable. Also to_local() and B->S, which should cost microseconds (no copy, n
 import argparse
 import json
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import human_time, median_seconds, print_table  # noqa: E402
+from _timing import human_time, median_seconds, print_table, run_torch_peer  # noqa: E402
 
 PAIRS = [(s, d) for s in ("S0", "S1", "B", "P") for d in ("S0", "S1", "B", "P") if s != d]
 
@@ -61,14 +60,6 @@ def dtensor_worker(rows, cols, iters, port):
     return out
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=2048)
@@ -78,13 +69,7 @@ def main():
     args = p.parse_args()
     from globaltensor.distributed import spawn
     ours = spawn(gt_worker, args=(args.rows, args.cols, args.iters), nprocs=2, timeout=900)[0]
-    try:
-        import torch
-        peer = spawn(dtensor_worker, args=(args.rows, args.cols, args.iters, _free_port()), nprocs=2,
-                     timeout=900)[0]
-        peer_name = f"DTensor (torch {torch.__version__}, gloo)"
-    except ImportError:
-        peer, peer_name = {}, "DTensor: torch not importable"
+    peer, peer_name = run_torch_peer(dtensor_worker, (args.rows, args.cols, args.iters))
     mib = args.rows * args.cols * 4 / 2**20
     print(f"2 ranks, {args.rows}x{args.cols} float32 ({mib:.0f} MiB), median per conversion. Peer: {peer_name}")
     rows = []

@@ -11,14 +11,13 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import ITERS, SIZES, human_size, human_time, median_seconds, print_table  # noqa: E402
+from _timing import ITERS, SIZES, free_port, human_size, human_time, median_seconds, print_table  # noqa: E402
 
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
 
@@ -87,14 +86,6 @@ def mpi_worker(sizes, path):
             json.dump(out, f)
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def run_mpi(sizes):
     if not shutil.which("mpirun"):
         return None, "mpirun not found"
@@ -123,7 +114,7 @@ def run_gloo(sizes):
     except ImportError:
         return None, "torch not importable"
     from globaltensor.distributed import spawn
-    return spawn(gloo_worker, args=(sizes, _free_port()), nprocs=2, timeout=900)[0], f"gloo (torch {torch.__version__})"
+    return spawn(gloo_worker, args=(sizes, free_port()), nprocs=2, timeout=900)[0], f"gloo (torch {torch.__version__})"
 
 
 def main():

@@ -9,11 +9,10 @@ per call after warm-up; DTensor (torch, gloo) is timed in the same run when impo
 import argparse
 import json
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import median_seconds, print_table  # noqa: E402
+from _timing import median_seconds, print_table, run_torch_peer  # noqa: E402
 
 CASES = ["add 8x8 B+B", "matmul S(0)@B 64", "matmul S(1)@S(0)", "relu 8x8 B", "sum S(0) 64x64"]
 
@@ -61,14 +60,6 @@ def dtensor_worker(iters, port):
     return out
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iters", type=int, default=20000)
@@ -76,12 +67,7 @@ def main():
     args = p.parse_args()
     from globaltensor.distributed import spawn
     ours = spawn(gt_worker, args=(args.iters,), nprocs=2, timeout=900)[0]
-    try:
-        import torch
-        peer = spawn(dtensor_worker, args=(args.iters, _free_port()), nprocs=2, timeout=900)[0]
-        peer_name = f"DTensor (torch {torch.__version__}, gloo)"
-    except ImportError:
-        peer, peer_name = {}, "DTensor: torch not importable"
+    peer, peer_name = run_torch_peer(dtensor_worker, (args.iters,))
     rows = []
     for case in CASES:
         t, d, n = ours[case], peer.get(case), ours.get(f"numpy {case}")
