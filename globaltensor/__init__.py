@@ -1,5 +1,7 @@
 """globaltensor: global tensors with eager execution (see SPEC.md for the contract)."""
 from . import autograd, debug, distributed, env, sbp
+from . import nn, optim  # noqa: E402 - after the ops they build on
+from .serialization import load, save
 from . import ops as _ops
 from .autograd import enable_grad, no_grad
 from .dtype import bfloat16, bool, float16, float32, float64, int8, int32, int64, uint8  # noqa: A004

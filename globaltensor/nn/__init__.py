@@ -1,0 +1,10 @@
+"""Neural-network modules: Module, Parameter, layers, losses, functional, init."""
+from . import functional, init
+from .layers import (GELU, CrossEntropyLoss, Dropout, Embedding, LayerNorm, Linear, ModuleList, MSELoss, ReLU,
+                     Sequential)
+from .module import Module, Parameter
+from . import utils  # noqa: E402
+
+
+__all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", "Embedding", "LayerNorm", "Sequential",
+           "ModuleList", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils"]

@@ -1,0 +1,141 @@
+"""Layers and losses over the ops of globaltensor.ops (global tensors work unchanged)."""
+import math
+
+from .. import ops
+from ..ops import creation
+from . import init
+from .module import Module, Parameter
+
+
+def _empty_param(*shape):
+    return Parameter(creation.empty(*shape))
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias; weight has shape (out_features, in_features)."""
+
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = _empty_param(out_features, in_features)
+        init.kaiming_uniform_(self.weight)
+        if bias:
+            self.bias = _empty_param(out_features)
+            bound = 1 / math.sqrt(in_features) if in_features else 0.0
+            init.uniform_(self.bias, -bound, bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return ops.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class ReLU(Module):
+    def forward(self, x):
+        return ops.relu(x)
+
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return ops.gelu(x, self.approximate)
+
+
+class Dropout(Module):
+    """Sharding-invariant mask: the same elements drop whatever the layout."""
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        return ops.dropout(x, self.p, self.training)
+
+
+class Embedding(Module):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        self.weight = _empty_param(num_embeddings, embedding_dim)
+        init.normal_(self.weight)
+
+    def forward(self, x):
+        return ops.embedding(x, self.weight, self.padding_idx)
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        if elementwise_affine:
+            self.weight = Parameter(creation.ones(*self.normalized_shape))
+            self.bias = Parameter(creation.zeros(*self.normalized_shape))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class Sequential(Module):
+    def __init__(self, *modules):
+        super().__init__()
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+
+    def forward(self, x):
+        for m in self.children():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i):
+        return list(self.children())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+
+class ModuleList(Module):
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, m):
+        self.add_module(str(len(self._modules)), m)
+        return self
+
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __len__(self):
+        return len(self._modules)
+
+
+class MSELoss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, x, y):
+        return ops.mse_loss(x, y, self.reduction)
+
+
+class CrossEntropyLoss(Module):
+    def __init__(self, reduction="mean", ignore_index=-100):
+        super().__init__()
+        self.reduction, self.ignore_index = reduction, ignore_index
+
+    def forward(self, logits, target):
+        return ops.cross_entropy(logits, target, self.reduction, self.ignore_index)

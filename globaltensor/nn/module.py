@@ -1,0 +1,194 @@
+"""Module and Parameter: parameters, buffers, children, state_dict, to_global."""
+import collections
+
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that a Module registers as a parameter (requires_grad by default)."""
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad=True):
+        t = data if isinstance(data, Tensor) else None
+        if t is None:
+            from ..ops.creation import tensor
+            t = tensor(data)
+        super().__init__(t._local, t._global_shape, t._dtype, t._placement, t._sbp)
+        self.requires_grad = requires_grad
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+class Module:
+    """Base class of layers: assign Parameters, Modules and buffers as attributes."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", collections.OrderedDict())
+        object.__setattr__(self, "_buffers", collections.OrderedDict())
+        object.__setattr__(self, "_modules", collections.OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        elif name in self._parameters and value is None:
+            self._parameters[name] = None
+        elif name in self._buffers:
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        for table in ("_parameters", "_buffers", "_modules"):
+            found = self.__dict__.get(table)
+            if found is not None and name in found:
+                return found[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def register_buffer(self, name, tensor):
+        self._buffers[name] = tensor
+
+    def register_parameter(self, name, param):
+        self._parameters[name] = param
+
+    def add_module(self, name, module):
+        self._modules[name] = module
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define forward")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def named_children(self):
+        return ((n, m) for n, m in self._modules.items() if m is not None)
+
+    def children(self):
+        return (m for _, m in self.named_children())
+
+    def named_parameters(self, prefix="", recurse=True):
+        seen = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mod_prefix, module in modules:
+            for name, p in module._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{mod_prefix}.{name}" if mod_prefix else name), p
+
+    def parameters(self, recurse=True):
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def named_buffers(self, prefix=""):
+        for mod_prefix, module in self.named_modules(prefix):
+            for name, b in module._buffers.items():
+                if b is not None:
+                    yield (f"{mod_prefix}.{name}" if mod_prefix else name), b
+
+    def buffers(self):
+        return (b for _, b in self.named_buffers())
+
+    def train(self, mode=True):
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            p.grad = None
+
+    def state_dict(self):
+        """Name -> tensor for every parameter and buffer (global tensors stay global)."""
+        out = collections.OrderedDict()
+        for name, p in self.named_parameters():
+            out[name] = p.detach()
+        for name, b in self.named_buffers():
+            out[name] = b.detach() if isinstance(b, Tensor) else b
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy values in, each laid out by the parameter's own placement and SBP."""
+        own = dict(self.named_parameters())
+        own.update(self.named_buffers())
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for name, value in state_dict.items():
+            if name in own:
+                _copy_into(own[name], value, name)
+        return missing, unexpected
+
+    def to_global(self, placement=None, sbp=None):
+        """Convert every parameter and buffer. A local module becomes global with the first
+        rank's values (broadcast), so the ranks agree whatever they initialised."""
+        for module in self.modules():
+            for name, p in list(module._parameters.items()):
+                if p is not None:
+                    module._parameters[name] = _param_to_global(p, placement, sbp)
+            for name, b in list(module._buffers.items()):
+                if isinstance(b, Tensor):
+                    module._buffers[name] = _tensor_to_global(b, placement, sbp)
+        return self
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__}("]
+        for name, child in self.named_children():
+            lines.append(f"  ({name}): " + repr(child).replace("\n", "\n  "))
+        return "\n".join(lines) + ")" if len(lines) > 1 else f"{type(self).__name__}({self.extra_repr()})"
+
+    def extra_repr(self):
+        return ""
+
+
+def _tensor_to_global(t, placement, sbp):
+    from ..sbp import broadcast
+    if t.is_local:
+        full = t.to_global(placement, (broadcast,) * placement.ndim)  # the first rank's values
+        return full.to_global(sbp=sbp) if sbp is not None else full
+    return t.to_global(placement=placement, sbp=sbp)
+
+
+def _param_to_global(p, placement, sbp):
+    with _no_grad():
+        g = _tensor_to_global(p.detach(), placement, sbp)
+    return Parameter(g, requires_grad=p.requires_grad)
+
+
+def _no_grad():
+    from ..autograd import no_grad
+    return no_grad()
+
+
+def _copy_into(target, value, name):
+    """Replace target's piece by `value` laid out like target (value: tensor or array)."""
+    import numpy as np
+    from ..ops.creation import tensor
+    if not isinstance(value, Tensor):
+        value = tensor(np.asarray(value))
+    if tuple(value.shape) != tuple(target.shape):
+        raise RuntimeError(f"load_state_dict: {name} has shape {tuple(value.shape)} in the checkpoint but "
+                           f"{tuple(target.shape)} in the model")
+    with _no_grad():
+        if target.is_global:
+            if value.is_local:
+                value = tensor(value.numpy(), placement=target.placement, sbp=target.sbp)
+            else:
+                value = value.to_global(placement=target.placement, sbp=target.sbp)
+        src = value._local.astype(target.dtype.np, copy=False)
+    target._local[...] = src
