@@ -1,6 +1,8 @@
 """Autograd: a tape of nodes and a topological backward; gradients are ordinary (global) ops."""
 import contextlib
 
+import numpy as np
+
 _enabled = [True]  # process-wide grad mode (a list: read on the hot path without a lookup chain)
 
 
@@ -79,6 +81,15 @@ def _topological(roots):
     return order[::-1]
 
 
+_seeds = {}
+
+
+def _ops():
+    """globaltensor.ops (it imports this module, so it is looked up at call time)."""
+    from . import ops
+    return ops
+
+
 def _seed_sbp(t):
     """The seed's layout: d(sum of pieces)/d(piece) = 1 on every rank, so partial -> broadcast."""
     if t.is_local:
@@ -88,14 +99,13 @@ def _seed_sbp(t):
 
 
 def _accumulate(grads, t, g):
-    from .ops import add
     key = id(t)
-    grads[key] = g if key not in grads else add(grads[key], g)
+    grads[key] = g if key not in grads else _ops().add(grads[key], g)
 
 
 def _run(roots, root_grads, wanted=None):
     """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`)."""
-    from .ops.creation import ones_like
+    ones_like = _ops().creation.ones_like
     grads = {}
     for r, g in zip(roots, root_grads):
         if not r.requires_grad:
@@ -103,7 +113,10 @@ def _run(roots, root_grads, wanted=None):
         if g is None:
             if r.numel() != 1:
                 raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
-            g = ones_like(r, sbp=_seed_sbp(r))
+            key = (r.shape, r.dtype.np, r.placement, r.sbp)
+            g = _seeds.get(key)
+            if g is None:  # a seed is never written to, so one per layout serves every backward
+                g = _seeds[key] = ones_like(r, sbp=_seed_sbp(r))
         _accumulate(grads, r, g)
     result = {}
     with no_grad():
@@ -136,9 +149,14 @@ def _fit(t, g):
     return g
 
 
+_sync = [True]  # False inside no_sync(): partial gradients of leaves are kept, not reduced
+BUCKET_BYTES = [25 << 20]
+
+
 def backward(tensor, gradient=None):
-    """Accumulate d tensor / d leaf into each leaf's .grad."""
-    from .ops import add
+    """Accumulate d tensor / d leaf into each leaf's .grad. The partial gradients of broadcast
+    leaves are reduced in buckets of BUCKET_BYTES (one all_reduce each), not one per leaf."""
+    add = _ops().add
     leaves = {}
     stack, seen = [tensor], set()
     while stack:  # find the leaves
@@ -150,10 +168,77 @@ def backward(tensor, gradient=None):
             leaves[id(t)] = t
         else:
             stack.extend(i for i in t._node.ctx.inputs if i.requires_grad)
+    pending = []
     for key, g in _run([tensor], [gradient]).items():
         leaf = leaves[key]
+        if leaf.grad is not None and (leaf.grad.is_local or leaf.grad.sbp == g.sbp):
+            g = add(leaf.grad, g)  # accumulate before reducing (no_sync steps stay partial)
+            leaf.grad = None
+        if leaf.is_global and _reducible(leaf, g):
+            if not _sync[0]:
+                leaf.grad = g.detach()
+                continue
+            pending.append((leaf, g))
+            continue
         g = _fit(leaf, g).detach()
         leaf.grad = g if leaf.grad is None else add(leaf.grad, g).detach()
+    _reduce_in_buckets(pending)
+
+
+def _reducible(leaf, g):
+    """True when g differs from the leaf's layout only by partial sums where the leaf is B."""
+    from .sbp import broadcast, partial_sum
+    if g.placement != leaf.placement or g.sbp == leaf.sbp:
+        return False
+    return all(gs == ls or (gs is partial_sum and ls is broadcast) for gs, ls in zip(g.sbp, leaf.sbp))
+
+
+def _reduce_in_buckets(pending):
+    """One all_reduce per bucket of same-layout gradients (per mesh axis that is partial)."""
+    from .sbp import partial_sum
+    groups = {}
+    for leaf, g in pending:
+        axes = tuple(a for a, s in enumerate(g.sbp) if s is partial_sum and leaf.sbp[a] is not partial_sum)
+        groups.setdefault((leaf.placement, axes, g.dtype.np), []).append((leaf, g))
+    for (placement, axes, np_dtype), items in groups.items():
+        coord = placement.mesh_coord(get_rank())
+        buckets, current, size = [], [], 0
+        for leaf, g in items:
+            if current and size + g._local.nbytes > BUCKET_BYTES[0]:
+                buckets.append(current)
+                current, size = [], 0
+            current.append((leaf, g))
+            size += g._local.nbytes
+        if current:
+            buckets.append(current)
+        for bucket in buckets:
+            if coord is not None:
+                flat = collectives.empty_shared((sum(g._local.size for _, g in bucket),), np_dtype)
+                np.concatenate([g._local.reshape(-1) for _, g in bucket], out=flat)
+                for a in axes:
+                    collectives.all_reduce(flat, group=_boxing._group(placement.axis_ranks(a, coord)))
+            start = 0
+            for leaf, g in bucket:
+                n = g._local.size
+                piece = flat[start:start + n].reshape(g._local.shape) if coord is not None else g._local
+                start += n
+                leaf.grad = Tensor(piece, leaf.shape, leaf.dtype, leaf.placement, leaf.sbp)
+
+
+def no_sync():
+    """Inside: backward keeps the partial gradients of broadcast leaves (no communication);
+    the first backward after it reduces what was accumulated, in buckets."""
+    return _flag(_sync, False)
+
+
+@contextlib.contextmanager
+def _flag(cell, value):
+    previous = cell[0]
+    cell[0] = value
+    try:
+        yield
+    finally:
+        cell[0] = previous
 
 
 def grad(outputs, inputs, grad_outputs=None, allow_unused=False):
@@ -169,3 +254,9 @@ def grad(outputs, inputs, grad_outputs=None, allow_unused=False):
             raise RuntimeError("grad: an input was not used to compute the outputs (pass allow_unused=True)")
         result.append(None if g is None else _fit(t, g).detach())
     return tuple(result)
+
+
+from . import boxing as _boxing  # noqa: E402 - boxing needs autograd's module to exist first
+from .distributed import collectives  # noqa: E402
+from .env import get_rank  # noqa: E402
+from .tensor import Tensor  # noqa: E402

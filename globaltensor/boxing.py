@@ -26,6 +26,8 @@ import math
 import numpy as np
 
 from . import layout
+from .distributed import collectives as _c
+from .distributed.group import Group
 from .env import get_rank
 from .sbp import _Broadcast, _PartialSum, broadcast, normalize, partial_sum, split
 from .tensor import Tensor
@@ -221,16 +223,18 @@ def plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize)
 # --- running a plan on this rank's piece --------------------------------------------------
 
 def _group(ranks):
-    from .distributed.group import Group
-    return _groups.get(ranks) or _groups.setdefault(ranks, Group(ranks))
+    found = _groups.get(ranks)
+    return found if found is not None else _groups.setdefault(ranks, Group(ranks))
 
 
 _groups = {}
 
 
 def _alloc(shape, dt):
-    from .ops.creation import allocate
-    return allocate(tuple(shape), dt)
+    from .ops.creation import allocate  # ops import boxing: bound on first use
+    global _alloc
+    _alloc = lambda shape, dt: allocate(tuple(shape), dt)  # noqa: E731
+    return _alloc(shape, dt)
 
 
 def _take(x, d, lo, hi):
@@ -240,7 +244,6 @@ def _take(x, d, lo, hi):
 
 
 def _run_axis(x, step, global_shape, dt):
-    from .distributed import collectives as c
     placement, axis = step.placement, step.mesh_dim
     coord = placement.mesh_coord(get_rank())
     if coord is None:
@@ -266,17 +269,17 @@ def _run_axis(x, step, global_shape, dt):
     group = _group(placement.axis_ranks(axis, coord))
     if step.kind == "all_reduce":
         out = _alloc(x.shape, dt)
-        c.all_reduce(_contiguous(x), group=group, out=out)
+        _c.all_reduce(_contiguous(x), group=group, out=out)
         return out
     if step.kind == "all_gather":
         shapes = _block_shapes(x.shape, s.dim, layout.split_sizes(parent_len(s.dim), k))
-        flat = c.all_gather(_contiguous(x).reshape(-1), group=group, sizes=[math.prod(b) for b in shapes])
+        flat = _c.all_gather(_contiguous(x).reshape(-1), group=group, sizes=[math.prod(b) for b in shapes])
         return _unpack(flat, shapes, s.dim, dt)
     if step.kind == "reduce_scatter":
         sizes = layout.split_sizes(x.shape[t.dim], k)
         packed = _pack(x, t.dim, sizes, dt)
         block = _block_shapes(x.shape, t.dim, sizes)[idx]
-        return c.reduce_scatter(packed, group=group, sizes=[math.prod(b) for b in
+        return _c.reduce_scatter(packed, group=group, sizes=[math.prod(b) for b in
                                                             _block_shapes(x.shape, t.dim, sizes)]).reshape(block)
     return _split_to_split(x, s.dim, t.dim, parent_len(s.dim), parent_len(t.dim), k, idx, group, dt)
 
@@ -317,19 +320,17 @@ def _unpack(flat, shapes, d, dt):
 
 def _split_to_split(x, i, j, len_i, len_j, k, idx, group, dt):
     """S(i) -> S(j) along one axis: send member q my j-slice q; stack the i-pieces received."""
-    from .distributed import collectives as c
     i_sizes, j_sizes = layout.split_sizes(len_i, k), layout.split_sizes(len_j, k)
     send = _pack(x, j, j_sizes, dt)
     recv_shapes = [tuple(i_sizes[p] if a == i else (j_sizes[idx] if a == j else x.shape[a]) for a in range(x.ndim))
                    for p in range(k)]
-    received = c.all_to_all(send, [math.prod(b) for b in _block_shapes(x.shape, j, j_sizes)], group=group,
+    received = _c.all_to_all(send, [math.prod(b) for b in _block_shapes(x.shape, j, j_sizes)], group=group,
                             recv_sizes=[math.prod(b) for b in recv_shapes])
     return _unpack(received, recv_shapes, i, dt)
 
 
 def _redistribute(x, blocks, src_box, dst_box, union, dt):
     """Send each (receiver, sender, box) block from sender to receiver in one all_to_all."""
-    from .distributed import collectives as c
     me = get_rank()
     if me not in union:
         return x
@@ -342,7 +343,7 @@ def _redistribute(x, blocks, src_box, dst_box, union, dt):
     if parts:
         np.concatenate(parts, out=send)
     recv_counts = [math.prod(b - a for a, b in recvs[q]) if q in recvs else 0 for q in union]
-    received = c.all_to_all(send, counts, group=_group(union), recv_sizes=recv_counts)
+    received = _c.all_to_all(send, counts, group=_group(union), recv_sizes=recv_counts)
     if dst_box is None:
         return np.empty((0,) * max(1, len(src_box or ())), dt.np)
     out = _alloc(tuple(b - a for a, b in dst_box), dt)
@@ -447,7 +448,6 @@ _META = 20  # in placement, ndim, dtype index, then up to 17 dims
 def _exchange_meta(array, placement):
     """Every rank's (in placement, ndim, dtype, shape): one small all_gather over all ranks."""
     from . import dtype as _dtype
-    from .distributed import collectives as c
     from .distributed.group import world_group
     if array.ndim > _META - 3:
         raise ValueError(f"at most {_META - 3} dimensions are supported, got {array.ndim}")
@@ -456,7 +456,7 @@ def _exchange_meta(array, placement):
     row[1] = array.ndim
     row[2] = _dtype.ALL.index(_dtype.of_array(array))
     row[3:3 + array.ndim] = array.shape
-    table = c.all_gather(row[None, :], group=world_group(), sizes=[1] * _world_size())
+    table = _c.all_gather(row[None, :], group=world_group(), sizes=[1] * _world_size())
     return {r: (tuple(int(v) for v in table[r, 3:3 + table[r, 1]]), int(table[r, 2]))
             for r in range(len(table)) if table[r, 0]}
 
@@ -537,7 +537,6 @@ def _shapes_text(shapes):
 
 def _broadcast_axes(local, shapes, placement, sbp, dt):
     """Along each broadcast axis, the data of coordinate 0 overwrites the others'."""
-    from .distributed import collectives as c
     coord = placement.mesh_coord(get_rank())
     for axis, s in enumerate(sbp):
         if s is not broadcast or coord is None:
@@ -546,7 +545,7 @@ def _broadcast_axes(local, shapes, placement, sbp, dt):
         source = ranks[0]
         buf = local if get_rank() == source else _alloc(shapes[source], dt)
         buf = _contiguous(buf)
-        c.broadcast(buf, src=source, group=_group(ranks))
+        _c.broadcast(buf, src=source, group=_group(ranks))
         local = buf
     return local
 

@@ -110,6 +110,7 @@ def samples(name):
                     ([f(5, 4), ints(3, hi=5)], {"key": ("tensor",), "kept": (), "n_index": 1})],
         "setitem_add": [([f(5, 4), f(3, 4)], {"key": (("slice", 1, 4, None),)})],
         "embedding": [([ints(5, 2, hi=6), f(6, 4)], {})],
+        "linear": [([f(5, 4), f(3, 4), f(3)], {}), ([f(2, 5, 4), f(3, 4)], {})],
     }
     for name_ in ("max", "min", "prod", "median", "argmax", "argmin"):
         table[name_] = [([f(5, 4)], {"dims": (1,), "keepdim": False}), ([f(5, 4)], {"dims": None, "keepdim": False})]

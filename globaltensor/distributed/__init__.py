@@ -9,8 +9,20 @@ from .group import Group, new_group, world_group
 from .spawn import SpawnError, spawn
 from .store import StoreError
 
+
+def no_sync(model=None):
+    """Inside: backward accumulates partial gradients without communicating."""
+    from ..autograd import no_sync as _no_sync
+    return _no_sync()
+
+
+def set_bucket_size(megabytes):
+    """The size of the gradient buckets reduced by one all_reduce each (default 25 MB)."""
+    from ..autograd import BUCKET_BYTES
+    BUCKET_BYTES[0] = int(megabytes * (1 << 20))
+
 __all__ = [
     "CollectiveError", "CollectiveTimeoutError", "SharedMemoryExhausted", "StoreError", "SpawnError",
     "Group", "new_group", "world_group", "spawn", "barrier", "all_reduce", "all_gather", "reduce_scatter",
-    "broadcast", "all_to_all", "send", "recv", "empty_shared",
+    "broadcast", "all_to_all", "send", "recv", "empty_shared", "no_sync", "set_bucket_size",
 ]

@@ -108,6 +108,11 @@ class Module:
     def eval(self):
         return self.train(False)
 
+    def no_sync(self):
+        """Accumulate gradients without communicating (data parallelism), as Paddle's no_sync."""
+        from ..autograd import no_sync
+        return no_sync()
+
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
             p.grad = None

@@ -2,7 +2,12 @@
 import numpy as np
 
 from ..dispatch import apply
+from ..sbp import broadcast
 from ..tensor import Tensor
+from .creation import tensor
+
+
+_scalars = {}  # (value, dtype, placement) -> a 0-d broadcast tensor, reused
 
 
 def as_tensor(value, like):
@@ -10,14 +15,21 @@ def as_tensor(value, like):
     The dtype follows numpy's rule for a Python scalar next to an array of like's dtype."""
     if isinstance(value, Tensor):
         return value
+    scalar = isinstance(value, (bool, int, float))
+    if scalar and like._placement is not None:
+        key = (value, type(value), like._dtype.np, like._placement)
+        found = _scalars.get(key)
+        if found is not None:
+            return found
     array = np.asarray(value)
     if array.ndim == 0 and isinstance(value, (bool, int, float, np.generic)):
         dt = np.result_type(like.dtype.np, value) if not isinstance(value, np.generic) else array.dtype
         array = np.asarray(value, dtype=dt)
     if like.is_global:
-        from ..sbp import broadcast
-        from .creation import tensor
-        return tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim)
+        t = tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim)
+        if scalar and len(_scalars) < 4096:
+            _scalars[key] = t
+        return t
     return Tensor(array)
 
 

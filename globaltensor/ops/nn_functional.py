@@ -60,12 +60,47 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return out
 
 
-def linear(x, weight, bias=None):
-    """x @ weight.T + bias (weight has shape (out_features, in_features), as in OneFlow)."""
+def _linear_rows(in_shapes, out_shapes, static):
+    """x (..., k), w (n, k), b (n): y = x @ w.T + b.
+    batch S(d) on x -> S(d)                     rows of y come from rows of x
+    w S(0), b S(0) -> S(last)                   column parallel: y[..., n1] = x @ w[n1].T + b[n1]
+    x S(last), w S(1), b P -> P                 row parallel: sum over k pieces; b added once
+    x P, b P / w P, b P -> P                    bilinear, the bias split into summands too
+    """
+    nd = len(in_shapes[0])
+    has_b = len(in_shapes) == 3
+    rows = [((B,) * len(in_shapes), (B,))]
+    rows += [((S(d), B) + ((B,) if has_b else ()), (S(d),)) for d in range(nd - 1)]
+    rows.append(((B, S(0)) + ((S(0),) if has_b else ()), (S(nd - 1),)))
+    rows.append(((S(nd - 1), S(1)) + ((P,) if has_b else ()), (P,)))
+    rows.append(((P, B) + ((P,) if has_b else ()), (P,)))
+    rows.append(((B, P) + ((P,) if has_b else ()), (P,)))
+    return rows
+
+
+def _linear_backward(ctx, g):
     from .linalg import matmul
-    from .shape import transpose
-    out = matmul(x, transpose(weight, 0, 1))
-    return out + bias if bias is not None else out
+    from .reduction import sum as _sum
+    from .shape import reshape
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    dx = matmul(g, w)
+    g2, x2 = reshape(g, (-1, g.shape[-1])), reshape(x, (-1, x.shape[-1]))
+    dw = matmul(g2.T, x2)
+    if len(ctx.inputs) == 2:
+        return dx, dw
+    return dx, dw, _sum(g2, 0)
+
+
+@op("linear", _linear_rows, _linear_backward)
+def _linear(x, w, b=None):
+    y = np.matmul(x, w.T)
+    return y if b is None else y + b
+
+
+def linear(x, weight, bias=None):
+    """x @ weight.T + bias (weight has shape (out_features, in_features), as in OneFlow); one
+    primitive, so a layer is one dispatch forward and three in backward."""
+    return apply("linear", tensors(x, weight) if bias is None else tensors(x, weight, bias))
 
 
 def _embedding_rows(s, o, st):

@@ -1,6 +1,7 @@
 """Shape and layout ops: views and rearrangements. A dim that passes through unchanged keeps
 its split (S(d) -> S(d')); all of them are linear, so P -> P."""
 import builtins
+import math
 
 import numpy as np
 
@@ -42,9 +43,9 @@ def _shape_arg(shape, numel):
     if shape.count(-1) > 1:
         raise ValueError("only one dim may be -1")
     if -1 in shape:
-        known = int(np.prod([s for s in shape if s != -1]))
+        known = math.prod(s for s in shape if s != -1)
         shape[shape.index(-1)] = numel // known if known else 0
-    if int(np.prod(shape)) != numel:
+    if math.prod(shape) != numel:
         raise ValueError(f"cannot reshape a tensor of {numel} elements into shape {tuple(shape)}")
     return tuple(int(s) for s in shape)
 
@@ -54,6 +55,8 @@ def reshape(x, *shape):
     before it keep their sizes."""
     (x,) = tensors(x)
     shape = _shape_arg(shape, x.numel())
+    if shape == tuple(x.shape):
+        return x
     return apply("reshape", [x], {"shape": shape, "keep": len(_same_prefix_pairs(x.shape, shape))})
 
 

@@ -1,0 +1,130 @@
+"""Training throughput, 2 ranks data-parallel: globaltensor vs one process vs torch DDP and DTensor.
+
+    python benchmarks/bench_training.py [--model toy|mlp|both] [--json out.json]
+
+toy: the OneFlow tutorial's ToyModel (Linear 10-20, ReLU, Linear 20-16), batch 20 per rank,
+     MSE loss, SGD. mlp: Linear 1024-4096, ReLU, Linear 4096-1024, global batch 256.
+Iterations per second (forward, backward, optimizer step), median of 5 timed windows.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import print_table, run_torch_peer  # noqa: E402
+
+MODELS = {"toy": ((10, 20, 16), 20, 600), "mlp": ((1024, 4096, 1024), 128, 6)}  # sizes, batch per rank, iters
+
+
+def _rate(step, iters, barrier):
+    for _ in range(max(3, iters // 10)):
+        step()
+    rates = []
+    for _ in range(5):
+        barrier()
+        t = time.perf_counter()
+        for _ in range(iters):
+            step()
+        barrier()
+        rates.append(iters / (time.perf_counter() - t))
+    return statistics.median(rates)
+
+
+def gt_worker(name, world):
+    import globaltensor as gt
+    import globaltensor.nn as nn
+    from globaltensor import distributed as dist
+    (d_in, d_hidden, d_out), batch, iters = MODELS[name]
+    gt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(d_in, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_out))
+    kwargs = {}
+    if world > 1:
+        placement = gt.placement.all("cpu")
+        model.to_global(placement, gt.sbp.broadcast)
+        kwargs = {"placement": placement, "sbp": gt.sbp.split(0)}
+    x = gt.randn(batch * world, d_in, **kwargs)
+    y = gt.randn(batch * world, d_out, **kwargs)
+    opt = gt.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.MSELoss()
+
+    def step():
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    return _rate(step, iters, dist.barrier if world > 1 else (lambda: None))
+
+
+def torch_worker(name, kind, port):
+    import torch
+    import torch.distributed as tdist
+    torch.set_num_threads(1)
+    os.environ["MASTER_PORT"] = str(port)
+    tdist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=2)
+    (d_in, d_hidden, d_out), batch, iters = MODELS[name]
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(d_in, d_hidden), torch.nn.ReLU(), torch.nn.Linear(d_hidden, d_out))
+    x, y = torch.randn(batch, d_in), torch.randn(batch, d_out)
+    if kind == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    else:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard, distribute_module, distribute_tensor
+        mesh = init_device_mesh("cpu", (2,))
+        model = distribute_module(model, mesh)
+        x = distribute_tensor(torch.randn(batch * 2, d_in), mesh, [Shard(0)])
+        y = distribute_tensor(torch.randn(batch * 2, d_out), mesh, [Shard(0)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.MSELoss()
+
+    def step():
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    try:
+        rate = _rate(step, iters, tdist.barrier)
+    finally:
+        tdist.destroy_process_group()
+    return rate
+
+
+def _one_process(name):
+    return gt_worker(name, 1)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=["toy", "mlp", "both"], default="both")
+    p.add_argument("--json", default="benchmarks/results/training.json")
+    args = p.parse_args()
+    from globaltensor.distributed import spawn
+    names = ["toy", "mlp"] if args.model == "both" else [args.model]
+    results, rows = {}, []
+    for name in names:
+        r = {"one process": spawn(_one_process, args=(name,), nprocs=1, timeout=1800)[0],
+             "globaltensor DP": spawn(gt_worker, args=(name, 2), nprocs=2, timeout=1800)[0]}
+        for kind, label in (("ddp", "DDP gloo"), ("dtensor", "DTensor")):
+            try:
+                r[label], _ = run_torch_peer(torch_worker, (name, kind))
+            except Exception as exc:  # noqa: BLE001 - report, do not fail the table
+                r[label] = f"failed: {type(exc).__name__}"
+        results[name] = r
+        ddp = r.get("DDP gloo")
+        rows.append([name] + [f"{v:.1f}" if isinstance(v, float) else str(v) for v in r.values()] +
+                    [f"{r['globaltensor DP'] / ddp:.2f}x" if isinstance(ddp, float) else "-"])
+    print_table("iterations per second, 2 ranks", ["model", "one process", "globaltensor DP", "DDP gloo", "DTensor",
+                                                   "gt/DDP"], rows)
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
