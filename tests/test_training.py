@@ -109,3 +109,50 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert gt.load(path)["w"].numpy().tolist() == [1.0, 2.0]
     assert [n for n in __import__("os").listdir(tmp_path) if n != "ck"] == []  # no temporary left
+
+
+def _bucket_counts():
+    placement = gt.placement("cpu", [0, 1])
+    gt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).to_global(placement, B)
+    x = gt.randn(8, 16, placement=placement, sbp=S0)
+    loss_fn = nn.MSELoss()
+    y = gt.randn(8, 8, placement=placement, sbp=S0)
+    counts = {}
+    with gt.debug.count_collectives() as c:
+        loss_fn(model(x), y).backward()              # 4 parameters, one bucket
+    counts["one bucket"] = dict(c)
+    model.zero_grad()
+    gt.distributed.set_bucket_size(32 * 16 * 4 / 2**20)  # room for one weight at a time
+    with gt.debug.count_collectives() as c:
+        loss_fn(model(x), y).backward()
+    counts["small buckets"] = dict(c)
+    gt.distributed.set_bucket_size(25)
+    model.zero_grad()
+    with model.no_sync():
+        with gt.debug.count_collectives() as c:
+            loss_fn(model(x), y).backward()          # accumulate, no communication
+            loss_fn(model(x), y).backward()
+        counts["no_sync"] = dict(c)
+    accumulated = [p.grad.sbp for p in model.parameters()]
+    with gt.debug.count_collectives() as c:
+        loss_fn(model(x), y).backward()              # reduces all three steps at once
+    counts["after no_sync"] = dict(c)
+    grads = [p.grad.numpy() for p in model.parameters()]
+    return counts, accumulated, [p.grad.sbp for p in model.parameters()], grads
+
+
+def test_gradient_buckets_and_no_sync():
+    counts, accumulated, final, grads = run_ranks(_bucket_counts, 2)[0]
+    assert counts["one bucket"] == {"all_reduce": 1}
+    assert counts["small buckets"]["all_reduce"] >= 3
+    assert counts["no_sync"] == {}
+    assert counts["after no_sync"] == {"all_reduce": 1}
+    assert all(s == (gt.sbp.partial_sum,) for s in accumulated) and all(s == (B,) for s in final)
+    gt.manual_seed(0)  # the same three backward passes in one process
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+    x, y = gt.randn(8, 16), gt.randn(8, 8)
+    for _ in range(3):
+        nn.MSELoss()(model(x), y).backward()
+    for got, p in zip(grads, model.parameters()):
+        np.testing.assert_allclose(got, p.grad.numpy(), rtol=1e-5, atol=1e-6)
