@@ -1,6 +1,6 @@
 """globaltensor: global tensors with eager execution (see SPEC.md for the contract)."""
 from . import autograd, debug, distributed, env, sbp
-from . import nn, optim  # noqa: E402 - after the ops they build on
+from . import nn, optim, utils  # noqa: E402 - after the ops they build on
 from .serialization import load, save
 from . import ops as _ops
 from .autograd import enable_grad, no_grad

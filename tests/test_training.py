@@ -156,3 +156,27 @@ def test_gradient_buckets_and_no_sync():
         nn.MSELoss()(model(x), y).backward()
     for got, p in zip(grads, model.parameters()):
         np.testing.assert_allclose(got, p.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _loader_batches(shuffle):
+    k = gt.env.get_world_size()
+    data = np.arange(50, dtype=np.float32).reshape(25, 2)
+    labels = np.arange(25, dtype=np.int64)
+    ds = gt.utils.data.TensorDataset(data, labels)
+    gt.manual_seed(5)
+    if k == 1:
+        loader = gt.utils.data.DataLoader(ds, batch_size=8, shuffle=shuffle)
+    else:
+        loader = gt.utils.data.DataLoader(ds, batch_size=8, shuffle=shuffle, placement=gt.placement.all("cpu"),
+                                          sbp=S0)
+    return [(x.numpy().tolist(), y.numpy().tolist(), x.to_local().shape[0]) for x, y in loader]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_sharded_loader_gives_one_process_batches(shuffle):
+    want = _loader_batches(shuffle)
+    for nprocs in (2, 3):
+        results = run_ranks(_loader_batches, nprocs, shuffle)
+        for rank_batches in results:
+            assert [b[:2] for b in rank_batches] == [w[:2] for w in want]
+        assert sum(b[2] for b in results[0]) < sum(w[2] for w in want)  # each rank read only its rows

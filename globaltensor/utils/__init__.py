@@ -1,0 +1,4 @@
+"""Utilities: data loading."""
+from . import data
+
+__all__ = ["data"]
