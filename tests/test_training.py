@@ -180,3 +180,30 @@ def test_sharded_loader_gives_one_process_batches(shuffle):
         for rank_batches in results:
             assert [b[:2] for b in rank_batches] == [w[:2] for w in want]
         assert sum(b[2] for b in results[0]) < sum(w[2] for w in want)  # each rank read only its rows
+
+
+def _row_split_embedding():
+    placement = gt.placement.all("cpu")
+    gt.manual_seed(3)
+    table = nn.Embedding(11, 4).to_global(placement, B)
+    table.weight = nn.Parameter(table.weight.to_global(sbp=S0))   # rows split: model parallel
+    ids = gt.tensor(np.array([[0, 5, 10], [3, 3, 7]]), placement=placement, sbp=B)
+    with gt.debug.count_collectives() as c:
+        out = table(ids)
+    partial = (out.sbp, dict(c))
+    (out * gt.arange(4, dtype=gt.float32, placement=placement, sbp=B)).sum().backward()
+    return partial, out.numpy(), table.weight.grad.numpy(), table.weight.grad.sbp
+
+
+def test_row_split_embedding_is_partial_and_exact():
+    gt.manual_seed(3)
+    local = nn.Embedding(11, 4)
+    ids = gt.tensor(np.array([[0, 5, 10], [3, 3, 7]]))
+    want = local(ids)
+    (want * gt.arange(4, dtype=gt.float32)).sum().backward()
+    for nprocs in (2, 3):
+        (sbp, counts), value, grad, grad_sbp = run_ranks(_row_split_embedding, nprocs)[0]
+        assert sbp == (gt.sbp.partial_sum,) and counts == {}
+        np.testing.assert_allclose(value, want.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(grad, local.weight.grad.numpy(), rtol=1e-6)
+        assert grad_sbp == (S0,)

@@ -1,5 +1,7 @@
 """nn.functional: composites of registered primitives (their SBP rows and gradients come with
 them), plus embedding as a primitive with its own rows."""
+import builtins
+
 import numpy as np
 
 from . import rules
@@ -124,11 +126,65 @@ def _embedding(indices, weight):
 
 def embedding(x, weight, padding_idx=None):
     """Rows of weight at the indices x. Rows: indices split -> output split alike; weight split
-    by columns (S(1)) -> output split on its last dim; partial weight -> partial output."""
-    out = apply("embedding", tensors(x, weight))
+    by columns (S(1)) -> output split on its last dim; partial weight -> partial output. A
+    table split by rows (S(0)) gives a partial output: each rank looks up the indices that
+    fall in its rows and leaves zeros elsewhere (the model-parallel embedding)."""
+    x, weight = tensors(x, weight)
+    if weight.is_global and any(getattr(sp, "dim", None) == 0 for sp in weight.sbp):
+        out = _row_split_embedding(x, weight)
+    else:
+        out = apply("embedding", [x, weight])
     if padding_idx is not None:
         out = out * (x != padding_idx).astype(out.dtype).unsqueeze(-1)
     return out
+
+
+def _row_split_embedding(x, weight):
+    """Look up the rows this rank holds; the sum over the row-split axes is the embedding."""
+    from .. import autograd, layout
+    from ..env import get_rank
+    from ..tensor import Tensor
+    rows_axes = tuple(a for a, sp in enumerate(weight.sbp) if getattr(sp, "dim", None) == 0)
+    idx = x.to_global(placement=weight.placement, sbp=tuple(
+        B if a in rows_axes or sp is P else sp for a, sp in enumerate(x.sbp))) if x.is_global else x
+    if idx.is_local:
+        raise RuntimeError("embedding: a global table needs global indices (to_global them first)")
+    out_sbp = tuple(P if a in rows_axes else (S(idx.sbp[a].dim) if isinstance(idx.sbp[a], type(S(0))) else
+                                              (weight.sbp[a] if isinstance(weight.sbp[a], type(S(0))) and
+                                               weight.sbp[a].dim == 1 else B))
+                    for a in range(weight.placement.ndim))
+    coord = weight.placement.mesh_coord(get_rank())
+    shape = tuple(idx.shape) + (weight.shape[1],)
+    if coord is None:
+        local = np.empty((0,) * len(shape), weight.dtype.np)
+    else:
+        (lo, hi) = layout.local_box(weight.shape, weight.placement.hierarchy, weight.sbp, coord)[0]
+        ids = idx._local
+        inside = (ids >= lo) & (ids < hi)
+        table = weight._local
+        local = np.where(inside[..., None], table[np.clip(ids - lo, 0, builtins.max(hi - lo - 1, 0))], 0).astype(table.dtype) \
+            if hi > lo else np.zeros(ids.shape + (table.shape[1],), table.dtype)
+    out = Tensor(local, shape, weight.dtype, weight.placement, out_sbp)
+    autograd.record("embedding_rows", _row_split_backward, [idx, weight], [out], {})
+    return out
+
+
+def _row_split_backward(ctx, g):
+    """d table rows held here: the gradients of the positions that looked them up."""
+    from .. import layout
+    from ..env import get_rank
+    from ..tensor import Tensor
+    idx, weight = ctx.inputs
+    whole = g.to_global(sbp=tuple(B if s is P else s for s in ctx.outputs[0].sbp))
+    grad = np.zeros_like(weight._local)
+    coord = weight.placement.mesh_coord(get_rank())
+    if coord is not None:
+        (lo, hi) = layout.local_box(weight.shape, weight.placement.hierarchy, weight.sbp, coord)[0]
+        ids = idx._local.reshape(-1)
+        rows = whole._local.reshape(len(ids), -1) if whole._local.size else whole._local.reshape(0, grad.shape[1])
+        inside = (ids >= lo) & (ids < hi)
+        np.add.at(grad, ids[inside] - lo, rows[inside])
+    return None, Tensor(grad, weight.shape, weight.dtype, weight.placement, weight.sbp)
 
 
 def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
