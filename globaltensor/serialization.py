@@ -42,18 +42,20 @@ def _encode(obj, arrays):
                     f"lists, tuples and dicts")
 
 
-def _decode(node, arrays):
+def _decode(node, arrays, path=None):
     if isinstance(node, dict):
+        if "__sharded__" in node:
+            return ShardedTensor(path, node)
         if "__tensor__" in node:
             return Tensor(arrays[node["__tensor__"]], dtype=_dtype.to_dtype(node["dtype"]))
         if "__array__" in node:
             return arrays[node["__array__"]]
         if "__dict__" in node:
-            return {_decode(k, arrays): _decode(v, arrays) for k, v in node["__dict__"]}
+            return {_decode(k, arrays, path): _decode(v, arrays, path) for k, v in node["__dict__"]}
         if "__list__" in node:
-            return [_decode(v, arrays) for v in node["__list__"]]
+            return [_decode(v, arrays, path) for v in node["__list__"]]
         if "__tuple__" in node:
-            return tuple(_decode(v, arrays) for v in node["__tuple__"])
+            return tuple(_decode(v, arrays, path) for v in node["__tuple__"])
     return node
 
 
@@ -88,8 +90,11 @@ def _write_dir(path, tree, arrays):
         raise
 
 
-def save(obj, path, global_dst_rank=0):
-    """Write obj (state dicts, tensors, ...) to directory `path`; every rank must call it."""
+def save(obj, path, global_dst_rank=0, sharded=False):
+    """Write obj (state dicts, tensors, ...) to directory `path`; every rank must call it.
+    sharded=True: each rank writes the pieces it holds (no gather), plus a shared index."""
+    if sharded:
+        return _save_sharded(obj, path)
     arrays = {}
     tree = _encode(obj, arrays)  # collective for global tensors: every rank gathers
     if global_dst_rank is None or get_rank() == global_dst_rank:
@@ -111,6 +116,8 @@ def _read_dir(path):
 
 def _collect(node, path, arrays):
     if isinstance(node, dict):
+        if "__sharded__" in node:
+            return
         name = node.get("__tensor__") or node.get("__array__")
         if name:
             array = np.load(os.path.join(path, name), allow_pickle=False)
@@ -127,6 +134,9 @@ def _collect(node, path, arrays):
 def load(path, global_src_rank=0):
     """Read a checkpoint on rank global_src_rank and give its values to every rank (None:
     every rank reads the file itself)."""
+    with open(os.path.join(path, "tree.json")) as f:
+        if json.load(f).get("sharded"):
+            return _load_sharded(path)
     if global_src_rank is None or get_world_size() == 1:
         return _decode(*_read_dir(path))
     from .distributed import collectives as c
@@ -151,3 +161,101 @@ def load(path, global_src_rank=0):
         c.broadcast(buf.view(np.uint8).reshape(-1), src=global_src_rank)
         received[name] = buf
     return _decode(header["tree"], received)
+
+
+# --- sharded checkpoints --------------------------------------------------------------------
+
+class ShardedTensor:
+    """A tensor of a sharded checkpoint, read lazily: `load_state_dict` reads only the slices
+    that overlap the target piece; numpy() reads everything."""
+
+    def __init__(self, path, node):
+        self.path, self.shape, self.pieces = path, tuple(node["shape"]), node["pieces"]
+        self.dtype = _dtype.to_dtype(node["dtype"])
+
+    def read_box(self, box):
+        """The values of `box` ((start, stop) per dim), from the overlapping piece files only."""
+        from .layout import intersect
+        out = np.empty(tuple(b - a for a, b in box), self.dtype.np)
+        for piece in self.pieces:
+            part = intersect([tuple(p) for p in piece["box"]], box)
+            if part is None and len(box):
+                continue
+            data = np.load(os.path.join(self.path, piece["file"]), mmap_mode="r", allow_pickle=False)
+            if self.dtype.name == "bfloat16":
+                data = data.view(self.dtype.np)
+            part = part or []
+            src = tuple(slice(a - p0, b - p0) for (a, b), (p0, _) in zip(part, piece["box"]))
+            dst = tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(part, box))
+            out[dst] = data[src]
+        return out
+
+    def numpy(self):
+        return self.read_box([(0, n) for n in self.shape])
+
+
+def _save_sharded(obj, path):
+    """Every rank writes its pieces into a temporary directory; rank 0 writes the index and
+    renames it into place once all have finished."""
+    from . import layout
+    from .distributed.world import job_id
+    from .env import barrier
+    from .sbp import broadcast, partial_sum
+    parent = os.path.dirname(os.path.abspath(path)) or "."
+    tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{job_id()}")
+    os.makedirs(tmp, exist_ok=True)
+    me = get_rank()
+    counter = [0]
+
+    def encode(value):
+        if isinstance(value, Tensor) and value.is_global:
+            t = value
+            if partial_sum in t.sbp:  # resolve sums first: pieces must be parts of the value
+                t = t.to_global(sbp=tuple(broadcast if s is partial_sum else s for s in t.sbp))
+            name = f"s{counter[0]}"
+            counter[0] += 1
+            pieces = []
+            for r in t.placement.rank_list():
+                coord = t.placement.mesh_coord(r)
+                if any(c != 0 for s, c in zip(t.sbp, coord) if s is broadcast):
+                    continue  # one replica writes
+                box = layout.local_box(t.shape, t.placement.hierarchy, t.sbp, coord)
+                pieces.append({"file": f"{name}.r{r}.npy", "box": [list(b) for b in box]})
+                if r == me:
+                    np.save(os.path.join(tmp, f"{name}.r{r}.npy"), _storable(np.ascontiguousarray(t._local)),
+                            allow_pickle=False)
+            return {"__sharded__": name, "dtype": t.dtype.name, "shape": list(t.shape), "pieces": pieces}
+        if isinstance(value, dict):
+            return {"__dict__": [[encode(k), encode(v)] for k, v in value.items()]}
+        if isinstance(value, (list, tuple)):
+            return {"__list__" if isinstance(value, list) else "__tuple__": [encode(v) for v in value]}
+        arrays = {}
+        node = _encode(value, arrays)
+        if me == 0:
+            for n, a in arrays.items():
+                np.save(os.path.join(tmp, n), _storable(np.ascontiguousarray(a)), allow_pickle=False)
+        return node
+
+    tree = encode(obj)
+    barrier()
+    if me == 0:
+        with open(os.path.join(tmp, "tree.json"), "w") as f:
+            json.dump({"format": FORMAT, "sharded": True, "tree": tree}, f)
+        old = None
+        if os.path.exists(path):
+            old = path + f".old-{job_id()}"
+            os.rename(path, old)
+        os.rename(tmp, path)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    barrier()
+
+
+def _load_sharded(path):
+    """The tree with ShardedTensor leaves (nothing is read yet)."""
+    meta_path = os.path.join(path, "tree.json")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    arrays = {}
+    _collect(meta["tree"], path, arrays)
+    return _decode(meta["tree"], arrays, path)

@@ -184,6 +184,9 @@ def _copy_into(target, value, name):
     """Replace target's piece by `value` laid out like target (value: tensor or array)."""
     import numpy as np
     from ..ops.creation import tensor
+    from ..serialization import ShardedTensor
+    if isinstance(value, ShardedTensor):
+        return _copy_from_shards(target, value, name)
     if not isinstance(value, Tensor):
         value = tensor(np.asarray(value))
     if tuple(value.shape) != tuple(target.shape):
@@ -197,3 +200,23 @@ def _copy_into(target, value, name):
                 value = value.to_global(placement=target.placement, sbp=target.sbp)
         src = value._local.astype(target.dtype.np, copy=False)
     target._local[...] = src
+
+
+def _copy_from_shards(target, value, name):
+    """Fill target's piece from a sharded checkpoint, reading only the overlapping slices."""
+    from .. import layout
+    from ..env import get_rank
+    if tuple(value.shape) != tuple(target.shape):
+        raise RuntimeError(f"load_state_dict: {name} has shape {tuple(value.shape)} in the checkpoint but "
+                           f"{tuple(target.shape)} in the model")
+    if target.is_local:
+        target._local[...] = value.numpy()
+        return
+    coord = target.placement.mesh_coord(get_rank())
+    if coord is None:
+        return
+    if not layout.holds_value(target.sbp, coord):
+        target._local[...] = 0
+        return
+    box = layout.local_box(target.shape, target.placement.hierarchy, target.sbp, coord)
+    target._local[...] = value.read_box(box)
