@@ -150,6 +150,7 @@ def _fit(t, g):
 
 
 _sync = [True]  # False inside no_sync(): partial gradients of leaves are kept, not reduced
+post_backward_hooks = []  # called with the set of ids of the leaves whose .grad a backward changed
 BUCKET_BYTES = [25 << 20]
 
 
@@ -183,6 +184,8 @@ def backward(tensor, gradient=None):
         g = _fit(leaf, g).detach()
         leaf.grad = g if leaf.grad is None else add(leaf.grad, g).detach()
     _reduce_in_buckets(pending)
+    for hook in list(post_backward_hooks):
+        hook(set(leaves))
 
 
 def _reducible(leaf, g):

@@ -227,3 +227,37 @@ def test_sharded_checkpoint_loads_under_other_layouts(tmp_path):
     assert _load(path, "local") == saved
     assert run_ranks(_load, 2, path, "tp")[1] == saved
     assert run_ranks(_load, 3, path, "dp")[2] == saved
+
+
+def _data_parallel_wrapper():
+    rank, k = gt.env.get_rank(), gt.env.get_world_size()
+    gt.manual_seed(rank)  # different inits: the wrapper makes rank 0's win
+    model = gt.distributed.DataParallel(ToyModel())
+    opt = gt.optim.SGD(model.parameters(), lr=0.1)
+    rng = np.random.default_rng(0)
+    x_all, y_all = rng.standard_normal((8, 10)), rng.standard_normal((8, 16))
+    x = gt.tensor(x_all[rank * 8 // k:(rank + 1) * 8 // k])
+    y = gt.tensor(y_all[rank * 8 // k:(rank + 1) * 8 // k])
+    for _ in range(3):
+        nn.MSELoss()(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    with model.no_sync(), gt.debug.count_collectives() as c:
+        nn.MSELoss()(model(x), y).backward()
+    return [p.numpy().tolist() for p in model.parameters()], dict(c)
+
+
+def test_data_parallel_wrapper_matches_one_process():
+    results = run_ranks(_data_parallel_wrapper, 2)
+    assert results[0][0] == results[1][0] and results[0][1] == {}
+    gt.manual_seed(0)
+    model = ToyModel()
+    opt = gt.optim.SGD(model.parameters(), lr=0.1)
+    rng = np.random.default_rng(0)
+    x, y = gt.tensor(rng.standard_normal((8, 10))), gt.tensor(rng.standard_normal((8, 16)))
+    for _ in range(3):
+        nn.MSELoss()(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    for got, p in zip(results[0][0], model.parameters()):
+        np.testing.assert_allclose(got, p.numpy(), rtol=1e-6, atol=1e-7)

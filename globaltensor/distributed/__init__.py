@@ -7,6 +7,13 @@ from .collectives import (all_gather, all_reduce, all_to_all, barrier, broadcast
                           reduce_scatter, send)
 from .group import Group, new_group, world_group
 from .spawn import SpawnError, spawn
+
+
+def __getattr__(name):  # DataParallel imports the tensor layer: load it on first use
+    if name == "DataParallel":
+        from .data_parallel import DataParallel
+        return DataParallel
+    raise AttributeError(name)
 from .store import StoreError
 
 
@@ -24,5 +31,5 @@ def set_bucket_size(megabytes):
 __all__ = [
     "CollectiveError", "CollectiveTimeoutError", "SharedMemoryExhausted", "StoreError", "SpawnError",
     "Group", "new_group", "world_group", "spawn", "barrier", "all_reduce", "all_gather", "reduce_scatter",
-    "broadcast", "all_to_all", "send", "recv", "empty_shared", "no_sync", "set_bucket_size",
+    "broadcast", "all_to_all", "send", "recv", "empty_shared", "no_sync", "set_bucket_size", "DataParallel",
 ]
