@@ -175,7 +175,11 @@ def _row_split_backward(ctx, g):
     from ..env import get_rank
     from ..tensor import Tensor
     idx, weight = ctx.inputs
-    whole = g.to_global(sbp=tuple(B if s is P else s for s in ctx.outputs[0].sbp))
+    # every position counts for every row: indices whole, the gradient whole except where the
+    # table is split by columns (S(1)), where it follows that split on its last dim
+    idx = idx.to_global(sbp=(B,) * weight.placement.ndim)
+    last = len(g.shape) - 1
+    whole = g.to_global(sbp=tuple(S(last) if getattr(ws, "dim", None) == 1 else B for ws in weight.sbp))
     grad = np.zeros_like(weight._local)
     coord = weight.placement.mesh_coord(get_rank())
     if coord is not None:
