@@ -1,6 +1,5 @@
 """Ops on real processes: random input SBPs on 1-D and 2x2 meshes, forward and backward,
 compared with the same program run in one process; and the collectives ops insert."""
-import itertools
 
 import numpy as np
 import pytest

@@ -53,7 +53,6 @@ class DataLoader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
-        from ..ops.creation import tensor
         from ..tensor import Tensor
         order = _order(len(self.dataset), self.shuffle, _random.next_counter())
         for b in range(len(self)):
