@@ -62,17 +62,17 @@ UNARY = {
     "sigmoid": (lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype), None, lambda x, y, g: g * y * (1 - y)),
 }
 
-# name: (kernel, linear, derivative (a, b, y, g) -> (da, db))
+# name: (kernel, linear, (d/da, d/db) as functions of (a, b, y, g); None: no gradient)
 BINARY = {
-    "add": (np.add, "sum", lambda a, b, y, g: (g, g)),
-    "subtract": (np.subtract, "sum", lambda a, b, y, g: (g, -g)),
-    "multiply": (np.multiply, "each", lambda a, b, y, g: (g * b, g * a)),
-    "divide": (np.true_divide, "first", lambda a, b, y, g: (g / b, -g * y / b)),
-    "floor_divide": (np.floor_divide, None, lambda a, b, y, g: (None, None)),
-    "mod": (np.mod, None, lambda a, b, y, g: (g, -g * floor_divide(a, b))),
-    "pow": (np.power, None, lambda a, b, y, g: (g * b * pow(a, b - 1), g * y * log(a))),
-    "maximum": (np.maximum, None, lambda a, b, y, g: (g * (a >= b), g * (a < b))),
-    "minimum": (np.minimum, None, lambda a, b, y, g: (g * (a <= b), g * (a > b))),
+    "add": (np.add, "sum", (lambda a, b, y, g: g, lambda a, b, y, g: g)),
+    "subtract": (np.subtract, "sum", (lambda a, b, y, g: g, lambda a, b, y, g: -g)),
+    "multiply": (np.multiply, "each", (lambda a, b, y, g: g * b, lambda a, b, y, g: g * a)),
+    "divide": (np.true_divide, "first", (lambda a, b, y, g: g / b, lambda a, b, y, g: -g * y / b)),
+    "floor_divide": (np.floor_divide, None, None),
+    "mod": (np.mod, None, (lambda a, b, y, g: g, lambda a, b, y, g: -g * floor_divide(a, b))),
+    "pow": (np.power, None, (lambda a, b, y, g: g * b * pow(a, b - 1), lambda a, b, y, g: g * y * log(a))),
+    "maximum": (np.maximum, None, (lambda a, b, y, g: g * (a >= b), lambda a, b, y, g: g * (a < b))),
+    "minimum": (np.minimum, None, (lambda a, b, y, g: g * (a <= b), lambda a, b, y, g: g * (a > b))),
     "equal": (np.equal, None, None), "not_equal": (np.not_equal, None, None),
     "greater_equal": (np.greater_equal, None, None), "greater_than": (np.greater, None, None),
     "less_equal": (np.less_equal, None, None), "less_than": (np.less, None, None),
@@ -87,11 +87,16 @@ def _unary_backward(derivative):
     return backward
 
 
-def _binary_backward(derivative):
+def _binary_backward(derivatives):
+    """Only the inputs that require grad get one (a constant operand costs no ops)."""
+    da_fn, db_fn = derivatives
+
     def backward(ctx, g):
         a, b = ctx.inputs
-        da, db = derivative(a, b, ctx.outputs[0], g)
-        return sum_to(da, a.shape), sum_to(db, b.shape)
+        y = ctx.outputs[0]
+        da = sum_to(da_fn(a, b, y, g), a.shape) if a.requires_grad else None
+        db = sum_to(db_fn(a, b, y, g), b.shape) if b.requires_grad else None
+        return da, db
     return backward
 
 

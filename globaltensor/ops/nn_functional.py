@@ -207,8 +207,31 @@ def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
     return sum(losses) / sum(valid)
 
 
+def _mse_rows(in_shapes, out_shapes, static):
+    """mean((x - y)^2) over all elements: pieces split alike give partial sums of the mean
+    (each divides by the global count): S(d), S(d) -> P; B, B -> B."""
+    rows = [((B, B), (B,))]
+    rows += [((S(d), S(d)), (P,)) for d in range(len(in_shapes[0])) if in_shapes[0][d] == in_shapes[1][d]]
+    return rows
+
+
+def _mse_backward(ctx, g):
+    x, y = ctx.inputs
+    d = (x - y) * (g * (2.0 / ctx.static["count"]))
+    return (d if x.requires_grad else None), (-d if y.requires_grad else None)
+
+
+@op("mse_mean", _mse_rows, _mse_backward)
+def _mse_mean(x, y, count=1):
+    d = x - y
+    return np.asarray(np.sum(d * d) / count, dtype=np.result_type(x.dtype, y.dtype))
+
+
 def mse_loss(x, y, reduction="mean"):
-    """Mean (or sum, or none) of the squared differences."""
+    """Mean (or sum, or none) of the squared differences; the mean is one primitive."""
+    x, y = tensors(x, y)
+    if reduction == "mean" and tuple(x.shape) == tuple(y.shape) and x.dtype.is_floating:
+        return apply("mse_mean", [x, y], {"count": builtins.max(x.numel(), 1)})
     d = x - y
     if reduction == "none":
         return d * d
