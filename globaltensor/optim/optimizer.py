@@ -38,6 +38,14 @@ class Optimizer:
             st = self.state[id(p)] = {"step": 0, **{n: zeros_like(p) for n in names}}
         return st
 
+    def _scratch(self, p):
+        """A reusable buffer shaped like p's piece (not part of the saved state)."""
+        scratch = self.__dict__.setdefault("_scratch_buffers", {})
+        buf = scratch.get(id(p))
+        if buf is None or buf.shape != p._local.shape or buf.dtype != p._local.dtype:
+            buf = scratch[id(p)] = np.empty_like(p._local)
+        return buf
+
     def state_dict(self):
         index = {id(p): i for i, (_, p) in enumerate((g, p) for g in self.param_groups for p in g["params"])}
         state = {index[k]: {n: (v.detach() if hasattr(v, "detach") else v) for n, v in st.items()}
@@ -85,10 +93,12 @@ class SGD(Optimizer):
     def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group, p in self._params():
-            g = p.grad._local
-            w = p._local
+            w, g = p._local, p.grad._local
+            tmp = self._scratch(p)  # no fresh temporaries: large ones cost page faults every step
             if group["weight_decay"]:
-                g = g + group["weight_decay"] * w
+                np.multiply(w, group["weight_decay"], out=tmp)
+                tmp += g
+                g = tmp
             if group["momentum"]:
                 st = self._state(p, ["momentum_buffer"])
                 buf = st["momentum_buffer"]._local
@@ -96,10 +106,19 @@ class SGD(Optimizer):
                     buf[...] = g
                 else:
                     buf *= group["momentum"]
-                    buf += (1 - group["dampening"]) * g
+                    buf += (1 - group["dampening"]) * g if group["dampening"] else g
                 st["step"] += 1
-                g = g + group["momentum"] * buf if group["nesterov"] else buf
-            w -= (group["lr"] * g).astype(w.dtype, copy=False)
+                if group["nesterov"]:  # g + momentum * buf
+                    if g is tmp:
+                        tmp += group["momentum"] * buf
+                    else:
+                        np.multiply(buf, group["momentum"], out=tmp)
+                        tmp += g
+                    g = tmp
+                else:
+                    g = buf
+            np.multiply(g, group["lr"], out=tmp)
+            w -= tmp
         return loss
 
 
