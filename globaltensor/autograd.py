@@ -11,22 +11,23 @@ def is_grad_enabled():
 
 
 @contextlib.contextmanager
-def _grad_mode(on):
-    previous = _enabled[0]
-    _enabled[0] = on
+def _flag(cell, value):
+    """Set a one-element list flag for the duration of a with block."""
+    previous = cell[0]
+    cell[0] = value
     try:
         yield
     finally:
-        _enabled[0] = previous
+        cell[0] = previous
 
 
 def no_grad():
     """Ops inside record nothing for backward."""
-    return _grad_mode(False)
+    return _flag(_enabled, False)
 
 
 def enable_grad():
-    return _grad_mode(True)
+    return _flag(_enabled, True)
 
 
 class Context:
@@ -176,10 +177,10 @@ def backward(tensor, gradient=None):
             g = add(leaf.grad, g)  # accumulate before reducing (no_sync steps stay partial)
             leaf.grad = None
         if leaf.is_global and _reducible(leaf, g):
-            if not _sync[0]:
+            if not _sync[0] and leaf.grad is None:
                 leaf.grad = g.detach()
                 continue
-            pending.append((leaf, g))
+            pending.append((leaf, g))  # a reduced .grad from an earlier backward is added after
             continue
         g = _fit(leaf, g).detach()
         leaf.grad = g if leaf.grad is None else add(leaf.grad, g).detach()
@@ -225,23 +226,14 @@ def _reduce_in_buckets(pending):
                 n = g._local.size
                 piece = flat[start:start + n].reshape(g._local.shape) if coord is not None else g._local
                 start += n
-                leaf.grad = Tensor(piece, leaf.shape, leaf.dtype, leaf.placement, leaf.sbp)
+                reduced = Tensor(piece, leaf.shape, leaf.dtype, leaf.placement, leaf.sbp)
+                leaf.grad = reduced if leaf.grad is None else _ops().add(leaf.grad, reduced).detach()
 
 
 def no_sync():
     """Inside: backward keeps the partial gradients of broadcast leaves (no communication);
     the first backward after it reduces what was accumulated, in buckets."""
     return _flag(_sync, False)
-
-
-@contextlib.contextmanager
-def _flag(cell, value):
-    previous = cell[0]
-    cell[0] = value
-    try:
-        yield
-    finally:
-        cell[0] = previous
 
 
 def grad(outputs, inputs, grad_outputs=None, allow_unused=False):

@@ -261,3 +261,20 @@ def test_data_parallel_wrapper_matches_one_process():
         opt.zero_grad()
     for got, p in zip(results[0][0], model.parameters()):
         np.testing.assert_allclose(got, p.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def _accumulate_without_zero_grad():
+    placement = gt.placement("cpu", [0, 1])
+    gt.manual_seed(0)
+    model = nn.Linear(4, 3).to_global(placement, B)
+    x = gt.randn(6, 4, placement=placement, sbp=S0)
+    model(x).sum().backward()
+    once = model.weight.grad.numpy()
+    model(x).sum().backward()  # no zero_grad: the gradients add up
+    return once, model.weight.grad.numpy(), model.weight.grad.sbp
+
+
+def test_gradients_accumulate_across_backward_calls():
+    once, twice, sbp = run_ranks(_accumulate_without_zero_grad, 2)[0]
+    np.testing.assert_allclose(twice, 2 * once, rtol=1e-6)
+    assert sbp == (B,)
