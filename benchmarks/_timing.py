@@ -1,4 +1,6 @@
 """Shared benchmark helpers: median timing of a collective and table printing."""
+import json
+import os
 import socket
 import statistics
 import time
@@ -59,3 +61,11 @@ def run_torch_peer(worker, args):
     from globaltensor.distributed import spawn
     figures = spawn(worker, args=(*args, free_port()), nprocs=2, timeout=900)[0]
     return figures, f"DTensor (torch {torch.__version__}, gloo)"
+
+
+def write_json(path, data):
+    """Write the figures of a run next to its table."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    print(f"\nwrote {path}")

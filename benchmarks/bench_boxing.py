@@ -7,12 +7,11 @@ moves; in the same run DTensor's redistribute (torch, gloo) for the same pair wh
 importable. Also to_local() and B->S, which should cost microseconds (no copy, no collective).
 """
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import human_time, median_seconds, print_table, run_torch_peer  # noqa: E402
+from _timing import human_time, median_seconds, print_table, run_torch_peer, write_json  # noqa: E402
 
 PAIRS = [(s, d) for s in ("S0", "S1", "B", "P") for d in ("S0", "S1", "B", "P") if s != d]
 
@@ -80,10 +79,7 @@ def main():
         rows.append([key, human_time(t), f"{nbytes / 2**20:.1f}", human_time(theirs) if isinstance(theirs, float)
                      else (theirs or "-"), ratio])
     print_table("conversions", ["src->dst", "globaltensor", "MiB moved", "DTensor", "DTensor/gt"], rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump({"peer": peer_name, "globaltensor": ours, "dtensor": peer}, f, indent=1)
-    print(f"\nwrote {args.json}")
+    write_json(args.json, {"peer": peer_name, "globaltensor": ours, "dtensor": peer})
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import ITERS, SIZES, free_port, human_size, human_time, median_seconds, print_table  # noqa: E402
+from _timing import (ITERS, SIZES, free_port, human_size, human_time, median_seconds, print_table,  # noqa: E402
+                     write_json)
 
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
 
@@ -147,10 +148,7 @@ def main():
             row += [f"{t / ours:.2f}x" if t else "-" for name, t in times.items() if name != "gt shm"]
             rows.append(row)
         print_table(op, header, rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump({"peers": peers, "seconds": results}, f, indent=1)
-    print(f"\nwrote {args.json}")
+    write_json(args.json, {"peers": peers, "seconds": results})
 
 
 if __name__ == "__main__":

@@ -7,12 +7,11 @@ The cases of ANCHORS.md: add 8x8 (B + B), matmul S(0) 64x64 @ B 64x64, matmul S(
 per call after warm-up; DTensor (torch, gloo) is timed in the same run when importable.
 """
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import median_seconds, print_table, run_torch_peer  # noqa: E402
+from _timing import median_seconds, print_table, run_torch_peer, write_json  # noqa: E402
 
 CASES = ["add 8x8 B+B", "matmul S(0)@B 64", "matmul S(1)@S(0)", "relu 8x8 B", "sum S(0) 64x64"]
 
@@ -75,10 +74,7 @@ def main():
                      f"{d / t:.2f}x" if d else "-"])
     print(f"2 ranks, median us per call (cached path). Peer: {peer_name}")
     print_table("per-op time", ["case", "globaltensor us", "numpy us", "DTensor us", "DTensor/gt"], rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump({"peer": peer_name, "globaltensor": ours, "dtensor": peer}, f, indent=1)
-    print(f"\nwrote {args.json}")
+    write_json(args.json, {"peer": peer_name, "globaltensor": ours, "dtensor": peer})
 
 
 if __name__ == "__main__":

@@ -7,14 +7,13 @@ toy: the OneFlow tutorial's ToyModel (Linear 10-20, ReLU, Linear 20-16), batch 2
 Iterations per second (forward, backward, optimizer step), median of 5 timed windows.
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import print_table, run_torch_peer  # noqa: E402
+from _timing import print_table, run_torch_peer, write_json  # noqa: E402
 
 MODELS = {"toy": ((10, 20, 16), 20, 600), "mlp": ((1024, 4096, 1024), 128, 6)}  # sizes, batch per rank, iters
 
@@ -120,10 +119,7 @@ def main():
                     [f"{r['globaltensor DP'] / ddp:.2f}x" if isinstance(ddp, float) else "-"])
     print_table("iterations per second, 2 ranks", ["model", "one process", "globaltensor DP", "DDP gloo", "DTensor",
                                                    "gt/DDP"], rows)
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(results, f, indent=1)
-    print(f"\nwrote {args.json}")
+    write_json(args.json, results)
 
 
 if __name__ == "__main__":

@@ -56,13 +56,9 @@ def _extreme_backward(ctx, g, *rest):
     """The gradient goes to the elements equal to the result (split evenly among ties)."""
     x, y = ctx.inputs[0], ctx.outputs[0]
     from .elementwise import cast, equal
-    mask = cast(equal(x, _expand_back_like(y, ctx)), x.dtype)
+    mask = cast(equal(x, _expand_back(y, ctx)), x.dtype)
     count = _expand_back(sum(mask, ctx.static["dims"], ctx.static["keepdim"]), ctx)
     return _expand_back(g, ctx) * mask / count
-
-
-def _expand_back_like(y, ctx):
-    return _expand_back(y, ctx)
 
 
 def _reduce_op(name, kernel, backward):
