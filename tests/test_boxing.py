@@ -127,7 +127,10 @@ def _collective_counts():
 
 
 def test_each_conversion_issues_the_expected_collectives():
-    run_ranks(_collective_counts, 4)
+    seen = run_ranks(_collective_counts, 4)  # each rank also asserts its own counts
+    for counts in seen:
+        assert counts["S(0)->B"] == {"all_gather": 1} and counts["P->B"] == {"all_reduce": 1}
+        assert counts["S(0)->S(1)"] == {"all_to_all": 1} and counts["B->S(0)"] == {} and counts["B->P"] == {}
 
 
 def test_split_to_split_moves_at_most_k_minus_1_over_k_of_the_bytes(monkeypatch):
