@@ -137,6 +137,11 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("cached_bytes", [](Node& n) { return n.arena().cached_bytes(); })
       .def_property_readonly("rank", &Node::rank);
 
+  py::class_<gt::Work, std::shared_ptr<gt::Work>>(m, "Work", "Completion of one asynchronous collective.")
+      .def("wait", [](gt::Work& w) { py::gil_scoped_release r; w.wait(); },
+           "Block until it ran; raises its error (CollectiveTimeoutError, ...).")
+      .def("done", &gt::Work::done);
+
   py::class_<Group, std::shared_ptr<Group>>(m, "Group", "A group of ranks on one node and its collectives.")
       .def(py::init([](std::shared_ptr<Node> node, const std::string& name, std::vector<int> ranks, int index,
                        double timeout, size_t stage_bytes, size_t oneshot_bytes, size_t nontemporal_bytes) {
@@ -171,6 +176,14 @@ PYBIND11_MODULE(_C, m) {
         py::gil_scoped_release r;
         g.all_reduce(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
       }, py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("redop"))
+      .def("all_reduce_async", [](Group& g, py::array in, py::array out, int dtype, int redop) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
+        return g.all_reduce_async(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
+      }, py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("redop"),
+         "all_reduce on the group's worker thread; the caller keeps the arrays alive until wait().")
+      .def("drain", [](Group& g) { py::gil_scoped_release r; g.drain(); },
+           "Wait until the queued asynchronous ops have run.")
       .def("all_to_all", [](Group& g, py::array in, std::vector<int64_t> send, py::array out,
                             std::vector<int64_t> recv) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);

@@ -1,7 +1,6 @@
 """Autograd: a tape of nodes and a topological backward; gradients are ordinary (global) ops."""
 import contextlib
-
-import numpy as np
+import weakref
 
 _enabled = [True]  # process-wide grad mode (a list: read on the hot path without a lookup chain)
 
@@ -104,8 +103,22 @@ def _accumulate(grads, t, g):
     grads[key] = g if key not in grads else _ops().add(grads[key], g)
 
 
-def _run(roots, root_grads, wanted=None):
-    """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`)."""
+def _finishing(order):
+    """{index in order: leaves whose gradient is complete once that context has run}."""
+    last = {}
+    for i, ctx in enumerate(order):
+        for t in ctx.inputs:
+            if t.requires_grad and t._node is None:
+                last[id(t)] = (i, t)
+    done = {}
+    for i, t in last.values():
+        done.setdefault(i, []).append(t)
+    return done
+
+
+def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
+    """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`). With
+    on_leaf, each leaf's gradient goes to on_leaf(leaf, grad_or_None) as soon as it is complete."""
     ones_like = _ops().creation.ones_like
     grads = {}
     for r, g in zip(roots, root_grads):
@@ -119,25 +132,32 @@ def _run(roots, root_grads, wanted=None):
             if g is None:  # a seed is never written to, so one per layout serves every backward
                 g = _seeds[key] = ones_like(r, sbp=_seed_sbp(r))
         _accumulate(grads, r, g)
+    if order is None:
+        order = _topological(roots)
+    finishing = _finishing(order) if on_leaf is not None else {}
     result = {}
     with no_grad():
-        for ctx in _topological(roots):
+        for i, ctx in enumerate(order):
             outs = [grads.pop(id(o), None) for o in ctx.outputs]
-            if all(g is None for g in outs):
-                continue
-            in_grads = ctx.backward(ctx, *outs)
-            if not isinstance(in_grads, (tuple, list)):
-                in_grads = (in_grads,)
-            for t, g in zip(ctx.inputs, in_grads):
-                if g is None or not t.requires_grad:
-                    continue
-                if t._node is None or (wanted is not None and id(t) in wanted):
-                    _accumulate(result, t, g)
-                if t._node is not None:
-                    _accumulate(grads, t, g)
-    for r in roots:
+            if any(g is not None for g in outs):
+                in_grads = ctx.backward(ctx, *outs)
+                if not isinstance(in_grads, (tuple, list)):
+                    in_grads = (in_grads,)
+                for t, g in zip(ctx.inputs, in_grads):
+                    if g is None or not t.requires_grad:
+                        continue
+                    if t._node is None or (wanted is not None and id(t) in wanted):
+                        _accumulate(result, t, g)
+                    if t._node is not None:
+                        _accumulate(grads, t, g)
+            for leaf in finishing.get(i, ()):
+                on_leaf(leaf, result.pop(id(leaf), None))
+    for r in roots:  # a root that is itself a leaf
         if r._node is None and id(r) in grads:
-            _accumulate(result, r, grads[id(r)])
+            if on_leaf is not None:
+                on_leaf(r, grads[id(r)])
+            else:
+                _accumulate(result, r, grads[id(r)])
     return result
 
 
@@ -151,83 +171,59 @@ def _fit(t, g):
 
 
 _sync = [True]  # False inside no_sync(): partial gradients of leaves are kept, not reduced
-post_backward_hooks = []  # called with the set of ids of the leaves whose .grad a backward changed
+bucket_planners = weakref.WeakSet()  # objects with plan_buckets(leaves in completion order, sync)
 BUCKET_BYTES = [25 << 20]
 
 
 def backward(tensor, gradient=None):
     """Accumulate d tensor / d leaf into each leaf's .grad. The partial gradients of broadcast
-    leaves are reduced in buckets of BUCKET_BYTES (one all_reduce each), not one per leaf."""
+    leaves are reduced in buckets of BUCKET_BYTES, one all_reduce each, started during backward
+    as soon as a bucket is complete (so communication overlaps the rest of backward)."""
+    order = _topological([tensor])
+    finishing = _finishing(order)
+    leaves_in_order = [leaf for i in sorted(finishing) for leaf in finishing[i]]
+    if tensor._node is None:
+        leaves_in_order.append(tensor)
+    all_buckets = []
+    if _sync[0]:
+        plan = grad_buckets.plan_global(leaves_in_order, BUCKET_BYTES[0])
+        if plan:
+            all_buckets.append(grad_buckets.Buckets(plan, grad_buckets.launch_global, grad_buckets.land_global))
+    for planner in list(bucket_planners):
+        buckets = planner.plan_buckets(leaves_in_order, _sync[0])
+        if buckets is not None:
+            all_buckets.append(buckets)
+    owner = {id(leaf): b for b in all_buckets for bucket in b.plan for leaf in bucket}
     add = _ops().add
-    leaves = {}
-    stack, seen = [tensor], set()
-    while stack:  # find the leaves
-        t = stack.pop()
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        if t._node is None:
-            leaves[id(t)] = t
-        else:
-            stack.extend(i for i in t._node.ctx.inputs if i.requires_grad)
-    pending = []
-    for key, g in _run([tensor], [gradient]).items():
-        leaf = leaves[key]
-        if leaf.grad is not None and (leaf.grad.is_local or leaf.grad.sbp == g.sbp):
+
+    def on_leaf(leaf, g):
+        if g is not None and g.dtype != leaf.dtype:
+            g = _ops().cast(g, leaf.dtype)  # a leaf's gradient has the leaf's dtype
+        if g is not None and leaf.grad is not None and (leaf.grad.is_local or leaf.grad.sbp == g.sbp):
             g = add(leaf.grad, g)  # accumulate before reducing (no_sync steps stay partial)
             leaf.grad = None
-        if leaf.is_global and _reducible(leaf, g):
-            if not _sync[0] and leaf.grad is None:
-                leaf.grad = g.detach()
-                continue
-            pending.append((leaf, g))  # a reduced .grad from an earlier backward is added after
-            continue
+        buckets = owner.get(id(leaf))
+        if buckets is not None:
+            takes = g is not None and (leaf.is_local or grad_buckets.reducible_axes(leaf, g))
+            buckets.ready(leaf, g if takes else None)
+            if takes:
+                return
+        if g is None:
+            return
+        if not _sync[0] and leaf.grad is None and leaf.is_global and grad_buckets.reducible_axes(leaf, g):
+            leaf.grad = g.detach()  # stays partial until a backward outside no_sync
+            return
         g = _fit(leaf, g).detach()
         leaf.grad = g if leaf.grad is None else add(leaf.grad, g).detach()
-    _reduce_in_buckets(pending)
-    for hook in list(post_backward_hooks):
-        hook(set(leaves))
 
-
-def _reducible(leaf, g):
-    """True when g differs from the leaf's layout only by partial sums where the leaf is B."""
-    from .sbp import broadcast, partial_sum
-    if g.placement != leaf.placement or g.sbp == leaf.sbp:
-        return False
-    return all(gs == ls or (gs is partial_sum and ls is broadcast) for gs, ls in zip(g.sbp, leaf.sbp))
-
-
-def _reduce_in_buckets(pending):
-    """One all_reduce per bucket of same-layout gradients (per mesh axis that is partial)."""
-    from .sbp import partial_sum
-    groups = {}
-    for leaf, g in pending:
-        axes = tuple(a for a, s in enumerate(g.sbp) if s is partial_sum and leaf.sbp[a] is not partial_sum)
-        groups.setdefault((leaf.placement, axes, g.dtype.np), []).append((leaf, g))
-    for (placement, axes, np_dtype), items in groups.items():
-        coord = placement.mesh_coord(get_rank())
-        buckets, current, size = [], [], 0
-        for leaf, g in items:
-            if current and size + g._local.nbytes > BUCKET_BYTES[0]:
-                buckets.append(current)
-                current, size = [], 0
-            current.append((leaf, g))
-            size += g._local.nbytes
-        if current:
-            buckets.append(current)
-        for bucket in buckets:
-            if coord is not None:
-                flat = collectives.empty_shared((sum(g._local.size for _, g in bucket),), np_dtype)
-                np.concatenate([g._local.reshape(-1) for _, g in bucket], out=flat)
-                for a in axes:
-                    collectives.all_reduce(flat, group=_boxing._group(placement.axis_ranks(a, coord)))
-            start = 0
-            for leaf, g in bucket:
-                n = g._local.size
-                piece = flat[start:start + n].reshape(g._local.shape) if coord is not None else g._local
-                start += n
-                reduced = Tensor(piece, leaf.shape, leaf.dtype, leaf.placement, leaf.sbp)
-                leaf.grad = reduced if leaf.grad is None else _ops().add(leaf.grad, reduced).detach()
+    try:
+        _run([tensor], [gradient], order=order, on_leaf=on_leaf)
+    except BaseException:
+        for buckets in all_buckets:
+            buckets.abandon()
+        raise
+    for buckets in all_buckets:
+        buckets.finish()
 
 
 def no_sync():
@@ -251,7 +247,4 @@ def grad(outputs, inputs, grad_outputs=None, allow_unused=False):
     return tuple(result)
 
 
-from . import boxing as _boxing  # noqa: E402 - boxing needs autograd's module to exist first
-from .distributed import collectives  # noqa: E402
-from .env import get_rank  # noqa: E402
-from .tensor import Tensor  # noqa: E402
+from . import grad_buckets  # noqa: E402 - it imports the tensor layer, which imports this module

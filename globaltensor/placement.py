@@ -69,9 +69,14 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
 
     def axis_ranks(self, mesh_dim, mesh_coord):
         """The ranks along mesh axis `mesh_dim` through `mesh_coord` (the other coords fixed)."""
+        return self.axes_ranks((mesh_dim,), mesh_coord)
+
+    def axes_ranks(self, mesh_dims, mesh_coord):
+        """The ranks of the sub-mesh spanned by `mesh_dims` through `mesh_coord`, row-major."""
         index = list(mesh_coord)
-        index[mesh_dim] = slice(None)
-        return tuple(int(r) for r in self._ranks[tuple(index)])
+        for d in mesh_dims:
+            index[d] = slice(None)
+        return tuple(int(r) for r in self._ranks[tuple(index)].reshape(-1))
 
     def __eq__(self, other):
         return isinstance(other, placement) and other._key == self._key

@@ -116,6 +116,16 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
 
 Group::~Group() = default;
 
+std::shared_ptr<Work> Group::all_reduce_async(const void* in, void* out, size_t count, int32_t dtype,
+                                              int32_t redop) {
+  if (!worker_) worker_ = std::make_unique<Worker>();
+  return worker_->submit([=] { all_reduce(in, out, count, dtype, redop); });
+}
+
+void Group::drain() {
+  if (worker_) worker_->drain();
+}
+
 Group::Slot& Group::slot(int p) const {
   return *reinterpret_cast<Slot*>(segment_->data() + kHeaderBytes + slot_stride_ * size_t(p));
 }
@@ -237,6 +247,7 @@ void Group::sync() {
 }
 
 void Group::begin(uint32_t op, Desc d, const void* prestage, size_t prestage_bytes) {
+  drain();  // queued asynchronous ops come first, on every rank
   if (broken_)
     throw CollectiveError(std::string("this group can no longer be used after an earlier failure: ") + broken_reason_);
   ++op_seq_;  // descriptors of op n live at parity n; readers of n - 2 are done

@@ -10,6 +10,7 @@
 
 #include "arena.h"
 #include "types.h"
+#include "worker.h"
 
 namespace gt {
 
@@ -68,6 +69,10 @@ class Group {
   void reduce_scatter(const void* in, size_t in_count, void* out, size_t out_count, int32_t dtype,
                       int32_t redop);
   void all_reduce(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
+  // all_reduce on this group's worker thread; the buffers must live until the Work is done.
+  // Every blocking op first waits for queued ones, so all ranks keep one order of collectives.
+  std::shared_ptr<Work> all_reduce_async(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
+  void drain();
   // send_bytes[q]: bytes for group member q, laid out back to back in `in`; likewise recv.
   void all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes);
 
@@ -116,6 +121,7 @@ class Group {
   double next_liveness_check_ = 0;
   bool broken_ = false;
   std::string broken_reason_;
+  std::unique_ptr<Worker> worker_;  // made on the first asynchronous op; declared last, so joined first
 };
 
 }  // namespace gt

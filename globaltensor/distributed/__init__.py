@@ -3,10 +3,11 @@
 The launcher is `python -m globaltensor.distributed.launch`.
 """
 from .._C import CollectiveError, CollectiveTimeoutError, SharedMemoryExhausted
-from .collectives import (all_gather, all_reduce, all_to_all, barrier, broadcast, empty_shared, recv,
-                          reduce_scatter, send)
+from .collectives import (Work, all_gather, all_reduce, all_reduce_async, all_to_all, barrier, broadcast,
+                          empty_shared, recv, reduce_scatter, send)
 from .group import Group, new_group, world_group
 from .spawn import SpawnError, spawn
+from .store import StoreError
 
 
 def __getattr__(name):  # DataParallel imports the tensor layer: load it on first use
@@ -14,7 +15,6 @@ def __getattr__(name):  # DataParallel imports the tensor layer: load it on firs
         from .data_parallel import DataParallel
         return DataParallel
     raise AttributeError(name)
-from .store import StoreError
 
 
 def no_sync(model=None):
@@ -28,8 +28,10 @@ def set_bucket_size(megabytes):
     from ..autograd import BUCKET_BYTES
     BUCKET_BYTES[0] = int(megabytes * (1 << 20))
 
+
 __all__ = [
     "CollectiveError", "CollectiveTimeoutError", "SharedMemoryExhausted", "StoreError", "SpawnError",
-    "Group", "new_group", "world_group", "spawn", "barrier", "all_reduce", "all_gather", "reduce_scatter",
-    "broadcast", "all_to_all", "send", "recv", "empty_shared", "no_sync", "set_bucket_size", "DataParallel",
+    "Group", "new_group", "world_group", "spawn", "barrier", "all_reduce", "all_reduce_async", "Work",
+    "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv", "empty_shared", "no_sync",
+    "set_bucket_size", "DataParallel",
 ]

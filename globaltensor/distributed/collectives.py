@@ -97,6 +97,40 @@ def all_reduce(x, op="sum", group=None, out=None):
     return x
 
 
+class Work:
+    """A collective running on the group's worker thread; wait() blocks until it is done and
+    raises its error. It holds the arrays, so they live until then."""
+
+    __slots__ = ("_native", "_arrays")
+
+    def __init__(self, native, arrays):
+        self._native, self._arrays = native, arrays
+
+    def wait(self):
+        self._native.wait()
+        self._arrays = None
+
+    def is_completed(self):
+        return self._native.done()
+
+
+def all_reduce_async(x, op="sum", group=None):
+    """Start all_reduce(x, op, group) in place on the group's worker thread and return a Work.
+
+    The caller goes on computing meanwhile (the gradient buckets of backward use it); x must be
+    C-contiguous and left untouched until wait(). Later collectives on the group wait for it,
+    so every rank still sees one order of collectives.
+    """
+    _check_array(x, "all_reduce_async")
+    if not x.flags.c_contiguous or not x.flags.writeable:
+        raise ValueError("all_reduce_async: x must be a writable C-contiguous array")
+    code, redop = _reduce_codes(x, op, "all_reduce_async")
+    native = _group(group).native("all_reduce_async")
+    if _observers:
+        _observe("all_reduce", x.nbytes)
+    return Work(native.all_reduce_async(x, x, code, redop), (x,))
+
+
 def broadcast(x, src=0, group=None):
     """Copy the array of global rank `src` into x on every member, in place; returns x."""
     _check_array(x, "broadcast")

@@ -1,17 +1,23 @@
 """DataParallel for local tensors (as Paddle's and PyTorch's): every rank runs the module on its
-own batch, and after each backward the gradients are averaged over the ranks in buckets."""
+own batch, and backward averages the gradients over the ranks in buckets, each bucket's
+all_reduce started as soon as its gradients are done."""
 import numpy as np
 
-from .. import autograd
+from .. import autograd, grad_buckets
 from ..env import get_world_size
 from ..tensor import Tensor
 from . import collectives
 
 
 class DataParallel:
-    """Wraps a module of local tensors. Rank 0's parameters are broadcast at construction;
-    backward then averages the gradients (buckets of comm_buffer_size MB, the last one
-    last_comm_buffer_size MB). Inside `no_sync()` gradients accumulate without communication."""
+    """Wraps a module of local tensors. Rank 0's parameters are broadcast at construction.
+    Backward averages the gradients in buckets of comm_buffer_size MB (the first bucket, the
+    last layers', last_comm_buffer_size MB), in reverse parameter order on every rank.
+
+    A parameter that gets no gradient in a backward contributes zeros. With
+    find_unused_parameters=True such parameters are found when backward starts (by walking
+    the graph), so their buckets need not wait for the end of backward; without it a bucket
+    holding one starts at the end. Inside `no_sync()` gradients accumulate locally."""
 
     def __init__(self, module, comm_buffer_size=25, last_comm_buffer_size=1, find_unused_parameters=False):
         self.module = module
@@ -25,7 +31,11 @@ class DataParallel:
         self._syncing = True
         for p in self._params:  # every rank starts from rank 0's values
             collectives.broadcast(p._local, src=0)
-        autograd.post_backward_hooks.append(self._after_backward)
+        order = list(reversed(self._params))  # gradients of the last layers are ready first
+        self._plan = grad_buckets.pack(
+            order, [p._local.nbytes for p in order],
+            lambda i: self.last_bucket_bytes if i == 0 else self.bucket_bytes)
+        autograd.bucket_planners.add(self)
 
     def __call__(self, *args, **kwargs):
         return self.module(*args, **kwargs)
@@ -39,34 +49,42 @@ class DataParallel:
     def no_sync(self):
         return _NoSync(self)
 
-    def _buckets(self):
-        """Parameters in reverse order (gradients of the last layers are ready first)."""
-        buckets, current, size = [], [], 0
-        for i, p in enumerate(reversed(self._params)):
-            limit = self.last_bucket_bytes if i == 0 else self.bucket_bytes
-            if current and size + p._local.nbytes > limit:
-                buckets.append(current)
-                current, size = [], 0
-            current.append(p)
-            size += p._local.nbytes
-        if current:
-            buckets.append(current)
+    def plan_buckets(self, leaves_in_order, sync):
+        """This backward's Buckets, or None when nothing of ours is reduced."""
+        if not (self._syncing and sync) or get_world_size() == 1:
+            return None
+        reached = {id(leaf) for leaf in leaves_in_order}
+        if not any(id(p) in reached for p in self._params):
+            return None
+        buckets = grad_buckets.Buckets(self._plan, self._launch, self._land)
+        if self.find_unused_parameters:
+            for p in self._params:
+                if id(p) not in reached:
+                    buckets.ready(p, None)
         return buckets
 
-    def _after_backward(self, updated):
-        if not self._syncing or get_world_size() == 1 or not any(id(p) in updated for p in self._params):
-            return
+    def _launch(self, bucket, grads):
+        """Pack the bucket (a parameter without a gradient: its .grad, or zeros) and start it."""
+        locals_ = []
+        for p in bucket:
+            g = grads.get(id(p))
+            if g is None:
+                g = p.grad if p.grad is not None else None
+            locals_.append(g._local if g is not None else np.zeros_like(p._local))
+        flat = collectives.empty_shared((sum(g.size for g in locals_),), locals_[0].dtype)
+        np.concatenate([g.reshape(-1) for g in locals_], out=flat)
+        return [(collectives.all_reduce_async(flat), flat, bucket)]
+
+    def _land(self, pending):
         world = get_world_size()
-        for bucket in self._buckets():
-            grads = [p.grad._local if p.grad is not None else np.zeros_like(p._local) for p in bucket]
-            flat = collectives.empty_shared((sum(g.size for g in grads),), grads[0].dtype)
-            np.concatenate([g.reshape(-1) for g in grads], out=flat)
-            collectives.all_reduce(flat)
+        for work, flat, bucket in pending:
+            work.wait()
             flat /= world
             start = 0
-            for p, g in zip(bucket, grads):
-                p.grad = Tensor(flat[start:start + g.size].reshape(g.shape))
-                start += g.size
+            for p in bucket:
+                n = p._local.size
+                p.grad = Tensor(flat[start:start + n].reshape(p._local.shape))
+                start += n
 
     def state_dict(self):
         return self.module.state_dict()

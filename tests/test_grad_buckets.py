@@ -1,0 +1,153 @@
+"""Gradient buckets: all_reduce_async, buckets started during backward (in one order on every
+rank), and DataParallel with parameters that some ranks do not use."""
+import numpy as np
+import pytest
+
+import globaltensor as gt
+import globaltensor.nn as nn
+from globaltensor import distributed as dist
+from globaltensor import grad_buckets
+from conftest import run_ranks
+
+S0, B, P = gt.sbp.split(0), gt.sbp.broadcast, gt.sbp.partial_sum
+
+
+def _async_then_blocking():
+    rank, k = gt.env.get_rank(), gt.env.get_world_size()
+    bufs = [dist.empty_shared((n,), np.float32) for n in (3, 70_001, 300_000)] + [np.empty(5, np.float64)]
+    for i, b in enumerate(bufs):
+        b[...] = np.arange(b.size) * (rank + 1) + i
+    works = [dist.all_reduce_async(b) for b in bufs]
+    y = np.full(4, rank + 1.0)
+    dist.all_reduce(y)                    # waits for the queued ones first, on every rank
+    before_wait = [bool(w.is_completed()) for w in works]
+    for w in works:
+        w.wait()
+    ok = all(np.array_equal(b, sum(np.arange(b.size) * (r + 1) + i for r in range(k)).astype(b.dtype))
+             for i, b in enumerate(bufs))
+    try:                                   # a mismatch raises at wait() on every rank
+        dist.all_reduce_async(np.zeros(rank + 1, np.float32)).wait()
+        mismatch = None
+    except dist.CollectiveError as exc:
+        mismatch = str(exc)
+    return ok, y.tolist(), before_wait, mismatch
+
+
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_all_reduce_async_keeps_one_order(nprocs):
+    for ok, y, before_wait, mismatch in run_ranks(_async_then_blocking, nprocs):
+        assert ok and y == [nprocs * (nprocs + 1) / 2] * 4
+        assert all(before_wait)
+        assert mismatch is not None and "different sizes" in mismatch
+
+
+def test_all_reduce_async_rejects_bad_input_before_communicating():
+    with pytest.raises(ValueError, match="C-contiguous"):
+        dist.all_reduce_async(np.zeros((4, 4))[:, 0])
+    with pytest.raises(TypeError, match="numpy array"):
+        dist.all_reduce_async([1.0])
+
+
+def test_buckets_start_in_plan_order_once_complete():
+    a, b, c, d = (gt.zeros(1) for _ in range(4))
+    started, landed = [], []
+    buckets = grad_buckets.Buckets([[a, b], [c], [d]], lambda bucket, grads: started.append(len(bucket))
+                                   or dict(grads), landed.append)
+    buckets.ready(c, "gc")          # bucket 1 is complete, but bucket 0 starts first
+    assert started == []
+    buckets.ready(a, "ga")
+    buckets.ready(b, None)
+    assert started == [2, 1]
+    buckets.finish()                # bucket 2 never got its gradient: it starts at the end
+    assert started == [2, 1, 1] and landed == [{id(a): "ga", id(b): None}, {id(c): "gc"}, {}]
+    assert grad_buckets.pack("abcd", [4, 4, 8, 1], lambda i: 8 if i else 4) == [["a"], ["b"], ["c"], ["d"]]
+    assert grad_buckets.pack("abcd", [4, 4, 8, 1], lambda i: 9) == [["a", "b"], ["c", "d"]]
+
+
+def _probe(events):
+    """Identity whose backward logs when it runs (it sits between the two layers)."""
+    from globaltensor.dispatch import apply
+    from globaltensor.ops import registry, rules
+    if "probe_identity" not in registry.REGISTRY:
+        def backward(ctx, grad):
+            events.append("probe backward")
+            return grad
+        registry.op("probe_identity", rules.elementwise(), backward)(lambda x: x.copy())
+    return lambda x: apply("probe_identity", [x])
+
+
+class _Log:
+    def __init__(self, events):
+        self.events = events
+
+    def add(self, kind, nbytes):
+        self.events.append(kind)
+
+
+def _overlap_events():
+    from globaltensor.distributed import collectives
+    events = []
+    probe = _probe(events)
+    placement = gt.placement("cpu", [0, 1])
+    gt.manual_seed(0)
+    net1, net2 = nn.Linear(16, 32).to_global(placement, B), nn.Linear(32, 8).to_global(placement, B)
+    x = gt.randn(8, 16, placement=placement, sbp=S0)
+    gt.distributed.set_bucket_size((32 * 8 + 8) * 4 / 2**20)  # net2's parameters fill one bucket
+    collectives._observers.append(_Log(events))
+    try:
+        net2(probe(net1(x)).relu()).sum().backward()
+    finally:
+        collectives._observers.pop()
+        gt.distributed.set_bucket_size(25)
+    return events, net1.weight.grad.numpy(), net1.weight.grad.sbp
+
+
+def test_bucket_all_reduce_starts_during_backward():
+    events, grad, sbp = run_ranks(_overlap_events, 2)[0]
+    # net2's bucket is reduced while backward goes on to the probe and net1
+    assert events == ["all_reduce", "probe backward", "all_reduce", "all_reduce"]  # net1: weight, bias
+    assert sbp == (B,)
+    gt.manual_seed(0)
+    net1, net2 = nn.Linear(16, 32), nn.Linear(32, 8)
+    x = gt.randn(8, 16)
+    net2(net1(x).relu()).sum().backward()
+    np.testing.assert_allclose(grad, net1.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.left, self.right = nn.Linear(6, 5), nn.Linear(5, 3), nn.Linear(5, 3)
+
+    def forward(self, x, head):
+        h = self.body(x).relu()
+        return (self.left if head == 0 else self.right)(h)
+
+
+def _batch(rank):
+    rng = np.random.default_rng(rank)
+    return gt.tensor(rng.standard_normal((4, 6))), gt.tensor(rng.standard_normal((4, 3)))
+
+
+def _unused_on_some_ranks(find_unused):
+    rank = gt.env.get_rank()
+    gt.manual_seed(1)
+    model = dist.DataParallel(TwoHeads(), comm_buffer_size=1e-6, last_comm_buffer_size=1e-6,
+                              find_unused_parameters=find_unused)
+    x, y = _batch(rank)
+    with gt.debug.count_collectives() as c:
+        nn.MSELoss()(model(x, head=rank % 2), y).backward()   # rank 0 leaves `right` unused, rank 1 `left`
+    return [None if p.grad is None else p.grad.numpy() for p in model.parameters()], dict(c)
+
+
+@pytest.mark.parametrize("find_unused", [False, True])
+def test_data_parallel_parameters_unused_on_some_ranks(find_unused):
+    results = run_ranks(_unused_on_some_ranks, 2, find_unused)
+    gt.manual_seed(1)
+    model = TwoHeads()
+    loss = sum(nn.MSELoss()(model(*_batch(r)[:1], head=r % 2), _batch(r)[1]) for r in range(2)) * 0.5
+    loss.backward()                                          # the one-process equivalent: the mean
+    for grads, counts in results:
+        assert counts["all_reduce"] == 6                      # one bucket per parameter (tiny buckets)
+        for got, p in zip(grads, model.parameters()):
+            np.testing.assert_allclose(got, p.grad.numpy(), rtol=1e-5, atol=1e-6)
