@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/axpby.h"
 #include "../kernels/group.h"
 #include "../kernels/philox.h"
 #include "../kernels/reduce.h"
@@ -84,6 +85,17 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     gt::copy_bytes(d.ptr, s.ptr, d.nbytes, nontemporal);
   }, py::arg("dst"), py::arg("src"), py::arg("nontemporal") = false, "memcpy, optionally with streaming stores.");
+
+  m.def("axpby", [](py::array y, py::array x, double a, double b) {
+    View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);
+    if (!y.dtype().is(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y and x must match in dtype and size");
+    int dtype = y.dtype().is(py::dtype::of<float>()) ? 0 : y.dtype().is(py::dtype::of<double>()) ? 1 : -1;
+    if (dtype < 0) throw py::type_error("axpby takes float32 or float64 arrays");
+    if (vy.ptr < vx.ptr + vx.nbytes && vx.ptr < vy.ptr + vy.nbytes) throw py::value_error("y and x must not overlap");
+    py::gil_scoped_release release;
+    gt::axpby(vy.ptr, vx.ptr, a, b, size_t(y.size()), dtype);
+  }, py::arg("y"), py::arg("x"), py::arg("a"), py::arg("b"),
+     "y = b*y + a*x in place (float32/float64), each product rounded as numpy would.");
 
   m.def("philox_fill", [](py::array out, int dtype, int kind, std::vector<int64_t> global_shape,
                           std::vector<int64_t> starts, uint64_t seed, uint64_t counter, double a, double b) {

@@ -52,16 +52,19 @@ def _matmul_backward(ctx, g):
     from .shape import squeeze, unsqueeze
     a, b = ctx.inputs
     if a.ndim == 1 and b.ndim == 1:
-        return g * b, g * a
+        return (g * b if a.requires_grad else None), (g * a if b.requires_grad else None)
     a2 = unsqueeze(a, 0) if a.ndim == 1 else a
     b2 = unsqueeze(b, -1) if b.ndim == 1 else b
     g2 = unsqueeze(g, -2) if a.ndim == 1 else g
     g2 = unsqueeze(g2, -1) if b.ndim == 1 else g2
-    da = matmul(g2, transpose(b2, -1, -2))
-    db = matmul(transpose(a2, -1, -2), g2)
-    da = squeeze(da, -2) if a.ndim == 1 else da
-    db = squeeze(db, -1) if b.ndim == 1 else db
-    return sum_to(da, a.shape), sum_to(db, b.shape)
+    da = db = None  # only for the inputs that need one: a matmul each
+    if a.requires_grad:
+        da = matmul(g2, transpose(b2, -1, -2))
+        da = sum_to(squeeze(da, -2) if a.ndim == 1 else da, a.shape)
+    if b.requires_grad:
+        db = matmul(transpose(a2, -1, -2), g2)
+        db = sum_to(squeeze(db, -1) if b.ndim == 1 else db, b.shape)
+    return da, db
 
 
 def transpose(x, d0, d1):

@@ -85,12 +85,12 @@ def _linear_backward(ctx, g):
     from .reduction import sum as _sum
     from .shape import reshape
     x, w = ctx.inputs[0], ctx.inputs[1]
-    dx = matmul(g, w)
-    g2, x2 = reshape(g, (-1, g.shape[-1])), reshape(x, (-1, x.shape[-1]))
-    dw = matmul(g2.T, x2)
+    dx = matmul(g, w) if x.requires_grad else None  # the first layer's input needs none
+    g2 = reshape(g, (-1, g.shape[-1]))
+    dw = matmul(g2.T, reshape(x, (-1, x.shape[-1]))) if w.requires_grad else None
     if len(ctx.inputs) == 2:
         return dx, dw
-    return dx, dw, _sum(g2, 0)
+    return dx, dw, (_sum(g2, 0) if ctx.inputs[2].requires_grad else None)
 
 
 @op("linear", _linear_rows, _linear_backward)

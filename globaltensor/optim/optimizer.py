@@ -3,6 +3,7 @@ tensors have the parameter's placement and SBP."""
 
 import numpy as np
 
+from .. import _C
 from ..ops.creation import zeros_like
 from ..sbp import partial_sum
 
@@ -79,6 +80,19 @@ def _no_partial(p, name):
                          f"convert the parameter to split or broadcast first")
 
 
+def _axpby(y, x, a, b):
+    """y = b * y + a * x in place: one fused pass in _C for float32/float64, numpy otherwise."""
+    if y.dtype in _FUSED and x.dtype == y.dtype and y.flags.c_contiguous and x.flags.c_contiguous:
+        _C.axpby(y, x, a, b)
+        return
+    if b != 1:
+        y *= b
+    y += a * x if a != 1 else x
+
+
+_FUSED = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 class SGD(Optimizer):
     """p -= lr * (g + weight_decay * p), with momentum (and Nesterov) buffers."""
 
@@ -94,7 +108,9 @@ class SGD(Optimizer):
         loss = closure() if closure is not None else None
         for group, p in self._params():
             w, g = p._local, p.grad._local
-            tmp = self._scratch(p)  # no fresh temporaries: large ones cost page faults every step
+            tmp = None
+            if group["weight_decay"] or group["nesterov"]:
+                tmp = self._scratch(p)  # no fresh temporaries: large ones cost page faults every step
             if group["weight_decay"]:
                 np.multiply(w, group["weight_decay"], out=tmp)
                 tmp += g
@@ -104,9 +120,8 @@ class SGD(Optimizer):
                 buf = st["momentum_buffer"]._local
                 if st["step"] == 0:
                     buf[...] = g
-                else:
-                    buf *= group["momentum"]
-                    buf += (1 - group["dampening"]) * g if group["dampening"] else g
+                else:  # buf = momentum * buf + (1 - dampening) * g
+                    _axpby(buf, g, 1 - group["dampening"], group["momentum"])
                 st["step"] += 1
                 if group["nesterov"]:  # g + momentum * buf
                     if g is tmp:
@@ -117,8 +132,7 @@ class SGD(Optimizer):
                     g = tmp
                 else:
                     g = buf
-            np.multiply(g, group["lr"], out=tmp)
-            w -= tmp
+            _axpby(w, g, -group["lr"], 1.0)
         return loss
 
 
