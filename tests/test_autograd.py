@@ -64,3 +64,24 @@ def test_backward_errors():
         gt.tensor([1.0]).backward()
     (x * 2).backward(gt.tensor([1.0, 1.0]))
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_backward_computes_only_the_gradients_inputs_need(monkeypatch):
+    from globaltensor.ops import registry
+    kernel = registry.REGISTRY["matmul"].kernel
+    calls = []
+    monkeypatch.setattr(registry.REGISTRY["matmul"], "kernel", lambda a, b: calls.append(1) or kernel(a, b))
+    x = gt.tensor(np.ones((4, 3), np.float32))              # data: no gradient wanted
+    layer = gt.nn.Linear(3, 2)
+    w = gt.tensor(np.ones((3, 5), np.float32), requires_grad=True)
+    gt.matmul(layer(x), gt.tensor(np.ones((2, 5), np.float32))).sum().backward()  # linear: dW only
+    (gt.matmul(x, w)).sum().backward()
+    # forward: 2 matmuls; backward: d(layer(x)), dW of the layer, dw. Not: the constant's, x's (twice)
+    assert len(calls) == 2 + 3 and x.grad is None
+    assert layer.weight.grad.dtype == gt.float32 and w.grad.shape == (3, 5)
+
+
+def test_leaf_gradient_has_the_leaf_dtype():
+    w = gt.tensor(np.ones(3, np.float32), requires_grad=True)
+    (w * gt.tensor(np.arange(3.0))).sum().backward()        # float64 data promotes the product
+    assert w.grad.dtype == gt.float32 and w.grad.numpy().tolist() == [0.0, 1.0, 2.0]

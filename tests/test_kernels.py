@@ -87,3 +87,25 @@ def test_half_sum_over_every_bit_pattern(dtype):
     _C.reduce_into(out, [a, b], code, 0)
     want = (a.astype(np.float32) + b.astype(np.float32)).astype(np_dtype)
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("a, b", [(-0.01, 1.0), (1.0, 0.9), (0.3, -2.5)])
+def test_axpby_has_numpys_rounding(dtype, a, b):
+    rng = np.random.default_rng(1)
+    y, x = rng.standard_normal(10_007).astype(dtype), rng.standard_normal(10_007).astype(dtype)
+    want = y.copy()
+    want *= b
+    want += a * x
+    _C.axpby(y, x, a, b)
+    assert np.array_equal(y, want)
+
+
+def test_axpby_rejects_what_it_cannot_do():
+    y = np.zeros(8, np.float32)
+    with pytest.raises(ValueError, match="overlap"):
+        _C.axpby(y[:4], y[2:6], 1.0, 1.0)
+    with pytest.raises(ValueError, match="match"):
+        _C.axpby(y, np.zeros(8, np.float64), 1.0, 1.0)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        _C.axpby(np.zeros(4, np.int32), np.zeros(4, np.int32), 1.0, 1.0)
