@@ -74,12 +74,21 @@ for rank, result in enumerate(dist.spawn(batches, nprocs=2)):
 
 
 # %% [markdown]
-# ## Accumulating without communicating
+# ## Buckets, overlap, and accumulating without communicating
+#
+# The partial gradients are not reduced one parameter at a time: backward packs them into
+# buckets of about 25 MB (`gt.distributed.set_bucket_size(mb)`) in the order they are
+# finished, and starts each bucket's all_reduce on a worker thread as soon as its last gradient
+# is done, while backward computes the earlier layers. Every rank starts the buckets in the
+# same order.
 #
 # Inside `model.no_sync()` backward keeps the partial gradients; the next backward outside it
 # reduces everything accumulated at once. Users with local tensors can wrap a module in
-# `gt.distributed.DataParallel` instead (gradients averaged after each backward, as in
-# PyTorch's DDP or Paddle's DataParallel).
+# `gt.distributed.DataParallel(module, comm_buffer_size=25, last_comm_buffer_size=1,
+# find_unused_parameters=False)` instead: the same buckets, with gradients averaged as in
+# PyTorch's DDP or Paddle's DataParallel. A parameter that a rank did not use contributes zeros;
+# `find_unused_parameters=True` finds such parameters when backward starts, so their buckets
+# do not wait until the end.
 
 # %%
 def accumulate():

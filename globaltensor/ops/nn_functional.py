@@ -96,7 +96,12 @@ def _linear_backward(ctx, g):
 @op("linear", _linear_rows, _linear_backward)
 def _linear(x, w, b=None):
     y = np.matmul(x, w.T)
-    return y if b is None else y + b
+    if b is not None:
+        if y.dtype == np.result_type(y, b) and y.shape == np.broadcast_shapes(y.shape, b.shape):
+            y += b  # y is fresh: add in place, no second output
+        else:
+            y = y + b
+    return y
 
 
 def linear(x, weight, bias=None):
