@@ -4,7 +4,8 @@
 
 toy: the OneFlow tutorial's ToyModel (Linear 10-20, ReLU, Linear 20-16), batch 20 per rank,
      MSE loss, SGD. mlp: Linear 1024-4096, ReLU, Linear 4096-1024, global batch 256.
-Iterations per second (forward, backward, optimizer step), median of 5 timed windows.
+Iterations per second (forward, backward, optimizer step), median of 5 timed windows. "one
+process" runs the same global batch in one process, numpy free to use both cores.
 """
 import argparse
 import os
@@ -32,7 +33,8 @@ def _rate(step, iters, barrier):
     return statistics.median(rates)
 
 
-def gt_worker(name, world):
+def gt_worker(name, world, batch_ranks=None):
+    """Iterations per second of globaltensor on `world` ranks (batch: per rank x batch_ranks)."""
     import globaltensor as gt
     import globaltensor.nn as nn
     from globaltensor import distributed as dist
@@ -44,8 +46,9 @@ def gt_worker(name, world):
         placement = gt.placement.all("cpu")
         model.to_global(placement, gt.sbp.broadcast)
         kwargs = {"placement": placement, "sbp": gt.sbp.split(0)}
-    x = gt.randn(batch * world, d_in, **kwargs)
-    y = gt.randn(batch * world, d_out, **kwargs)
+    rows = batch * (batch_ranks or world)
+    x = gt.randn(rows, d_in, **kwargs)
+    y = gt.randn(rows, d_out, **kwargs)
     opt = gt.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.MSELoss()
 
@@ -94,31 +97,44 @@ def torch_worker(name, kind, port):
 
 
 def _one_process(name):
-    return gt_worker(name, 1)
+    """The same global batch in one process (numpy may use both cores): the practical ceiling."""
+    return gt_worker(name, 1, batch_ranks=2)
+
+
+def _measure(name):
+    """One round: every system once, back to back."""
+    from globaltensor.distributed import spawn
+    r = {"one process": spawn(_one_process, args=(name,), nprocs=1, timeout=1800)[0],
+         "globaltensor DP": spawn(gt_worker, args=(name, 2), nprocs=2, timeout=1800)[0]}
+    for kind, label in (("ddp", "DDP gloo"), ("dtensor", "DTensor")):
+        try:
+            r[label], _ = run_torch_peer(torch_worker, (name, kind))
+        except Exception as exc:  # noqa: BLE001 - report, do not fail the table
+            r[label] = f"failed: {type(exc).__name__}"
+    return r
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=["toy", "mlp", "both"], default="both")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of all systems, interleaved (VMs are noisy)")
     p.add_argument("--json", default="benchmarks/results/training.json")
     args = p.parse_args()
-    from globaltensor.distributed import spawn
     names = ["toy", "mlp"] if args.model == "both" else [args.model]
     results, rows = {}, []
     for name in names:
-        r = {"one process": spawn(_one_process, args=(name,), nprocs=1, timeout=1800)[0],
-             "globaltensor DP": spawn(gt_worker, args=(name, 2), nprocs=2, timeout=1800)[0]}
-        for kind, label in (("ddp", "DDP gloo"), ("dtensor", "DTensor")):
-            try:
-                r[label], _ = run_torch_peer(torch_worker, (name, kind))
-            except Exception as exc:  # noqa: BLE001 - report, do not fail the table
-                r[label] = f"failed: {type(exc).__name__}"
-        results[name] = r
-        ddp = r.get("DDP gloo")
+        rounds = [_measure(name) for _ in range(args.rounds)]
+        r = {}
+        for label in rounds[0]:
+            values = [x[label] for x in rounds]
+            r[label] = statistics.median(values) if all(isinstance(v, float) for v in values) else values[-1]
+        ratios = [x["globaltensor DP"] / x["DDP gloo"] for x in rounds if isinstance(x["DDP gloo"], float)]
+        results[name] = dict(r, rounds=rounds, ratios=ratios)
         rows.append([name] + [f"{v:.1f}" if isinstance(v, float) else str(v) for v in r.values()] +
-                    [f"{r['globaltensor DP'] / ddp:.2f}x" if isinstance(ddp, float) else "-"])
-    print_table("iterations per second, 2 ranks", ["model", "one process", "globaltensor DP", "DDP gloo", "DTensor",
-                                                   "gt/DDP"], rows)
+                    ([f"{statistics.median(ratios):.2f}x", " ".join(f"{x:.2f}" for x in ratios)] if ratios else
+                     ["-", "-"]))
+    print_table(f"iterations per second, 2 ranks (median of {args.rounds} interleaved rounds)",
+                ["model", "one process", "globaltensor DP", "DDP gloo", "DTensor", "gt/DDP", "per round"], rows)
     write_json(args.json, results)
 
 

@@ -1,4 +1,5 @@
 """Autograd: a tape of nodes and a topological backward; gradients are ordinary (global) ops."""
+import collections
 import contextlib
 import weakref
 
@@ -32,10 +33,15 @@ def enable_grad():
 class Context:
     """What a backward sees: the op's inputs (tensors), outputs and static arguments."""
 
-    __slots__ = ("inputs", "outputs", "static", "backward")
+    __slots__ = ("inputs", "outputs", "static", "backward", "dests")
 
     def __init__(self, inputs, outputs, static, backward):
         self.inputs, self.outputs, self.static, self.backward = inputs, outputs, static, backward
+        self.dests = None
+
+    def dest(self, i):
+        """Where input i's gradient piece may be written (its gradient bucket), or None."""
+        return None if self.dests is None else self.dests[i]
 
 
 class Node:
@@ -188,12 +194,14 @@ def backward(tensor, gradient=None):
     if _sync[0]:
         plan = grad_buckets.plan_global(leaves_in_order, BUCKET_BYTES[0])
         if plan:
-            all_buckets.append(grad_buckets.Buckets(plan, grad_buckets.launch_global, grad_buckets.land_global))
+            all_buckets.append(grad_buckets.Buckets(plan, grad_buckets.launch_global, grad_buckets.land_global,
+                                                    grad_buckets.flat_buffers(plan)))
     for planner in list(bucket_planners):
         buckets = planner.plan_buckets(leaves_in_order, _sync[0])
         if buckets is not None:
             all_buckets.append(buckets)
     owner = {id(leaf): b for b in all_buckets for bucket in b.plan for leaf in bucket}
+    offered = _offer_destinations(order, owner)
     add = _ops().add
 
     def on_leaf(leaf, g):
@@ -205,6 +213,8 @@ def backward(tensor, gradient=None):
         buckets = owner.get(id(leaf))
         if buckets is not None:
             takes = g is not None and (leaf.is_local or grad_buckets.reducible_axes(leaf, g))
+            if not takes:
+                g = buckets.keep_out(leaf, g)  # before ready(): that may start the bucket's all_reduce
             buckets.ready(leaf, g if takes else None)
             if takes:
                 return
@@ -222,8 +232,34 @@ def backward(tensor, gradient=None):
         for buckets in all_buckets:
             buckets.abandon()
         raise
+    finally:
+        for ctx in offered:  # a later grad() over this graph must not write into the buckets
+            ctx.dests = None
     for buckets in all_buckets:
         buckets.finish()
+
+
+def _offer_destinations(order, owner):
+    """Point each context at the bucket views of its leaf inputs, so backward may write those
+    gradients in place: only leaves used once (nothing to add up) that have no .grad yet.
+    Returns the contexts given destinations."""
+    if not owner:
+        return ()
+    uses = collections.Counter(id(t) for ctx in order for t in ctx.inputs)
+    offered = []
+    for ctx in order:
+        dests = None
+        for j, t in enumerate(ctx.inputs):
+            buckets = owner.get(id(t))
+            if buckets is not None and t.grad is None and uses[id(t)] == 1:
+                view = buckets.dest(t)
+                if view is not None:
+                    dests = dests or [None] * len(ctx.inputs)
+                    dests[j] = view
+        if dests is not None:
+            ctx.dests = dests
+            offered.append(ctx)
+    return offered
 
 
 def no_sync():

@@ -3,6 +3,7 @@
 Decisions are cached per (op, placement, input SBPs, shapes, dtypes, static arguments), so
 a repeated op costs a dictionary lookup before its kernel.
 """
+import functools
 import itertools
 
 import numpy as np
@@ -105,16 +106,18 @@ def _check_placements(name, tensors):
                                f"move one with to_global(placement=...)")
 
 
-def apply(name, tensors, static=None, multi=False):
-    """Run op `name` on tensor inputs (local or global) with static keyword arguments."""
+def apply(name, tensors, static=None, multi=False, out=None):
+    """Run op `name` on tensor inputs (local or global) with static keyword arguments. `out`, a
+    hint: an array the kernel may write this rank's piece into (ops registered takes_out)."""
     opdef = REGISTRY[name]
     static = static or {}
+    kernel = opdef.kernel if out is None or not opdef.takes_out else functools.partial(opdef.kernel, out=out)
     if tensors[0]._placement is None:
         _check_placements(name, tensors)
-        out = opdef.kernel(*[t._local for t in tensors], **static)
-        outs = tuple(Tensor(np.asarray(o)) for o in (out if isinstance(out, tuple) else (out,)))
+        result = kernel(*[t._local for t in tensors], **static)
+        outs = tuple(Tensor(np.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
     else:
-        outs = _apply_global(opdef, tensors, static)
+        outs = _apply_global(opdef, kernel, tensors, static)
     if autograd._enabled[0]:
         for t in tensors:
             if t.requires_grad:
@@ -123,7 +126,7 @@ def apply(name, tensors, static=None, multi=False):
     return outs if multi else outs[0]
 
 
-def _apply_global(opdef, tensors, static):
+def _apply_global(opdef, kernel, tensors, static):
     """The cached path: one dict lookup keyed by interned layouts, box, kernel, wrap."""
     skey = _static_key(static) if static else ()
     if len(tensors) == 2:
@@ -145,7 +148,7 @@ def _apply_global(opdef, tensors, static):
     if not decision.participates:
         return tuple(Tensor._wrap(np.empty((0,) * max(1, len(lay.shape)), lay.dtype.np), lay)
                      for lay in decision.out_layouts)
-    out = opdef.kernel(*pieces, **static)
+    out = kernel(*pieces, **static)
     if decision.single:
         lay = decision.out_layouts[0]
         if type(out) is not np.ndarray:

@@ -1,5 +1,9 @@
 """Gradient buckets: backward files each finished gradient, and a bucket's all_reduce starts on
 the group's worker thread as soon as its last gradient is in, while backward goes on."""
+import math
+import sys
+import weakref
+
 import numpy as np
 
 from .distributed import collectives
@@ -22,13 +26,60 @@ def pack(leaves, nbytes, limits):
     return buckets
 
 
+class FlatBuffer:
+    """A bucket's gradient pieces side by side in one shared-memory array, kept from step to step:
+    backward writes a leaf's gradient straight into its view and the all_reduce runs in place
+    (no packing copy, no fresh pages). Reused only while nobody else holds a view of it."""
+
+    def __init__(self, leaves):
+        shapes = [leaf._local.shape for leaf in leaves]
+        sizes = [math.prod(shape) for shape in shapes]
+        self.flat = collectives.empty_shared((sum(sizes),), leaves[0]._local.dtype)
+        self.views, start = [], 0
+        for shape, n in zip(shapes, sizes):
+            self.views.append(self.flat[start:start + n].reshape(shape))
+            start += n
+        self.index = {id(leaf): j for j, leaf in enumerate(leaves)}
+        self._leaves = [weakref.ref(leaf) for leaf in leaves]
+        self._owner = self.flat if self.flat.base is None else self.flat.base  # every view refers to it
+        self._baseline = sys.getrefcount(self._owner)
+
+    def in_use(self):
+        """True while a view handed out earlier (a .grad, a user's slice of one) is still alive."""
+        return sys.getrefcount(self._owner) > self._baseline
+
+    def alive(self):
+        return all(ref() is not None for ref in self._leaves)
+
+
+_flat_cache = {}  # (leaf ids, local shapes, dtype) -> FlatBuffer
+
+
+def flat_buffers(plan):
+    """One FlatBuffer per bucket of the plan: the cached one when free, else a new one."""
+    flats = []
+    for bucket in plan:
+        key = (tuple(id(leaf) for leaf in bucket), tuple(leaf._local.shape for leaf in bucket),
+               bucket[0]._local.dtype.str)
+        flat = _flat_cache.get(key)
+        if flat is None or flat.in_use() or not flat.alive():
+            if flat is None and len(_flat_cache) >= 64:  # leaves of models gone: forget their buffers
+                for k in [k for k, v in _flat_cache.items() if not v.alive()]:
+                    del _flat_cache[k]
+            flat = _flat_cache[key] = FlatBuffer(bucket)
+        flats.append(flat)
+    return flats
+
+
 class Buckets:
     """One backward's buckets. ready(leaf, g) files a finished gradient (None when the leaf got
     none); buckets start in plan order on every rank, each once all its leaves are in; finish()
-    starts the rest, waits, and lands each reduced gradient."""
+    starts the rest, waits, and lands each reduced gradient. With flats (one FlatBuffer per
+    bucket), dest(leaf) is where backward may write the leaf's gradient piece."""
 
-    def __init__(self, plan, launch, land):
+    def __init__(self, plan, launch, land, flats=None):
         self.plan, self._launch, self._land = plan, launch, land
+        self._flats = flats if flats is not None else [None] * len(plan)
         self._bucket_of = {id(leaf): i for i, bucket in enumerate(plan) for leaf in bucket}
         self._grads = [{} for _ in plan]
         self._missing = [len(bucket) for bucket in plan]
@@ -36,6 +87,17 @@ class Buckets:
 
     def owns(self, leaf):
         return id(leaf) in self._bucket_of
+
+    def dest(self, leaf):
+        flat = self._flats[self._bucket_of[id(leaf)]]
+        return None if flat is None else flat.views[flat.index[id(leaf)]]
+
+    def keep_out(self, leaf, g):
+        """g, or a copy of it when it lies in the leaf's bucket view: a gradient the bucket does
+        not reduce must not be caught by the in-place all_reduce of its neighbours."""
+        if g is None or g._local is not self.dest(leaf):
+            return g
+        return Tensor(g._local.copy(), g.shape, g.dtype, g.placement, g.sbp)
 
     def ready(self, leaf, g):
         i = self._bucket_of[id(leaf)]
@@ -46,7 +108,7 @@ class Buckets:
 
     def _start_next(self):
         i = len(self._started)
-        self._started.append(self._launch(self.plan[i], self._grads[i]))
+        self._started.append(self._launch(self.plan[i], self._grads[i], self._flats[i]))
 
     def finish(self):
         while len(self._started) < len(self.plan):
@@ -94,8 +156,9 @@ def plan_global(leaves_in_order, limit):
     return plan
 
 
-def launch_global(bucket, grads):
-    """Pack the bucket's partial gradients per reduced axes; one all_reduce_async each."""
+def launch_global(bucket, grads, flat=None):
+    """One all_reduce_async per reduced axes: in place in the bucket's FlatBuffer when every leaf
+    has a gradient reduced over the same axes (the usual case), else packed afresh per axes."""
     by_axes = {}
     for leaf in bucket:
         g = grads.get(id(leaf))
@@ -108,11 +171,24 @@ def launch_global(bucket, grads):
         if coord is None:  # this rank holds no piece: nothing to reduce
             pending.append((None, None, items))
             continue
-        flat = collectives.empty_shared((sum(g._local.size for _, g in items),), items[0][1]._local.dtype)
-        np.concatenate([g._local.reshape(-1) for _, g in items], out=flat)
+        if flat is not None and len(items) == len(bucket):
+            buffer = fill(flat, {id(leaf): g._local for leaf, g in items})
+        else:
+            buffer = collectives.empty_shared((sum(g._local.size for _, g in items),), items[0][1]._local.dtype)
+            np.concatenate([g._local.reshape(-1) for _, g in items], out=buffer)
         group = _group(placement.axes_ranks(axes, coord))
-        pending.append((collectives.all_reduce_async(flat, group=group), flat, items))
+        pending.append((collectives.all_reduce_async(buffer, group=group), buffer, items))
     return pending
+
+
+def fill(flat, pieces):
+    """Copy each gradient piece ({id(leaf): array}) into its view of the FlatBuffer, unless
+    backward wrote it there already."""
+    for key, piece in pieces.items():
+        view = flat.views[flat.index[key]]
+        if piece is not view:
+            np.copyto(view, piece)
+    return flat.flat
 
 
 def land_global(pending):

@@ -51,7 +51,7 @@ def test_all_reduce_async_rejects_bad_input_before_communicating():
 def test_buckets_start_in_plan_order_once_complete():
     a, b, c, d = (gt.zeros(1) for _ in range(4))
     started, landed = [], []
-    buckets = grad_buckets.Buckets([[a, b], [c], [d]], lambda bucket, grads: started.append(len(bucket))
+    buckets = grad_buckets.Buckets([[a, b], [c], [d]], lambda bucket, grads, flat: started.append(len(bucket))
                                    or dict(grads), landed.append)
     buckets.ready(c, "gc")          # bucket 1 is complete, but bucket 0 starts first
     assert started == []
@@ -151,3 +151,88 @@ def test_data_parallel_parameters_unused_on_some_ranks(find_unused):
         assert counts["all_reduce"] == 6                      # one bucket per parameter (tiny buckets)
         for got, p in zip(grads, model.parameters()):
             np.testing.assert_allclose(got, p.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _in_bucket_steps():
+    """Three data-parallel steps; which gradients live in their bucket, and what a held one keeps."""
+    placement = gt.placement("cpu", [0, 1])
+    gt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).to_global(placement, B)
+    x = gt.randn(8, 16, placement=placement, sbp=S0)
+    y = gt.randn(8, 8, placement=placement, sbp=S0)
+    report = {}
+
+    def step():
+        nn.MSELoss()(model(x), y).backward()
+        return [p.grad._local for p in model.parameters()]   # this rank's pieces
+
+    first = step()
+    flats = list(grad_buckets._flat_cache.values())
+    report["in_bucket"] = [any(np.shares_memory(g, f.flat) for f in flats) for g in first]
+    bases = [g.ctypes.data for g in first]
+    held = model[0].weight.grad            # the user keeps a gradient: the next step may not write over it
+    held_values = held._local.copy()
+    model.zero_grad()
+    del first, flats
+    second = step()
+    report["held_kept"] = bool(np.array_equal(held._local, held_values))
+    report["second_moved"] = [g.ctypes.data != b for g, b in zip(second, bases)]
+    del held, second
+    model.zero_grad()
+    third = [g.ctypes.data for g in step()]
+    model.zero_grad()
+    report["reused"] = third == [g.ctypes.data for g in step()]   # nothing held: the same buffers again
+    report["grad"] = model[0].weight.grad.numpy()
+    return report
+
+
+def test_gradients_are_written_into_their_bucket():
+    report = run_ranks(_in_bucket_steps, 2)[0]
+    # both weights come from a matmul that writes into the bucket; biases are copied in
+    assert report["in_bucket"] == [True, True, True, True]
+    assert report["held_kept"] and all(report["second_moved"])
+    assert report["reused"]
+    gt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
+    x = gt.randn(8, 16)
+    nn.MSELoss()(model(x), gt.randn(8, 8)).backward()
+    np.testing.assert_allclose(report["grad"], model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _tied_and_grad_after_backward():
+    placement = gt.placement("cpu", [0, 1])
+    gt.manual_seed(0)
+    w = gt.randn(6, 6, placement=placement, sbp=B, requires_grad=True)
+    x = gt.randn(4, 6, placement=placement, sbp=S0)
+    y = gt.matmul(gt.matmul(x, w), w)                # one leaf used twice: its two parts are added
+    y.sum().backward()
+    tied = w.grad.numpy()
+    bucket = w.grad._local
+    before = bucket.copy()
+    z = gt.matmul(x, w).sum()
+    (gw,) = gt.autograd.grad(z, [w])                  # grad() never writes into a bucket
+    return tied, bool(np.array_equal(bucket, before)), gw.numpy()
+
+
+def test_tied_weights_and_grad_after_backward():
+    tied, untouched, gw = run_ranks(_tied_and_grad_after_backward, 2)[0]
+    gt.manual_seed(0)
+    w = gt.randn(6, 6, requires_grad=True)
+    x = gt.randn(4, 6)
+    gt.matmul(gt.matmul(x, w), w).sum().backward()
+    np.testing.assert_allclose(tied, w.grad.numpy(), rtol=1e-5, atol=1e-5)
+    assert untouched
+    np.testing.assert_allclose(gw, x.numpy().sum(0)[:, None] * np.ones((1, 6)), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_writes_into_out_only_when_it_fits():
+    from globaltensor.dispatch import apply
+    a, b = gt.tensor(np.arange(6.0).reshape(2, 3)), gt.tensor(np.ones((3, 4)))
+    out = np.empty((2, 4))
+    r = apply("matmul", [a, b], out=out)
+    assert r._local is out and np.array_equal(out, np.arange(6.0).reshape(2, 3) @ np.ones((3, 4)))
+    for wrong in (np.empty((4, 2)), np.empty((2, 4), np.float32)):   # other shape or dtype: a fresh array
+        r = apply("matmul", [a, b], out=wrong)
+        assert r._local is not wrong and np.array_equal(r.numpy(), out)
+    r = apply("relu", [a], out=np.empty((2, 3)))      # an op without out= ignores the hint
+    assert np.array_equal(r.numpy(), np.maximum(a.numpy(), 0))

