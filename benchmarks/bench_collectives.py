@@ -106,7 +106,7 @@ def run_mpi(sizes):
     os.unlink(path)
     import mpi4py
     from mpi4py import MPI
-    return data, f"{MPI.Get_library_version().splitlines()[0].strip()} (mpi4py {mpi4py.__version__})"
+    return data, f"{MPI.Get_library_version().splitlines()[0].strip().strip(chr(0))} (mpi4py {mpi4py.__version__})"
 
 
 def run_gloo(sizes):
