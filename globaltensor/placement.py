@@ -17,6 +17,9 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
     def __init__(self, type, ranks):  # noqa: A002 - OneFlow's keyword
         if type not in _TYPES:
             raise ValueError(f"placement type must be one of {_TYPES}, got {type!r}")
+        if type == "cuda":
+            from .backends import cuda
+            cuda.require(f"placement(\"cuda\", {ranks!r})")
         try:
             array = np.array(ranks, dtype=np.int64)
         except (ValueError, TypeError):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import globaltensor as gt
+from globaltensor.backends import cuda
 from globaltensor import _C, layout
 from globaltensor.sbp import normalize
 
@@ -50,7 +51,11 @@ def test_nested_splits_follow_mesh_axis_order():
 def test_placement_value_semantics():
     a, b = gt.placement("cpu", [0]), gt.placement(type="cpu", ranks=np.array([0]))
     assert a == b and hash(a) == hash(b) and len({a, b}) == 1
-    assert a != gt.placement("cuda", [0])
+    if cuda.is_available():
+        assert a != gt.placement("cuda", [0])
+    else:  # a cuda placement on a machine without a GPU: a clear error at creation
+        with pytest.raises(RuntimeError, match=r'placement\("cuda", \[0\]\) needs a CUDA GPU, but '):
+            gt.placement("cuda", [0])
     assert a.type == "cpu" and a.ranks.tolist() == [0] and a.hierarchy == (1,)
     assert repr(a) == 'gt.placement(type="cpu", ranks=[0])'
     assert eval(repr(a), {"gt": gt}) == a and pickle.loads(pickle.dumps(a)) == a

@@ -1,0 +1,1 @@
+"""Device backends: what a placement type needs from its device (today: cuda's driver probe)."""
