@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "../kernels/axpby.h"
+#ifdef GLOBALTENSOR_WITH_CUDA
+#include "../kernels/cuda_ipc.h"
+#endif
 #include "../kernels/group.h"
 #include "../kernels/philox.h"
 #include "../kernels/reduce.h"
@@ -55,6 +58,43 @@ std::vector<uint64_t> byte_counts(const std::vector<int64_t>& counts, int k, con
   return out;
 }
 
+#ifdef GLOBALTENSOR_WITH_CUDA
+// _C.cuda: device memory, IPC handles and the reduction of the IPC all-reduce. Device
+// pointers and streams are Python ints; every call raises RuntimeError with CUDA's words.
+void bind_cuda(py::module_& m) {
+  namespace cu = gt::cuda;
+  auto c = m.def_submodule("cuda", "CUDA kernels (built with nvcc); pointers and streams are ints");
+  c.def("device_count", &cu::device_count, "GPUs visible to this process (0 without a driver).");
+  c.def("set_device", &cu::set_device, py::arg("device"));
+  c.def("malloc", [](size_t n) { return reinterpret_cast<uintptr_t>(cu::malloc_device(n)); }, py::arg("nbytes"));
+  c.def("free", [](uintptr_t p) { cu::free_device(reinterpret_cast<void*>(p)); }, py::arg("ptr"));
+  c.def("ipc_handle", [](uintptr_t p) {
+    char h[cu::kIpcHandleBytes];
+    cu::ipc_handle(reinterpret_cast<void*>(p), h);
+    return py::bytes(h, cu::kIpcHandleBytes);
+  }, py::arg("ptr"), "The 64-byte IPC handle of a cudaMalloc'd pointer.");
+  c.def("ipc_open", [](py::bytes handle) {
+    std::string h = handle;
+    if (h.size() != size_t(cu::kIpcHandleBytes)) throw py::value_error("an IPC handle has 64 bytes");
+    return reinterpret_cast<uintptr_t>(cu::ipc_open(h.data()));
+  }, py::arg("handle"), "Map another process's device buffer; returns its pointer here.");
+  c.def("ipc_close", [](uintptr_t p) { cu::ipc_close(reinterpret_cast<void*>(p)); }, py::arg("ptr"));
+  c.def("copy_async", [](uintptr_t dst, uintptr_t src, size_t n, uintptr_t stream) {
+    cu::copy_async(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, stream);
+  }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream"));
+  c.def("reduce_sum_async", [](uintptr_t dst, std::vector<uintptr_t> srcs, size_t count, int dtype, uintptr_t stream) {
+    std::vector<const void*> ptrs;
+    for (auto p : srcs) ptrs.push_back(reinterpret_cast<const void*>(p));
+    cu::reduce_sum_async(reinterpret_cast<void*>(dst), ptrs.data(), int(ptrs.size()), count, dtype, stream);
+  }, py::arg("dst"), py::arg("srcs"), py::arg("count"), py::arg("dtype"), py::arg("stream"),
+     "dst = srcs[0] + srcs[1] + ... in that order (half types accumulate in float32).");
+  c.def("synchronize", [](uintptr_t stream) {
+    py::gil_scoped_release r;
+    cu::synchronize(stream);
+  }, py::arg("stream"));
+}
+#endif
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -63,6 +103,12 @@ PYBIND11_MODULE(_C, m) {
   auto base_error = py::register_exception<gt::CollectiveError>(m, "CollectiveError", PyExc_RuntimeError);
   py::register_exception<gt::CollectiveTimeout>(m, "CollectiveTimeoutError", base_error);
   py::register_exception<gt::ShmExhausted>(m, "SharedMemoryExhausted", PyExc_MemoryError);
+#ifdef GLOBALTENSOR_WITH_CUDA
+  bind_cuda(m);
+  m.attr("with_cuda") = true;
+#else
+  m.attr("with_cuda") = false;
+#endif
 
   m.def("reduce_into", [](py::array out, std::vector<py::array> srcs, int dtype, int redop, bool nontemporal) {
     View o = contiguous(out, "out", true);
