@@ -3,6 +3,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 
 from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
@@ -37,7 +38,19 @@ def want_cuda(cuda_sources):
     return home
 
 
-def compile_cuda(home, sources, out_dir):
+NEEDS_CUBLAS = {"kernels/cuda_linear.cu"}  # compiled only where cublasLt.h is found
+
+
+def cublas_include(home):
+    """The folder holding cublasLt.h: GLOBALTENSOR_CUBLAS_INCLUDE, the toolkit's include folder, or
+    an nvidia-cublas wheel's (nvidia/cu13/include, nvidia/cublas/include) on sys.path; else None."""
+    candidates = [os.environ.get("GLOBALTENSOR_CUBLAS_INCLUDE"), os.path.join(home, "include")]
+    for base in sys.path:
+        candidates += [os.path.join(base, "nvidia", "cu13", "include"), os.path.join(base, "nvidia", "cublas", "include")]
+    return next((d for d in filter(None, candidates) if os.path.exists(os.path.join(d, "cublasLt.h"))), None)
+
+
+def compile_cuda(home, sources, out_dir, include_dirs):
     """nvcc each source for sm_ARCH plus PTX (GLOBALTENSOR_CUDA_ARCH, default 90); the objects."""
     arch = os.environ.get("GLOBALTENSOR_CUDA_ARCH", "90")
     os.makedirs(out_dir, exist_ok=True)
@@ -46,7 +59,7 @@ def compile_cuda(home, sources, out_dir):
         obj = os.path.join(out_dir, os.path.basename(src) + ".o")
         cmd = [os.path.join(home, "bin", "nvcc"), "-c", src, "-o", obj, "-O3", "-std=c++17",
                "--compiler-options", "-fPIC", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-               f"-gencode=arch=compute_{arch},code=compute_{arch}"]
+               f"-gencode=arch=compute_{arch},code=compute_{arch}"] + [f"-I{d}" for d in include_dirs]
         print(" ".join(cmd))
         subprocess.check_call(cmd)
         objects.append(obj)
@@ -61,9 +74,14 @@ class BuildExt(build_ext):
     def build_extension(self, ext):
         cuda_sources = sorted(glob.glob("kernels/*.cu"))
         home = want_cuda(cuda_sources)
+        cublas = cublas_include(home) if home else None
+        if home and cublas is None:
+            print("note: cublasLt.h not found; building CUDA without cuBLASLt (set GLOBALTENSOR_CUBLAS_INCLUDE)")
+            cuda_sources = [s for s in cuda_sources if s not in NEEDS_CUBLAS]
         if home:
             try:
-                ext.extra_objects += compile_cuda(home, cuda_sources, os.path.join(self.build_temp, "cuda"))
+                ext.extra_objects += compile_cuda(home, cuda_sources, os.path.join(self.build_temp, "cuda"),
+                                                  [cublas] if cublas else [])
             except subprocess.CalledProcessError:
                 if os.environ.get("GLOBALTENSOR_BUILD_CUDA", "auto").lower() != "auto":
                     raise
@@ -71,6 +89,9 @@ class BuildExt(build_ext):
                 home = None
         if home:
             ext.define_macros.append(("GLOBALTENSOR_WITH_CUDA", "1"))
+            if cublas:
+                ext.define_macros.append(("GLOBALTENSOR_WITH_CUBLASLT", "1"))
+                ext.include_dirs.append(cublas)
             ext.include_dirs.append(os.path.join(home, "include"))
             ext.library_dirs.append(os.path.join(home, "lib64"))
             ext.libraries += ["cudart_static", "dl", "rt", "pthread"]

@@ -12,6 +12,9 @@
 #ifdef GLOBALTENSOR_WITH_CUDA
 #include "../kernels/cuda_ipc.h"
 #endif
+#ifdef GLOBALTENSOR_WITH_CUBLASLT
+#include "../kernels/cuda_linear.h"
+#endif
 #include "../kernels/group.h"
 #include "../kernels/philox.h"
 #include "../kernels/reduce.h"
@@ -92,6 +95,30 @@ void bind_cuda(py::module_& m) {
     py::gil_scoped_release r;
     cu::synchronize(stream);
   }, py::arg("stream"));
+#ifdef GLOBALTENSOR_WITH_CUBLASLT
+  c.def("load_cublaslt", &cu::load_cublaslt, py::arg("path") = std::string(),
+        "Open libcublasLt (a path, or the loader's search); False when it is not there.");
+  c.def("matmul", [](uintptr_t c_, uintptr_t a, uintptr_t b, int64_t m, int64_t n, int64_t k, int dtype, bool tf32,
+                     uintptr_t stream) {
+    cu::matmul(reinterpret_cast<void*>(c_), reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b), m, n, k,
+               dtype, tf32, stream);
+  }, py::arg("c"), py::arg("a"), py::arg("b"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("dtype"),
+     py::arg("tf32"), py::arg("stream"), "c (m x n) = a (m x k) @ b (k x n), row-major, through cuBLASLt.");
+  c.def("linear_forward", [](uintptr_t y, uintptr_t x, uintptr_t w, uintptr_t bias, int64_t m, int64_t n, int64_t k,
+                             int dtype, int activation, bool tf32, uintptr_t stream) {
+    cu::linear_forward(reinterpret_cast<void*>(y), reinterpret_cast<const void*>(x), reinterpret_cast<const void*>(w),
+                       reinterpret_cast<const void*>(bias), m, n, k, dtype, activation, tf32, stream);
+  }, py::arg("y"), py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("m"), py::arg("n"), py::arg("k"),
+     py::arg("dtype"), py::arg("activation"), py::arg("tf32"), py::arg("stream"),
+     "y = act(x @ w.T + bias) in one cuBLASLt call (bias 0: none; activation 0 identity, 1 relu, 2 gelu-tanh).");
+  c.def("linear_weight_grad", [](uintptr_t dw, uintptr_t dbias, uintptr_t g, uintptr_t x, int64_t m, int64_t n,
+                                 int64_t k, int dtype, bool tf32, uintptr_t stream) {
+    cu::linear_weight_grad(reinterpret_cast<void*>(dw), reinterpret_cast<void*>(dbias), reinterpret_cast<const void*>(g),
+                           reinterpret_cast<const void*>(x), m, n, k, dtype, tf32, stream);
+  }, py::arg("dw"), py::arg("dbias"), py::arg("g"), py::arg("x"), py::arg("m"), py::arg("n"), py::arg("k"),
+     py::arg("dtype"), py::arg("tf32"), py::arg("stream"),
+     "dw = g.T @ x, and dbias = g summed over rows in the same call (dbias 0: none).");
+#endif
 }
 #endif
 
@@ -108,6 +135,11 @@ PYBIND11_MODULE(_C, m) {
   m.attr("with_cuda") = true;
 #else
   m.attr("with_cuda") = false;
+#endif
+#ifdef GLOBALTENSOR_WITH_CUBLASLT
+  m.attr("with_cublaslt") = true;
+#else
+  m.attr("with_cublaslt") = false;
 #endif
 
   m.def("reduce_into", [](py::array out, std::vector<py::array> srcs, int dtype, int redop, bool nontemporal) {

@@ -1,0 +1,106 @@
+"""Local kernels on cupy arrays through _C.cuda (cuBLASLt): matmul, the fused linear layer
+(matmul + bias + ReLU or tanh-GELU in one call) and its weight gradient with the bias gradient
+fused. Arrays are 2-D, C-contiguous, of one dtype; bfloat16 travels as uint16 with dtype=."""
+import glob
+import os
+import sys
+
+from .. import _C
+
+ACTIVATIONS = {"identity": 0, "relu": 1, "gelu_tanh": 2}
+_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
+_loaded = []
+
+
+def cublaslt_path():
+    """$GLOBALTENSOR_CUBLASLT_LIBRARY, else libcublasLt of an nvidia-cublas wheel on sys.path, else
+    "" (the loader's search path)."""
+    if os.environ.get("GLOBALTENSOR_CUBLASLT_LIBRARY"):
+        return os.environ["GLOBALTENSOR_CUBLASLT_LIBRARY"]
+    for base in sys.path:
+        for sub in (("nvidia", "cu13", "lib"), ("nvidia", "cublas", "lib")):
+            found = sorted(glob.glob(os.path.join(base or ".", *sub, "libcublasLt.so*")))
+            if found:
+                return found[0]
+    return ""
+
+
+def _ready():
+    if not getattr(_C, "with_cublaslt", False):
+        raise RuntimeError("globaltensor._C was built without cuBLASLt: reinstall where cublasLt.h is found "
+                           "(the CUDA toolkit, or GLOBALTENSOR_CUBLAS_INCLUDE) with GLOBALTENSOR_BUILD_CUDA=1")
+    if not _loaded:
+        path = cublaslt_path()
+        if not _C.cuda.load_cublaslt(path):
+            raise RuntimeError(f"libcublasLt could not be opened ({path or 'loader search path'}); "
+                               "pip install nvidia-cublas, or set GLOBALTENSOR_CUBLASLT_LIBRARY")
+        _loaded.append(path)
+
+
+def _code(arrays, dtype):
+    names = {a.dtype.name for a in arrays if a is not None}
+    if len(names) != 1:
+        raise TypeError(f"the arrays must share one dtype, got {sorted(names)}")
+    name = dtype if dtype is not None else names.pop()
+    if name not in _CODES:
+        raise TypeError(f"cuBLASLt kernels take {sorted(_CODES)}, got {name}")
+    return _CODES[name]
+
+
+def _matrix(a, name, shape=None):
+    if a.ndim != 2 or not a.flags.c_contiguous:
+        raise ValueError(f"{name} must be a 2-D C-contiguous array, got shape {a.shape}")
+    if shape is not None and tuple(a.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(a.shape)}; {shape} expected")
+    return a.data.ptr
+
+
+def _stream():
+    import cupy
+    return cupy.cuda.get_current_stream().ptr
+
+
+def matmul(a, b, tf32=False, dtype=None):
+    """a (m x k) @ b (k x n)."""
+    import cupy
+    _ready()
+    code = _code([a, b], dtype)
+    m, k = a.shape
+    n = b.shape[1]
+    pa, pb = _matrix(a, "a"), _matrix(b, "b", (k, n))
+    c = cupy.empty((m, n), a.dtype)
+    _C.cuda.matmul(c.data.ptr, pa, pb, m, n, k, code, tf32, _stream())
+    return c
+
+
+def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
+    """act(x (m x k) @ w.T + bias), w (n x k); one cuBLASLt call. activation: identity, relu or
+    gelu_tanh (cuBLASLt's GELU is the tanh approximation)."""
+    import cupy
+    _ready()
+    code = _code([x, w, bias], dtype)
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+    m, k = x.shape
+    n = w.shape[0]
+    px, pw = _matrix(x, "x"), _matrix(w, "w", (n, k))
+    if bias is not None and (bias.shape != (n,) or not bias.flags.c_contiguous):
+        raise ValueError(f"bias must be a contiguous vector of {n}, got shape {bias.shape}")
+    y = cupy.empty((m, n), x.dtype)
+    _C.cuda.linear_forward(y.data.ptr, px, pw, 0 if bias is None else bias.data.ptr, m, n, k, code,
+                           ACTIVATIONS[activation], tf32, _stream())
+    return y
+
+
+def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
+    """(g.T @ x, g summed over rows or None) for g (m x n), x (m x k): one cuBLASLt call."""
+    import cupy
+    _ready()
+    code = _code([g, x], dtype)
+    m, n = g.shape
+    k = x.shape[1]
+    pg, px = _matrix(g, "g"), _matrix(x, "x", (m, k))
+    dw = cupy.empty((n, k), g.dtype)
+    db = cupy.empty((n,), g.dtype) if bias_grad else None
+    _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, pg, px, m, n, k, code, tf32, _stream())
+    return dw, db
