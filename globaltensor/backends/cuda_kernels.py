@@ -26,6 +26,7 @@ def cublaslt_path():
 
 
 def _ready():
+    """cupy, once _C has cuBLASLt and libcublasLt is open; RuntimeError saying what is missing."""
     if not getattr(_C, "with_cublaslt", False):
         raise RuntimeError("globaltensor._C was built without cuBLASLt: reinstall where cublasLt.h is found "
                            "(the CUDA toolkit, or GLOBALTENSOR_CUBLAS_INCLUDE) with GLOBALTENSOR_BUILD_CUDA=1")
@@ -35,6 +36,8 @@ def _ready():
             raise RuntimeError(f"libcublasLt could not be opened ({path or 'loader search path'}); "
                                "pip install nvidia-cublas, or set GLOBALTENSOR_CUBLASLT_LIBRARY")
         _loaded.append(path)
+    import cupy
+    return cupy
 
 
 def _code(arrays, dtype):
@@ -62,8 +65,7 @@ def _stream():
 
 def matmul(a, b, tf32=False, dtype=None):
     """a (m x k) @ b (k x n)."""
-    import cupy
-    _ready()
+    cupy = _ready()
     code = _code([a, b], dtype)
     m, k = a.shape
     n = b.shape[1]
@@ -76,8 +78,7 @@ def matmul(a, b, tf32=False, dtype=None):
 def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
     """act(x (m x k) @ w.T + bias), w (n x k); one cuBLASLt call. activation: identity, relu or
     gelu_tanh (cuBLASLt's GELU is the tanh approximation)."""
-    import cupy
-    _ready()
+    cupy = _ready()
     code = _code([x, w, bias], dtype)
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
@@ -94,8 +95,7 @@ def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
 
 def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
     """(g.T @ x, g summed over rows or None) for g (m x n), x (m x k): one cuBLASLt call."""
-    import cupy
-    _ready()
+    cupy = _ready()
     code = _code([g, x], dtype)
     m, n = g.shape
     k = x.shape[1]
