@@ -135,3 +135,57 @@ def test_agrees_with_cupy_nccl():
                    cupy.cuda.get_current_stream().ptr)
     cupy.cuda.get_current_stream().synchronize()
     assert cupy.array_equal(ours, theirs)
+
+
+class FakeNccl:
+    """Stands in for Library: calls succeed, ncclCommGetAsyncError reports the given states."""
+
+    def __init__(self, states):
+        self._lib, self.states, self.aborted = self, list(states), False
+
+    def call(self, name, *args, comm=None):
+        return 0
+
+    def ncclCommGetAsyncError(self, handle, state):
+        state._obj.value = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        return 0
+
+    def ncclCommAbort(self, handle):
+        self.aborted = True
+
+    def explain(self, code, comm=None):
+        return f"ncclInternalError ({code})"
+
+
+class DictStore:
+    def __init__(self):
+        self.data = {}
+
+    def set(self, key, value):
+        self.data[key] = bytes(value)
+
+    def get(self, key):
+        return self.data[key]
+
+    def check(self, keys):
+        return [k in self.data for k in keys]
+
+
+def test_a_collective_that_never_completes_times_out_names_the_missing_and_aborts():
+    store, lib = DictStore(), FakeNccl([0, 7])            # init succeeds, then in progress forever
+    comm = pynccl.Communicator(lib, [3, 5, 7], 3, bytes(128), timeout=1.3, store=store, key="nccl/t/0")
+    store.set("nccl/t/0/at/1", b"1")                      # rank 5 reached this call too, rank 7 never did
+    with pytest.raises(pynccl.CollectiveTimeoutError, match=r"all_reduce on ranks \[3, 5, 7\]: timed out after "
+                       r"1\.\d s; rank\(s\) \[7\] did not arrive"):
+        comm.all_reduce(FakeCudaArray((4,)), sync=False)
+    assert lib.aborted and store.data["nccl/t/0/at/0"] == b"1"   # it published its own progress
+    with pytest.raises(pynccl.CollectiveError, match="can no longer be used: all_reduce timed out"):
+        comm.all_reduce(FakeCudaArray((4,)), sync=False)
+
+
+def test_an_asynchronous_nccl_error_raises_with_its_text_and_aborts():
+    lib = FakeNccl([0, 3])
+    comm = pynccl.Communicator(lib, [0], 0, bytes(128), timeout=5)
+    with pytest.raises(pynccl.NCCLError, match=r"NCCL broadcast on ranks \[0\]: ncclInternalError \(3\)"):
+        comm.broadcast(FakeCudaArray((8,)), src=0, sync=False)
+    assert lib.aborted
