@@ -65,11 +65,10 @@ def _stream():
 
 def matmul(a, b, tf32=False, dtype=None):
     """a (m x k) @ b (k x n)."""
-    cupy = _ready()
-    code = _code([a, b], dtype)
-    m, k = a.shape
-    n = b.shape[1]
-    pa, pb = _matrix(a, "a"), _matrix(b, "b", (k, n))
+    cupy, code = _ready(), _code([a, b], dtype)
+    pa = _matrix(a, "a")
+    (m, k), n = a.shape, b.shape[-1]
+    pb = _matrix(b, "b", (k, n))
     c = cupy.empty((m, n), a.dtype)
     _C.cuda.matmul(c.data.ptr, pa, pb, m, n, k, code, tf32, _stream())
     return c
@@ -78,13 +77,12 @@ def matmul(a, b, tf32=False, dtype=None):
 def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
     """act(x (m x k) @ w.T + bias), w (n x k); one cuBLASLt call. activation: identity, relu or
     gelu_tanh (cuBLASLt's GELU is the tanh approximation)."""
-    cupy = _ready()
-    code = _code([x, w, bias], dtype)
+    cupy, code = _ready(), _code([x, w, bias], dtype)
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    m, k = x.shape
-    n = w.shape[0]
-    px, pw = _matrix(x, "x"), _matrix(w, "w", (n, k))
+    px = _matrix(x, "x")
+    (m, k), n = x.shape, w.shape[0]
+    pw = _matrix(w, "w", (n, k))
     if bias is not None and (bias.shape != (n,) or not bias.flags.c_contiguous):
         raise ValueError(f"bias must be a contiguous vector of {n}, got shape {bias.shape}")
     y = cupy.empty((m, n), x.dtype)
@@ -95,11 +93,10 @@ def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
 
 def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
     """(g.T @ x, g summed over rows or None) for g (m x n), x (m x k): one cuBLASLt call."""
-    cupy = _ready()
-    code = _code([g, x], dtype)
-    m, n = g.shape
-    k = x.shape[1]
-    pg, px = _matrix(g, "g"), _matrix(x, "x", (m, k))
+    cupy, code = _ready(), _code([g, x], dtype)
+    pg = _matrix(g, "g")
+    (m, n), k = g.shape, x.shape[-1]
+    px = _matrix(x, "x", (m, k))
     dw = cupy.empty((n, k), g.dtype)
     db = cupy.empty((n,), g.dtype) if bias_grad else None
     _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, pg, px, m, n, k, code, tf32, _stream())
