@@ -76,11 +76,14 @@ for rank, result in enumerate(dist.spawn(batches, nprocs=2)):
 # %% [markdown]
 # ## Buckets, overlap, and accumulating without communicating
 #
-# The partial gradients are not reduced one parameter at a time: backward packs them into
+# The partial gradients are not reduced one parameter at a time: backward gathers them into
 # buckets of about 25 MB (`gt.distributed.set_bucket_size(mb)`) in the order they are
 # finished, and starts each bucket's all_reduce on a worker thread as soon as its last gradient
 # is done, while backward computes the earlier layers. Every rank starts the buckets in the
-# same order.
+# same order. A bucket is one shared-memory buffer kept from step to step: the backward matmul
+# writes each weight's gradient straight into its place there, and the all_reduce runs in
+# place, so `.grad` is a view of the reduced bucket (it is never overwritten while you hold it:
+# the next backward then takes a fresh buffer).
 #
 # Inside `model.no_sync()` backward keeps the partial gradients; the next backward outside it
 # reduces everything accumulated at once. Users with local tensors can wrap a module in
