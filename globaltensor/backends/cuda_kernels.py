@@ -99,5 +99,12 @@ def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
     px = _matrix(x, "x", (m, k))
     dw = cupy.empty((n, k), g.dtype)
     db = cupy.empty((n,), g.dtype) if bias_grad else None
-    _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, pg, px, m, n, k, code, tf32, _stream())
+    try:
+        _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, pg, px, m, n, k, code, tf32,
+                                   _stream())
+    except RuntimeError as exc:  # no fused bias-gradient algorithm for this case: reduce separately
+        if db is None or "no algorithm" not in str(exc) or code == _CODES["bfloat16"]:
+            raise
+        _C.cuda.linear_weight_grad(dw.data.ptr, 0, pg, px, m, n, k, code, tf32, _stream())
+        db = g.sum(axis=0)
     return dw, db
