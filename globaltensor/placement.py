@@ -17,9 +17,6 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
     def __init__(self, type, ranks):  # noqa: A002 - OneFlow's keyword
         if type not in _TYPES:
             raise ValueError(f"placement type must be one of {_TYPES}, got {type!r}")
-        if type == "cuda":
-            from .backends import cuda
-            cuda.require(f"placement(\"cuda\", {ranks!r})")
         try:
             array = np.array(ranks, dtype=np.int64)
         except (ValueError, TypeError):
@@ -37,6 +34,9 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         outside = [r for r in flat if not 0 <= r < size]
         if outside:
             raise ValueError(f"placement ranks {outside} are outside [0, {size}) (WORLD_SIZE={size})")
+        if type == "cuda":  # after the checks of the ranks: bad arguments are a ValueError everywhere
+            from .backends import cuda
+            cuda.require(f"placement(\"cuda\", {array.tolist()!r})")
         array.setflags(write=False)
         object.__setattr__(self, "_type", type)
         object.__setattr__(self, "_ranks", array)

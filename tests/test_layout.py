@@ -56,6 +56,8 @@ def test_placement_value_semantics():
     else:  # a cuda placement on a machine without a GPU: a clear error at creation
         with pytest.raises(RuntimeError, match=r'placement\("cuda", \[0\]\) needs a CUDA GPU, but '):
             gt.placement("cuda", [0])
+        with pytest.raises(ValueError, match="distinct"):  # bad ranks first, whatever the machine
+            gt.placement("cuda", [0, 0])
     assert a.type == "cpu" and a.ranks.tolist() == [0] and a.hierarchy == (1,)
     assert repr(a) == 'gt.placement(type="cpu", ranks=[0])'
     assert eval(repr(a), {"gt": gt}) == a and pickle.loads(pickle.dumps(a)) == a
