@@ -107,10 +107,12 @@ def _measure(name):
     r = {"one process": spawn(_one_process, args=(name,), nprocs=1, timeout=1800)[0],
          "globaltensor DP": spawn(gt_worker, args=(name, 2), nprocs=2, timeout=1800)[0]}
     for kind, label in (("ddp", "DDP gloo"), ("dtensor", "DTensor")):
-        try:
-            r[label], _ = run_torch_peer(torch_worker, (name, kind))
-        except Exception as exc:  # noqa: BLE001 - report, do not fail the table
-            r[label] = f"failed: {type(exc).__name__}"
+        for attempt in range(2):  # a torch peer dies now and then ("terminate called ..."): once more
+            try:
+                r[label], _ = run_torch_peer(torch_worker, (name, kind))
+                break
+            except Exception as exc:  # noqa: BLE001 - report, do not fail the table
+                r[label] = f"failed: {type(exc).__name__}"
     return r
 
 
