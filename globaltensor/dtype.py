@@ -3,6 +3,10 @@ import ml_dtypes
 import numpy as np
 
 
+# The dtype codes of the native kernels (kernels/types.h), by numpy dtype name.
+KERNEL_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
+
+
 class DType:
     """An element type; `np` is its numpy dtype. Compares equal to that numpy dtype too."""
 

@@ -1,7 +1,9 @@
 """CUDA devices through the driver API (ctypes; no toolkit needed): is a GPU here, how many,
 which one a rank uses, and has a stream finished its work."""
 import ctypes
+import glob
 import os
+import sys
 
 _SUCCESS, _NOT_READY = 0, 600
 _state = {}  # "driver": the loaded libcuda or None, "why": the reason when there is no device
@@ -26,6 +28,19 @@ def _driver():
         else:
             _state["driver"], _state["count"] = lib, count.value
     return _state["driver"]
+
+
+def find_library(env_var, wheel_dirs, pattern, default):
+    """$env_var, else the first file matching `pattern` in one of `wheel_dirs` (path parts of an
+    nvidia-* wheel) under an entry of sys.path, else `default` (for the loader's search path)."""
+    if os.environ.get(env_var):
+        return os.environ[env_var]
+    for base in sys.path:
+        for parts in wheel_dirs:
+            found = sorted(glob.glob(os.path.join(base or ".", *parts, pattern)))
+            if found:
+                return found[0]
+    return default
 
 
 def error_name(lib, code):

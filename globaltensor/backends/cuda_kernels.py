@@ -1,28 +1,20 @@
 """Local kernels on cupy arrays through _C.cuda (cuBLASLt): matmul, the fused linear layer
 (matmul + bias + ReLU or tanh-GELU in one call) and its weight gradient with the bias gradient
 fused. Arrays are 2-D, C-contiguous, of one dtype; bfloat16 travels as uint16 with dtype=."""
-import glob
-import os
-import sys
-
 from .. import _C
+from ..dtype import KERNEL_CODES
+from .cuda import find_library
 
 ACTIVATIONS = {"identity": 0, "relu": 1, "gelu_tanh": 2}
-_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
+_FLOATS = ("float32", "float64", "float16", "bfloat16")
 _loaded = []
 
 
 def cublaslt_path():
     """$GLOBALTENSOR_CUBLASLT_LIBRARY, else libcublasLt of an nvidia-cublas wheel on sys.path, else
     "" (the loader's search path)."""
-    if os.environ.get("GLOBALTENSOR_CUBLASLT_LIBRARY"):
-        return os.environ["GLOBALTENSOR_CUBLASLT_LIBRARY"]
-    for base in sys.path:
-        for sub in (("nvidia", "cu13", "lib"), ("nvidia", "cublas", "lib")):
-            found = sorted(glob.glob(os.path.join(base or ".", *sub, "libcublasLt.so*")))
-            if found:
-                return found[0]
-    return ""
+    return find_library("GLOBALTENSOR_CUBLASLT_LIBRARY", [("nvidia", "cu13", "lib"), ("nvidia", "cublas", "lib")],
+                        "libcublasLt.so*", "")
 
 
 def _ready():
@@ -45,9 +37,9 @@ def _code(arrays, dtype):
     if len(names) != 1:
         raise TypeError(f"the arrays must share one dtype, got {sorted(names)}")
     name = dtype if dtype is not None else names.pop()
-    if name not in _CODES:
-        raise TypeError(f"cuBLASLt kernels take {sorted(_CODES)}, got {name}")
-    return _CODES[name]
+    if name not in _FLOATS:
+        raise TypeError(f"cuBLASLt kernels take {sorted(_FLOATS)}, got {name}")
+    return KERNEL_CODES[name]
 
 
 def _matrix(a, name, shape=None):
@@ -103,7 +95,7 @@ def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
         _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, pg, px, m, n, k, code, tf32,
                                    _stream())
     except RuntimeError as exc:  # no fused bias-gradient algorithm for this case: reduce separately
-        if db is None or "no algorithm" not in str(exc) or code == _CODES["bfloat16"]:
+        if db is None or "no algorithm" not in str(exc) or code == KERNEL_CODES["bfloat16"]:
             raise
         _C.cuda.linear_weight_grad(dw.data.ptr, 0, pg, px, m, n, k, code, tf32, _stream())
         db = g.sum(axis=0)

@@ -9,10 +9,11 @@ import zlib
 
 import numpy as np
 
+from ..dtype import KERNEL_CODES
 from .group import Group, world_group
 from .world import world
 
-_REDUCE_DTYPE_NAMES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
+_REDUCE_DTYPE_NAMES = KERNEL_CODES
 # Keyed by dtype object: `dtype.name` costs microseconds, a dict lookup on the dtype tens of ns.
 _REDUCE_DTYPES = {np.dtype(n): c for n, c in _REDUCE_DTYPE_NAMES.items() if n != "bfloat16"}
 _REDOPS = {"sum": 0, "max": 1, "min": 2}

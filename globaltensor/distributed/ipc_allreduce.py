@@ -16,11 +16,11 @@ import uuid
 
 import numpy as np
 
+from ..dtype import KERNEL_CODES as _DTYPES
 from . import collectives
 from .group import Group
 
 ONESHOT_BYTES = 256 << 10
-_DTYPES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
 _ALIGN_BYTES = 256  # two-shot slices start on this boundary (aligned, vectorisable loads)
 
 

@@ -6,8 +6,6 @@ Buffers are any objects with `__cuda_array_interface__` (cupy arrays, torch tens
 counts are 64-bit. Communicators are non-blocking, so init and every call can be polled."""
 import contextlib
 import ctypes
-import glob
-import os
 import sys
 import threading
 import time
@@ -69,13 +67,8 @@ _SIGNATURES = {
 def library_path():
     """$GLOBALTENSOR_NCCL_LIBRARY, else libnccl.so.2 of an nvidia-nccl-cuXX wheel on sys.path,
     else the bare name (the dynamic loader's search path)."""
-    if os.environ.get("GLOBALTENSOR_NCCL_LIBRARY"):
-        return os.environ["GLOBALTENSOR_NCCL_LIBRARY"]
-    for base in sys.path:
-        found = sorted(glob.glob(os.path.join(base or ".", "nvidia", "nccl", "lib", "libnccl.so*")))
-        if found:
-            return found[0]
-    return "libnccl.so.2"
+    from ..backends.cuda import find_library
+    return find_library("GLOBALTENSOR_NCCL_LIBRARY", [("nvidia", "nccl", "lib")], "libnccl.so*", "libnccl.so.2")
 
 
 class Library:
@@ -131,7 +124,10 @@ def buffer(x, dtype=None):
     strides = cai.get("strides")
     if strides is not None and tuple(strides) != _c_strides(shape, item.itemsize):
         raise ValueError(f"NCCL needs C-contiguous buffers; got shape {shape} with strides {tuple(strides)}")
-    name = np.dtype(dtype).name if dtype is not None and not isinstance(dtype, str) else (dtype or item.name)
+    if dtype is None:
+        name = item.name
+    else:
+        name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
     if name not in DTYPES:
         raise TypeError(f"NCCL has no {name} type; it takes {', '.join(DTYPES)}")
     return cai["data"][0], int(np.prod(shape, dtype=np.int64)), DTYPES[name]

@@ -11,7 +11,6 @@ from ..placement import placement as Placement
 from ..sbp import normalize
 from ..tensor import Tensor
 
-_RANDOM_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
 
 
 def _shape(size):
@@ -191,7 +190,7 @@ def empty_like(x, dtype=None, placement=None, sbp=None, requires_grad=False):
 
 def _random_tensor(shape, dt, placement, sbp, kind, a, b):
     """Values of Philox at each element's global index; the counter advances on every rank."""
-    code = _RANDOM_CODES.get(dt.name)
+    code = _dtype.KERNEL_CODES.get(dt.name)
     if code is None:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
     counter = _random.next_counter()
