@@ -85,3 +85,19 @@ def test_leaf_gradient_has_the_leaf_dtype():
     w = gt.tensor(np.ones(3, np.float32), requires_grad=True)
     (w * gt.tensor(np.arange(3.0))).sum().backward()        # float64 data promotes the product
     assert w.grad.dtype == gt.float32 and w.grad.numpy().tolist() == [0.0, 1.0, 2.0]
+
+
+def test_linear_keeps_one_memory_order_through_backward():
+    """A batch with fewer rows than outputs runs as (w @ x.T).T, column-major; backward then gives
+    dx column-major too, so relu's backward multiplies arrays of one order (mixed: ~10x slower)."""
+    import globaltensor.nn.functional as F
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((64, 32), (1024, 32), (16, 1024)))
+    tw1, tw2 = gt.tensor(w1, requires_grad=True), gt.tensor(w2, requires_grad=True)
+    h = F.linear(gt.tensor(x), tw1)
+    assert h._local.flags.f_contiguous
+    y = F.linear(F.relu(h), tw2)
+    (gh,) = gt.autograd.grad(y.sum(), [h])
+    assert gh._local.flags.f_contiguous and not gh._local.flags.c_contiguous
+    hv = x @ w1.T
+    np.testing.assert_allclose(gh.numpy(), (np.ones((64, 16)) @ w2) * (hv > 0), rtol=1e-5, atol=1e-5)
