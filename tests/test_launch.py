@@ -189,3 +189,26 @@ def test_plain_python_is_a_world_of_one(tmp_path):
     res = subprocess.run([sys.executable, SCRIPT, str(tmp_path), "allreduce"], capture_output=True, text=True,
                          timeout=60, env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
     assert res.returncode == 0 and "sum=1" in res.stdout
+
+
+_HALF_LINE = """import os, sys, time
+d = sys.argv[1]
+if os.environ["RANK"] == "0":
+    sys.stdout.write("partial"); sys.stdout.flush()
+    open(os.path.join(d, "partial"), "w").close()
+    while not os.path.exists(os.path.join(d, "printed")): time.sleep(0.001)
+    time.sleep(0.05)
+    sys.stdout.write(" end\\n"); sys.stdout.flush()
+else:
+    while not os.path.exists(os.path.join(d, "partial")): time.sleep(0.001)
+    print("other", flush=True)
+    open(os.path.join(d, "printed"), "w").close()
+"""
+
+
+def test_other_ranks_lines_do_not_cut_into_rank_0s_line(tmp_path):
+    script = tmp_path / "half_line.py"
+    script.write_text(_HALF_LINE)
+    res = launch(["--nproc_per_node", "2", str(script), str(tmp_path)])
+    assert res.returncode == 0, res.stderr
+    assert "partial end\n" in res.stdout and "[rank 1] other\n" in res.stdout

@@ -52,6 +52,9 @@ class Outcome:
         return self.failed is None and not self.timed_out and self.signum is None and not self.remote
 
 
+_LINE_WAIT = 0.2  # seconds other ranks' lines wait for a raw rank to end the line it is writing
+
+
 class Supervisor:
     """Starts rank processes in their own sessions and tears all of them down together.
 
@@ -62,7 +65,8 @@ class Supervisor:
     def __init__(self, write, log_dir=None, raw_ranks=()):
         self.write, self.log_dir, self.raw_ranks = write, log_dir, set(raw_ranks)
         self.ranks = []
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.Condition()
+        self._raw_mid_line = {"stdout": False, "stderr": False}  # a raw rank's line not ended yet
         if log_dir:
             os.makedirs(log_dir, exist_ok=True)
 
@@ -91,8 +95,12 @@ class Supervisor:
                 r.log.write(chunk)
                 r.log.flush()
             if raw:
+                text = chunk.decode(errors="replace")
                 with self._write_lock:
-                    self.write(r.rank, stream, chunk.decode(errors="replace"))
+                    self.write(r.rank, stream, text)
+                    tail = text.rsplit("\n", 1)[-1]  # a progress bar ('\r...') is no line to wait for
+                    self._raw_mid_line[stream] = bool(tail) and "\r" not in tail
+                    self._write_lock.notify_all()
             lines = (partial + chunk).split(b"\n")
             partial = lines.pop()
             self._emit(r, stream, lines, raw)
@@ -105,7 +113,8 @@ class Supervisor:
         if stream == "stderr":
             r.stderr_tail.extend(text)
         if not raw and text:
-            with self._write_lock:
+            with self._write_lock:  # inside a raw rank's line (print writes text, then "\n"): let it end
+                self._write_lock.wait_for(lambda: not self._raw_mid_line[stream], timeout=_LINE_WAIT)
                 self.write(r.rank, stream, "".join(f"[rank {r.rank}] {t}\n" for t in text))
 
     def wait(self, timeout=None, stop=None, poll=0.01, remote_failure=None):
