@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from . import layout
-from .distributed import collectives as _c
+from .backends.devices import device, of_array
 from .distributed.group import Group
 from .env import get_rank
 from .sbp import _Broadcast, _PartialSum, broadcast, normalize, partial_sum, split
@@ -35,8 +35,8 @@ from .tensor import Tensor
 
 
 def _contiguous(x):
-    """x as a C-contiguous array, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+    """x as a C-contiguous array (numpy or cupy), keeping 0-d arrays 0-d."""
+    return x if x.flags.c_contiguous else x.copy()
 
 class Step:
     """One transition: `kind` on mesh axis `mesh_dim` (None for the overlap route)."""
@@ -230,11 +230,8 @@ def _group(ranks):
 _groups = {}
 
 
-def _alloc(shape, dt):
-    from .ops.creation import allocate  # ops import boxing: bound on first use
-    global _alloc
-    _alloc = lambda shape, dt: allocate(tuple(shape), dt)  # noqa: E731
-    return _alloc(shape, dt)
+def _alloc(shape, dt, dev):
+    return dev.empty(tuple(shape), dt.np)
 
 
 def _take(x, d, lo, hi):
@@ -249,6 +246,8 @@ def _run_axis(x, step, global_shape, dt):
     if coord is None:
         return x
     s, t, k, idx = step.src[axis], step.dst[axis], placement.hierarchy[axis], coord[axis]
+    dev = device(placement.type)
+    _c = dev.collectives
 
     def parent_len(d):  # the extent of dim d shared by the ranks along this axis
         lo, hi = layout.parent_extent(global_shape[d], placement.hierarchy, step.src, coord, d, axis)
@@ -261,27 +260,27 @@ def _run_axis(x, step, global_shape, dt):
     if step.kind == "split_to_partial":
         shape = list(x.shape)
         shape[s.dim] = parent_len(s.dim)
-        out = _alloc(shape, dt)
+        out = _alloc(shape, dt, dev)
         out[...] = 0
         lo, hi = layout.split_range(shape[s.dim], k, idx)
         _take(out, s.dim, lo, hi)[...] = x
         return out
     group = _group(placement.axis_ranks(axis, coord))
     if step.kind == "all_reduce":
-        out = _alloc(x.shape, dt)
+        out = _alloc(x.shape, dt, dev)
         _c.all_reduce(_contiguous(x), group=group, out=out)
         return out
     if step.kind == "all_gather":
         shapes = _block_shapes(x.shape, s.dim, layout.split_sizes(parent_len(s.dim), k))
         flat = _c.all_gather(_contiguous(x).reshape(-1), group=group, sizes=[math.prod(b) for b in shapes])
-        return _unpack(flat, shapes, s.dim, dt)
+        return _unpack(flat, shapes, s.dim, dt, dev)
     if step.kind == "reduce_scatter":
         sizes = layout.split_sizes(x.shape[t.dim], k)
-        packed = _pack(x, t.dim, sizes, dt)
+        packed = _pack(x, t.dim, sizes, dt, dev)
         block = _block_shapes(x.shape, t.dim, sizes)[idx]
         return _c.reduce_scatter(packed, group=group, sizes=[math.prod(b) for b in
                                                             _block_shapes(x.shape, t.dim, sizes)]).reshape(block)
-    return _split_to_split(x, s.dim, t.dim, parent_len(s.dim), parent_len(t.dim), k, idx, group, dt)
+    return _split_to_split(x, s.dim, t.dim, parent_len(s.dim), parent_len(t.dim), k, idx, group, dt, dev)
 
 
 def _block_shapes(shape, d, sizes):
@@ -289,12 +288,12 @@ def _block_shapes(shape, d, sizes):
     return [tuple(n if i == d else shape[i] for i in range(len(shape))) for n in sizes]
 
 
-def _pack(x, d, sizes, dt):
+def _pack(x, d, sizes, dt, dev):
     """The pieces of x along dim d, each C-contiguous, one after another in a flat buffer
     (x itself when d == 0: its row ranges already lie in that order)."""
     if d == 0 and x.flags.c_contiguous:
         return x.reshape(-1)
-    out = _alloc((x.size,), dt)
+    out = _alloc((x.size,), dt, dev)
     start, lo = 0, 0
     for shape, n in zip(_block_shapes(x.shape, d, sizes), sizes):
         count = math.prod(shape)
@@ -303,13 +302,13 @@ def _pack(x, d, sizes, dt):
     return out
 
 
-def _unpack(flat, shapes, d, dt):
+def _unpack(flat, shapes, d, dt, dev):
     """Concatenate along dim d the blocks lying one after another in `flat`."""
     full = list(shapes[0])
     full[d] = sum(shape[d] for shape in shapes)
     if d == 0:
         return flat.reshape(full)
-    out = _alloc(full, dt)
+    out = _alloc(full, dt, dev)
     start, lo = 0, 0
     for shape in shapes:
         count = math.prod(shape)
@@ -318,18 +317,18 @@ def _unpack(flat, shapes, d, dt):
     return out
 
 
-def _split_to_split(x, i, j, len_i, len_j, k, idx, group, dt):
+def _split_to_split(x, i, j, len_i, len_j, k, idx, group, dt, dev):
     """S(i) -> S(j) along one axis: send member q my j-slice q; stack the i-pieces received."""
     i_sizes, j_sizes = layout.split_sizes(len_i, k), layout.split_sizes(len_j, k)
-    send = _pack(x, j, j_sizes, dt)
+    send = _pack(x, j, j_sizes, dt, dev)
     recv_shapes = [tuple(i_sizes[p] if a == i else (j_sizes[idx] if a == j else x.shape[a]) for a in range(x.ndim))
                    for p in range(k)]
-    received = _c.all_to_all(send, [math.prod(b) for b in _block_shapes(x.shape, j, j_sizes)], group=group,
-                            recv_sizes=[math.prod(b) for b in recv_shapes])
-    return _unpack(received, recv_shapes, i, dt)
+    received = dev.collectives.all_to_all(send, [math.prod(b) for b in _block_shapes(x.shape, j, j_sizes)],
+                                          group=group, recv_sizes=[math.prod(b) for b in recv_shapes])
+    return _unpack(received, recv_shapes, i, dt, dev)
 
 
-def _redistribute(x, blocks, src_box, dst_box, union, dt):
+def _redistribute(x, blocks, src_box, dst_box, union, dt, dev):
     """Send each (receiver, sender, box) block from sender to receiver in one all_to_all."""
     me = get_rank()
     if me not in union:
@@ -339,14 +338,14 @@ def _redistribute(x, blocks, src_box, dst_box, union, dt):
     counts = [math.prod(b - a for a, b in sends[q]) if q in sends else 0 for q in union]
     parts = [_contiguous(x[tuple(slice(a - o, b - o) for (a, b), (o, _) in zip(sends[q], src_box))]).ravel()
              for q in union if q in sends]
-    send = _alloc((sum(counts),), dt)
+    send = _alloc((sum(counts),), dt, dev)
     if parts:
         np.concatenate(parts, out=send)
     recv_counts = [math.prod(b - a for a, b in recvs[q]) if q in recvs else 0 for q in union]
-    received = _c.all_to_all(send, counts, group=_group(union), recv_sizes=recv_counts)
+    received = dev.collectives.all_to_all(send, counts, group=_group(union), recv_sizes=recv_counts)
     if dst_box is None:
-        return np.empty((0,) * max(1, len(src_box or ())), dt.np)
-    out = _alloc(tuple(b - a for a, b in dst_box), dt)
+        return dev.empty((0,) * max(1, len(src_box or ())), dt.np)
+    out = _alloc(tuple(b - a for a, b in dst_box), dt, dev)
     start = 0
     for q, n in zip(union, recv_counts):
         if n:
@@ -369,7 +368,7 @@ def run(p, x, dt):
         dst_box = layout.local_box(p.global_shape, p.dst_placement.hierarchy, step.dst, dst_coord) if dst_coord else None
         blocks = _overlap_blocks(p.src_placement, step.src, p.dst_placement, step.dst, p.global_shape)
         union = tuple(sorted(set(p.src_placement.rank_list()) | set(p.dst_placement.rank_list())))
-        x = _redistribute(x, blocks, src_box, dst_box, union, dt)
+        x = _redistribute(x, blocks, src_box, dst_box, union, dt, device(p.dst_placement.type))
     return x
 
 
@@ -394,8 +393,8 @@ def _to_global_backward(ctx, g):
         box, counts = out._source
         whole = g.to_global(placement=out.placement, sbp=(broadcast,) * out.placement.ndim)._local
         if box is None or not counts:
-            return Tensor(np.zeros(x.shape, x.dtype.np))
-        return Tensor(np.array(whole[layout.box_slices(box)], copy=True))
+            return Tensor(of_array(whole).xp.zeros(x.shape, x.dtype.np))
+        return Tensor(whole[layout.box_slices(box)].copy())
     return g.to_global(placement=x.placement, sbp=x.sbp)
 
 
@@ -406,7 +405,9 @@ def _to_global(x, placement, sbp, grad_sbp):
     if x.is_local:
         if placement is None or sbp is None:
             raise ValueError("to_global on a local tensor needs both placement and sbp")
-        return from_local(x._local, placement, sbp)
+        dev = device(placement.type)
+        piece = x._local if of_array(x._local) is dev else dev.from_host(of_array(x._local).to_host(x._local))
+        return from_local(piece, placement, sbp)
     placement = placement or x.placement
     if sbp is None:
         if placement.ndim != x.placement.ndim:
@@ -416,16 +417,24 @@ def _to_global(x, placement, sbp, grad_sbp):
     sbp = normalize(sbp, placement.ndim, x.ndim)
     if grad_sbp is not None:
         normalize(grad_sbp, placement.ndim, x.ndim)
-    _check_type(placement)
     if placement == x.placement and sbp == x.sbp:
         return x
+    if placement.type != x.placement.type:
+        return _across_devices(x, placement, sbp)
     p = plan(x.placement, x.sbp, placement, sbp, x.shape, x.dtype.itemsize)
     return Tensor(run(p, x._local, x.dtype), x.shape, x.dtype, placement, sbp)
 
 
-def _check_type(placement):
-    if placement.type != "cpu":
-        raise RuntimeError(f"{placement.type} placements are not supported yet (CUDA comes with the CUDA issue)")
+def _across_devices(x, placement, sbp):
+    """cpu <-> cuda: the boxing runs on the cpu side (before an upload, after a download), so
+    each rank only moves its own piece between host and device."""
+    from .placement import placement as Placement
+    if placement.type == "cpu":
+        on_host = Placement("cpu", x.placement.ranks)
+        x = Tensor(device(x.placement.type).to_host(x._local), x.shape, x.dtype, on_host, x.sbp)
+        return _to_global(x, placement, sbp, None)
+    boxed = _to_global(x, Placement("cpu", placement.ranks), sbp, None)
+    return Tensor(device(placement.type).from_host(boxed._local), x.shape, x.dtype, placement, sbp)
 
 
 def full_value(x):
@@ -434,7 +443,8 @@ def full_value(x):
     everyone = Placement(x.placement.type, list(range(_world_size())))
     p = plan(x.placement, x.sbp, everyone, (broadcast,), x.shape, x.dtype.itemsize)
     value = run(p, x._local, x.dtype)
-    return np.array(value, copy=True)
+    dev = device(x.placement.type)
+    return value.copy() if dev.is_host else dev.to_host(value)
 
 
 def _world_size():
@@ -448,6 +458,7 @@ _META = 20  # in placement, ndim, dtype index, then up to 17 dims
 def _exchange_meta(array, placement):
     """Every rank's (in placement, ndim, dtype, shape): one small all_gather over all ranks."""
     from . import dtype as _dtype
+    from .distributed import collectives as _c
     from .distributed.group import world_group
     if array.ndim > _META - 3:
         raise ValueError(f"at most {_META - 3} dimensions are supported, got {array.ndim}")
@@ -466,7 +477,6 @@ def from_local(array, placement, sbp):
     differ: they are rebalanced to the even layout), broadcast takes the first rank's data
     along each broadcast axis, partial_sum pieces add up. Mismatches raise on every rank."""
     from . import dtype as _dtype
-    _check_type(placement)
     sbp = normalize(sbp, placement.ndim, array.ndim)
     meta = _exchange_meta(array, placement)
     names = {(shape, code) for shape, code in meta.values()}
@@ -479,7 +489,8 @@ def from_local(array, placement, sbp):
     shapes = {r: shape for r, (shape, _) in meta.items()}
     first = {r: tuple(0 if s is broadcast else c for s, c in zip(sbp, placement.mesh_coord(r))) for r in shapes}
     global_shape = _infer_global_shape(shapes, placement, sbp, first)
-    local = array if get_rank() in placement else np.empty((0,) * max(1, array.ndim), dt.np)
+    dev = device(placement.type)
+    local = array if get_rank() in placement else dev.empty((0,) * max(1, array.ndim), dt.np)
     local = _broadcast_axes(local, shapes, placement, sbp, dt)
     out = _settle_splits(local, shapes, first, global_shape, placement, sbp, dt)
     out._source = _source_box(shapes, first, global_shape, placement, sbp)
@@ -543,9 +554,10 @@ def _broadcast_axes(local, shapes, placement, sbp, dt):
             continue
         ranks = placement.axis_ranks(axis, coord)
         source = ranks[0]
-        buf = local if get_rank() == source else _alloc(shapes[source], dt)
+        dev = device(placement.type)
+        buf = local if get_rank() == source else _alloc(shapes[source], dt, dev)
         buf = _contiguous(buf)
-        _c.broadcast(buf, src=source, group=_group(ranks))
+        dev.collectives.broadcast(buf, src=source, group=_group(ranks))
         local = buf
     return local
 
@@ -581,5 +593,5 @@ def _settle_splits(local, shapes, first, global_shape, placement, sbp, dt):
     dst_box = layout.local_box(global_shape, placement.hierarchy, sbp, placement.mesh_coord(me)) if me in placement \
         else None
     union = tuple(sorted(placement.rank_list()))
-    return Tensor(_redistribute(_contiguous(local), blocks, src_box, dst_box, union, dt), global_shape, dt,
-                  placement, sbp)
+    return Tensor(_redistribute(_contiguous(local), blocks, src_box, dst_box, union, dt, device(placement.type)),
+                  global_shape, dt, placement, sbp)

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import autograd
 from . import dtype as _dtype
+from .backends.devices import device, of_array
 from .boxing import plan, run
 from .env import get_rank
 from .ops.registry import REGISTRY
@@ -20,12 +21,13 @@ class Decision:
     """The signature chosen for one cache key, with what it needs at run time."""
 
     __slots__ = ("in_sbps", "out_sbps", "out_shapes", "out_dtypes", "plans", "out_layouts", "participates",
-                 "single")
+                 "single", "device")
 
     def __init__(self, in_sbps, out_sbps, out_shapes, out_dtypes, plans):
         self.in_sbps, self.out_sbps, self.out_shapes = in_sbps, out_sbps, out_shapes
         self.out_dtypes, self.plans = out_dtypes, plans
         self.out_layouts, self.participates, self.single = None, True, len(out_shapes) == 1
+        self.device = None
 
 
 _cache = {}
@@ -89,6 +91,7 @@ def _decide(opdef, tensors, static):
             best, best_key = Decision(in_sbps, out_sbps, out_shapes, out_dtypes, plans), key
     best.out_layouts = [Layout.of(sh, dt, placement, sbp) for sh, dt, sbp in zip(out_shapes, out_dtypes, best.out_sbps)]
     best.participates = placement.mesh_coord(get_rank()) is not None
+    best.device = device(placement.type)
     if all(p is None for p in plans):
         best.plans = None
     return best
@@ -115,7 +118,8 @@ def apply(name, tensors, static=None, multi=False, out=None):
     if tensors[0]._placement is None:
         _check_placements(name, tensors)
         result = kernel(*[t._local for t in tensors], **static)
-        outs = tuple(Tensor(np.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
+        dev = of_array(tensors[0]._local)
+        outs = tuple(Tensor(dev.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
     else:
         outs = _apply_global(opdef, kernel, tensors, static)
     if autograd._enabled[0]:
@@ -145,19 +149,20 @@ def _apply_global(opdef, kernel, tensors, static):
         pieces = [t._local for t in tensors]
     else:
         pieces = [t._local if p is None else run(p, t._local, t._dtype) for t, p in zip(tensors, plans)]
+    dev = decision.device
     if not decision.participates:
-        return tuple(Tensor._wrap(np.empty((0,) * max(1, len(lay.shape)), lay.dtype.np), lay)
+        return tuple(Tensor._wrap(dev.empty((0,) * max(1, len(lay.shape)), lay.dtype.np), lay)
                      for lay in decision.out_layouts)
     out = kernel(*pieces, **static)
     if decision.single:
         lay = decision.out_layouts[0]
         if type(out) is not np.ndarray:
-            out = np.asarray(out)
+            out = dev.asarray(out)
         if out.dtype != lay.dtype.np:
             out = out.astype(lay.dtype.np)
         return (Tensor._wrap(out, lay),)
     outs = []
     for o, lay in zip(out, decision.out_layouts):
-        o = np.asarray(o)
+        o = dev.asarray(o)
         outs.append(Tensor._wrap(o if o.dtype == lay.dtype.np else o.astype(lay.dtype.np), lay))
     return tuple(outs)

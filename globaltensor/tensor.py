@@ -1,4 +1,4 @@
-"""Tensor: a local piece (numpy array) plus, for a global tensor, its global shape, placement and SBP."""
+"""Tensor: a local piece (numpy array; cupy on cuda) plus, for a global tensor, its global shape, placement and SBP."""
 import numpy as np
 
 from . import dtype as _dtype
@@ -104,7 +104,8 @@ class Tensor:
     def numpy(self):
         """The whole value as a numpy array; on a global tensor every rank must call it."""
         if self.is_local:
-            return self._local
+            from .backends.devices import of_array
+            return of_array(self._local).to_host(self._local)
         from .boxing import full_value
         return full_value(self)
 

@@ -1,6 +1,7 @@
 """Front helpers shared by the op families: argument normalisation and calling the dispatcher."""
 import numpy as np
 
+from ..backends.devices import array_module
 from ..dispatch import apply
 from ..sbp import broadcast
 from ..tensor import Tensor
@@ -30,7 +31,7 @@ def as_tensor(value, like):
         if scalar and len(_scalars) < 4096:
             _scalars[key] = t
         return t
-    return Tensor(array)
+    return Tensor(array_module(like._local).asarray(array))
 
 
 def tensors(*values):

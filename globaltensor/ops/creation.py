@@ -5,7 +5,8 @@ import numpy as np
 
 from .. import dtype as _dtype
 from .. import random as _random
-from ..env import get_rank, get_world_size
+from ..backends.devices import device
+from ..env import get_rank
 from ..layout import holds_value, local_box
 from ..placement import placement as Placement
 from ..sbp import normalize
@@ -24,11 +25,8 @@ def _shape(size):
 
 
 def allocate(shape, dt):
-    """A piece's storage: shared memory when several ranks may read it, else the heap."""
-    if get_world_size() > 1:
-        from ..distributed.world import world
-        return world().empty_shared(shape, dt.np)
-    return np.empty(shape, dt.np)
+    """A host piece's storage: shared memory when several ranks may read it, else the heap."""
+    return device("cpu").empty(shape, dt.np)
 
 
 def build(global_shape, dt, placement, sbp, fill):
@@ -40,17 +38,19 @@ def build(global_shape, dt, placement, sbp, fill):
         return Tensor(fill([(0, n) for n in global_shape]), global_shape, dt)
     if not isinstance(placement, Placement):
         raise TypeError(f"placement must be a gt.placement, got {placement!r}")
-    if placement.type != "cpu":
-        raise RuntimeError(f"{placement.type} placements are not supported yet (CUDA comes with the CUDA issue)")
     if sbp is None:
         raise ValueError("a global tensor needs sbp as well as placement")
     sbp = normalize(sbp, placement.ndim, len(global_shape))
     coord = placement.mesh_coord(get_rank())
+    dev = device(placement.type)
     if coord is None:
-        local = np.empty((0,) * max(1, len(global_shape)), dt.np)
-    else:
+        local = dev.empty((0,) * max(1, len(global_shape)), dt.np)
+    else:  # filled on the host (the counter-based generator runs there), then moved
         box = local_box(global_shape, placement.hierarchy, sbp, coord)
-        local = fill(box) if holds_value(sbp, coord) else _zeros(box, dt)
+        if holds_value(sbp, coord):
+            local = dev.from_host(fill(box))
+        else:
+            local = _zeros(box, dt) if dev.is_host else dev.xp.zeros(tuple(b - a for a, b in box), dt.np)
     return Tensor(local, global_shape, dt, placement, sbp)
 
 

@@ -2,6 +2,7 @@
 ops whose output size depends on the data (nonzero, masked_select, unique) run on B inputs."""
 import numpy as np
 
+from ..backends.devices import array_module
 from . import rules
 from ._front import apply, tensors
 from .registry import op
@@ -43,11 +44,16 @@ def gather(x, dim, index):
 
 @op("scatter_add", _other_dims(), lambda ctx, g: (g, None, gather(g, ctx.static["dim"], ctx.inputs[1])))
 def _scatter_add(x, index, src, dim=0):
-    out = np.array(x, copy=True)
-    idx = list(np.indices(index.shape, sparse=True))
+    out = x.copy()
+    idx = _open_grid(array_module(index), index.shape)
     idx[dim] = index
     np.add.at(out, tuple(idx), src[tuple(slice(0, n) for n in index.shape)])
     return out
+
+
+def _open_grid(xp, shape):
+    """np.indices(shape, sparse=True) on the array's device: one arange per dim, broadcastable."""
+    return [xp.arange(n).reshape([n if a == d else 1 for a in range(len(shape))]) for d, n in enumerate(shape)]
 
 
 def scatter_add_(x, dim, index, src):
@@ -57,7 +63,7 @@ def scatter_add_(x, dim, index, src):
 @op("scatter", _other_dims(), lambda ctx, g: (scatter(g, ctx.static["dim"], ctx.inputs[1], 0.0), None,
                                                gather(g, ctx.static["dim"], ctx.inputs[1])))
 def _scatter(x, index, src, dim=0):
-    out = np.array(x, copy=True)
+    out = x.copy()
     np.put_along_axis(out, index, src[tuple(slice(0, n) for n in index.shape)] if np.ndim(src) else src, axis=dim)
     return out
 
@@ -93,7 +99,7 @@ def _index_add(ctx, g):
 
 @op("index_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))])
 def _index_add_kernel(x, index, src, dim=0):
-    out = np.array(x, copy=True)
+    out = x.copy()
     np.add.at(np.moveaxis(out, dim, 0), index, np.moveaxis(src, dim, 0))
     return out
 
@@ -127,7 +133,7 @@ def gather_nd(x, index):
 
 @op("scatter_nd_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))])
 def _scatter_nd_add(x, index, updates):
-    out = np.array(x, copy=True)
+    out = x.copy()
     np.add.at(out, tuple(np.moveaxis(index, -1, 0)), updates)
     return out
 
@@ -177,7 +183,7 @@ def _global_result(name, inputs):
     from ..sbp import broadcast
     full = [t.to_global(sbp=(broadcast,) * t.placement.ndim) for t in inputs]
     from . import registry
-    local = np.asarray(registry.REGISTRY[name].kernel(*[t._local for t in full]))
+    local = array_module(full[0]._local).asarray(registry.REGISTRY[name].kernel(*[t._local for t in full]))
     from ..dtype import of_array
     return Tensor(local, local.shape, of_array(local), full[0].placement, full[0].sbp)
 
@@ -225,7 +231,7 @@ def argsort(x, dim=-1, descending=False, axis=None):
 @op("topk", _other_dims(), lambda ctx, g, gi=None: _sort_backward(ctx, g))
 def _topk(x, k=1, dim=-1, largest=True):
     idx = np.argsort(-x if largest else x, axis=dim, kind="stable")
-    idx = np.take(idx, np.arange(k), axis=dim)
+    idx = idx[(slice(None),) * (dim % x.ndim) + (slice(0, k),)]
     return np.take_along_axis(x, idx, axis=dim), idx.astype(np.int64)
 
 
@@ -241,7 +247,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True, axis=None):  # noqa: A002
 @op("histogram", lambda s, o, st: [((B,), (B,))] + ([((S(d),), (P,)) for d in range(len(s[0]))]
                                                     if st["min"] < st["max"] else []))
 def _histogram(x, bins=100, min=0.0, max=0.0):
-    lo, hi = (min, max) if min < max else ((x.min(), x.max()) if x.size else (0.0, 0.0))
+    lo, hi = (min, max) if min < max else ((float(x.min()), float(x.max())) if x.size else (0.0, 0.0))
     return np.histogram(x, bins=bins, range=(lo, hi))[0].astype(np.int64)
 
 
@@ -266,7 +272,7 @@ def shard_index(x, index_num, nshards, shard_id, ignore_value=-1):
 @op("multiplex", lambda s, o, st: [((B,) * len(s), (B,)), ((S(0),) * len(s), (S(0),))])
 def _multiplex(*arrays):
     *inputs, index = arrays
-    return np.stack(inputs)[index.reshape(-1), np.arange(index.shape[0])]
+    return np.stack(inputs)[index.reshape(-1), array_module(index).arange(index.shape[0])]
 
 
 def multiplex(inputs, index):
@@ -304,12 +310,12 @@ def _decode(key, arrays):
 
 @op("getitem", _getitem_rows, _getitem_backward)
 def _getitem(x, *index, key=(), kept=(), n_index=0):
-    return np.asarray(x[_decode(key, index)])
+    return array_module(x).asarray(x[_decode(key, index)])
 
 
 @op("setitem_add", lambda s, o, st: [((B, B), (B,)), ((P, P), (P,))])
 def _setitem_add(x, update, key=()):
-    out = np.array(x, copy=True)
+    out = x.copy()
     np.add.at(out, _decode(key, ()), update)
     return out
 

@@ -4,6 +4,7 @@ import builtins
 
 import numpy as np
 
+from ..backends.devices import array_module
 from . import rules
 from ._front import apply, tensors
 from .elementwise import exp, gelu, log, relu, sigmoid  # noqa: F401 - part of this family
@@ -169,15 +170,16 @@ def _row_split_embedding(x, weight):
                     for a in range(weight.placement.ndim))
     coord = weight.placement.mesh_coord(get_rank())
     shape = tuple(idx.shape) + (weight.shape[1],)
+    xp = array_module(weight._local)
     if coord is None:
-        local = np.empty((0,) * len(shape), weight.dtype.np)
+        local = xp.empty((0,) * len(shape), weight.dtype.np)
     else:
         (lo, hi) = layout.local_box(weight.shape, weight.placement.hierarchy, weight.sbp, coord)[0]
         ids = idx._local
         inside = (ids >= lo) & (ids < hi)
         table = weight._local
         local = np.where(inside[..., None], table[np.clip(ids - lo, 0, builtins.max(hi - lo - 1, 0))], 0).astype(table.dtype) \
-            if hi > lo else np.zeros(ids.shape + (table.shape[1],), table.dtype)
+            if hi > lo else xp.zeros(ids.shape + (table.shape[1],), table.dtype)
     out = Tensor(local, shape, weight.dtype, weight.placement, out_sbp)
     autograd.record("embedding_rows", _row_split_backward, [idx, weight], [out], {})
     return out
@@ -238,7 +240,7 @@ def _mse_backward(ctx, g):
 @op("mse_mean", _mse_rows, _mse_backward)
 def _mse_mean(x, y, count=1):
     d = x - y
-    return np.asarray(np.sum(d * d) / count, dtype=np.result_type(x.dtype, y.dtype))
+    return array_module(d).asarray(np.sum(d * d) / count, dtype=np.result_type(x.dtype, y.dtype))
 
 
 def mse_loss(x, y, reduction="mean"):

@@ -4,6 +4,7 @@ import builtins
 
 import numpy as np
 
+from ..backends.devices import array_module
 from . import rules
 from ._front import apply, dims_arg, tensors
 from .registry import op
@@ -78,7 +79,7 @@ _reduce_op("median", lambda x, dims=None, keepdim=False: np.median(x, axis=_axis
 def _arg_kernel(fn):
     def kernel(x, dims=None, keepdim=False):
         if dims is None:
-            return np.asarray(fn(x.reshape(-1)), dtype=np.int64)
+            return array_module(x).asarray(fn(x.reshape(-1)), dtype=np.int64)
         return fn(x, axis=dims[0], keepdims=keepdim).astype(np.int64)
     return kernel
 
@@ -191,7 +192,7 @@ def cumsum(x, dim=None, axis=None):
 @op("trace", lambda s, o, st: [((rules.B,), (rules.B,)), ((rules.P,), (rules.P,))],
     lambda ctx, g: g * _eye_like(ctx.inputs[0]))
 def _trace(x):
-    return np.asarray(np.trace(x))
+    return array_module(x).asarray(np.trace(x))
 
 
 def _eye_like(x):

@@ -1,6 +1,7 @@
 """Shape and layout ops: views and rearrangements. A dim that passes through unchanged keeps
 its split (S(d) -> S(d')); all of them are linear, so P -> P."""
 import builtins
+import itertools
 import math
 
 import numpy as np
@@ -283,7 +284,7 @@ def _split_backward(ctx, *grads):
 
 @op("split", _split_rows, _split_backward)
 def _split(x, sizes=(), dim=0):
-    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=dim))
+    return tuple(np.split(x, list(itertools.accumulate(sizes))[:-1], axis=dim))
 
 
 def split(x, num_or_sections, dim=0, axis=None):
@@ -345,7 +346,7 @@ def _strided_slice(x, axes=(), starts=(), ends=(), strides=()):
 @op("slice_scatter", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["axes"]], n_in=2),
     lambda ctx, g: (None, strided_slice(g, **{k: ctx.static[k] for k in ("axes", "starts", "ends", "strides")})))
 def _slice_scatter(base, update, axes=(), starts=(), ends=(), strides=()):
-    out = np.array(base, copy=True)
+    out = base.copy()
     out[_slice_index(base.shape, axes, starts, ends, strides)] = update
     return out
 

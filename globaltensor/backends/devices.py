@@ -1,0 +1,109 @@
+"""Devices: where a placement type's local pieces live (array module, allocation, host moves, collectives)."""
+import os
+
+import numpy as np
+
+
+class CpuDevice:
+    """Pieces are numpy arrays; those of 32 KiB or more in shared memory when ranks share a node."""
+
+    type = "cpu"
+    xp = np
+    is_host = True
+
+    def empty(self, shape, np_dtype):
+        from ..env import get_world_size
+        if get_world_size() > 1:
+            from ..distributed.world import world
+            return world().empty_shared(shape, np_dtype)
+        return np.empty(shape, np_dtype)
+
+    def from_host(self, host):
+        return host
+
+    def to_host(self, piece):
+        return piece
+
+    def asarray(self, value):
+        """A kernel's result as a piece (numpy turns 0-d results into scalars)."""
+        return value if type(value) is np.ndarray else np.asarray(value)
+
+    @property
+    def collectives(self):
+        from ..distributed import collectives
+        return collectives
+
+
+class CudaDevice:
+    """Pieces are cupy arrays on this rank's GPU (LOCAL_RANK, after CUDA_VISIBLE_DEVICES), or
+    simulated_cupy's host-backed ones with GLOBALTENSOR_CUDA_SIMULATE=1."""
+
+    type = "cuda"
+    is_host = False
+
+    def __init__(self):
+        self._xp = None
+
+    @property
+    def simulated(self):
+        return simulated()
+
+    @property
+    def xp(self):
+        if self._xp is None:
+            self._xp = self._start()
+        return self._xp
+
+    def _start(self):
+        if self.simulated:
+            from . import simulated_cupy
+            return simulated_cupy
+        from . import cuda
+        cuda.require("a cuda placement's local piece")
+        try:
+            import cupy
+        except ImportError:
+            raise RuntimeError("cuda placements keep their pieces in cupy arrays: pip install cupy-cuda13x "
+                               "(or the cupy package of your CUDA version)") from None
+        cupy.cuda.Device(cuda.local_device()).use()
+        return cupy
+
+    def empty(self, shape, np_dtype):
+        return self.xp.empty(shape, np_dtype)
+
+    def from_host(self, host):
+        return self.xp.asarray(host)
+
+    def to_host(self, piece):
+        return self.xp.asnumpy(piece)
+
+    def asarray(self, value):
+        return self.xp.asarray(value)
+
+    @property
+    def collectives(self):
+        from ..distributed import device_collectives
+        return device_collectives
+
+
+def simulated():
+    """Whether cuda placements run on simulated_cupy (no GPU needed): GLOBALTENSOR_CUDA_SIMULATE=1."""
+    return os.environ.get("GLOBALTENSOR_CUDA_SIMULATE", "0") not in ("", "0")
+
+
+_DEVICES = {"cpu": CpuDevice(), "cuda": CudaDevice()}
+
+
+def device(placement_type):
+    """The device of a placement type ("cpu" or "cuda")."""
+    return _DEVICES[placement_type]
+
+
+def of_array(piece):
+    """The device holding `piece`: cpu for numpy arrays, cuda for anything else (cupy)."""
+    return _DEVICES["cpu"] if isinstance(piece, (np.ndarray, np.generic)) else _DEVICES["cuda"]
+
+
+def array_module(piece):
+    """numpy for a numpy array, else the cuda device's module (cupy): for kernels that make arrays."""
+    return np if isinstance(piece, (np.ndarray, np.generic)) else _DEVICES["cuda"].xp
