@@ -1,12 +1,17 @@
 """Model parallelism as in the OneFlow distributed tutorial; only the import line differs.
 
     python -m globaltensor.distributed.launch --nproc_per_node 2 examples/oneflow_tutorial_mp.py
+    python -m globaltensor.distributed.launch --nproc_per_node 2 examples/oneflow_tutorial_mp.py cuda
+
+The second line runs it on GPUs, as the tutorial does (two ranks may share one GPU).
 """
+import sys
+
 import globaltensor as flow
 import globaltensor.nn as nn
 import globaltensor.optim as optim
 
-PLACEMENT = flow.placement("cpu", [0, 1])
+PLACEMENT = flow.placement(sys.argv[1] if len(sys.argv) > 1 else "cpu", [0, 1])
 S0 = flow.sbp.split(0)
 S1 = flow.sbp.split(1)
 B = flow.sbp.broadcast

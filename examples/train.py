@@ -1,11 +1,14 @@
 """Two-process training run: a small MLP learns a synthetic regression, data-parallel.
 
     python -m globaltensor.distributed.launch --nproc_per_node 2 examples/train.py
+    python -m globaltensor.distributed.launch --nproc_per_node 2 examples/train.py cuda   # on GPUs
 
 The model's parameters are broadcast, each batch is split over the ranks (each rank loads
 only its rows), gradients are reduced in one bucket per step. Run it with plain
 `python examples/train.py` and the losses are the same.
 """
+import sys
+
 import numpy as np
 from tqdm import tqdm
 
@@ -13,7 +16,7 @@ import globaltensor as gt
 import globaltensor.nn as nn
 
 rank, world = gt.env.get_rank(), gt.env.get_world_size()
-placement = gt.placement.all("cpu")
+placement = gt.placement.all(sys.argv[1] if len(sys.argv) > 1 else "cpu")
 
 rng = np.random.default_rng(0)  # the dataset, identical on every rank
 features = rng.standard_normal((2048, 16)).astype(np.float32)

@@ -22,7 +22,7 @@ FORMAT = "globaltensor-checkpoint-1"
 
 def _encode(obj, arrays):
     if isinstance(obj, Tensor):
-        value = obj.numpy() if obj.is_global else obj._local
+        value = obj.numpy()  # a global tensor's whole value, a local one's piece, on the host
         name = f"t{len(arrays)}.npy"
         arrays[name] = value
         return {"__tensor__": name, "dtype": obj.dtype.name, "shape": list(value.shape)}
@@ -222,7 +222,7 @@ def _save_sharded(obj, path):
                 box = layout.local_box(t.shape, t.placement.hierarchy, t.sbp, coord)
                 pieces.append({"file": f"{name}.r{r}.npy", "box": [list(b) for b in box]})
                 if r == me:
-                    np.save(os.path.join(tmp, f"{name}.r{r}.npy"), _storable(np.ascontiguousarray(t._local)),
+                    np.save(os.path.join(tmp, f"{name}.r{r}.npy"), _storable(np.ascontiguousarray(t.to_local().numpy())),
                             allow_pickle=False)
             return {"__sharded__": name, "dtype": t.dtype.name, "shape": list(t.shape), "pieces": pieces}
         if isinstance(value, dict):

@@ -199,7 +199,15 @@ def _copy_into(target, value, name):
             else:
                 value = value.to_global(placement=target.placement, sbp=target.sbp)
         src = value._local.astype(target.dtype.np, copy=False)
-    target._local[...] = src
+    _fill(target, src)
+
+
+def _fill(target, values):
+    """target's piece = values (host data moves to the piece's device)."""
+    from ..backends.devices import of_array
+    piece = target._local
+    dev = of_array(piece)
+    target._local[...] = values if of_array(values) is dev else dev.from_host(of_array(values).to_host(values))
 
 
 def _copy_from_shards(target, value, name):
@@ -210,7 +218,7 @@ def _copy_from_shards(target, value, name):
         raise RuntimeError(f"load_state_dict: {name} has shape {tuple(value.shape)} in the checkpoint but "
                            f"{tuple(target.shape)} in the model")
     if target.is_local:
-        target._local[...] = value.numpy()
+        _fill(target, value.numpy())
         return
     coord = target.placement.mesh_coord(get_rank())
     if coord is None:
@@ -219,4 +227,4 @@ def _copy_from_shards(target, value, name):
         target._local[...] = 0
         return
     box = layout.local_box(target.shape, target.placement.hierarchy, target.sbp, coord)
-    target._local[...] = value.read_box(box)
+    _fill(target, value.read_box(box))

@@ -81,8 +81,9 @@ def _no_partial(p, name):
 
 
 def _axpby(y, x, a, b):
-    """y = b * y + a * x in place: one fused pass in _C for float32/float64, numpy otherwise."""
-    if y.dtype in _FUSED and x.dtype == y.dtype and y.flags.c_contiguous and x.flags.c_contiguous:
+    """y = b * y + a * x in place: one fused pass in _C for float32/float64 numpy arrays, array
+    operations otherwise (cupy too)."""
+    if type(y) is np.ndarray and y.dtype in _FUSED and x.dtype == y.dtype and y.flags.c_contiguous and x.flags.c_contiguous:
         _C.axpby(y, x, a, b)
         return
     if b != 1:

@@ -84,8 +84,10 @@ def _stack(items, wrap, sample=None):
 def _global(piece, n_rows, placement, sbp):
     """A global tensor of n_rows rows from this rank's rows (the layout's even split)."""
     from .. import dtype as _dtype
+    from ..backends.devices import device
     from ..tensor import Tensor
-    return Tensor(np.ascontiguousarray(piece), (n_rows,) + piece.shape[1:], _dtype.of_array(piece), placement, sbp)
+    local = device(placement.type).from_host(np.ascontiguousarray(piece))
+    return Tensor(local, (n_rows,) + piece.shape[1:], _dtype.of_array(piece), placement, sbp)
 
 
 class DistributedSampler:
