@@ -1,13 +1,33 @@
 """Local kernels on cupy arrays through _C.cuda (cuBLASLt): matmul, the fused linear layer
 (matmul + bias + ReLU or tanh-GELU in one call) and its weight gradient with the bias gradient
-fused. Arrays are 2-D, C-contiguous, of one dtype; bfloat16 travels as uint16 with dtype=."""
+fused. Arrays are 2-D, C-contiguous, of one dtype (bfloat16 is ml_dtypes' bfloat16, which cupy 14
+knows, or uint16 with dtype="bfloat16")."""
+import os
+
+import numpy as np
+
 from .. import _C
 from ..dtype import KERNEL_CODES
 from .cuda import find_library
+from .devices import simulated
 
 ACTIVATIONS = {"identity": 0, "relu": 1, "gelu_tanh": 2}
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 _loaded = []
+
+
+def usable(*arrays):
+    """Whether these pieces take the cuBLASLt path: 2-D cupy arrays of one dtype among float32,
+    float16 and bfloat16 (float64 stays with cupy), _C built with cuBLASLt, not turned off by
+    GLOBALTENSOR_CUBLASLT=0, and a real GPU (not simulated_cupy)."""
+    a = arrays[0]
+    if isinstance(a, np.ndarray) or a.ndim != 2 or a.dtype.name not in ("float32", "float16", "bfloat16"):
+        return False
+    if any(x is not None and (x.dtype != a.dtype or isinstance(x, np.ndarray)) for x in arrays[1:]):
+        return False
+    if os.environ.get("GLOBALTENSOR_CUBLASLT", "1") == "0" or simulated():
+        return False
+    return getattr(_C, "with_cublaslt", False)
 
 
 def cublaslt_path():
@@ -55,9 +75,14 @@ def _stream():
     return cupy.cuda.get_current_stream().ptr
 
 
+def _c_order(a):
+    return a if a is None or a.flags.c_contiguous else a.copy()
+
+
 def matmul(a, b, tf32=False, dtype=None):
-    """a (m x k) @ b (k x n)."""
+    """a (m x k) @ b (k x n); a and b are copied to C order first when they are not."""
     cupy, code = _ready(), _code([a, b], dtype)
+    a, b = _c_order(a), _c_order(b)
     pa = _matrix(a, "a")
     (m, k), n = a.shape, b.shape[-1]
     pb = _matrix(b, "b", (k, n))
@@ -68,8 +93,9 @@ def matmul(a, b, tf32=False, dtype=None):
 
 def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
     """act(x (m x k) @ w.T + bias), w (n x k); one cuBLASLt call. activation: identity, relu or
-    gelu_tanh (cuBLASLt's GELU is the tanh approximation)."""
+    gelu_tanh (cuBLASLt's GELU is the tanh approximation). Inputs not in C order are copied first."""
     cupy, code = _ready(), _code([x, w, bias], dtype)
+    x, w, bias = _c_order(x), _c_order(w), _c_order(bias)
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
     px = _matrix(x, "x")

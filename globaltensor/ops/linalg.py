@@ -1,6 +1,7 @@
 """Linear algebra: matmul and its spellings (einsum rows), kron, cross, cholesky, inverse, t."""
 import numpy as np
 
+from ..backends import cuda_kernels
 from . import rules
 from ._front import apply, tensors
 from .registry import op
@@ -74,6 +75,8 @@ def transpose(x, d0, d1):
 
 @op("matmul", _matmul_rules, _matmul_backward, takes_out=True)
 def _matmul(a, b, out=None):
+    if a.ndim == 2 and b.ndim == 2 and cuda_kernels.usable(a, b):  # cupy pieces on a GPU: cuBLASLt
+        return cuda_kernels.matmul(a, b)
     if out is not None and a.ndim == b.ndim == 2 and out.shape == (a.shape[0], b.shape[1]) \
             and out.dtype == np.result_type(a, b):
         return np.matmul(a, b, out=out)  # a gradient written straight into its bucket

@@ -1,0 +1,150 @@
+"""cuda placements end to end: every op, every SBP pair, cpu<->cuda moves, training scripts.
+
+Each test runs twice: on simulated_cupy (GLOBALTENSOR_CUDA_SIMULATE=1: device arrays that refuse
+to mix with numpy, no GPU needed, so CI checks that host and device stay apart) and, marked
+`cuda`, on real GPUs with cupy (ranks may share one GPU). Values are compared with numpy.
+"""
+import itertools
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import globaltensor as gt
+from conftest import run_ranks
+from globaltensor.backends import simulated_cupy
+
+S0, S1, B, P = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast, gt.sbp.partial_sum
+SIMULATED = {"GLOBALTENSOR_CUDA_SIMULATE": "1"}
+MODES = [pytest.param(SIMULATED, id="simulated"), pytest.param({}, id="gpu", marks=pytest.mark.cuda)]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def on_device(t):
+    """The piece of a global cuda tensor is a device array, never numpy."""
+    return not isinstance(t.to_local()._local, np.ndarray)
+
+
+def _every_op(mesh_2d):
+    import test_every_op as spec
+    k = gt.env.get_world_size()
+    placement = gt.placement("cuda", [[0, 1], [2, 3]] if mesh_2d else list(range(k)))
+    rng = np.random.default_rng(3)
+    return {name: spec.run_spec(name, placement, rng) for name in sorted(spec.SPECS)}
+
+
+@pytest.mark.parametrize("env", MODES)
+@pytest.mark.parametrize("nprocs, mesh_2d", [(2, False), (4, True)])
+def test_every_op_on_cuda_matches_one_process(nprocs, mesh_2d, env):
+    import test_every_op as spec
+    results = run_ranks(_every_op, nprocs, mesh_2d, timeout=600, env=env)[0]
+    for name in sorted(spec.SPECS):
+        want_values, want_grads = spec.run_spec(name)
+        got_values, got_grads = results[name]
+        for g, w in zip(got_values, want_values):
+            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-7, atol=1e-9,
+                                       err_msg=f"{name} value")
+        for g, w in zip(got_grads, want_grads):
+            if w is not None:
+                np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9, err_msg=f"{name} grad")
+
+
+def _every_pair(mesh_2d):
+    """Every SBP pair on cuda: values, pieces on the device, and the same collectives as on cpu."""
+    ranks = [[0, 1], [2, 3]] if mesh_2d else list(range(gt.env.get_world_size()))
+    full = (np.arange(35, dtype=np.float32).reshape(5, 7) - 10) / 4
+    sbps = list(itertools.product([S0, S1, B, P], repeat=len(np.shape(ranks))))
+    for src, dst in itertools.product(sbps, sbps):
+        counts = []
+        for kind in ("cpu", "cuda"):
+            x = gt.tensor(full, placement=gt.placement(kind, ranks), sbp=src)
+            with gt.debug.count_collectives() as c:
+                y = x.to_global(sbp=dst)
+            counts.append(dict(c))
+            assert kind == "cpu" or on_device(y)
+            np.testing.assert_array_equal(y.numpy(), full, err_msg=f"{kind} {src}->{dst}")
+        assert counts[0] == counts[1], (src, dst, counts)
+    return len(sbps) ** 2
+
+
+@pytest.mark.parametrize("env", MODES)
+@pytest.mark.parametrize("nprocs, mesh_2d", [(3, False), (4, True)])
+def test_every_sbp_pair_on_cuda(nprocs, mesh_2d, env):
+    assert run_ranks(_every_pair, nprocs, mesh_2d, env=env)[0] == (16 if not mesh_2d else 256)
+
+
+def _moves():
+    full = np.arange(24, dtype=np.float32).reshape(6, 4)
+    cpu, cuda = gt.placement("cpu", [0, 1]), gt.placement("cuda", [0, 1])
+    cases = [(cpu, S0, cuda, B), (cpu, P, cuda, S1), (cuda, S1, cpu, S0), (cuda, P, gt.placement("cpu", [1]), B),
+             (gt.placement("cpu", [0]), B, cuda, P), (cuda, S0, gt.placement("cuda", [1, 0]), S0)]
+    for src_pl, src, dst_pl, dst in cases:
+        x = gt.tensor(full, placement=src_pl, sbp=src, requires_grad=True)
+        y = x.to_global(placement=dst_pl, sbp=dst)
+        assert y.placement == dst_pl and y.sbp == (dst,)
+        assert on_device(y) == (dst_pl.type == "cuda") or gt.env.get_rank() not in dst_pl
+        np.testing.assert_array_equal(y.numpy(), full, err_msg=f"{src_pl.type} {src} -> {dst_pl.type} {dst}")
+        (y * y).sum().backward()  # the gradient comes back across the move
+        assert x.grad.placement == src_pl and on_device(x.grad) == (src_pl.type == "cuda") or \
+            gt.env.get_rank() not in src_pl
+        np.testing.assert_allclose(x.grad.numpy(), 2 * full)
+    local = gt.tensor(full[gt.env.get_rank() * 3:][:3])  # a local numpy piece onto a cuda placement
+    z = local.to_global(placement=cuda, sbp=S0)
+    assert on_device(z)
+    np.testing.assert_array_equal(z.numpy(), full)
+    return len(cases)
+
+
+@pytest.mark.parametrize("env", MODES)
+def test_cpu_cuda_moves_are_boxing_steps(env):
+    assert run_ranks(_moves, 2, env=env) == [6, 6]
+
+
+def _partial_to_broadcast_is_one_all_reduce():
+    pl = gt.placement("cuda", [0, 1])
+    x = gt.ones(1000, placement=pl, sbp=P, dtype="float16")
+    with gt.debug.count_collectives() as c:
+        y = x.to_global(sbp=B)
+    assert dict(c) == {"all_reduce": 1} and on_device(y)
+    bf = gt.full((3, 5), 1.5, placement=pl, sbp=S0, dtype="bfloat16")
+    assert on_device(bf) and bf.dtype == gt.bfloat16
+    return float(y.sum().item()), float((bf * 2).sum().item())
+
+
+@pytest.mark.parametrize("env", MODES)
+def test_half_types_and_the_all_reduce_plan(env):
+    assert run_ranks(_partial_to_broadcast_is_one_all_reduce, 2, env=env) == [(1000.0, 45.0)] * 2
+
+
+def _launch(script, device, cwd, env):
+    res = subprocess.run([sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_node", "2",
+                          os.path.join(ROOT, "examples", script), device], cwd=cwd, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, **env})
+    assert res.returncode == 0, res.stderr[-3000:]
+    return re.findall(r"step \d+ loss ([0-9.]+)", res.stdout)
+
+
+@pytest.mark.parametrize("env", MODES)
+def test_oneflow_tutorial_scripts_on_cuda(tmp_path, env):
+    """The tutorial's scripts with placement("cuda", [0, 1]): the losses of the cpu run, bit for bit."""
+    for script in ("oneflow_tutorial_dp.py", "oneflow_tutorial_mp.py"):
+        on_cpu = _launch(script, "cpu", tmp_path, env)
+        on_cuda = _launch(script, "cuda", tmp_path, env)
+        assert len(on_cuda) == 10 and on_cuda == on_cpu, script
+
+
+def test_simulated_arrays_keep_host_and_device_apart():
+    x = simulated_cupy.asarray(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(x)
+    with pytest.raises(TypeError, match="numpy array where a device array belongs"):
+        x + np.ones(3)
+    with pytest.raises(TypeError, match="numpy array where a device array belongs"):
+        x[0] = np.zeros(3)
+    y = np.exp(x) + 1  # numpy's functions reach device arrays, as they reach cupy's
+    assert type(y) is simulated_cupy.ndarray and type(x.sum()) is simulated_cupy.ndarray and x.sum().ndim == 0
+    np.testing.assert_allclose(simulated_cupy.asnumpy(y), np.exp(np.arange(6.0).reshape(2, 3)) + 1)
+    assert type(np.concatenate([x, x])) is simulated_cupy.ndarray
