@@ -9,7 +9,9 @@ toolkit has no cublasLt.h).
   GELU as separate kernels.
 * IPC all_reduce of 64 MiB float32 between 2 processes sharing the GPU: algorithm bandwidth
   (bytes / time) next to a device-to-device copy's.
-CUDA events time every kernel (median of 20 after 3 warm-ups).
+* A training step of the MLP 1024-4096-1024 (batch 256, fp32, SGD) on placement("cuda", ...) with
+  1 rank and with 2 ranks sharing the GPU, against the same step written by hand in cupy.
+CUDA events time every kernel (median of 20 after 3 warm-ups); the training step is wall time.
 """
 import argparse
 import os
@@ -96,12 +98,85 @@ def ipc_rows(nbytes=64 << 20):
              f"copy {copy_bw / 1e9:.0f} GB/s", f"{nbytes / seconds / copy_bw:.2f} of copy"]]
 
 
+MLP = (1024, 4096, 1024, 256)  # in, hidden, out, global batch
+
+
+def _train_worker(steps):
+    import time
+
+    import cupy
+    import globaltensor as gt
+    import globaltensor.nn as nn
+    d_in, hidden, d_out, batch = MLP
+    pl = gt.placement("cuda", list(range(gt.env.get_world_size())))
+    gt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, d_out)).to_global(pl, gt.sbp.broadcast)
+    opt, loss_fn = gt.optim.SGD(model.parameters(), lr=1e-3), nn.MSELoss()
+    x = gt.randn(batch, d_in, placement=pl, sbp=gt.sbp.split(0))
+    y = gt.randn(batch, d_out, placement=pl, sbp=gt.sbp.split(0))
+
+    def step():
+        loss_fn(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+    for _ in range(3):
+        step()
+    cupy.cuda.Device().synchronize()
+    gt.env.barrier()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    cupy.cuda.Device().synchronize()
+    return (time.perf_counter() - start) / steps
+
+
+def _cupy_step_seconds(steps):
+    """The same step by hand: forward, backward and SGD as cupy expressions, one process."""
+    import time
+
+    import cupy
+    d_in, hidden, d_out, batch = MLP
+    r = cupy.random.default_rng(0)
+    w1, b1 = r.standard_normal((hidden, d_in), cupy.float32) * 0.03, cupy.zeros(hidden, cupy.float32)
+    w2, b2 = r.standard_normal((d_out, hidden), cupy.float32) * 0.015, cupy.zeros(d_out, cupy.float32)
+    x, y = r.standard_normal((batch, d_in), cupy.float32), r.standard_normal((batch, d_out), cupy.float32)
+
+    def step():
+        h = x @ w1.T + b1
+        a = cupy.maximum(h, 0)
+        d = (a @ w2.T + b2 - y) * (2.0 / (batch * d_out))
+        dh = (d @ w2) * (h > 0)
+        for p, g in ((w2, d.T @ a), (b2, d.sum(0)), (w1, dh.T @ x), (b1, dh.sum(0))):
+            p -= 1e-3 * g
+
+    for _ in range(3):
+        step()
+    cupy.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    cupy.cuda.Device().synchronize()
+    return (time.perf_counter() - start) / steps
+
+
+def training_rows(steps=50):
+    from globaltensor.distributed import spawn
+    by_hand = _cupy_step_seconds(steps)
+    rows = []
+    for nprocs in (1, 2):
+        seconds = max(spawn(_train_worker, args=(steps,), nprocs=nprocs, timeout=600))
+        rows.append([f"MLP step 1024-4096-1024 batch 256 fp32, {nprocs} rank(s) on 1 GPU", f"{seconds * 1e3:.2f} ms",
+                     f"{by_hand * 1e3:.2f} ms by hand", f"{by_hand / seconds:.2f}"])
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=8192)
     p.add_argument("--json", default="benchmarks/results/cuda.json")
     args = p.parse_args()
-    rows = matmul_rows(args.size) + fused_linear_rows(args.size) + ipc_rows()
+    rows = matmul_rows(args.size) + fused_linear_rows(args.size) + ipc_rows() + training_rows()
     print_table("GPU kernels (TFLOP/s or bandwidth; ratio > 1: ours faster)", ["case", "ours", "cupy", "ratio"], rows)
     write_json(args.json, rows)
 
