@@ -148,3 +148,86 @@ def test_simulated_arrays_keep_host_and_device_apart():
     assert type(y) is simulated_cupy.ndarray and type(x.sum()) is simulated_cupy.ndarray and x.sum().ndim == 0
     np.testing.assert_allclose(simulated_cupy.asnumpy(y), np.exp(np.arange(6.0).reshape(2, 3)) + 1)
     assert type(np.concatenate([x, x])) is simulated_cupy.ndarray
+
+
+class Uncounted:
+    """The host collectives, unseen by gt.debug.count_collectives (device_collectives counts)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            saved, self.module._observers[:] = list(self.module._observers), []
+            try:
+                return getattr(self.module, name)(*args, **kwargs)
+            finally:
+                self.module._observers[:] = saved
+        return call
+
+
+class HostNccl:
+    """pynccl.Communicator's calls over the host collectives, on simulated device arrays: a twin
+    that checks device_collectives' NCCL path (offsets, uneven sizes, grouped send/recv)."""
+
+    def __init__(self, ranks):
+        from globaltensor.distributed import collectives
+        self.ranks, self.host, self.pending = tuple(ranks), Uncounted(collectives), None
+
+    def all_reduce(self, x, out, op="sum", dtype=None):
+        out[...] = simulated_cupy.asarray(self.host.all_reduce(x.get(), op=op, group=list(self.ranks)))
+
+    def all_gather(self, x, out, dtype=None):
+        gathered = self.host.all_gather(x.get().reshape(-1), group=list(self.ranks))
+        out.reshape(-1)[...] = simulated_cupy.asarray(gathered)
+
+    def reduce_scatter(self, x, out, op="sum", dtype=None):
+        piece = self.host.reduce_scatter(x.get().reshape(-1), op=op, group=list(self.ranks))
+        out.reshape(-1)[...] = simulated_cupy.asarray(piece)
+
+    def broadcast(self, x, src, dtype=None):
+        value = x.get()
+        self.host.broadcast(value, src=src, group=list(self.ranks))
+        x[...] = simulated_cupy.asarray(value)
+
+    def group(self):
+        import contextlib
+
+        @contextlib.contextmanager
+        def grouped():
+            self.pending = ({}, {})
+            yield self
+            sends, recvs = self.pending
+            flat = np.concatenate([sends[r] for r in self.ranks if r in sends] or [np.empty(0, np.float32)])
+            got = self.host.all_to_all(flat, [sends[r].size if r in sends else 0 for r in self.ranks],
+                                       group=list(self.ranks),
+                                       recv_sizes=[recvs[r].size if r in recvs else 0 for r in self.ranks])
+            at = 0
+            for r in self.ranks:
+                if r in recvs:
+                    recvs[r][...] = simulated_cupy.asarray(got[at:at + recvs[r].size])
+                    at += recvs[r].size
+        return grouped()
+
+    def send(self, x, peer, sync=True, dtype=None):
+        self.pending[0][peer] = x.get()
+
+    def recv(self, x, peer, sync=True, dtype=None):
+        self.pending[1][peer] = x
+
+    def wait(self, stream=None, what="collective"):
+        pass
+
+
+def _every_pair_through_nccl_calls(mesh_2d):
+    from globaltensor.distributed import device_collectives
+    device_collectives.transport = lambda ranks: "nccl"
+    device_collectives._nccl = HostNccl
+    return _every_pair(mesh_2d)
+
+
+@pytest.mark.parametrize("nprocs, mesh_2d", [(3, False), (4, True)])
+def test_nccl_path_of_device_collectives(nprocs, mesh_2d):
+    """Every SBP pair with the NCCL transport's calls (on a host twin of the communicator)."""
+    env = {**SIMULATED, "GLOBALTENSOR_IPC_MAX_BYTES": "0"}
+    assert run_ranks(_every_pair_through_nccl_calls, nprocs, mesh_2d, env=env)[0] == (16 if not mesh_2d else 256)

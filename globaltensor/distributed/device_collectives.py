@@ -1,12 +1,19 @@
-"""Collectives on cuda pieces, with the signatures of collectives.py: the CUDA IPC all-reduce for
-ranks on one node (GPUs shared or not), the host's shared-memory collectives for the rest.
+"""Collectives on cuda pieces, with the signatures of collectives.py: NCCL among distinct GPUs,
+the CUDA IPC all-reduce among ranks of one machine, the host's shared memory otherwise.
 
-Which way an all_reduce goes: GLOBALTENSOR_CUDA_ALLREDUCE = "auto" (IPC when every rank of the
-group is on this node and _C has CUDA, else through the host), "ipc" or "host". The other
-collectives copy the piece to the host, run the shared-memory collective and copy the result
-back: correct for any number of processes per GPU, which NCCL refuses. Counting
-(gt.debug.count_collectives) and the checks on arguments are those of collectives.py.
+The transport of a group (GLOBALTENSOR_CUDA_TRANSPORT, default "auto"):
+
+* "nccl" when every rank of the group has a GPU of its own (the ranks publish their GPU, host
+  key + PCI bus id, to the rendezvous store) and libnccl loads: every collective by NCCL, also
+  across machines; all_reduce of at most GLOBALTENSOR_IPC_MAX_BYTES (default 64 MiB) on one
+  machine by IPC, whose host-synchronised one- and two-shot kernels start faster;
+* "ipc" when ranks share a GPU (NCCL refuses that) on one machine: all_reduce by IPC, the other
+  collectives through the host (copy to the host, shared-memory collective, copy back);
+* "host": everything through the host (also what simulated cuda pieces use).
+
+Counting (gt.debug.count_collectives) and the checks on arguments are those of collectives.py.
 """
+import math
 import os
 
 from ..backends.devices import device
@@ -14,6 +21,8 @@ from . import collectives as host
 from .group import Group, world_group
 
 _ipc = {}  # ranks -> IpcAllReduce
+_transports = {}  # ranks -> "nccl" | "ipc" | "host"
+_MODES = ("auto", "nccl", "ipc", "host")
 
 
 def _cuda():
@@ -23,21 +32,56 @@ def _cuda():
 def _ranks(group):
     if group is None:
         return tuple(world_group().ranks)
-    return tuple(group.ranks if isinstance(group, Group) else group)
+    return tuple(int(r) for r in (group.ranks if isinstance(group, Group) else group))
 
 
-def _ipc_for(ranks):
-    """The group's IpcAllReduce, or None when the all_reduce goes through the host."""
-    mode = os.environ.get("GLOBALTENSOR_CUDA_ALLREDUCE", "auto")
-    if mode not in ("auto", "ipc", "host"):
-        raise ValueError(f"GLOBALTENSOR_CUDA_ALLREDUCE must be auto, ipc or host, got {mode!r}")
-    if mode == "host" or _cuda().simulated or len(ranks) == 1:
-        return None
-    from .. import _C
+def _gpu_ids(ranks):
+    """Each rank's GPU as 'host key/PCI bus id', through the store (published once per process)."""
     from .world import world
-    keys = world().host_keys
-    one_node = len(keys) > max(ranks) and len({keys[r] for r in ranks}) == 1
-    if mode == "auto" and not (one_node and getattr(_C, "with_cuda", False)):
+    w = world()
+    w.join()
+    if "published" not in _transports:
+        import cupy
+        w.store.set(f"gpu/{w.rank}", f"{w.host_keys[w.rank]}/{cupy.cuda.Device().pci_bus_id}".encode())
+        _transports["published"] = True
+    return [w.store.get(f"gpu/{r}").decode() for r in ranks]
+
+
+def transport(ranks):
+    """How the group's collectives travel (see the module's docstring); decided once per group."""
+    found = _transports.get(ranks)
+    if found is not None:
+        return found
+    mode = os.environ.get("GLOBALTENSOR_CUDA_TRANSPORT", "auto")
+    if mode not in _MODES:
+        raise ValueError(f"GLOBALTENSOR_CUDA_TRANSPORT must be one of {_MODES}, got {mode!r}")
+    if mode == "auto":
+        mode = _automatic(ranks)
+    _transports[ranks] = mode
+    return mode
+
+
+def _automatic(ranks):
+    if _cuda().simulated or len(ranks) == 1:
+        return "host"
+    ids = _gpu_ids(ranks)
+    hosts = {gpu.rsplit("/", 1)[0] for gpu in ids}
+    if len(set(ids)) == len(ids):
+        try:
+            from . import pynccl
+            pynccl.library()
+            return "nccl"
+        except (RuntimeError, OSError):
+            pass
+    from .. import _C
+    return "ipc" if len(hosts) == 1 and getattr(_C, "with_cuda", False) else "host"
+
+
+def _ipc_for(ranks, nbytes):
+    """The group's IpcAllReduce when this all_reduce goes by IPC, else None."""
+    how = transport(ranks)
+    if how == "host" or (how == "nccl" and (nbytes > int(os.environ.get("GLOBALTENSOR_IPC_MAX_BYTES", 64 << 20))
+                                            or not _one_machine(ranks))):
         return None
     found = _ipc.get(ranks)
     if found is None:
@@ -46,20 +90,40 @@ def _ipc_for(ranks):
     return found
 
 
+def _one_machine(ranks):
+    from .world import world
+    keys = world().host_keys
+    return len({keys[r] for r in ranks}) == 1
+
+
+def _nccl(ranks):
+    from . import pynccl
+    return pynccl.communicator(ranks) if transport(ranks) == "nccl" else None
+
+
+def _contiguous(x):
+    return x if x.flags.c_contiguous else x.copy()
+
+
 def all_reduce(x, op="sum", group=None, out=None):
-    """x reduced over the group, in place (or into `out`); sums of one-node groups go by IPC."""
-    ipc = _ipc_for(_ranks(group)) if op == "sum" else None
+    """x reduced over the group, in place (or into `out`); returns it."""
+    ranks = _ranks(group)
+    dest = out if out is not None else x
+    ipc = _ipc_for(ranks, x.nbytes) if op == "sum" else None
+    comm = None if ipc is not None else _nccl(ranks)
+    if ipc is None and comm is None:
+        return _back(dest, host.all_reduce(_cuda().to_host(x), op=op, group=group))
+    if host._observers:
+        host._observe("all_reduce", x.nbytes)
+    src = _contiguous(x)
+    target = dest if dest.flags.c_contiguous else src  # src is then a private copy
     if ipc is not None:
-        if host._observers:
-            host._observe("all_reduce", x.nbytes)
-        src = x if x.flags.c_contiguous else _cuda().xp.ascontiguousarray(x)
-        dest = out if out is not None else x
-        if dest.flags.c_contiguous:
-            return ipc(src, dest)
-        dest[...] = ipc(src)  # src is a private copy here: dest is x, not contiguous
-        return dest
-    result = host.all_reduce(_cuda().to_host(x), op=op, group=group)
-    return _back(out if out is not None else x, result)
+        ipc(src, target)
+    else:
+        comm.all_reduce(src, target, op=op, dtype=x.dtype.name)
+    if target is not dest:
+        dest[...] = target
+    return dest
 
 
 def _back(dest, host_value):
@@ -69,19 +133,104 @@ def _back(dest, host_value):
 
 
 def broadcast(x, src=0, group=None):
-    return _back(x, host.broadcast(_cuda().to_host(x), src=src, group=group))
+    comm = _nccl(_ranks(group))
+    if comm is None:
+        return _back(x, host.broadcast(_cuda().to_host(x), src=src, group=group))
+    if host._observers:
+        host._observe("broadcast", x.nbytes)
+    buf = _contiguous(x)
+    comm.broadcast(buf, src, dtype=x.dtype.name)
+    if buf is not x:
+        x[...] = buf
+    return x
+
+
+def _row(x):
+    """Elements per row along axis 0 (the unit of the sizes arguments, as in collectives.py)."""
+    return x.size // x.shape[0] if x.ndim and x.shape[0] else max(1, math.prod(x.shape[1:]))
 
 
 def all_gather(x, group=None, sizes=None):
-    return _cuda().from_host(host.all_gather(_cuda().to_host(x), group=group, sizes=sizes))
+    """Every member's x concatenated along axis 0 (sizes: their lengths there)."""
+    ranks = _ranks(group)
+    comm = _nccl(ranks)
+    if comm is None:
+        return _cuda().from_host(host.all_gather(_cuda().to_host(x), group=group, sizes=sizes))
+    if sizes is None:
+        raise ValueError("all_gather over NCCL needs sizes")
+    x, row = _contiguous(x), _row(x)
+    if host._observers:
+        host._observe("all_gather", x.nbytes)
+    if len(set(sizes)) == 1:
+        out = _cuda().empty((sum(sizes),) + x.shape[1:], x.dtype)
+        comm.all_gather(x, out, dtype=x.dtype.name)
+        return out
+    flat = x.reshape(-1)
+    out = _exchange(comm, [flat] * len(ranks), [n * row for n in sizes], x.dtype)
+    return out.reshape((sum(sizes),) + x.shape[1:])
 
 
 def reduce_scatter(x, op="sum", group=None, sizes=None):
-    return _cuda().from_host(host.reduce_scatter(_cuda().to_host(x), op=op, group=group, sizes=sizes))
+    """x reduced over the group; this member keeps its piece along axis 0 (sizes: the pieces' lengths)."""
+    ranks = _ranks(group)
+    comm = _nccl(ranks)
+    if comm is None:
+        return _cuda().from_host(host.reduce_scatter(_cuda().to_host(x), op=op, group=group, sizes=sizes))
+    k, me = len(ranks), ranks.index(_rank())
+    sizes = list(sizes) if sizes is not None else [x.shape[0] // k + (1 if i < x.shape[0] % k else 0)
+                                                   for i in range(k)]
+    x = _contiguous(x)
+    if host._observers:
+        host._observe("reduce_scatter", x.nbytes)
+    if len(set(sizes)) == 1:
+        out = _cuda().empty((sizes[0],) + x.shape[1:], x.dtype)
+        comm.reduce_scatter(x, out, op=op, dtype=x.dtype.name)
+        return out
+    whole = _cuda().empty(x.shape, x.dtype)  # uneven pieces: NCCL has no such reduce_scatter
+    comm.all_reduce(x, whole, op=op, dtype=x.dtype.name)
+    start = sum(sizes[:me])
+    return whole[start:start + sizes[me]].copy()
 
 
 def all_to_all(x, send_sizes, group=None, recv_sizes=None):
-    return _cuda().from_host(host.all_to_all(_cuda().to_host(x), send_sizes, group=group, recv_sizes=recv_sizes))
+    """Rows [sum(send_sizes[:j]), ...) of x go to member j; what arrives, in member order."""
+    ranks = _ranks(group)
+    comm = _nccl(ranks)
+    if comm is None:
+        return _cuda().from_host(host.all_to_all(_cuda().to_host(x), send_sizes, group=group,
+                                                 recv_sizes=recv_sizes))
+    if recv_sizes is None:
+        raise ValueError("all_to_all over NCCL needs recv_sizes")
+    x, row = _contiguous(x), _row(x)
+    if host._observers:
+        host._observe("all_to_all", x.nbytes)
+    flat, sends, at = x.reshape(-1), [], 0
+    for n in send_sizes:
+        sends.append(flat[at * row:(at + n) * row])
+        at += n
+    out = _exchange(comm, sends, [n * row for n in recv_sizes], x.dtype)
+    return out.reshape((sum(recv_sizes),) + x.shape[1:])
+
+
+def _exchange(comm, sends, recv_counts, dtype):
+    """Grouped NCCL sends and receives: sends[j] to member j, member j's recv_counts[j] elements
+    into the output, one after another."""
+    out = _cuda().empty((sum(recv_counts),), dtype)
+    name, at = dtype.name, 0
+    with comm.group():
+        for j, peer in enumerate(comm.ranks):
+            if sends[j].size:
+                comm.send(sends[j], peer, sync=False, dtype=name)
+            if recv_counts[j]:
+                comm.recv(out[at:at + recv_counts[j]], peer, sync=False, dtype=name)
+            at += recv_counts[j]
+    comm.wait(what="exchange")
+    return out
+
+
+def _rank():
+    from ..env import get_rank
+    return get_rank()
 
 
 def barrier(group=None):
