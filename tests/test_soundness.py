@@ -111,6 +111,7 @@ def samples(name):
         "setitem_add": [([f(5, 4), f(3, 4)], {"key": (("slice", 1, 4, None),)})],
         "embedding": [([ints(5, 2, hi=6), f(6, 4)], {})],
         "linear": [([f(5, 4), f(3, 4), f(3)], {}), ([f(2, 5, 4), f(3, 4)], {})],
+        "linear_weight_grad": [([f(5, 3), f(5, 4)], {})],
         "mse_mean": [([f(5, 4), f(5, 4)], {"count": 20})],
     }
     for name_ in ("max", "min", "prod", "median", "argmax", "argmin"):

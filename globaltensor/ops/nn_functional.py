@@ -90,11 +90,29 @@ def _linear_backward(ctx, g):
     dx = None  # the first layer's input needs none
     if x.requires_grad:  # dx in x's memory order: element-wise ops on mixed orders run ~10x slower
         dx = matmul(w.T, g.T).T if x.ndim == 2 and _fortran_order(x._local) else matmul(g, w)
-    g2 = reshape(g, (-1, g.shape[-1]))
-    dw = apply("matmul", [g2.T, reshape(x, (-1, x.shape[-1]))], out=ctx.dest(1)) if w.requires_grad else None
+    g2, x2 = reshape(g, (-1, g.shape[-1])), reshape(x, (-1, x.shape[-1]))
+    if len(ctx.inputs) == 3 and w.requires_grad and ctx.inputs[2].requires_grad and \
+            not isinstance(g._local, np.ndarray):  # on GPUs: dw and db in one cuBLASLt call
+        return (dx,) + tuple(apply("linear_weight_grad", [g2, x2], multi=True))
+    dw = apply("matmul", [g2.T, x2], out=ctx.dest(1)) if w.requires_grad else None
     if len(ctx.inputs) == 2:
         return dx, dw
     return dx, dw, (_sum(g2, 0) if ctx.inputs[2].requires_grad else None)
+
+
+@op("linear_weight_grad", lambda s, o, st: [
+    ((B, B), (B, B)),
+    ((S(0), S(0)), (P, P)),  # rows split: g[m1].T @ x[m1] + g[m2].T @ x[m2] = g.T @ x; the row sums add up
+    ((S(1), B), (S(0), S(0))),  # g's columns n1: dw[n1] = g[:, n1].T @ x, db[n1] = sum of g[:, n1]
+    ((B, S(1)), (S(1), B)),  # x's columns k1: dw[:, k1] = g.T @ x[:, k1]; db needs g alone
+    ((P, B), (P, P)),  # linear in g
+    ((B, P), (P, B))])  # linear in x; db from g alone
+def _linear_weight_grad(g, x):
+    """(g.T @ x, g summed over rows) for g (m x n), x (m x k): linear's weight and bias gradients,
+    in one cuBLASLt call (bias gradient epilogue) on GPUs."""
+    if cuda_kernels.usable(g, x):
+        return cuda_kernels.linear_weight_grad(g, x, bias_grad=True)
+    return np.matmul(g.T, x), g.sum(0)
 
 
 def _fortran_order(a):
