@@ -6,6 +6,7 @@ import weakref
 
 import numpy as np
 
+from .backends.devices import device, of_array
 from .distributed import collectives
 from .env import get_rank
 from .sbp import broadcast, partial_sum
@@ -27,14 +28,16 @@ def pack(leaves, nbytes, limits):
 
 
 class FlatBuffer:
-    """A bucket's gradient pieces side by side in one shared-memory array, kept from step to step:
-    backward writes a leaf's gradient straight into its view and the all_reduce runs in place
-    (no packing copy, no fresh pages). Reused only while nobody else holds a view of it."""
+    """A bucket's gradient pieces side by side in one array (shared memory on cpu, GPU memory on
+    cuda), kept from step to step: backward writes a leaf's gradient straight into its view and
+    the all_reduce runs in place (no packing copy, no fresh pages). Reused only while nobody else
+    holds a view of it."""
 
     def __init__(self, leaves):
         shapes = [leaf._local.shape for leaf in leaves]
         sizes = [math.prod(shape) for shape in shapes]
-        self.flat = collectives.empty_shared((sum(sizes),), leaves[0]._local.dtype)
+        self.device = of_array(leaves[0]._local)
+        self.flat = _empty(self.device, (sum(sizes),), leaves[0]._local.dtype)
         self.views, start = [], 0
         for shape, n in zip(shapes, sizes):
             self.views.append(self.flat[start:start + n].reshape(shape))
@@ -53,6 +56,10 @@ class FlatBuffer:
 
 
 _flat_cache = {}  # (leaf ids, local shapes, dtype) -> FlatBuffer
+
+
+def _empty(dev, shape, dtype):
+    return collectives.empty_shared(shape, dtype) if dev.is_host else dev.empty(shape, dtype)
 
 
 def flat_buffers(plan):
@@ -146,7 +153,7 @@ def plan_global(leaves_in_order, limit):
     """Buckets of the global leaves that may get partial gradients, by (placement, dtype)."""
     by_key = {}
     for leaf in leaves_in_order:
-        if leaf.is_global and broadcast in leaf.sbp and leaf.placement.type == "cpu":
+        if leaf.is_global and broadcast in leaf.sbp:
             by_key.setdefault((leaf.placement, leaf.dtype), []).append(leaf)
     plan = []
     for leaves in by_key.values():
@@ -174,11 +181,27 @@ def launch_global(bucket, grads, flat=None):
         if flat is not None and len(items) == len(bucket):
             buffer = fill(flat, {id(leaf): g._local for leaf, g in items})
         else:
-            buffer = collectives.empty_shared((sum(g._local.size for _, g in items),), items[0][1]._local.dtype)
+            buffer = _empty(device(placement.type), (sum(g._local.size for _, g in items),), items[0][1]._local.dtype)
             np.concatenate([g._local.reshape(-1) for _, g in items], out=buffer)
         group = _group(placement.axes_ranks(axes, coord))
-        pending.append((collectives.all_reduce_async(buffer, group=group), buffer, items))
+        pending.append((_all_reduce_async(buffer, group, placement.type), buffer, items))
     return pending
+
+
+class Done:
+    """A collective that finished when it was started (cuda pieces: see _all_reduce_async)."""
+
+    def wait(self):
+        pass
+
+
+def _all_reduce_async(buffer, group, placement_type):
+    """The bucket's all_reduce, in place: on the group's worker thread for cpu pieces; at once for
+    cuda pieces (the IPC all-reduce and NCCL are driven from the host here)."""
+    if placement_type == "cpu":
+        return collectives.all_reduce_async(buffer, group=group)
+    device(placement_type).collectives.all_reduce(buffer, group=group)
+    return Done()
 
 
 def fill(flat, pieces):

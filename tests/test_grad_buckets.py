@@ -153,9 +153,21 @@ def test_data_parallel_parameters_unused_on_some_ranks(find_unused):
             np.testing.assert_allclose(got, p.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def _in_bucket_steps():
+def _address(a):
+    """Where an array's data starts: numpy, cupy, or simulated_cupy (numpy behind the wall)."""
+    if isinstance(a, np.ndarray):
+        return a.ctypes.data
+    ptr = getattr(getattr(a, "data", None), "ptr", None)
+    return ptr if ptr is not None else a._host.ctypes.data
+
+
+def _inside(a, flat):
+    return _address(flat) <= _address(a) < _address(flat) + flat.nbytes
+
+
+def _in_bucket_steps(kind):
     """Three data-parallel steps; which gradients live in their bucket, and what a held one keeps."""
-    placement = gt.placement("cpu", [0, 1])
+    placement = gt.placement(kind, [0, 1])
     gt.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).to_global(placement, B)
     x = gt.randn(8, 16, placement=placement, sbp=S0)
@@ -168,27 +180,29 @@ def _in_bucket_steps():
 
     first = step()
     flats = list(grad_buckets._flat_cache.values())
-    report["in_bucket"] = [any(np.shares_memory(g, f.flat) for f in flats) for g in first]
-    bases = [g.ctypes.data for g in first]
+    report["in_bucket"] = [any(_inside(g, f.flat) for f in flats) for g in first]
+    bases = [_address(g) for g in first]
     held = model[0].weight.grad            # the user keeps a gradient: the next step may not write over it
     held_values = held._local.copy()
     model.zero_grad()
     del first, flats
     second = step()
-    report["held_kept"] = bool(np.array_equal(held._local, held_values))
-    report["second_moved"] = [g.ctypes.data != b for g, b in zip(second, bases)]
+    report["held_kept"] = bool((held._local == held_values).all())
+    report["second_moved"] = [_address(g) != b for g, b in zip(second, bases)]
     del held, second
     model.zero_grad()
-    third = [g.ctypes.data for g in step()]
+    third = [_address(g) for g in step()]
     model.zero_grad()
-    report["reused"] = third == [g.ctypes.data for g in step()]   # nothing held: the same buffers again
+    report["reused"] = third == [_address(g) for g in step()]   # nothing held: the same buffers again
     report["grad"] = model[0].weight.grad.numpy()
     return report
 
 
-def test_gradients_are_written_into_their_bucket():
-    report = run_ranks(_in_bucket_steps, 2)[0]
-    # both weights come from a matmul that writes into the bucket; biases are copied in
+@pytest.mark.parametrize("kind, env", [("cpu", None), ("cuda", {"GLOBALTENSOR_CUDA_SIMULATE": "1"}),
+                                       pytest.param("cuda", None, marks=pytest.mark.cuda, id="cuda-gpu")])
+def test_gradients_are_written_into_their_bucket(kind, env):
+    report = run_ranks(_in_bucket_steps, 2, kind, env=env)[0]
+    # on cpu both weights come from a matmul that writes into the bucket; the rest is copied in
     assert report["in_bucket"] == [True, True, True, True]
     assert report["held_kept"] and all(report["second_moved"])
     assert report["reused"]
@@ -199,8 +213,8 @@ def test_gradients_are_written_into_their_bucket():
     np.testing.assert_allclose(report["grad"], model[0].weight.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def _tied_and_grad_after_backward():
-    placement = gt.placement("cpu", [0, 1])
+def _tied_and_grad_after_backward(kind):
+    placement = gt.placement(kind, [0, 1])
     gt.manual_seed(0)
     w = gt.randn(6, 6, placement=placement, sbp=B, requires_grad=True)
     x = gt.randn(4, 6, placement=placement, sbp=S0)
@@ -211,11 +225,13 @@ def _tied_and_grad_after_backward():
     before = bucket.copy()
     z = gt.matmul(x, w).sum()
     (gw,) = gt.autograd.grad(z, [w])                  # grad() never writes into a bucket
-    return tied, bool(np.array_equal(bucket, before)), gw.numpy()
+    return tied, bool((bucket == before).all()), gw.numpy()
 
 
-def test_tied_weights_and_grad_after_backward():
-    tied, untouched, gw = run_ranks(_tied_and_grad_after_backward, 2)[0]
+@pytest.mark.parametrize("kind, env", [("cpu", None), ("cuda", {"GLOBALTENSOR_CUDA_SIMULATE": "1"}),
+                                       pytest.param("cuda", None, marks=pytest.mark.cuda, id="cuda-gpu")])
+def test_tied_weights_and_grad_after_backward(kind, env):
+    tied, untouched, gw = run_ranks(_tied_and_grad_after_backward, 2, kind, env=env)[0]
     gt.manual_seed(0)
     w = gt.randn(6, 6, requires_grad=True)
     x = gt.randn(4, 6)

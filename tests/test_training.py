@@ -111,8 +111,8 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     assert [n for n in __import__("os").listdir(tmp_path) if n != "ck"] == []  # no temporary left
 
 
-def _bucket_counts():
-    placement = gt.placement("cpu", [0, 1])
+def _bucket_counts(kind="cpu"):
+    placement = gt.placement(kind, [0, 1])
     gt.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).to_global(placement, B)
     x = gt.randn(8, 16, placement=placement, sbp=S0)
@@ -142,8 +142,10 @@ def _bucket_counts():
     return counts, accumulated, [p.grad.sbp for p in model.parameters()], grads
 
 
-def test_gradient_buckets_and_no_sync():
-    counts, accumulated, final, grads = run_ranks(_bucket_counts, 2)[0]
+@pytest.mark.parametrize("kind, env", [("cpu", None), ("cuda", {"GLOBALTENSOR_CUDA_SIMULATE": "1"}),
+                                       pytest.param("cuda", None, marks=pytest.mark.cuda, id="cuda-gpu")])
+def test_gradient_buckets_and_no_sync(kind, env):
+    counts, accumulated, final, grads = run_ranks(_bucket_counts, 2, kind, env=env)[0]
     assert counts["one bucket"] == {"all_reduce": 1}
     assert counts["small buckets"]["all_reduce"] >= 3
     assert counts["no_sync"] == {}

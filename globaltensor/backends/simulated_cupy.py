@@ -14,13 +14,14 @@ _REFUSED = ("Implicit conversion to a NumPy array is not allowed. Please use `.g
 
 
 class ndarray:  # noqa: N801 - cupy's name
-    """A device array: a numpy array behind a wall."""
+    """A device array: a numpy array behind a wall. A view keeps its root array alive and names
+    it as `.base`, as cupy's views do (so reference counts of a base tell whether views exist)."""
 
-    __slots__ = ("_host",)
+    __slots__ = ("_host", "_root")
     __array_priority__ = 100
 
-    def __init__(self, host):
-        self._host = host
+    def __init__(self, host, root=None):
+        self._host, self._root = host, root
 
     shape = property(lambda self: self._host.shape)
     dtype = property(lambda self: self._host.dtype)
@@ -30,25 +31,25 @@ class ndarray:  # noqa: N801 - cupy's name
     itemsize = property(lambda self: self._host.itemsize)
     strides = property(lambda self: self._host.strides)
     flags = property(lambda self: self._host.flags)
-    base = property(lambda self: None if self._host.base is None else ndarray(self._host.base))
-    T = property(lambda self: ndarray(self._host.T))
+    base = property(lambda self: self._root)
+    T = property(lambda self: _wrap(self._host.T, self))
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError(_REFUSED)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         result = getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs))
-        return _wrap(result)
+        return _wrap(result, self)
 
     def __array_function__(self, func, types, args, kwargs):
-        return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+        return _wrap(func(*_unwrap(args), **_unwrap(kwargs)), self)
 
     def get(self):
         """A numpy copy (the device-to-host move)."""
         return np.array(self._host, copy=True)
 
     def __getitem__(self, key):
-        return _wrap(self._host[_unwrap(key)])
+        return _wrap(self._host[_unwrap(key)], self)
 
     def __setitem__(self, key, value):
         self._host[_unwrap(key)] = _unwrap(value)
@@ -58,8 +59,8 @@ class ndarray:  # noqa: N801 - cupy's name
             raise AttributeError(name)
         found = getattr(self._host, name)
         if not callable(found):
-            return _wrap(found)
-        return lambda *args, **kwargs: _wrap(found(*_unwrap(args), **_unwrap(kwargs)))
+            return _wrap(found, self)
+        return lambda *args, **kwargs: _wrap(found(*_unwrap(args), **_unwrap(kwargs)), self)
 
     def __len__(self):
         return len(self._host)
@@ -122,13 +123,19 @@ def _unwrap(value):
     return value
 
 
-def _wrap(value):
+def _wrap(value, source=None):
+    """Device arrays of numpy results; one sharing memory with `source` is a view of its root."""
     if isinstance(value, np.ndarray):
-        return ndarray(value)
+        if source is None:
+            return ndarray(value)
+        if value is source._host:
+            return source
+        root = source if source._root is None else source._root
+        return ndarray(value, root if np.may_share_memory(value, source._host) else None)
     if isinstance(value, np.generic):
         return ndarray(np.asarray(value))
     if type(value) is tuple or type(value) is list:
-        return type(value)(_wrap(v) for v in value)
+        return type(value)(_wrap(v, source) for v in value)
     return value
 
 
