@@ -28,28 +28,11 @@ def on_device(t):
     return not isinstance(t.to_local()._local, np.ndarray)
 
 
-def _every_op(mesh_2d):
-    import test_every_op as spec
-    k = gt.env.get_world_size()
-    placement = gt.placement("cuda", [[0, 1], [2, 3]] if mesh_2d else list(range(k)))
-    rng = np.random.default_rng(3)
-    return {name: spec.run_spec(name, placement, rng) for name in sorted(spec.SPECS)}
-
-
 @pytest.mark.parametrize("env", MODES)
 @pytest.mark.parametrize("nprocs, mesh_2d", [(2, False), (4, True)])
 def test_every_op_on_cuda_matches_one_process(nprocs, mesh_2d, env):
     import test_every_op as spec
-    results = run_ranks(_every_op, nprocs, mesh_2d, timeout=600, env=env)[0]
-    for name in sorted(spec.SPECS):
-        want_values, want_grads = spec.run_spec(name)
-        got_values, got_grads = results[name]
-        for g, w in zip(got_values, want_values):
-            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64), rtol=1e-7, atol=1e-9,
-                                       err_msg=f"{name} value")
-        for g, w in zip(got_grads, want_grads):
-            if w is not None:
-                np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9, err_msg=f"{name} grad")
+    spec.compare_with_one_process(run_ranks(spec._all_specs, nprocs, mesh_2d, "cuda", timeout=600, env=env)[0])
 
 
 def _every_pair(mesh_2d):

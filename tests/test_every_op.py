@@ -181,6 +181,8 @@ def run_spec(name, placement=None, rng=None):
     factory = Local() if placement is None else Global(placement, (gt.sbp.broadcast,) * placement.ndim)
     gt.manual_seed(11)
     outs = _outputs(call(factory, *tensors))
+    if placement is not None and placement.type == "cuda":  # pieces stay on the device
+        assert not any(isinstance(o.to_local()._local, np.ndarray) for o in outs), name
     values = [o.numpy() for o in outs]
     grads = []
     if differentiable:
@@ -189,13 +191,15 @@ def run_spec(name, placement=None, rng=None):
             if o.dtype.is_floating:
                 total = o.sum() if total is None else total + o.sum()
         total.backward()
+        if placement is not None and placement.type == "cuda":
+            assert not any(isinstance(t.grad.to_local()._local, np.ndarray) for t in tensors if t.grad is not None)
         grads = [t.grad.numpy() if t.grad is not None else None for t in tensors]
     return values, grads
 
 
-def _all_specs(mesh_2d):
+def _all_specs(mesh_2d, kind="cpu"):
     k = gt.env.get_world_size()
-    placement = gt.placement("cpu", [[0, 1], [2, 3]]) if mesh_2d else gt.placement("cpu", list(range(k)))
+    placement = gt.placement(kind, [[0, 1], [2, 3]] if mesh_2d else list(range(k)))
     rng = np.random.default_rng(3)
     results = {}
     for name in sorted(SPECS):
@@ -205,7 +209,11 @@ def _all_specs(mesh_2d):
 
 @pytest.mark.parametrize("nprocs, mesh_2d", [(2, False), (4, True)])
 def test_every_op_matches_one_process(nprocs, mesh_2d):
-    results = run_ranks(_all_specs, nprocs, mesh_2d, timeout=600)[0]
+    compare_with_one_process(run_ranks(_all_specs, nprocs, mesh_2d, timeout=600)[0])
+
+
+def compare_with_one_process(results):
+    """Each spec's values and gradients in `results` against one process on numpy pieces."""
     for name in sorted(SPECS):
         want_values, want_grads = run_spec(name)
         got_values, got_grads = results[name]
