@@ -112,11 +112,15 @@ def _launch(script, device, cwd, env):
 
 @pytest.mark.parametrize("env", MODES)
 def test_oneflow_tutorial_scripts_on_cuda(tmp_path, env):
-    """The tutorial's scripts with placement("cuda", [0, 1]): the losses of the cpu run, bit for bit."""
+    """The tutorial's scripts with placement("cuda", [0, 1]) (two ranks on one GPU: the IPC path):
+    the losses of the cpu run, the same digits when simulated, within float32 rounding on a GPU."""
     for script in ("oneflow_tutorial_dp.py", "oneflow_tutorial_mp.py"):
         on_cpu = _launch(script, "cpu", tmp_path, env)
         on_cuda = _launch(script, "cuda", tmp_path, env)
-        assert len(on_cuda) == 10 and on_cuda == on_cpu, script
+        assert len(on_cuda) == 10, script
+        if env:
+            assert on_cuda == on_cpu, script
+        np.testing.assert_allclose(np.array(on_cuda, float), np.array(on_cpu, float), rtol=1e-5, err_msg=script)
 
 
 def test_simulated_arrays_keep_host_and_device_apart():
