@@ -145,11 +145,8 @@ class Uncounted:
 
     def __getattr__(self, name):
         def call(*args, **kwargs):
-            saved, self.module._observers[:] = list(self.module._observers), []
-            try:
+            with self.module.unobserved():
                 return getattr(self.module, name)(*args, **kwargs)
-            finally:
-                self.module._observers[:] = saved
         return call
 
 
@@ -206,15 +203,26 @@ class HostNccl:
         pass
 
 
-def _every_pair_through_nccl_calls(mesh_2d):
+def _through_ipc_twin(fn, *args):
+    """fn(*args) with the IPC transport, on ipc_allreduce's host twin of the device operations."""
+    from globaltensor.distributed import device_collectives, ipc_allreduce
+    device_collectives.transport = lambda ranks: "ipc"
+    ipc_allreduce.CudaDevice = ipc_allreduce.HostDevice
+    return fn(*args)
+
+
+def _through_nccl_twin(fn, *args):
     from globaltensor.distributed import device_collectives
     device_collectives.transport = lambda ranks: "nccl"
     device_collectives._nccl = HostNccl
-    return _every_pair(mesh_2d)
+    return fn(*args)
 
 
-@pytest.mark.parametrize("nprocs, mesh_2d", [(3, False), (4, True)])
-def test_nccl_path_of_device_collectives(nprocs, mesh_2d):
-    """Every SBP pair with the NCCL transport's calls (on a host twin of the communicator)."""
+@pytest.mark.parametrize("twin", [_through_ipc_twin, _through_nccl_twin], ids=["ipc", "nccl"])
+def test_every_op_through_the_gpu_transports(twin):
+    """Every op on 2 ranks with boxing on the IPC or NCCL transport (their host twins)."""
+    import test_every_op as spec
     env = {**SIMULATED, "GLOBALTENSOR_IPC_MAX_BYTES": "0"}
-    assert run_ranks(_every_pair_through_nccl_calls, nprocs, mesh_2d, env=env)[0] == (16 if not mesh_2d else 256)
+    spec.compare_with_one_process(run_ranks(twin, 2, spec._all_specs, False, "cuda", timeout=600, env=env)[0])
+    assert run_ranks(twin, 3, _every_pair, False, env=env)[0] == 16
+    assert run_ranks(twin, 4, _every_pair, True, env=env)[0] == 256

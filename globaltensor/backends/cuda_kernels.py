@@ -110,8 +110,10 @@ def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
 
 
 def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
-    """(g.T @ x, g summed over rows or None) for g (m x n), x (m x k): one cuBLASLt call."""
+    """(g.T @ x, g summed over rows or None) for g (m x n), x (m x k): one cuBLASLt call. Inputs
+    not in C order are copied first."""
     cupy, code = _ready(), _code([g, x], dtype)
+    g, x = _c_order(g), _c_order(x)
     pg = _matrix(g, "g")
     (m, n), k = g.shape, x.shape[-1]
     px = _matrix(x, "x", (m, k))

@@ -4,6 +4,7 @@ Arrays made by `empty_shared` live in this rank's arena and are read by peers in
 (zero copy); other arrays pass through bounded staging buffers. Arguments are checked on
 every rank before any rank communicates.
 """
+import contextlib
 import math
 import zlib
 
@@ -31,6 +32,18 @@ def _observe(kind, nbytes):
     """Tell every active gt.debug.count_collectives() about one collective."""
     for counter in _observers:
         counter.add(kind, nbytes)
+
+
+@contextlib.contextmanager
+def unobserved():
+    """Collectives inside are not counted: the steps of a protocol that counts as one collective
+    (the IPC all-reduce's exchanges and barriers)."""
+    saved = list(_observers)
+    _observers.clear()
+    try:
+        yield
+    finally:
+        _observers[:] = saved
 
 
 def _group(group):

@@ -86,7 +86,8 @@ def _ipc_for(ranks, nbytes):
     found = _ipc.get(ranks)
     if found is None:
         from .ipc_allreduce import IpcAllReduce
-        found = _ipc[ranks] = IpcAllReduce(ranks)
+        with host.unobserved():
+            found = _ipc[ranks] = IpcAllReduce(ranks)
     return found
 
 
@@ -118,9 +119,10 @@ def all_reduce(x, op="sum", group=None, out=None):
     src = _contiguous(x)
     target = dest if dest.flags.c_contiguous else src  # src is then a private copy
     if ipc is not None:
-        ipc(src, target)
+        with host.unobserved():
+            ipc(src, target)
     else:
-        comm.all_reduce(src, target, op=op, dtype=x.dtype.name)
+        comm.all_reduce(src, target, op=op, dtype=_wire(x.dtype))
     if target is not dest:
         dest[...] = target
     return dest
@@ -139,7 +141,7 @@ def broadcast(x, src=0, group=None):
     if host._observers:
         host._observe("broadcast", x.nbytes)
     buf = _contiguous(x)
-    comm.broadcast(buf, src, dtype=x.dtype.name)
+    comm.broadcast(buf, src, dtype=_wire(x.dtype))
     if buf is not x:
         x[...] = buf
     return x
@@ -163,7 +165,7 @@ def all_gather(x, group=None, sizes=None):
         host._observe("all_gather", x.nbytes)
     if len(set(sizes)) == 1:
         out = _cuda().empty((sum(sizes),) + x.shape[1:], x.dtype)
-        comm.all_gather(x, out, dtype=x.dtype.name)
+        comm.all_gather(x, out, dtype=_wire(x.dtype))
         return out
     flat = x.reshape(-1)
     out = _exchange(comm, [flat] * len(ranks), [n * row for n in sizes], x.dtype)
@@ -184,10 +186,10 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
         host._observe("reduce_scatter", x.nbytes)
     if len(set(sizes)) == 1:
         out = _cuda().empty((sizes[0],) + x.shape[1:], x.dtype)
-        comm.reduce_scatter(x, out, op=op, dtype=x.dtype.name)
+        comm.reduce_scatter(x, out, op=op, dtype=_wire(x.dtype))
         return out
     whole = _cuda().empty(x.shape, x.dtype)  # uneven pieces: NCCL has no such reduce_scatter
-    comm.all_reduce(x, whole, op=op, dtype=x.dtype.name)
+    comm.all_reduce(x, whole, op=op, dtype=_wire(x.dtype))
     start = sum(sizes[:me])
     return whole[start:start + sizes[me]].copy()
 
@@ -216,7 +218,7 @@ def _exchange(comm, sends, recv_counts, dtype):
     """Grouped NCCL sends and receives: sends[j] to member j, member j's recv_counts[j] elements
     into the output, one after another."""
     out = _cuda().empty((sum(recv_counts),), dtype)
-    name, at = dtype.name, 0
+    name, at = _wire(dtype), 0
     with comm.group():
         for j, peer in enumerate(comm.ranks):
             if sends[j].size:
@@ -226,6 +228,11 @@ def _exchange(comm, sends, recv_counts, dtype):
             at += recv_counts[j]
     comm.wait(what="exchange")
     return out
+
+
+def _wire(dtype):
+    """The NCCL type that carries `dtype` (bool travels as its bytes)."""
+    return "uint8" if dtype.name == "bool" else dtype.name
 
 
 def _rank():
