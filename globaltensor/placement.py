@@ -35,9 +35,8 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         if outside:
             raise ValueError(f"placement ranks {outside} are outside [0, {size}) (WORLD_SIZE={size})")
         if type == "cuda":  # after the checks of the ranks: bad arguments are a ValueError everywhere
-            from .backends import cuda, devices
-            if not devices.simulated():
-                cuda.require(f"placement(\"cuda\", {array.tolist()!r})")
+            from .backends import devices
+            devices.require_cuda(f"placement(\"cuda\", {array.tolist()!r})")
         array.setflags(write=False)
         object.__setattr__(self, "_type", type)
         object.__setattr__(self, "_ranks", array)

@@ -21,19 +21,19 @@ class ToyModel(nn.Module):
         return self.net2(self.relu(self.net1(x)))
 
 
-def _layout(model, mode):
-    """Put the model and pick the data layout for a parallel mode."""
+def _layout(model, mode, kind="cpu"):
+    """Put the model and pick the data layout for a parallel mode (on cpu or cuda placements)."""
     k = gt.env.get_world_size()
     if mode == "local":
         return None, None
     if mode == "2d":
-        mesh = gt.placement("cpu", [[0, 1], [2, 3]])
+        mesh = gt.placement(kind, [[0, 1], [2, 3]])
         model.to_global(mesh, (B, B))
         model.net1.weight = nn.Parameter(model.net1.weight.to_global(sbp=(B, S0)))  # columns over axis 1
         model.net1.bias = nn.Parameter(model.net1.bias.to_global(sbp=(B, S0)))
         model.net2.weight = nn.Parameter(model.net2.weight.to_global(sbp=(B, S1)))  # rows over axis 1
         return mesh, (S0, B)                                                        # batch over axis 0
-    placement = gt.placement("cpu", list(range(k)))
+    placement = gt.placement(kind, list(range(k)))
     model.to_global(placement, B)
     if mode == "tp":  # Megatron: net1 column-parallel, net2 row-parallel
         model.net1.weight = nn.Parameter(model.net1.weight.to_global(sbp=S0))
@@ -80,10 +80,10 @@ def _save(path):
     return {k: v.numpy().tolist() for k, v in model.state_dict().items()}
 
 
-def _load(path, mode):
+def _load(path, mode, kind="cpu"):
     gt.manual_seed(2)  # a different initialisation, overwritten by the checkpoint
     model = ToyModel()
-    _layout(model, mode)
+    _layout(model, mode, kind)
     model.load_state_dict(gt.load(path, global_src_rank=0))
     return {k: v.numpy().tolist() for k, v in model.state_dict().items()}
 
@@ -211,10 +211,10 @@ def test_row_split_embedding_is_partial_and_exact():
         assert grad_sbp == (S0,)
 
 
-def _save_sharded(path):
+def _save_sharded(path, kind="cpu"):
     gt.manual_seed(4)
     model = ToyModel()
-    _layout(model, "2d")
+    _layout(model, "2d", kind)
     gt.save(model.state_dict(), path, sharded=True)
     import os
     return {k: v.numpy().tolist() for k, v in model.state_dict().items()}, sorted(os.listdir(path))
@@ -229,6 +229,17 @@ def test_sharded_checkpoint_loads_under_other_layouts(tmp_path):
     assert _load(path, "local") == saved
     assert run_ranks(_load, 2, path, "tp")[1] == saved
     assert run_ranks(_load, 3, path, "dp")[2] == saved
+
+
+@pytest.mark.parametrize("env", [{"GLOBALTENSOR_CUDA_SIMULATE": "1"},
+                                 pytest.param(None, marks=pytest.mark.cuda, id="gpu")])
+def test_checkpoints_move_between_cpu_and_cuda(tmp_path, env):
+    """Saved sharded from a 2x2 cuda mesh, loaded on cpu (tensor parallel) and on cuda (data parallel)."""
+    path = str(tmp_path / "sharded")
+    saved, _ = run_ranks(_save_sharded, 4, path, "cuda", env=env)[0]
+    assert run_ranks(_load, 2, path, "tp", "cpu", env=env)[1] == saved
+    assert run_ranks(_load, 3, path, "dp", "cuda", env=env)[2] == saved
+    assert _load(path, "local") == saved
 
 
 def _data_parallel_wrapper():

@@ -59,12 +59,8 @@ class CudaDevice:
             from . import simulated_cupy
             return simulated_cupy
         from . import cuda
-        cuda.require("a cuda placement's local piece")
-        try:
-            import cupy
-        except ImportError:
-            raise RuntimeError("cuda placements keep their pieces in cupy arrays: pip install cupy-cuda13x "
-                               "(or the cupy package of your CUDA version)") from None
+        require_cuda("a cuda placement's local piece")
+        import cupy
         cupy.cuda.Device(cuda.local_device()).use()
         return cupy
 
@@ -84,6 +80,23 @@ class CudaDevice:
     def collectives(self):
         from ..distributed import device_collectives
         return device_collectives
+
+
+def require_cuda(what):
+    """Raise RuntimeError saying why `what` cannot run here: no GPU, or no cupy (unless simulated)."""
+    if simulated():
+        return
+    from . import cuda
+    cuda.require(what)
+    if "cupy" not in _found:
+        import importlib.util
+        if importlib.util.find_spec("cupy") is None:
+            raise RuntimeError(f"{what} keeps its pieces in cupy arrays, and cupy is not installed: "
+                               "pip install \"globaltensor[cuda13]\" (or the cupy package of your CUDA version)")
+        _found.add("cupy")
+
+
+_found = set()
 
 
 def simulated():
