@@ -30,8 +30,7 @@ class CpuDevice:
 
     @property
     def collectives(self):
-        from ..distributed import collectives
-        return collectives
+        return _module("collectives")
 
 
 class CudaDevice:
@@ -78,8 +77,7 @@ class CudaDevice:
 
     @property
     def collectives(self):
-        from ..distributed import device_collectives
-        return device_collectives
+        return _module("device_collectives")
 
 
 def require_cuda(what):
@@ -97,6 +95,16 @@ def require_cuda(what):
 
 
 _found = set()
+_modules = {}
+
+
+def _module(name):
+    """globaltensor.distributed.<name>, imported on first use (it imports this module's users)."""
+    found = _modules.get(name)
+    if found is None:
+        import importlib
+        found = _modules[name] = importlib.import_module(f"globaltensor.distributed.{name}")
+    return found
 
 
 def simulated():
