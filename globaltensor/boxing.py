@@ -456,9 +456,9 @@ _META = 20  # in placement, ndim, dtype index, then up to 17 dims
 
 
 def _exchange_meta(array, placement):
-    """Every rank's (in placement, ndim, dtype, shape): one small all_gather over all ranks."""
+    """Every rank's (in placement, ndim, dtype, shape): one small all_gather over all ranks, by the
+    placement's device (so a cuda job spanning machines exchanges it through NCCL)."""
     from . import dtype as _dtype
-    from .distributed import collectives as _c
     from .distributed.group import world_group
     if array.ndim > _META - 3:
         raise ValueError(f"at most {_META - 3} dimensions are supported, got {array.ndim}")
@@ -467,7 +467,9 @@ def _exchange_meta(array, placement):
     row[1] = array.ndim
     row[2] = _dtype.ALL.index(_dtype.of_array(array))
     row[3:3 + array.ndim] = array.shape
-    table = _c.all_gather(row[None, :], group=world_group(), sizes=[1] * _world_size())
+    dev = device(placement.type)
+    table = dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=world_group(),
+                                                   sizes=[1] * _world_size()))
     return {r: (tuple(int(v) for v in table[r, 3:3 + table[r, 1]]), int(table[r, 2]))
             for r in range(len(table)) if table[r, 0]}
 
