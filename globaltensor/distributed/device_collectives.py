@@ -5,8 +5,9 @@ The transport of a group (GLOBALTENSOR_CUDA_TRANSPORT, default "auto"):
 
 * "nccl" when every rank of the group has a GPU of its own (the ranks publish their GPU, host
   key + PCI bus id, to the rendezvous store) and libnccl loads: every collective by NCCL, also
-  across machines; all_reduce of at most GLOBALTENSOR_IPC_MAX_BYTES (default 64 MiB) on one
-  machine by IPC, whose host-synchronised one- and two-shot kernels start faster;
+  across machines, except all_reduce of at most GLOBALTENSOR_IPC_MAX_BYTES on one machine, which
+  goes by IPC (its host-synchronised kernels start faster, but reading a peer GPU's buffer needs
+  peer access: default 0, i.e. off, until the crossover is measured on a machine with P2P);
 * "ipc" when ranks share a GPU (NCCL refuses that) on one machine: all_reduce by IPC, the other
   collectives through the host (copy to the host, shared-memory collective, copy back);
 * "host": everything through the host (also what simulated cuda pieces use).
@@ -22,6 +23,7 @@ from .group import Group, world_group
 
 _ipc = {}  # ranks -> IpcAllReduce
 _transports = {}  # ranks -> "nccl" | "ipc" | "host"
+_published = []  # this rank's GPU id, once it is in the store
 _MODES = ("auto", "nccl", "ipc", "host")
 
 
@@ -40,10 +42,10 @@ def _gpu_ids(ranks):
     from .world import world
     w = world()
     w.join()
-    if "published" not in _transports:
+    if not _published:
         import cupy
-        w.store.set(f"gpu/{w.rank}", f"{w.host_keys[w.rank]}/{cupy.cuda.Device().pci_bus_id}".encode())
-        _transports["published"] = True
+        _published.append(f"{w.host_keys[w.rank]}/{cupy.cuda.Device().pci_bus_id}")
+        w.store.set(f"gpu/{w.rank}", _published[0].encode())
     return [w.store.get(f"gpu/{r}").decode() for r in ranks]
 
 
@@ -80,7 +82,7 @@ def _automatic(ranks):
 def _ipc_for(ranks, nbytes):
     """The group's IpcAllReduce when this all_reduce goes by IPC, else None."""
     how = transport(ranks)
-    if how == "host" or (how == "nccl" and (nbytes > int(os.environ.get("GLOBALTENSOR_IPC_MAX_BYTES", 64 << 20))
+    if how == "host" or (how == "nccl" and (nbytes > int(os.environ.get("GLOBALTENSOR_IPC_MAX_BYTES", 0))
                                             or not _one_machine(ranks))):
         return None
     found = _ipc.get(ranks)
