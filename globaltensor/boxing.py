@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from . import layout
-from .backends.devices import device, of_array
+from .backends.devices import device, move, of_array
 from .distributed.group import Group
 from .env import get_rank
 from .sbp import _Broadcast, _PartialSum, broadcast, normalize, partial_sum, split
@@ -405,9 +405,7 @@ def _to_global(x, placement, sbp, grad_sbp):
     if x.is_local:
         if placement is None or sbp is None:
             raise ValueError("to_global on a local tensor needs both placement and sbp")
-        dev = device(placement.type)
-        piece = x._local if of_array(x._local) is dev else dev.from_host(of_array(x._local).to_host(x._local))
-        return from_local(piece, placement, sbp)
+        return from_local(move(x._local, device(placement.type)), placement, sbp)
     placement = placement or x.placement
     if sbp is None:
         if placement.ndim != x.placement.ndim:

@@ -7,7 +7,6 @@ import weakref
 import numpy as np
 
 from .backends.devices import device, of_array
-from .distributed import collectives
 from .env import get_rank
 from .sbp import broadcast, partial_sum
 from .tensor import Tensor
@@ -36,8 +35,7 @@ class FlatBuffer:
     def __init__(self, leaves):
         shapes = [leaf._local.shape for leaf in leaves]
         sizes = [math.prod(shape) for shape in shapes]
-        self.device = of_array(leaves[0]._local)
-        self.flat = _empty(self.device, (sum(sizes),), leaves[0]._local.dtype)
+        self.flat = of_array(leaves[0]._local).empty((sum(sizes),), leaves[0]._local.dtype)
         self.views, start = [], 0
         for shape, n in zip(shapes, sizes):
             self.views.append(self.flat[start:start + n].reshape(shape))
@@ -56,10 +54,6 @@ class FlatBuffer:
 
 
 _flat_cache = {}  # (leaf ids, local shapes, dtype) -> FlatBuffer
-
-
-def _empty(dev, shape, dtype):
-    return collectives.empty_shared(shape, dtype) if dev.is_host else dev.empty(shape, dtype)
 
 
 def flat_buffers(plan):
@@ -174,6 +168,7 @@ def launch_global(bucket, grads, flat=None):
     pending = []
     for axes, items in by_axes.items():
         placement = items[0][0].placement
+        dev = device(placement.type)
         coord = placement.mesh_coord(get_rank())
         if coord is None:  # this rank holds no piece: nothing to reduce
             pending.append((None, None, items))
@@ -181,27 +176,11 @@ def launch_global(bucket, grads, flat=None):
         if flat is not None and len(items) == len(bucket):
             buffer = fill(flat, {id(leaf): g._local for leaf, g in items})
         else:
-            buffer = _empty(device(placement.type), (sum(g._local.size for _, g in items),), items[0][1]._local.dtype)
+            buffer = dev.empty((sum(g._local.size for _, g in items),), items[0][1]._local.dtype)
             np.concatenate([g._local.reshape(-1) for _, g in items], out=buffer)
         group = _group(placement.axes_ranks(axes, coord))
-        pending.append((_all_reduce_async(buffer, group, placement.type), buffer, items))
+        pending.append((dev.collectives.all_reduce_async(buffer, group=group), buffer, items))
     return pending
-
-
-class Done:
-    """A collective that finished when it was started (cuda pieces: see _all_reduce_async)."""
-
-    def wait(self):
-        pass
-
-
-def _all_reduce_async(buffer, group, placement_type):
-    """The bucket's all_reduce, in place: on the group's worker thread for cpu pieces; at once for
-    cuda pieces (the IPC all-reduce and NCCL are driven from the host here)."""
-    if placement_type == "cpu":
-        return collectives.all_reduce_async(buffer, group=group)
-    device(placement_type).collectives.all_reduce(buffer, group=group)
-    return Done()
 
 
 def fill(flat, pieces):

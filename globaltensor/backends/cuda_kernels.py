@@ -1,7 +1,7 @@
 """Local kernels on cupy arrays through _C.cuda (cuBLASLt): matmul, the fused linear layer
 (matmul + bias + ReLU or tanh-GELU in one call) and its weight gradient with the bias gradient
-fused. Arrays are 2-D, C-contiguous, of one dtype (bfloat16 is ml_dtypes' bfloat16, which cupy 14
-knows, or uint16 with dtype="bfloat16")."""
+fused. Arrays are 2-D (copied to C order when they are not), of one dtype (bfloat16 is ml_dtypes'
+bfloat16, which cupy 14 knows, or uint16 with dtype="bfloat16")."""
 import os
 
 import numpy as np
@@ -63,11 +63,12 @@ def _code(arrays, dtype):
 
 
 def _matrix(a, name, shape=None):
-    if a.ndim != 2 or not a.flags.c_contiguous:
-        raise ValueError(f"{name} must be a 2-D C-contiguous array, got shape {a.shape}")
+    """a as a C-ordered 2-D array (copied when it is not in C order), its shape checked."""
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got shape {a.shape}")
     if shape is not None and tuple(a.shape) != shape:
         raise ValueError(f"{name} has shape {tuple(a.shape)}; {shape} expected")
-    return a.data.ptr
+    return a if a.flags.c_contiguous else a.copy()
 
 
 def _stream():
@@ -75,56 +76,50 @@ def _stream():
     return cupy.cuda.get_current_stream().ptr
 
 
-def _c_order(a):
-    return a if a is None or a.flags.c_contiguous else a.copy()
-
-
 def matmul(a, b, tf32=False, dtype=None):
-    """a (m x k) @ b (k x n); a and b are copied to C order first when they are not."""
+    """a (m x k) @ b (k x n)."""
     cupy, code = _ready(), _code([a, b], dtype)
-    a, b = _c_order(a), _c_order(b)
-    pa = _matrix(a, "a")
+    a = _matrix(a, "a")
     (m, k), n = a.shape, b.shape[-1]
-    pb = _matrix(b, "b", (k, n))
+    b = _matrix(b, "b", (k, n))
     c = cupy.empty((m, n), a.dtype)
-    _C.cuda.matmul(c.data.ptr, pa, pb, m, n, k, code, tf32, _stream())
+    _C.cuda.matmul(c.data.ptr, a.data.ptr, b.data.ptr, m, n, k, code, tf32, _stream())
     return c
 
 
 def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
     """act(x (m x k) @ w.T + bias), w (n x k); one cuBLASLt call. activation: identity, relu or
-    gelu_tanh (cuBLASLt's GELU is the tanh approximation). Inputs not in C order are copied first."""
+    gelu_tanh (cuBLASLt's GELU is the tanh approximation)."""
     cupy, code = _ready(), _code([x, w, bias], dtype)
-    x, w, bias = _c_order(x), _c_order(w), _c_order(bias)
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-    px = _matrix(x, "x")
+    x = _matrix(x, "x")
     (m, k), n = x.shape, w.shape[0]
-    pw = _matrix(w, "w", (n, k))
-    if bias is not None and (bias.shape != (n,) or not bias.flags.c_contiguous):
-        raise ValueError(f"bias must be a contiguous vector of {n}, got shape {bias.shape}")
+    w = _matrix(w, "w", (n, k))
+    if bias is not None:
+        if bias.shape != (n,):
+            raise ValueError(f"bias must be a vector of {n}, got shape {bias.shape}")
+        bias = cupy.ascontiguousarray(bias)
     y = cupy.empty((m, n), x.dtype)
-    _C.cuda.linear_forward(y.data.ptr, px, pw, 0 if bias is None else bias.data.ptr, m, n, k, code,
+    _C.cuda.linear_forward(y.data.ptr, x.data.ptr, w.data.ptr, 0 if bias is None else bias.data.ptr, m, n, k, code,
                            ACTIVATIONS[activation], tf32, _stream())
     return y
 
 
 def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
-    """(g.T @ x, g summed over rows or None) for g (m x n), x (m x k): one cuBLASLt call. Inputs
-    not in C order are copied first."""
+    """(g.T @ x, g summed over rows or None) for g (m x n), x (m x k): one cuBLASLt call."""
     cupy, code = _ready(), _code([g, x], dtype)
-    g, x = _c_order(g), _c_order(x)
-    pg = _matrix(g, "g")
+    g = _matrix(g, "g")
     (m, n), k = g.shape, x.shape[-1]
-    px = _matrix(x, "x", (m, k))
+    x = _matrix(x, "x", (m, k))
     dw = cupy.empty((n, k), g.dtype)
     db = cupy.empty((n,), g.dtype) if bias_grad else None
     try:
-        _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, pg, px, m, n, k, code, tf32,
-                                   _stream())
+        _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, g.data.ptr, x.data.ptr, m, n, k,
+                                   code, tf32, _stream())
     except RuntimeError as exc:  # no fused bias-gradient algorithm for this case: reduce separately
         if db is None or "no algorithm" not in str(exc) or code == KERNEL_CODES["bfloat16"]:
             raise
-        _C.cuda.linear_weight_grad(dw.data.ptr, 0, pg, px, m, n, k, code, tf32, _stream())
+        _C.cuda.linear_weight_grad(dw.data.ptr, 0, g.data.ptr, x.data.ptr, m, n, k, code, tf32, _stream())
         db = g.sum(axis=0)
     return dw, db

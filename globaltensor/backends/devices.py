@@ -18,6 +18,11 @@ class CpuDevice:
             return world().empty_shared(shape, np_dtype)
         return np.empty(shape, np_dtype)
 
+    def zeros(self, shape, np_dtype):
+        out = self.empty(shape, np_dtype)
+        out[...] = 0
+        return out
+
     def from_host(self, host):
         return host
 
@@ -65,6 +70,9 @@ class CudaDevice:
 
     def empty(self, shape, np_dtype):
         return self.xp.empty(shape, np_dtype)
+
+    def zeros(self, shape, np_dtype):
+        return self.xp.zeros(shape, np_dtype)
 
     def from_host(self, host):
         return self.xp.asarray(host)
@@ -123,6 +131,12 @@ def device(placement_type):
 def of_array(piece):
     """The device holding `piece`: cpu for numpy arrays, cuda for anything else (cupy)."""
     return _DEVICES["cpu"] if isinstance(piece, (np.ndarray, np.generic)) else _DEVICES["cuda"]
+
+
+def move(piece, dev):
+    """`piece` on device `dev` (itself when it is there already, else a copy through the host)."""
+    here = of_array(piece)
+    return piece if here is dev else dev.from_host(here.to_host(piece))
 
 
 def array_module(piece):

@@ -130,6 +130,23 @@ def all_reduce(x, op="sum", group=None, out=None):
     return dest
 
 
+class Done:
+    """A collective that finished when it was started (see all_reduce_async)."""
+
+    def wait(self):
+        pass
+
+    def is_completed(self):
+        return True
+
+
+def all_reduce_async(x, op="sum", group=None):
+    """all_reduce(x) in place, with collectives.all_reduce_async's signature: it runs at once (the
+    IPC all-reduce and NCCL are driven from the host here) and returns a finished Work."""
+    all_reduce(x, op=op, group=group)
+    return Done()
+
+
 def _back(dest, host_value):
     """Copy a host result into the device array `dest`; returns dest."""
     dest[...] = _cuda().from_host(host_value)

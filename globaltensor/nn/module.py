@@ -204,10 +204,8 @@ def _copy_into(target, value, name):
 
 def _fill(target, values):
     """target's piece = values (host data moves to the piece's device)."""
-    from ..backends.devices import of_array
-    piece = target._local
-    dev = of_array(piece)
-    target._local[...] = values if of_array(values) is dev else dev.from_host(of_array(values).to_host(values))
+    from ..backends.devices import move, of_array
+    target._local[...] = move(values, of_array(target._local))
 
 
 def _copy_from_shards(target, value, name):

@@ -47,17 +47,8 @@ def build(global_shape, dt, placement, sbp, fill):
         local = dev.empty((0,) * max(1, len(global_shape)), dt.np)
     else:  # filled on the host (the counter-based generator runs there), then moved
         box = local_box(global_shape, placement.hierarchy, sbp, coord)
-        if holds_value(sbp, coord):
-            local = dev.from_host(fill(box))
-        else:
-            local = _zeros(box, dt) if dev.is_host else dev.xp.zeros(tuple(b - a for a, b in box), dt.np)
+        local = dev.from_host(fill(box)) if holds_value(sbp, coord) else dev.zeros(tuple(b - a for a, b in box), dt.np)
     return Tensor(local, global_shape, dt, placement, sbp)
-
-
-def _zeros(box, dt):
-    out = allocate(tuple(b - a for a, b in box), dt)
-    out[...] = 0
-    return out
 
 
 def _constant(value, dt):
