@@ -109,12 +109,16 @@ def _check_placements(name, tensors):
                                f"move one with to_global(placement=...)")
 
 
-def apply(name, tensors, static=None, multi=False, out=None):
-    """Run op `name` on tensor inputs (local or global) with static keyword arguments. `out`, a
-    hint: an array the kernel may write this rank's piece into (ops registered takes_out)."""
+def apply(name, tensors, static=None, multi=False, out=None, order=None):
+    """Run op `name` on tensor inputs (local or global) with static keyword arguments. `out` and
+    `order` are this rank's hints to ops registered takes_hints (an array the kernel may write
+    its piece into; "F" for a column-major piece): rank-local facts go there, never into the
+    static arguments, so every rank still reaches the same decision."""
     opdef = REGISTRY[name]
     static = static or {}
-    kernel = opdef.kernel if out is None or not opdef.takes_out else functools.partial(opdef.kernel, out=out)
+    kernel = opdef.kernel
+    if opdef.takes_hints and (out is not None or order is not None):
+        kernel = functools.partial(kernel, out=out, order=order)
     if tensors[0]._placement is None:
         _check_placements(name, tensors)
         result = kernel(*[t._local for t in tensors], **static)

@@ -454,6 +454,9 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
 
 void Group::all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes) {
   // The count rows alternate like descriptors: write them at the parity begin() moves to.
+  // Queued asynchronous ops run first (begin() would drain them too, but each one moves the
+  // parity, and the worker must not touch op_seq_ while this thread reads it).
+  drain();
   std::memcpy(counts(me_, 0, op_seq_ + 1), send_bytes, sizeof(uint64_t) * size_t(k_));
   std::memcpy(counts(me_, 1, op_seq_ + 1), recv_bytes, sizeof(uint64_t) * size_t(k_));
   Desc d{};

@@ -41,6 +41,34 @@ def test_all_reduce_async_keeps_one_order(nprocs):
         assert mismatch is not None and "different sizes" in mismatch
 
 
+def _async_then_all_to_all():
+    """Rank 1 calls all_to_all while its worker still holds queued all_reduces (rank 0 is late
+    to them); the count rows must land where every rank reads them (issue 12, point 2)."""
+    import time
+    rank = gt.env.get_rank()
+    dist.all_reduce_async(np.ones(2)).wait()              # the worker threads exist
+    if rank == 0:
+        time.sleep(0.3)
+    works = [dist.all_reduce_async(np.full(n, rank + 1.0)) for n in (8, 4)]
+    if rank == 0:                                         # rank 0's queue is empty, rank 1's is not:
+        for w in works:                                   # its worker waits in the first all_reduce
+            w.wait()                                      # for rank 0, the second is queued
+    else:
+        time.sleep(0.1)
+    send = np.arange(6.0) + 10 * rank
+    sizes = [1, 5] if rank == 0 else [3, 3]             # uneven on purpose
+    got = dist.all_to_all(send, sizes, recv_sizes=[1, 3] if rank == 0 else [5, 3])
+    for w in works:
+        w.wait()
+    return got.tolist()
+
+
+def test_all_to_all_after_queued_async_ops_agrees_on_every_rank():
+    for _ in range(3):
+        r0, r1 = run_ranks(_async_then_all_to_all, 2)
+        assert r0 == [0.0, 10.0, 11.0, 12.0] and r1 == [1.0, 2.0, 3.0, 4.0, 5.0, 13.0, 14.0, 15.0]
+
+
 def test_all_reduce_async_rejects_bad_input_before_communicating():
     with pytest.raises(ValueError, match="C-contiguous"):
         dist.all_reduce_async(np.zeros((4, 4))[:, 0])

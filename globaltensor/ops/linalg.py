@@ -73,13 +73,15 @@ def transpose(x, d0, d1):
     return _t(x, d0, d1)
 
 
-@op("matmul", _matmul_rules, _matmul_backward, takes_out=True)
-def _matmul(a, b, out=None):
+@op("matmul", _matmul_rules, _matmul_backward, takes_hints=True)
+def _matmul(a, b, out=None, order=None):
     if a.ndim == 2 and b.ndim == 2 and cuda_kernels.usable(a, b):  # cupy pieces on a GPU: cuBLASLt
         return cuda_kernels.matmul(a, b)
     if out is not None and a.ndim == b.ndim == 2 and out.shape == (a.shape[0], b.shape[1]) \
             and out.dtype == np.result_type(a, b):
         return np.matmul(a, b, out=out)  # a gradient written straight into its bucket
+    if order == "F" and a.ndim == b.ndim == 2:
+        return np.matmul(b.T, a.T).T  # a column-major piece (the caller's other arrays are)
     return np.matmul(a, b)
 
 

@@ -83,13 +83,13 @@ def _linear_rows(in_shapes, out_shapes, static):
 
 
 def _linear_backward(ctx, g):
-    from .linalg import matmul
     from .reduction import sum as _sum
     from .shape import reshape
     x, w = ctx.inputs[0], ctx.inputs[1]
     dx = None  # the first layer's input needs none
-    if x.requires_grad:  # dx in x's memory order: element-wise ops on mixed orders run ~10x slower
-        dx = matmul(w.T, g.T).T if x.ndim == 2 and _fortran_order(x._local) else matmul(g, w)
+    if x.requires_grad:  # dx in x's memory order (a hint: element-wise ops on mixed orders run ~10x
+        # slower); the order of a piece is a fact of this rank, so it may steer only the kernel
+        dx = apply("matmul", [g, w], order="F" if x.ndim == 2 and _fortran_order(x._local) else None)
     g2, x2 = reshape(g, (-1, g.shape[-1])), reshape(x, (-1, x.shape[-1]))
     if len(ctx.inputs) == 3 and w.requires_grad and ctx.inputs[2].requires_grad and \
             not isinstance(g._local, np.ndarray):  # on GPUs: dw and db in one cuBLASLt call
