@@ -5,7 +5,8 @@
 Fits y = X @ w_true with plain gradient descent. The batch is split over the ranks (S(0)),
 the weight is broadcast (B): the matmul needs no communication, the loss is partial until
 it is read, and the weight's gradient is summed over the ranks by one all_reduce. Run it
-with plain `python examples/demo.py` and the numbers are the same.
+with plain `python examples/demo.py` and the numbers agree (to float32 rounding: the ranks
+sum in another order).
 """
 import globaltensor as gt
 

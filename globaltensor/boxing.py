@@ -488,6 +488,10 @@ def from_local(array, placement, sbp):
     dt = _dtype.ALL[codes.pop()]
     shapes = {r: shape for r, (shape, _) in meta.items()}
     first = {r: tuple(0 if s is broadcast else c for s, c in zip(sbp, placement.mesh_coord(r))) for r in shapes}
+    unlike = [r for r in shapes if shapes[r] != shapes[int(placement.ranks[first[r]])]]
+    if unlike:
+        raise ValueError(f"to_global: along a broadcast mesh axis every piece must have the shape of the first "
+                         f"rank's (whose data is taken); got {_shapes_text(shapes)}")
     global_shape = _infer_global_shape(shapes, placement, sbp, first)
     dev = device(placement.type)
     local = array if get_rank() in placement else dev.empty((0,) * max(1, array.ndim), dt.np)

@@ -14,7 +14,7 @@ class CollectiveCount(dict):
         super().__init__()
         self.bytes = {}
 
-    def add(self, kind, nbytes):
+    def add(self, kind, nbytes, group=None):
         self[kind] = self.get(kind, 0) + 1
         self.bytes[kind] = self.bytes.get(kind, 0) + int(nbytes)
 
@@ -32,6 +32,34 @@ def count_collectives():
         yield counter
     finally:
         _collectives._observers.remove(counter)
+
+
+class CollectiveTrace(list):
+    """Collectives issued by this rank, in order: (kind, group ranks, bytes passed in)."""
+
+    def add(self, kind, nbytes, group=None):
+        self.append((kind, _ranks_of(group), int(nbytes)))
+
+
+def _ranks_of(group):
+    from .distributed.group import Group
+    from .env import get_world_size
+    if group is None:
+        return tuple(range(get_world_size()))
+    return tuple(group.ranks) if isinstance(group, Group) else tuple(int(r) for r in group)
+
+
+@contextlib.contextmanager
+def trace_collectives():
+    """with gt.debug.trace_collectives() as t: ...; then t lists (kind, ranks, bytes) in order. Every
+    member of a group must issue the same kinds on it in the same order (SPMD): comparing the
+    ranks' traces finds where a program diverges."""
+    trace = CollectiveTrace()
+    _collectives._observers.append(trace)
+    try:
+        yield trace
+    finally:
+        _collectives._observers.remove(trace)
 
 
 def explain(x, sbp=None, placement=None, file=None):

@@ -6,8 +6,10 @@ global_src_rank=0): that rank reads and broadcasts to every rank; the values com
 local tensors, and Module/Optimizer.load_state_dict lay them out by each parameter's
 placement and SBP, so a checkpoint saved under one layout loads under any other.
 """
+import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -64,10 +66,46 @@ def _storable(array):
     return array.view(np.uint16) if array.dtype == _dtype.bfloat16.np else array
 
 
+def _start_time(pid):
+    """Process pid's start time (/proc/PID/stat field 22), or None if it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state, *fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if state in ("Z", "X") else fields[18]
+
+
+def _owner():
+    """This process as 'HOST-PID-START' for temporary directory names (HOST: host and PID namespace)."""
+    from .distributed.world import host_key
+    try:
+        pid_ns = os.stat("/proc/self/ns/pid").st_ino  # pids name the same process only within one
+    except OSError:
+        pid_ns = ""
+    host = hashlib.sha256(f"{host_key()}/{pid_ns}".encode()).hexdigest()[:12]
+    return f"{host}-{os.getpid()}-{_start_time(os.getpid())}"
+
+
+def _fresh_tmp(path):
+    """A new temporary directory for `path`, named after this process; removes those of dead writers."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    prefix, me = f".{os.path.basename(path)}.tmp-", _owner()
+    # Only names from this host and PID namespace are checked; those from other hosts, and names
+    # without an owner (versions before this one: .NAME.tmp-XXXXXXXX, .NAME.tmp-JOBID), stay.
+    owned = re.compile(re.escape(prefix) + r"([0-9a-f]{12})-(\d+)-(\d+)-\w+")
+    if _start_time(os.getpid()) is not None:  # without /proc, live writers look like dead ones
+        for name in os.listdir(parent):
+            match = owned.fullmatch(name)
+            if match and match[1] == me.split("-")[0] and _start_time(int(match[2])) != match[3]:
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{prefix}{me}-", dir=parent)
+
+
 def _write_dir(path, tree, arrays):
     parent = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    tmp = _fresh_tmp(path)
     try:
         for name, array in arrays.items():
             np.save(os.path.join(tmp, name), _storable(np.ascontiguousarray(array)), allow_pickle=False)
@@ -198,13 +236,19 @@ def _save_sharded(obj, path):
     """Every rank writes its pieces into a temporary directory; rank 0 writes the index and
     renames it into place once all have finished."""
     from . import layout
+    from .distributed import collectives as c
     from .distributed.world import job_id
     from .env import barrier
     from .sbp import broadcast, partial_sum
     parent = os.path.dirname(os.path.abspath(path)) or "."
-    tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{job_id()}")
-    os.makedirs(tmp, exist_ok=True)
     me = get_rank()
+    tmp_name = np.zeros(256, np.uint8)  # rank 0 alone cleans and creates the directory all ranks share
+    if me == 0:
+        name = os.path.basename(_fresh_tmp(path)).encode()
+        tmp_name[:len(name)] = np.frombuffer(name, np.uint8)
+    if get_world_size() > 1:
+        c.broadcast(tmp_name, src=0)
+    tmp = os.path.join(parent, tmp_name.tobytes().rstrip(b"\0").decode())
     counter = [0]
 
     def encode(value):

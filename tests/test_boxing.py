@@ -232,3 +232,40 @@ def test_print_and_visualize():
     assert text == ('tensor([0, 1, 2, 3], placement=gt.placement(type="cpu", ranks=[0, 1, 2]), '
                     'sbp=(gt.sbp.split(dim=0),), dtype=gt.int64)')
     assert "rank 0" in grid and "rank 1" in grid and "empty pieces: rank(s) [2]" in grid
+
+
+def _data_that_differs_between_ranks():
+    """gt.tensor's data is the whole value: a rank that passes other data is named on every rank
+    (issue 12, point 4); check_meta=False takes each rank's data on trust."""
+    r = gt.env.get_rank()
+    line, mesh = gt.placement("cpu", [0, 1, 2]), gt.placement("cpu", [[0, 1, 2]])
+    errors = []
+    for bad in (lambda: gt.tensor([1.0, 2.0, 3.0 + (r == 2)], placement=line, sbp=B),   # values
+                lambda: gt.tensor([1.0, 2.0, 3.0 + (r == 1)], placement=mesh, sbp=(S0, S0)),
+                lambda: gt.tensor(np.zeros((2, 2 + (r == 0))), placement=line, sbp=S0),  # shapes
+                lambda: gt.tensor(np.zeros(3, np.float32 if r else np.float64), placement=line, sbp=B),
+                lambda: gt.ones(3, placement=line, sbp=S0) + np.arange(3.0) * (r == 1),  # an array operand
+                lambda: gt.Tensor(np.zeros(2 + r)).to_global(line, B)):                  # pieces' shapes
+        try:
+            bad()
+            errors.append(None)
+        except ValueError as exc:
+            errors.append(str(exc))
+    same = gt.tensor([[1, 2], [3, 4]], placement=line, sbp=S1).numpy().tolist()
+    trusted = gt.tensor([float(r)], placement=line, sbp=B, check_meta=False).to_local().numpy().tolist()
+    return errors, same, trusted
+
+
+def test_tensor_data_that_differs_between_ranks_raises_on_every_rank():
+    results = run_ranks(_data_that_differs_between_ranks, 3)
+    errors, same, _ = results[0]
+    assert all(result[0] == errors for result in results)
+    assert "rank(s) [2] passed other values than rank(s) [0, 1]" in errors[0]
+    assert "rank(s) [1] passed other values than rank(s) [0, 2]" in errors[1]
+    assert "rank(s) [0] passed other shapes or dtypes than rank(s) [1, 2]" in errors[2]
+    assert "rank(s) [0] passed other shapes or dtypes than rank(s) [1, 2]" in errors[3]
+    assert "rank(s) [1] passed other values" in errors[4]
+    assert "broadcast mesh axis" in errors[5] and "rank 2: (4,)" in errors[5]
+    assert all("check_meta=False" in e for e in errors[:5])
+    assert same == [[1, 2], [3, 4]]
+    assert [result[2] for result in results] == [[0.0], [1.0], [2.0]]

@@ -108,7 +108,7 @@ class _Log:
     def __init__(self, events):
         self.events = events
 
-    def add(self, kind, nbytes):
+    def add(self, kind, nbytes, group=None):
         self.events.append(kind)
 
 

@@ -291,3 +291,28 @@ def test_gradients_accumulate_across_backward_calls():
     once, twice, sbp = run_ranks(_accumulate_without_zero_grad, 2)[0]
     np.testing.assert_allclose(twice, 2 * once, rtol=1e-6)
     assert sbp == (B,)
+
+
+def _module_from_local_slices():
+    """Module.to_global applies Tensor.to_global's rule to local parameters and buffers (SPEC §3):
+    split pieces concatenate, broadcast takes the first rank's values, partial_sum adds up."""
+    r = gt.env.get_rank()
+    pl = gt.placement("cpu", [0, 1])
+    shapes = {}
+    for sbp in (S0, B, gt.sbp.partial_sum):
+        layer = nn.Linear(3, 2)
+        layer.weight = nn.Parameter(gt.tensor(np.full((2, 3), r + 1.0, np.float32)))
+        layer.register_buffer("steps", gt.tensor(np.array([r + 1.0], np.float32)))
+        layer.to_global(pl, sbp)
+        shapes[str(sbp)] = (tuple(layer.weight.shape), tuple(layer.weight.to_local().shape),
+                            layer.weight.numpy()[:, 0].tolist(), layer.steps.numpy().tolist(),
+                            layer.weight.requires_grad)
+    return shapes
+
+
+def test_module_to_global_takes_local_parameters_as_this_ranks_component():
+    got = run_ranks(_module_from_local_slices, 2)
+    assert got[0] == got[1]
+    assert got[0][str(S0)] == ((4, 3), (2, 3), [1.0, 1.0, 2.0, 2.0], [1.0, 2.0], True)
+    assert got[0][str(B)] == ((2, 3), (2, 3), [1.0, 1.0], [1.0], True)
+    assert got[0][str(gt.sbp.partial_sum)] == ((2, 3), (2, 3), [3.0, 3.0], [3.0], True)

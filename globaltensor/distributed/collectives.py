@@ -28,10 +28,11 @@ def _contiguous(x):
 _observers = []
 
 
-def _observe(kind, nbytes):
-    """Tell every active gt.debug.count_collectives() about one collective."""
+def _observe(kind, nbytes, group=None):
+    """Tell every active gt.debug.count_collectives() / trace_collectives() about one collective
+    (group: None, a Group or a list of ranks, as the collective was given it)."""
     for counter in _observers:
-        counter.add(kind, nbytes)
+        counter.add(kind, nbytes, group)
 
 
 @contextlib.contextmanager
@@ -82,7 +83,7 @@ def barrier(group=None):
     """Wait until every member of the group (default: every rank) arrives."""
     native = _group(group).native("barrier")
     if _observers:
-        _observe("barrier", 0)
+        _observe("barrier", 0, group)
     native.barrier()
 
 
@@ -96,7 +97,7 @@ def all_reduce(x, op="sum", group=None, out=None):
     code, redop = _reduce_codes(x, op, "all_reduce")
     native = _group(group).native("all_reduce")
     if _observers:
-        _observe("all_reduce", x.nbytes)
+        _observe("all_reduce", x.nbytes, group)
     if out is not None:
         if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
             raise ValueError(f"all_reduce: out must be a C-contiguous {x.dtype} array of shape {x.shape}")
@@ -141,7 +142,7 @@ def all_reduce_async(x, op="sum", group=None):
     code, redop = _reduce_codes(x, op, "all_reduce_async")
     native = _group(group).native("all_reduce_async")
     if _observers:
-        _observe("all_reduce", x.nbytes)
+        _observe("all_reduce", x.nbytes, group)
     return Work(native.all_reduce_async(x, x, code, redop), (x,))
 
 
@@ -153,7 +154,7 @@ def broadcast(x, src=0, group=None):
         raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}")
     native = g.native("broadcast")
     if _observers:
-        _observe("broadcast", x.nbytes)
+        _observe("broadcast", x.nbytes, group)
     tmp = x if x.flags.c_contiguous else _contiguous(x)
     native.broadcast(tmp, g.ranks.index(src))
     if tmp is not x:
@@ -181,7 +182,7 @@ def all_gather(x, group=None, sizes=None):
     _check_array(x, "all_gather")
     native = _group(group).native("all_gather")
     if _observers:
-        _observe("all_gather", x.nbytes)
+        _observe("all_gather", x.nbytes, group)
     x = _contiguous(x)
     rows = list(sizes) if sizes is not None else _exchange_rows(native, x, "all_gather")
     if len(rows) != native.size:
@@ -206,7 +207,7 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
     g = _group(group)
     native = g.native("reduce_scatter")
     if _observers:
-        _observe("reduce_scatter", x.nbytes)
+        _observe("reduce_scatter", x.nbytes, group)
     rows = list(sizes) if sizes is not None else _split_sizes(x.shape[0], native.size)
     if len(rows) != native.size or sum(rows) != x.shape[0] or min(rows) < 0:
         raise ValueError(f"reduce_scatter: sizes {rows} must be {native.size} non-negative lengths adding up to "
@@ -226,7 +227,7 @@ def all_to_all(x, send_sizes, group=None, recv_sizes=None):
     _check_array(x, "all_to_all")
     native = _group(group).native("all_to_all")
     if _observers:
-        _observe("all_to_all", x.nbytes)
+        _observe("all_to_all", x.nbytes, group)
     x = _contiguous(x)
     send = [int(s) for s in send_sizes]
     if len(send) != native.size or sum(send) != x.shape[0] or min(send) < 0:
@@ -254,7 +255,7 @@ def send(x, dst):
     _check_array(x, "send")
     g = _pair(dst, "send")
     if _observers:
-        _observe("send", x.nbytes)
+        _observe("send", x.nbytes, g)
     g.native("send").broadcast(_contiguous(x), g.ranks.index(world().rank))
 
 

@@ -117,7 +117,7 @@ def all_reduce(x, op="sum", group=None, out=None):
     if ipc is None and comm is None:
         return _back(dest, host.all_reduce(_cuda().to_host(x), op=op, group=group))
     if host._observers:
-        host._observe("all_reduce", x.nbytes)
+        host._observe("all_reduce", x.nbytes, group)
     src = _contiguous(x)
     target = dest if dest.flags.c_contiguous else src  # src is then a private copy
     if ipc is not None:
@@ -158,7 +158,7 @@ def broadcast(x, src=0, group=None):
     if comm is None:
         return _back(x, host.broadcast(_cuda().to_host(x), src=src, group=group))
     if host._observers:
-        host._observe("broadcast", x.nbytes)
+        host._observe("broadcast", x.nbytes, group)
     buf = _contiguous(x)
     comm.broadcast(buf, src, dtype=_wire(x.dtype))
     if buf is not x:
@@ -181,7 +181,7 @@ def all_gather(x, group=None, sizes=None):
         raise ValueError("all_gather over NCCL needs sizes")
     x, row = _contiguous(x), _row(x)
     if host._observers:
-        host._observe("all_gather", x.nbytes)
+        host._observe("all_gather", x.nbytes, group)
     if len(set(sizes)) == 1:
         out = _cuda().empty((sum(sizes),) + x.shape[1:], x.dtype)
         comm.all_gather(x, out, dtype=_wire(x.dtype))
@@ -202,7 +202,7 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
                                                    for i in range(k)]
     x = _contiguous(x)
     if host._observers:
-        host._observe("reduce_scatter", x.nbytes)
+        host._observe("reduce_scatter", x.nbytes, group)
     if len(set(sizes)) == 1:
         out = _cuda().empty((sizes[0],) + x.shape[1:], x.dtype)
         comm.reduce_scatter(x, out, op=op, dtype=_wire(x.dtype))
@@ -224,7 +224,7 @@ def all_to_all(x, send_sizes, group=None, recv_sizes=None):
         raise ValueError("all_to_all over NCCL needs recv_sizes")
     x, row = _contiguous(x), _row(x)
     if host._observers:
-        host._observe("all_to_all", x.nbytes)
+        host._observe("all_to_all", x.nbytes, group)
     flat, sends, at = x.reshape(-1), [], 0
     for n in send_sizes:
         sends.append(flat[at * row:(at + n) * row])

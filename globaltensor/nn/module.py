@@ -140,8 +140,9 @@ class Module:
         return missing, unexpected
 
     def to_global(self, placement=None, sbp=None):
-        """Convert every parameter and buffer. A local module becomes global with the first
-        rank's values (broadcast), so the ranks agree whatever they initialised."""
+        """Convert every parameter and buffer, by Tensor.to_global's rule (SPEC §3): a local
+        tensor is this rank's component (split: the pieces concatenate; broadcast, or no sbp:
+        the first rank's values; partial_sum: the pieces add up); a global one is boxed."""
         for module in self.modules():
             for name, p in list(module._parameters.items()):
                 if p is not None:
@@ -163,9 +164,8 @@ class Module:
 
 def _tensor_to_global(t, placement, sbp):
     from ..sbp import broadcast
-    if t.is_local:
-        full = t.to_global(placement, (broadcast,) * placement.ndim)  # the first rank's values
-        return full.to_global(sbp=sbp) if sbp is not None else full
+    if t.is_local and sbp is None:
+        sbp = (broadcast,) * placement.ndim  # the first rank's values
     return t.to_global(placement=placement, sbp=sbp)
 
 

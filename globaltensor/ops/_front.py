@@ -27,7 +27,9 @@ def as_tensor(value, like):
         dt = np.result_type(like.dtype.np, value) if not isinstance(value, np.generic) else array.dtype
         array = np.asarray(value, dtype=dt)
     if like.is_global:
-        t = tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim)
+        # a Python scalar is taken on trust (checking it would cost a collective per op); an
+        # array is checked like gt.tensor's data: ranks that pass different values raise
+        t = tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim, check_meta=not scalar)
         if scalar and len(_scalars) < 4096:
             _scalars[key] = t
         return t

@@ -59,8 +59,9 @@ def _constant(value, dt):
     return fill
 
 
-def tensor(data, dtype=None, placement=None, sbp=None, requires_grad=False):
-    """A tensor from `data`, the whole (global) value, the same on every rank."""
+def tensor(data, dtype=None, placement=None, sbp=None, requires_grad=False, check_meta=True):
+    """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta
+    (on a placement) a checksum compared over the placement's ranks says so, or raises."""
     if isinstance(data, Tensor):
         data = data.numpy()
     array = np.asarray(data)
@@ -68,6 +69,8 @@ def tensor(data, dtype=None, placement=None, sbp=None, requires_grad=False):
         array = array.astype(np.float32)  # Python floats become float32, as in OneFlow
     dt = _dtype.to_dtype(dtype) if dtype is not None else _dtype.of_array(array)
     array = array.astype(dt.np, copy=False)
+    if placement is not None and check_meta and isinstance(placement, Placement):
+        _check_same_data(array, placement)
 
     def fill(box):
         out = allocate(array[tuple(slice(a, b) for a, b in box)].shape, dt)
@@ -77,6 +80,37 @@ def tensor(data, dtype=None, placement=None, sbp=None, requires_grad=False):
     t = build(array.shape, dt, placement, sbp, fill)
     t.requires_grad = bool(requires_grad)
     return t
+
+
+def _check_same_data(array, placement):
+    """ValueError on every rank of the placement when ranks passed different data (one small
+    all_gather of each rank's (shape, dtype, digest of the bytes))."""
+    import hashlib
+    from ..boxing import _group
+    if get_rank() not in placement:
+        return
+    row = np.zeros(20, np.int64)
+    row[0], row[1] = _dtype.ALL.index(_dtype.of_array(array)), array.ndim
+    row[2] = int.from_bytes(hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=8).digest(),
+                            "little", signed=True)
+    row[3:3 + min(array.ndim, 17)] = array.shape[:17]
+    ranks = placement.rank_list()
+    dev = device(placement.type)
+    table = dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=_group(tuple(sorted(ranks))),
+                                                   sizes=[1] * len(ranks)))
+    rows = dict(zip(sorted(ranks), (tuple(r) for r in table)))
+    if len(set(rows.values())) == 1:
+        return
+    votes = [sum(rows[r] == rows[q] for q in rows) for r in ranks]  # the odd ones out are named
+    usual = rows[ranks[votes.index(max(votes))]]
+    differ = sorted(r for r in rows if rows[r] != usual)
+    same = sorted(r for r in rows if rows[r] == usual)
+    what = "shapes or dtypes" if any(rows[r][:2] + rows[r][3:] != usual[:2] + usual[3:] for r in differ) \
+        else "values"
+    raise ValueError(f"gt.tensor: the data must be the same on every rank of the placement (it is the whole "
+                     f"global value), but rank(s) {differ} passed other {what} than rank(s) {same}. Seed the "
+                     f"data alike on every rank, build the tensor from local pieces with "
+                     f"Tensor.to_global(placement, sbp), or pass check_meta=False to skip this check")
 
 
 def zeros(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
