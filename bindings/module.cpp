@@ -142,6 +142,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("with_cublaslt") = false;
 #endif
 
+  m.def("collective_hint", [] { return std::string(gt::collective_hint()); },
+        "The advice every error about ranks that did not meet in a collective ends with.");
   m.def("reduce_into", [](py::array out, std::vector<py::array> srcs, int dtype, int redop, bool nontemporal) {
     View o = contiguous(out, "out", true);
     std::vector<const void*> ptrs;
@@ -215,6 +217,8 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init<const std::string&, int, size_t>(), py::arg("prefix"), py::arg("rank"), py::arg("arena_bytes"))
       .def("map_peer", &Node::map_peer, py::arg("rank"), "Map the arena of another rank on this node.")
       .def("unlink_arena", [](Node& n) { n.arena().unlink(); }, "Remove the arena's name once every peer mapped it.")
+      .def("mark_finished", &Node::mark_finished, py::arg("how"),
+           "Tell peers waiting for this rank that its script ended (how: 'finished the script', ...).")
       .def("alloc", [](std::shared_ptr<Node> n, size_t nbytes) {
         int64_t off = n->arena().alloc(nbytes);
         return std::make_shared<ShmBuffer>(n, off, nbytes);

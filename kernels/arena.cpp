@@ -42,6 +42,15 @@ Arena::Arena(const std::string& name, size_t reserve_bytes)
     throw std::runtime_error(errno_text("ftruncate of shared memory", name, err));
   }
   base_ = map_fd(fd_, reserve_, name);
+  int err = posix_fallocate(fd_, 0, off_t(kPage));  // page 0: the rank's status (status.h)
+  if (err != 0) {
+    munmap(base_, reserve_);
+    close(fd_);
+    shm_unlink(name.c_str());
+    throw ShmExhausted("could not reserve the first page of shared memory in /dev/shm: " +
+                       std::string(std::strerror(err)));
+  }
+  top_ = kPage;
 }
 
 Arena::~Arena() {

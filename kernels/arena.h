@@ -9,7 +9,8 @@
 
 namespace gt {
 
-// Owner side: carves blocks out of its file. Peers map the same file read-write and reach
+// Owner side: carves blocks out of its file (after the first page, which holds the rank's
+// RankStatus). Peers map the same file read-write and reach
 // a block by its offset, so a tensor stored here is read by peers without a staging copy.
 class Arena {
  public:

@@ -76,7 +76,9 @@ struct Group::Slot {
 
 Node::Node(const std::string& prefix, int rank, size_t arena_bytes)
     : prefix_(prefix), rank_(rank), arena_bytes_(arena_bytes),
-      arena_(new Arena(arena_name(prefix, rank), arena_bytes)) {}
+      arena_(new Arena(arena_name(prefix, rank), arena_bytes)) {
+  status(rank_)->waiting_for.store(-1);  // before any peer maps the arena (joining comes later)
+}
 
 std::string Node::arena_name(const std::string& prefix, int rank) {
   return prefix + "a" + std::to_string(rank);
@@ -183,7 +185,21 @@ void Group::check_all(bool ok, const std::string& what) {
   os << op_name_ << " on ranks " << ranks_text(all_members())
      << ": " << what << "; the ranks called:";
   for (int p = 0; p < k_; ++p) os << "\n  rank " << ranks_[p] << ": " << describe(p);
+  os << "\n" << collective_hint();
   throw CollectiveError(os.str());
+}
+
+void Node::mark_finished(const std::string& how) {
+  RankStatus* st = status(rank_);
+  copy_text(st->how, sizeof(st->how), how);
+  st->finished.store(1, std::memory_order_release);
+}
+
+std::vector<int> Node::known_ranks() const {
+  std::vector<int> out{rank_};
+  for (auto& [r, mapping] : peers_) out.push_back(r);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void Group::wait_for(int p, uint32_t target) {
@@ -200,6 +216,23 @@ void Group::wait_for(int p, uint32_t target) {
   }
   s.waiters.fetch_add(1, std::memory_order_seq_cst);
   struct Leave { std::atomic<uint32_t>& w; ~Leave() { w.fetch_sub(1); } } leave{s.waiters};
+  // The program's thread says what it waits for (peers follow such waits to find a cycle);
+  // worker threads run queued all_reduces, which every rank drains before its next collective.
+  RankStatus* mine = on_a_worker_thread() ? nullptr : node_->status(node_->rank());
+  if (mine) {
+    if (doing_.empty()) doing_ = " on ranks " + ranks_text(all_members());
+    copy_text(mine->doing, sizeof(mine->doing), op_name_ + doing_);
+    mine->waiting_for.store(ranks_[p], std::memory_order_relaxed);
+    mine->epoch.fetch_add(1, std::memory_order_release);
+  }
+  struct Stop {
+    RankStatus* st;
+    ~Stop() {
+      if (!st) return;
+      st->waiting_for.store(-1, std::memory_order_relaxed);
+      st->epoch.fetch_add(1, std::memory_order_release);
+    }
+  } stop{mine};
   while (true) {
     uint32_t v = s.phase.load(std::memory_order_seq_cst);
     if (int32_t(v - target) >= 0) return;
@@ -208,30 +241,108 @@ void Group::wait_for(int p, uint32_t target) {
     if (t - op_start_ >= opts_.timeout_s) fail_waiting(target, true);
     if (t >= next_liveness_check_) {
       next_liveness_check_ = t + kLivenessPeriod;
-      for (int q = 0; q < k_; ++q)
-        if (q != me_ && int32_t(slot(q).phase.load() - target) < 0 && !process_alive(slot(q).pid.load()))
-          fail_waiting(target, false);
+      check_peers(p, target);
+      if (mine) check_cycle(p);
     }
   }
 }
 
+void Group::check_peers(int p, uint32_t target) {
+  (void)p;
+  for (int q = 0; q < k_; ++q) {
+    if (q == me_ || int32_t(slot(q).phase.load() - target) >= 0) continue;
+    if (!process_alive(slot(q).pid.load())) fail_waiting(target, false);
+    RankStatus* st = node_->status(ranks_[q]);
+    if (st && st->finished.load(std::memory_order_acquire)) fail_waiting(target, false);
+  }
+}
+
+void Group::check_cycle(int p) {
+  // Follow "waits for" from the member this rank waits for; a path back here, unchanged for a
+  // second, is a deadlock: every rank on it waits in a collective that another never reaches.
+  std::vector<std::pair<int, uint64_t>> path{{node_->rank(), node_->status(node_->rank())->epoch.load()}};
+  int r = ranks_[p];
+  while (true) {  // ends: each step either returns, closes the cycle, or visits a new rank
+    RankStatus* st = node_->status(r);
+    if (!st) return;  // on another machine: only the timeout can tell
+    uint64_t epoch = st->epoch.load(std::memory_order_acquire);
+    int next = st->waiting_for.load(std::memory_order_relaxed);
+    if (next < 0) {
+      cycle_.clear();
+      return;  // running: it may still come
+    }
+    path.emplace_back(r, epoch);
+    if (next == node_->rank()) break;
+    for (auto& seen : path)
+      if (seen.first == next) return;  // a cycle without this rank: its members report it
+    r = next;
+  }
+  double t = now_seconds();
+  if (path != cycle_) {
+    cycle_ = path;
+    cycle_since_ = t;
+    return;
+  }
+  if (t - cycle_since_ < 1.0) return;
+  std::ostringstream os;
+  os << op_name_ << " on ranks " << ranks_text(all_members())
+     << ": deadlock: these ranks wait for each other in collectives that the others do not call:";
+  for (auto& [rank, epoch] : path) os << "\n  rank " << rank << ": " << peer_state(rank, 0);
+  std::string others;
+  for (int rank : node_->known_ranks()) {
+    bool on_path = false;
+    for (auto& step : path) on_path = on_path || step.first == rank;
+    std::string state = on_path ? "" : peer_state(rank, 0);
+    if (!state.empty()) others += "\n  rank " + std::to_string(rank) + ": " + state;
+  }
+  if (!others.empty()) os << "\nThe other ranks on this machine:" << others;
+  os << "\n" << collective_hint();
+  fail(os.str());
+}
+
+void Group::fail(const std::string& what) {
+  broken_ = true;
+  broken_reason_ = what;
+  throw CollectiveError(what);
+}
+
+std::string Group::peer_state(int rank, uint32_t target) const {
+  (void)target;
+  RankStatus* st = node_->status(rank);
+  if (st && st->finished.load(std::memory_order_acquire)) return read_text(st->how, sizeof(st->how));
+  if (st && st->waiting_for.load() >= 0)
+    return "in " + read_text(st->doing, sizeof(st->doing)) + ", waiting for rank " +
+           std::to_string(st->waiting_for.load());
+  return "";
+}
+
 void Group::fail_waiting(uint32_t target, bool timed_out) {
-  std::vector<int> missing, dead;
+  std::vector<int> missing, gone;  // gone: exited, or finished their script
   for (int q = 0; q < k_; ++q) {
     if (q == me_ || int32_t(slot(q).phase.load() - target) >= 0) continue;
     missing.push_back(q);
-    if (!process_alive(slot(q).pid.load())) dead.push_back(q);
+    RankStatus* st = node_->status(ranks_[q]);
+    if (!process_alive(slot(q).pid.load()) || (st && st->finished.load())) gone.push_back(q);
   }
   std::ostringstream os;
   double elapsed = now_seconds() - op_start_;
   os << op_name_ << " on ranks " << ranks_text(all_members());
-  if (!dead.empty()) {
-    os << ": rank(s) " << ranks_text(dead) << " exited while rank " << ranks_[me_] << " waited for them ("
-       << elapsed << " s)";
+  if (!gone.empty()) {
+    os << ": rank(s) " << ranks_text(gone) << " will not come: they ended while rank " << ranks_[me_]
+       << " waited for them (" << elapsed << " s)";
   } else {
     os << ": timed out after " << elapsed << " s; rank(s) " << ranks_text(missing)
        << " did not arrive (the timeout is " << opts_.timeout_s << " s, set by GLOBALTENSOR_TIMEOUT)";
   }
+  os << ". The ranks were:\n  rank " << ranks_[me_] << ": in " << op_name_ << " on ranks " << ranks_text(all_members());
+  for (int q : missing) {
+    std::string state = peer_state(ranks_[q], target);
+    if (state.empty())
+      state = process_alive(slot(q).pid.load()) ? "running, not in a collective"
+                                                : "exited before the end of its script (killed, crashed, or os._exit)";
+    os << "\n  rank " << ranks_[q] << ": " << state;
+  }
+  os << "\n" << collective_hint();
   broken_ = true;
   broken_reason_ = os.str();
   throw CollectiveTimeout(os.str());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "arena.h"
+#include "status.h"
 #include "types.h"
 #include "worker.h"
 
@@ -20,6 +21,11 @@ class Node {
   Node(const std::string& prefix, int rank, size_t arena_bytes);
   void map_peer(int rank);  // map the arena of `rank` (same node), once
   char* base_of(int rank) const;
+  // The status of `rank` (this rank or a mapped peer), or nullptr when it is not mapped here.
+  RankStatus* status(int rank) const { return reinterpret_cast<RankStatus*>(base_of(rank)); }
+  // Peers waiting for this rank learn that it will not come: its script ended (`how`).
+  void mark_finished(const std::string& how);
+  std::vector<int> known_ranks() const;  // this rank and the peers mapped here, ascending
   Arena& arena() { return *arena_; }
   const std::string& prefix() const { return prefix_; }
   int rank() const { return rank_; }
@@ -94,6 +100,10 @@ class Group {
   void sync();
   void wait_for(int p, uint32_t target);
   [[noreturn]] void fail_waiting(uint32_t target, bool timed_out);
+  void check_peers(int p, uint32_t target);  // every 0.2 s of waiting for member p
+  void check_cycle(int p);                    // ranks waiting for each other in other collectives
+  [[noreturn]] void fail(const std::string& what);
+  std::string peer_state(int rank, uint32_t target) const;
   void check_all(bool ok, const std::string& what);
   std::string describe(int p) const;
   std::vector<int> all_members() const;
@@ -119,6 +129,9 @@ class Group {
   const char* op_name_ = "";
   double op_start_ = 0;
   double next_liveness_check_ = 0;
+  std::string doing_;                            // "<op> on ranks [...]", for the status page
+  std::vector<std::pair<int, uint64_t>> cycle_;  // the last cycle of waits seen: (rank, epoch)
+  double cycle_since_ = 0;
   bool broken_ = false;
   std::string broken_reason_;
   std::unique_ptr<Worker> worker_;  // made on the first asynchronous op; declared last, so joined first

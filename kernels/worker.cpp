@@ -52,7 +52,14 @@ void Worker::drain() {
   idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
 }
 
+namespace {
+thread_local bool t_worker = false;
+}  // namespace
+
+bool on_a_worker_thread() { return t_worker; }
+
 void Worker::loop() {
+  t_worker = true;
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });

@@ -25,6 +25,9 @@ class Work {
   std::exception_ptr error_;
 };
 
+// True on any Worker's thread (asynchronous collectives), false on the threads of the program.
+bool on_a_worker_thread();
+
 class Worker {
  public:
   Worker();

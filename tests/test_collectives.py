@@ -334,6 +334,7 @@ def test_rank_that_never_arrives_times_out_with_names():
     message, elapsed = results[0]
     assert "all_reduce" in message and "timed out" in message and "rank(s) [1] did not arrive" in message
     assert "GLOBALTENSOR_TIMEOUT" in message and 1.4 < elapsed < 4
+    assert "rank 1: running, not in a collective" in message
 
 
 def _dead_rank():
@@ -349,7 +350,8 @@ def _dead_rank():
 
 def test_dead_peer_is_detected_quickly():
     message, elapsed = run_ranks(_dead_rank, 2, timeout=60)[0]
-    assert "rank(s) [1] exited" in message and elapsed < 3
+    assert "rank(s) [1] will not come" in message and elapsed < 3
+    assert "rank 1: exited before the end of its script (killed, crashed, or os._exit)" in message
 
 
 def _world_of_one():

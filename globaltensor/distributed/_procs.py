@@ -117,14 +117,19 @@ class Supervisor:
                 self._write_lock.wait_for(lambda: not self._raw_mid_line[stream], timeout=_LINE_WAIT)
                 self.write(r.rank, stream, "".join(f"[rank {r.rank}] {t}\n" for t in text))
 
-    def wait(self, timeout=None, stop=None, poll=0.01, remote_failure=None):
-        """Wait until all ranks exit or one fails; `stop()` returning a signal number ends it too."""
+    def wait(self, timeout=None, stop=None, poll=0.01, remote_failure=None, on_exit=None):
+        """Wait until all ranks exit or one fails; `stop()` returning a signal number ends it too.
+        on_exit(rank, text) hears of each rank that ended ("exited with code 0", ...) once."""
         deadline = None if timeout is None else time.monotonic() + timeout
         next_remote = 0.0
+        heard = set()
         while True:
             alive = False
             for r in self.ranks:
                 code = r.proc.poll()
+                if code is not None and on_exit is not None and r.rank not in heard:
+                    heard.add(r.rank)
+                    on_exit(r.rank, describe_exit(code))
                 if code is None:
                     alive = True
                 elif code != 0:

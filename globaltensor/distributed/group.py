@@ -1,4 +1,6 @@
 """Process groups: an ordered set of global ranks that run collectives together."""
+from .._C import CollectiveError, collective_hint
+from .store import PeersLeft
 from .world import world
 
 
@@ -40,7 +42,13 @@ class Group:
         if native is None:
             if world().rank not in self.ranks:
                 raise ValueError(f"{op_name}: rank {world().rank} is not in the group of ranks {list(self.ranks)}")
-            native = self._native = world().group(self.ranks)
+            try:
+                native = self._native = world().group(self.ranks)
+            except PeersLeft as exc:  # this rank's first collective: joining waits for every rank
+                raise CollectiveError(
+                    f"{op_name} on ranks {list(self.ranks)}: rank(s) {sorted(exc.left)} will not come: they ended "
+                    f"before joining the job (each rank joins on its first collective). The ranks were:"
+                    f"{world().join_states(op_name, self.ranks)}\n{collective_hint()}") from None
         return native
 
     def __repr__(self):

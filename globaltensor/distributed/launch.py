@@ -13,7 +13,7 @@ import sys
 import time
 
 from ._procs import Supervisor, console_write, describe_exit, exit_code, remove_shared_memory
-from .store import StoreClient, StoreError, StoreServer, new_secret
+from .store import StoreClient, StoreError, StoreServer, left_key, new_secret
 
 _TAG = "[globaltensor.launch]"
 
@@ -117,7 +117,7 @@ def main(argv=None):
     store = _connect(args, port, secret) if args.nnodes > 1 else None
     remote = (lambda: _remote_failed(store, args.node_rank)) if store else None
     try:
-        outcome = sup.wait(stop=signals, remote_failure=remote)
+        outcome = sup.wait(stop=signals, remote_failure=remote, on_exit=_publish_exit(server, store))
         if outcome.failed:
             _report_failure(outcome.failed)
             _publish_failure(store, outcome.failed, args.nnodes if server else 0)
@@ -149,6 +149,19 @@ def _connect(args, port, secret):
     except StoreError as exc:
         sys.stderr.write(f"{_TAG} warning: cannot watch other nodes for failures: {exc}\n")
         return None
+
+
+def _publish_exit(server, store):
+    """Tell the ranks still waiting for a rank that it has ended (under its own word, when it left one)."""
+    def publish(rank, how):
+        try:
+            if server is not None:
+                server.set_if_absent(left_key(rank), how.encode())
+            elif store is not None and not store.check([left_key(rank)])[0]:
+                store.set(left_key(rank), how.encode())
+        except (OSError, ConnectionError, StoreError):
+            pass
+    return publish
 
 
 def _publish_failure(store, failed, nnodes):

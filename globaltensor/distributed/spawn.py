@@ -8,7 +8,7 @@ import tempfile
 import cloudpickle
 
 from ._procs import Supervisor, describe_exit, exit_code, remove_shared_memory
-from .store import StoreServer, new_secret
+from .store import StoreServer, left_key, new_secret
 
 
 class SpawnError(RuntimeError):
@@ -63,7 +63,8 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
         server.start()
         sup.start_streaming()
         try:
-            outcome = sup.wait(timeout=timeout)
+            outcome = sup.wait(timeout=timeout, on_exit=lambda rank, how: server.set_if_absent(left_key(rank),
+                                                                                                how.encode()))
             if outcome.ok:
                 sup.reap()
                 return [_value(_load(os.path.join(tmp, f"result_{r}.pkl"))) for r in range(nprocs)]

@@ -24,6 +24,22 @@ class StoreError(RuntimeError):
     """The store could not be reached, refused us, or a wait on it timed out."""
 
 
+class PeersLeft(StoreError):
+    """A wait on the store ended early: ranks it waited for have ended ({rank: how})."""
+
+    def __init__(self, message, left):
+        super().__init__(message)
+        self.left = left
+
+
+def left_key(rank):
+    """The key a rank's end is published under (by the rank at exit, or by its launcher)."""
+    return f"job/left/{rank}"
+
+
+_WATCH_SLICE = 0.25  # seconds between looks at the ranks a wait depends on
+
+
 def _recv_exact(sock, n):
     chunks, got = [], 0
     while got < n:
@@ -120,6 +136,14 @@ class StoreServer:
             except (ConnectionError, OSError, struct.error):
                 return
 
+    def set_if_absent(self, key, value):
+        """Set key here, in the hosting process, unless a client set it first."""
+        key = key.encode()
+        with self._cond:
+            if key not in self._data:
+                self._data[key] = bytes(value)
+                self._cond.notify_all()
+
     def _handle(self, cmd, body):
         if cmd == _SET:
             key, value = _unpack(body, 2)
@@ -207,13 +231,30 @@ class StoreClient:
     def set(self, key, value):
         self._call(_SET, _pack(key.encode(), bytes(value)))
 
-    def get(self, key, timeout=None):
-        """The value of key, waiting for it to be set; StoreError after the timeout."""
+    def get(self, key, timeout=None, watch=()):
+        """The value of key, waiting for it to be set; StoreError after the timeout, PeersLeft as
+        soon as a rank of `watch` (those expected to set it) has ended."""
         timeout = self.timeout if timeout is None else timeout
-        status, value = self._call(_GET, _pack(key.encode(), str(timeout).encode()))
-        if status != _OK:
-            raise StoreError(f"timed out after {timeout:.1f} s waiting for store key {key!r}")
-        return value
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            wait = min(left, _WATCH_SLICE) if watch else left
+            status, value = self._call(_GET, _pack(key.encode(), str(wait).encode()))
+            if status == _OK:
+                return value
+            if watch:
+                self.raise_if_left(watch, f"waiting for store key {key!r}")
+            if time.monotonic() >= deadline:
+                raise StoreError(f"timed out after {timeout:.1f} s waiting for store key {key!r}")
+
+    def raise_if_left(self, ranks, what):
+        """PeersLeft when some of `ranks` have ended."""
+        ranks = list(ranks)
+        gone = [r for r, ok in zip(ranks, self.check([left_key(r) for r in ranks])) if ok]
+        if gone:
+            how = {r: self.get(left_key(r), 1.0).decode(errors="replace") for r in gone}
+            detail = "; ".join(f"rank {r} {h}" for r, h in how.items())
+            raise PeersLeft(f"rank(s) {gone} ended while this rank was {what}: {detail}", how)
 
     def add(self, key, delta=1):
         return int(self._call(_ADD, _pack(key.encode(), str(int(delta)).encode()))[1])
@@ -232,13 +273,20 @@ class StoreClient:
         self.set(f"{name}/rank{rank}", b"1")
         if self.add(f"{name}/count") == world_size:
             self.set(f"{name}/done", b"1")
-        try:
-            self.get(f"{name}/done", timeout)
-        except StoreError:
-            present = self.check([f"{name}/rank{r}" for r in range(world_size)])
-            missing = [r for r, ok in enumerate(present) if not ok]
-            raise StoreError(f"barrier {name!r} timed out after {timeout:.1f} s; rank(s) {missing} did not "
-                             f"arrive") from None
+        deadline = time.monotonic() + timeout
+        while True:  # in slices: a rank that ended before arriving ends the wait at once
+            try:
+                self.get(f"{name}/done", min(_WATCH_SLICE, max(0.0, deadline - time.monotonic())))
+                return
+            except PeersLeft:
+                raise
+            except StoreError:
+                present = self.check([f"{name}/rank{r}" for r in range(world_size)])
+                missing = [r for r, ok in enumerate(present) if not ok]
+                self.raise_if_left(missing, f"in barrier {name!r}")
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"barrier {name!r} timed out after {timeout:.1f} s; rank(s) {missing} did "
+                                     f"not arrive") from None
 
     def close(self):
         try:

@@ -6,13 +6,15 @@ rank connects to the store and maps the arenas of the other ranks on this node.
 import hashlib
 import math
 import os
+import atexit
 import socket
+import sys
 import threading
 
 import numpy as np
 
 from .. import _C
-from .store import StoreClient, StoreServer, secret_from_env
+from .store import StoreClient, StoreServer, left_key, secret_from_env
 
 ARENA_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) << 30
 STAGE_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_STAGE_BYTES", str(1 << 20)))
@@ -77,7 +79,9 @@ class World:
             if self.world_size > 1:
                 self._connect_store()
                 self.store.set(f"world/host/{self.rank}", host_key().encode())
-                self.host_keys = [self.store.get(f"world/host/{r}").decode() for r in range(self.world_size)]
+                others = [r for r in range(self.world_size) if r != self.rank]
+                self.host_keys = [self.store.get(f"world/host/{r}", watch=others).decode()
+                                  for r in range(self.world_size)]
                 self.store.barrier("world/arenas-created", self.rank, self.world_size)
                 for r in range(self.world_size):
                     if self.host_keys[r] == self.host_keys[self.rank]:
@@ -85,6 +89,22 @@ class World:
                 self.store.barrier("world/arenas-mapped", self.rank, self.world_size)
             self.node.unlink_arena()
             self._joined = True
+
+    def join_states(self, op_name, ranks):
+        """What each rank was doing when joining failed, one line each (for the error)."""
+        everyone = range(self.world_size)
+        left = self.store.check([left_key(r) for r in everyone])
+        joined = self.store.check([f"world/host/{r}" for r in everyone])
+        lines = []
+        for r in everyone:
+            if r == self.rank:
+                state = f"in {op_name} on ranks {list(ranks)}, joining the job"
+            elif left[r]:
+                state = self.store.get(left_key(r), 1.0).decode(errors="replace")
+            else:
+                state = "joining the job" if joined[r] else "running, has not joined yet"
+            lines.append(f"\n  rank {r}: {state}")
+        return "".join(lines)
 
     def _connect_store(self):
         secret = secret_from_env()
@@ -137,6 +157,33 @@ class World:
         return np.frombuffer(block, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
 
 
+def _mark_end(w):
+    """At exit: tell peers that wait for this rank that it will not come, and how it ended."""
+    for native in list(w._groups.values()):  # queued all_reduces still need this rank
+        try:
+            native.drain()
+        except Exception:  # noqa: BLE001
+            pass
+    exc = _unhandled[0]
+    how = "finished the script" if exc is None else f"ended on an error: {type(exc).__name__}: {exc}"[:120]
+    try:
+        w.node.mark_finished(how)
+        if w.store is not None:
+            w.store.set(left_key(w.rank), how.encode())
+    except Exception:  # noqa: BLE001 - the store may be gone already; peers then see the exit itself
+        pass
+
+
+_unhandled = [None]
+
+
+def _note_unhandled(hook):
+    def note(kind, value, tb):
+        _unhandled[0] = value
+        hook(kind, value, tb)
+    return note
+
+
 _world = None
 _world_lock = threading.Lock()
 
@@ -148,4 +195,6 @@ def world():
         with _world_lock:
             if _world is None:
                 _world = World()
+                atexit.register(_mark_end, _world)
+                sys.excepthook = _note_unhandled(sys.excepthook)
     return _world
