@@ -39,6 +39,38 @@ for rank, result in enumerate(dist.spawn(create, nprocs=2)):
 
 
 # %% [markdown]
+# ## Reading a global tensor is a collective
+#
+# `x.numpy()`, `x.item()`, `x.tolist()` and `print(x)` of a global tensor gather its pieces:
+# they are collectives, so **every rank calls them**. `if rank == 0: print(x)` would leave
+# rank 0 waiting for ranks that never come; instead of hanging until the timeout, it fails
+# within about a second and says what each rank was doing. Read the value on every rank, then
+# print it on one:
+
+# %%
+def print_on_rank_0(careless):
+    placement = gt.placement("cpu", [0, 1])
+    x = gt.arange(4, placement=placement, sbp=S0)
+    if careless:
+        if gt.env.get_rank() == 0:
+            print(x)                   # rank 1 has finished: rank 0 cannot gather
+        return None
+    value = x.numpy()                  # every rank
+    if gt.env.get_rank() == 0:
+        print("x =", value)            # one rank prints
+    return value.tolist()
+
+
+print(dist.spawn(print_on_rank_0, args=(False,), nprocs=2)[0])
+try:
+    dist.spawn(print_on_rank_0, args=(True,), nprocs=2)
+except dist.SpawnError as exc:
+    message = str(exc)
+print(message[message.index("_C.CollectiveError") + 3:][:700])
+assert "x.numpy(), x.item() and x.tolist() of a global tensor are collectives" in message
+
+
+# %% [markdown]
 # Pieces may be uneven: along a split of length L over k ranks the first L % k ranks get one
 # more element, and empty pieces are fine. `gt.debug.visualize` draws who holds what.
 
@@ -86,7 +118,9 @@ for line in dist.spawn(convert, nprocs=2)[0]:
 # `to_global` on a *local* tensor says how the ranks' pieces make one value: split pieces
 # concatenate (their lengths may differ), broadcast takes the first rank's data, partial_sum
 # adds the pieces up. Pieces that cannot fit (other dims or dtypes differ) raise the same
-# clear error on every rank.
+# clear error on every rank. `gt.tensor(data, placement=, sbp=)` is different: `data` is the
+# whole value, so it must be the same on every rank; a checksum compared over the placement
+# raises, naming the ranks whose data differs (`check_meta=False` skips that check).
 
 # %%
 def from_pieces():
