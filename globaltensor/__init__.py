@@ -4,7 +4,8 @@ from . import nn, optim, utils  # noqa: E402 - after the ops they build on
 from .serialization import load, save
 from . import ops as _ops
 from .autograd import enable_grad, no_grad
-from .dtype import bfloat16, bool, float16, float32, float64, int8, int32, int64, uint8  # noqa: A004
+from .dtype import (bfloat16, bool, float16, float32, float64, get_default_dtype, int8, int32, int64,  # noqa: A004
+                    set_default_dtype, uint8)
 from .ops.creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
                            randint, randn, tensor, uniform, zeros, zeros_like)
 from .placement import placement
@@ -19,6 +20,7 @@ for _name in _ops.PUBLIC:
 __all__ = [
     "debug", "distributed", "env", "sbp", "placement", "Tensor", "tensor",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8",
+    "get_default_dtype", "set_default_dtype",
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
     "zeros_like", "ones_like", "full_like", "empty_like",
     "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "__version__",

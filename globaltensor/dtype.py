@@ -52,6 +52,22 @@ _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update(float="float32", double="float64", half="float16", long="int64", int="int32")
 
 
+_default = [float32]  # what factories without dtype= make from float (or no) data
+
+
+def get_default_dtype():
+    """The floating dtype of factories without dtype= (gt.float32 unless set_default_dtype)."""
+    return _default[0]
+
+
+def set_default_dtype(dtype):
+    """Make `dtype` (a floating dtype) the default of factories and of Python floats."""
+    dt = to_dtype(dtype)
+    if not dt.is_floating:
+        raise TypeError(f"the default dtype must be a floating dtype, got {dt!r}")
+    _default[0] = dt
+
+
 def to_dtype(value, default=None):
     """A DType from a DType, numpy dtype/type, or name; TypeError for anything else."""
     if value is None:
