@@ -238,15 +238,17 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<Group, std::shared_ptr<Group>>(m, "Group", "A group of ranks on one node and its collectives.")
       .def(py::init([](std::shared_ptr<Node> node, const std::string& name, std::vector<int> ranks, int index,
-                       double timeout, size_t stage_bytes, size_t oneshot_bytes, size_t nontemporal_bytes) {
+                       double timeout, size_t stage_bytes, size_t oneshot_bytes, size_t nontemporal_bytes,
+                       double deadlock_s) {
         gt::GroupOptions o;
         o.timeout_s = timeout;
+        o.deadlock_s = deadlock_s;
         o.stage_bytes = stage_bytes;
         o.oneshot_bytes = oneshot_bytes;
         o.nontemporal_bytes = nontemporal_bytes;
         return std::make_shared<Group>(node, name, ranks, index, o);
       }), py::arg("node"), py::arg("name"), py::arg("ranks"), py::arg("index"), py::arg("timeout"),
-          py::arg("stage_bytes"), py::arg("oneshot_bytes"), py::arg("nontemporal_bytes"))
+          py::arg("stage_bytes"), py::arg("oneshot_bytes"), py::arg("nontemporal_bytes"), py::arg("deadlock_s") = 2.0)
       .def("barrier", [](Group& g) { py::gil_scoped_release r; g.barrier(); })
       .def("broadcast", [](Group& g, py::array buf, int root) {
         View v = contiguous(buf, "buffer", true);

@@ -103,6 +103,33 @@ def _fresh_tmp(path):
     return tempfile.mkdtemp(prefix=f"{prefix}{me}-", dir=parent)
 
 
+_sharded_saves = [0]  # every rank counts its sharded saves alike (SPMD): one store key each
+
+
+def _shared_tmp(path):
+    """The temporary directory of a sharded save: rank 0 cleans stale ones and makes it, and
+    hands its name (or its error) to the others through the store, which spans machines."""
+    from .distributed.world import world
+    w = world()
+    key = f"save/tmp/{_sharded_saves[0]}"
+    _sharded_saves[0] += 1
+    if w.rank == 0:
+        try:
+            name = "ok:" + os.path.basename(_fresh_tmp(path))
+        except OSError as exc:
+            name = f"error:{type(exc).__name__}: {exc}"
+        if w.world_size > 1:
+            w.join()
+            w.store.set(key, name.encode())
+    else:
+        w.join()
+        name = w.store.get(key, watch=[0]).decode()
+    kind, _, text = name.partition(":")
+    if kind == "error":
+        raise OSError(f"gt.save(sharded=True): rank 0 could not make the temporary directory beside {path}: {text}")
+    return text
+
+
 def _write_dir(path, tree, arrays):
     parent = os.path.dirname(os.path.abspath(path)) or "."
     tmp = _fresh_tmp(path)
@@ -236,19 +263,12 @@ def _save_sharded(obj, path):
     """Every rank writes its pieces into a temporary directory; rank 0 writes the index and
     renames it into place once all have finished."""
     from . import layout
-    from .distributed import collectives as c
     from .distributed.world import job_id
     from .env import barrier
     from .sbp import broadcast, partial_sum
     parent = os.path.dirname(os.path.abspath(path)) or "."
     me = get_rank()
-    tmp_name = np.zeros(256, np.uint8)  # rank 0 alone cleans and creates the directory all ranks share
-    if me == 0:
-        name = os.path.basename(_fresh_tmp(path)).encode()
-        tmp_name[:len(name)] = np.frombuffer(name, np.uint8)
-    if get_world_size() > 1:
-        c.broadcast(tmp_name, src=0)
-    tmp = os.path.join(parent, tmp_name.tobytes().rstrip(b"\0").decode())
+    tmp = os.path.join(parent, _shared_tmp(path))
     counter = [0]
 
     def encode(value):

@@ -38,6 +38,12 @@ const char* op_name(uint32_t op) {
 }
 
 constexpr uint64_t kMagic = 0x67745f67726f7570ull;  // "gt_group"
+
+uint64_t name_key(const std::string& name) {  // FNV-1a: the same on every member of the group
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return h | 1;
+}
 constexpr size_t kHeaderBytes = 64;
 constexpr int kSpinIterations = 4000;
 constexpr double kYieldSeconds = 0.002;
@@ -77,7 +83,33 @@ struct Group::Slot {
 Node::Node(const std::string& prefix, int rank, size_t arena_bytes)
     : prefix_(prefix), rank_(rank), arena_bytes_(arena_bytes),
       arena_(new Arena(arena_name(prefix, rank), arena_bytes)) {
-  status(rank_)->waiting_for.store(-1);  // before any peer maps the arena (joining comes later)
+  RankStatus* st = status(rank_);  // set before any peer maps the arena (joining comes later)
+  st->waiting_for.store(-1);
+  st->pid.store(int32_t(getpid()));
+}
+
+void Node::add_group(uint64_t key, Group* group) {
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  groups_[key] = group;
+}
+
+void Node::remove_group(uint64_t key) {
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  groups_.erase(key);
+}
+
+int64_t Node::phase_in(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  auto it = groups_.find(key);
+  return it == groups_.end() ? -1 : int64_t(it->second->my_phase());
+}
+
+bool Node::sole_program_thread() {
+  thread_local size_t me = std::hash<std::thread::id>()(std::this_thread::get_id()) | 1;
+  size_t first = 0;
+  if (program_thread_.compare_exchange_strong(first, me) || first == me) return true;
+  status(rank_)->threads.store(2);  // peers stop following this rank's waits: one slot, two threads
+  return false;
 }
 
 std::string Node::arena_name(const std::string& prefix, int rank) {
@@ -97,7 +129,8 @@ char* Node::base_of(int rank) const {
 
 Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<int> ranks, int index,
              GroupOptions options)
-    : node_(std::move(node)), ranks_(std::move(ranks)), me_(index), k_(int(ranks_.size())), opts_(options) {
+    : node_(std::move(node)), key_(name_key(name)), ranks_(std::move(ranks)), me_(index), k_(int(ranks_.size())),
+      opts_(options) {
   if (k_ <= 0 || me_ < 0 || me_ >= k_) throw std::invalid_argument("group index out of range");
   opts_.stage_bytes = std::max<size_t>(round_up(opts_.stage_bytes, 64), size_t(64) * size_t(k_));
   opts_.oneshot_bytes = std::min(opts_.oneshot_bytes, opts_.stage_bytes);
@@ -114,9 +147,12 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
   slot(me_).pid.store(int32_t(getpid()), std::memory_order_release);
   header->magic = kMagic;
   if (header->joined.fetch_add(1) + 1 == uint32_t(k_)) segment_->unlink();  // last one in
+  node_->add_group(key_, this);
 }
 
-Group::~Group() = default;
+Group::~Group() { node_->remove_group(key_); }
+
+uint32_t Group::my_phase() const { return slot(me_).phase.load(std::memory_order_acquire); }
 
 std::shared_ptr<Work> Group::all_reduce_async(const void* in, void* out, size_t count, int32_t dtype,
                                               int32_t redop) {
@@ -218,10 +254,13 @@ void Group::wait_for(int p, uint32_t target) {
   struct Leave { std::atomic<uint32_t>& w; ~Leave() { w.fetch_sub(1); } } leave{s.waiters};
   // The program's thread says what it waits for (peers follow such waits to find a cycle);
   // worker threads run queued all_reduces, which every rank drains before its next collective.
-  RankStatus* mine = on_a_worker_thread() ? nullptr : node_->status(node_->rank());
+  RankStatus* mine = node_->status(node_->rank());
+  if (on_a_worker_thread() || mine->threads.load(std::memory_order_relaxed) > 1) mine = nullptr;
   if (mine) {
     if (doing_.empty()) doing_ = " on ranks " + ranks_text(all_members());
     copy_text(mine->doing, sizeof(mine->doing), op_name_ + doing_);
+    mine->group_key.store(key_, std::memory_order_relaxed);
+    mine->target.store(target, std::memory_order_relaxed);
     mine->waiting_for.store(ranks_[p], std::memory_order_relaxed);
     mine->epoch.fetch_add(1, std::memory_order_release);
   }
@@ -242,7 +281,7 @@ void Group::wait_for(int p, uint32_t target) {
     if (t >= next_liveness_check_) {
       next_liveness_check_ = t + kLivenessPeriod;
       check_peers(p, target);
-      if (mine) check_cycle(p);
+      if (mine && opts_.deadlock_s > 0) check_cycle(p);
     }
   }
 }
@@ -253,8 +292,24 @@ void Group::check_peers(int p, uint32_t target) {
     if (q == me_ || int32_t(slot(q).phase.load() - target) >= 0) continue;
     if (!process_alive(slot(q).pid.load())) fail_waiting(target, false);
     RankStatus* st = node_->status(ranks_[q]);
-    if (st && st->finished.load(std::memory_order_acquire)) fail_waiting(target, false);
+    if (st && (st->finished.load(std::memory_order_acquire) || gave_up(st))) fail_waiting(target, false);
   }
+}
+
+bool Group::gave_up(const RankStatus* st) {
+  uint64_t failed = st->failed_epoch.load(std::memory_order_acquire);
+  return failed != 0 && st->epoch.load(std::memory_order_acquire) == failed;
+}
+
+void Group::publish_failure(const std::string& what) {
+  // Peers waiting for this rank learn it gave up (until it starts another wait): a rank that
+  // catches the error and goes on must not leave them waiting for the timeout.
+  RankStatus* mine = node_->status(node_->rank());
+  if (on_a_worker_thread() || mine->threads.load() > 1) return;
+  copy_text(mine->failure, sizeof(mine->failure), what.substr(0, what.find('\n')));
+  uint64_t epoch = mine->epoch.load();
+  bool waiting = mine->waiting_for.load() >= 0;  // the wait's end will move the epoch once more
+  mine->failed_epoch.store(epoch + (waiting ? 1 : 0), std::memory_order_release);
 }
 
 void Group::check_cycle(int p) {
@@ -267,12 +322,22 @@ void Group::check_cycle(int p) {
     if (!st) return;  // on another machine: only the timeout can tell
     uint64_t epoch = st->epoch.load(std::memory_order_acquire);
     int next = st->waiting_for.load(std::memory_order_relaxed);
-    if (next < 0) {
+    bool unknown = st->threads.load() > 1 || !process_alive(st->pid.load());  // no single story to follow
+    if (next < 0 || unknown) {
       cycle_.clear();
-      return;  // running: it may still come
+      return;  // running (it may still come), or its wait cannot be trusted
     }
     path.emplace_back(r, epoch);
-    if (next == node_->rank()) break;
+    if (next == node_->rank()) {
+      // The last wait is on this rank: it is real only while this rank has not reached its target
+      // there (else that rank is merely slow to notice), checked against this rank's own phase.
+      int64_t reached = node_->phase_in(st->group_key.load());
+      if (reached < 0 || int32_t(uint32_t(reached) - st->target.load()) >= 0) {
+        cycle_.clear();
+        return;
+      }
+      break;
+    }
     for (auto& seen : path)
       if (seen.first == next) return;  // a cycle without this rank: its members report it
     r = next;
@@ -283,7 +348,7 @@ void Group::check_cycle(int p) {
     cycle_since_ = t;
     return;
   }
-  if (t - cycle_since_ < 1.0) return;
+  if (t - cycle_since_ < opts_.deadlock_s) return;
   std::ostringstream os;
   os << op_name_ << " on ranks " << ranks_text(all_members())
      << ": deadlock: these ranks wait for each other in collectives that the others do not call:";
@@ -303,6 +368,7 @@ void Group::check_cycle(int p) {
 void Group::fail(const std::string& what) {
   broken_ = true;
   broken_reason_ = what;
+  publish_failure(what);
   throw CollectiveError(what);
 }
 
@@ -310,6 +376,7 @@ std::string Group::peer_state(int rank, uint32_t target) const {
   (void)target;
   RankStatus* st = node_->status(rank);
   if (st && st->finished.load(std::memory_order_acquire)) return read_text(st->how, sizeof(st->how));
+  if (st && gave_up(st)) return "gave up its collective: " + read_text(st->failure, sizeof(st->failure));
   if (st && st->waiting_for.load() >= 0)
     return "in " + read_text(st->doing, sizeof(st->doing)) + ", waiting for rank " +
            std::to_string(st->waiting_for.load());
@@ -345,6 +412,7 @@ void Group::fail_waiting(uint32_t target, bool timed_out) {
   os << "\n" << collective_hint();
   broken_ = true;
   broken_reason_ = os.str();
+  publish_failure(os.str());
   throw CollectiveTimeout(os.str());
 }
 
@@ -361,6 +429,11 @@ void Group::begin(uint32_t op, Desc d, const void* prestage, size_t prestage_byt
   drain();  // queued asynchronous ops come first, on every rank
   if (broken_)
     throw CollectiveError(std::string("this group can no longer be used after an earlier failure: ") + broken_reason_);
+  if (!on_a_worker_thread()) {
+    node_->sole_program_thread();  // a second thread making collectives turns cycle detection off
+    RankStatus* mine = node_->status(node_->rank());  // a new collective: no longer "gave up"
+    if (mine->failed_epoch.load(std::memory_order_relaxed) != 0) mine->failed_epoch.store(0, std::memory_order_release);
+  }
   ++op_seq_;  // descriptors of op n live at parity n; readers of n - 2 are done
   op_name_ = op_name(op);
   op_start_ = now_seconds();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 namespace gt {
 
 // This process's arena plus the mapped arenas of the other ranks on the node.
+class Group;
+
 class Node {
  public:
   Node(const std::string& prefix, int rank, size_t arena_bytes);
@@ -26,6 +29,13 @@ class Node {
   // Peers waiting for this rank learn that it will not come: its script ended (`how`).
   void mark_finished(const std::string& how);
   std::vector<int> known_ranks() const;  // this rank and the peers mapped here, ascending
+  // Groups of this rank by key, so a peer's wait on this rank can be checked against its phase.
+  void add_group(uint64_t key, Group* group);
+  void remove_group(uint64_t key);
+  // This rank's published phase in the group `key`, or -1 when it has no such group.
+  int64_t phase_in(uint64_t key) const;
+  // The thread making collectives: true when it is the only one that ever waited in one.
+  bool sole_program_thread();
   Arena& arena() { return *arena_; }
   const std::string& prefix() const { return prefix_; }
   int rank() const { return rank_; }
@@ -37,6 +47,9 @@ class Node {
   size_t arena_bytes_;
   std::unique_ptr<Arena> arena_;
   std::map<int, std::unique_ptr<Mapping>> peers_;
+  mutable std::mutex groups_mu_;
+  std::map<uint64_t, Group*> groups_;
+  std::atomic<size_t> program_thread_{0};
 };
 
 struct GroupOptions {
@@ -44,6 +57,7 @@ struct GroupOptions {
   size_t stage_bytes = size_t(1) << 20;   // per rank, per slot
   size_t oneshot_bytes = size_t(256) << 10;  // all_reduce at most this large: one phase, from staging
   size_t nontemporal_bytes = size_t(8) << 20;  // stream stores when an output is this large
+  double deadlock_s = 2.0;  // a cycle of waits stable this long is a deadlock; 0: never say so
 };
 
 // What one rank publishes for one collective.
@@ -83,6 +97,8 @@ class Group {
   void all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes);
 
   int size() const { return k_; }
+  uint64_t key() const { return key_; }
+  uint32_t my_phase() const;
   int index() const { return me_; }
   const std::vector<int>& ranks() const { return ranks_; }
   void set_timeout(double seconds) { opts_.timeout_s = seconds; }
@@ -104,6 +120,8 @@ class Group {
   void check_cycle(int p);                    // ranks waiting for each other in other collectives
   [[noreturn]] void fail(const std::string& what);
   std::string peer_state(int rank, uint32_t target) const;
+  static bool gave_up(const RankStatus* st);  // it raised in a wait and has not waited since
+  void publish_failure(const std::string& what);
   void check_all(bool ok, const std::string& what);
   std::string describe(int p) const;
   std::vector<int> all_members() const;
@@ -113,6 +131,7 @@ class Group {
   int64_t own_offset(const void* ptr, size_t nbytes) const;
 
   std::shared_ptr<Node> node_;
+  uint64_t key_;  // a hash of the segment's name: the same on every member
   std::unique_ptr<Mapping> segment_;
   std::vector<int> ranks_;
   std::vector<char*> bases_;

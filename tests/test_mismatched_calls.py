@@ -42,3 +42,67 @@ def test_ranks_waiting_in_crossed_collectives_fail_fast_on_every_rank():
     assert "rank 0: in all_gather on ranks [0, 1], waiting for rank 1" in res.stderr
     assert "rank 1: in all_gather on ranks [0, 1, 2, 3], waiting for rank 0" in res.stderr
     assert "rank 2: in all_gather on ranks [0, 1, 2, 3], waiting for rank 0" in res.stderr
+
+
+def _two_program_threads():
+    """A correct program whose rank 0 makes collectives from two threads: rank 1's wait on rank 0
+    in [0, 1, 2] is answered by rank 0's second thread 3 s later. That thread met the others in a
+    collective before, so rank 0's waits are not followed and no deadlock is reported."""
+    import threading
+    import numpy as np
+    import globaltensor as gt
+    from globaltensor import distributed as dist
+    rank = gt.env.get_rank()
+    pair, trio = dist.new_group([0, 1]), dist.new_group([0, 1, 2])
+    dist.barrier()
+    if rank == 0:
+        def later():
+            dist.all_reduce(np.ones(2), group=trio)  # one more thread that waits in collectives
+            time.sleep(3.0)
+            dist.all_reduce(np.ones(2), group=trio)
+        helper = threading.Thread(target=later)
+        helper.start()
+        dist.all_reduce(np.ones(2), group=pair)
+        helper.join()
+    elif rank == 1:
+        dist.all_reduce(np.ones(2), group=trio)
+        dist.all_reduce(np.ones(2), group=trio)
+        dist.all_reduce(np.ones(2), group=pair)
+    else:
+        dist.all_reduce(np.ones(2), group=trio)
+        dist.all_reduce(np.ones(2), group=trio)
+    return "ok"
+
+
+def test_collectives_from_two_threads_of_a_rank_are_not_a_deadlock():
+    from conftest import run_ranks
+    assert run_ranks(_two_program_threads, 3, timeout=60) == ["ok"] * 3
+
+
+def _crossed_and_caught():
+    """Every rank catches its error and reports how long it took: the ranks on the cycle and the
+    ones waiting for them all raise within seconds, though none of the processes exits."""
+    import numpy as np
+    import globaltensor as gt
+    from globaltensor import distributed as dist
+    rank = gt.env.get_rank()
+    pair, everyone = dist.new_group([0, 1]), dist.new_group([0, 1, 2, 3])
+    dist.all_reduce(np.ones(2), group=everyone)
+    if rank < 2:
+        dist.all_reduce(np.ones(2), group=pair)
+    start = time.monotonic()
+    try:
+        if rank != 1:
+            dist.all_reduce(np.ones(2), group=pair) if rank == 0 else None
+        dist.all_reduce(np.ones(2), group=everyone)
+    except dist.CollectiveError as exc:
+        return time.monotonic() - start, str(exc).splitlines()[0]
+    return None
+
+
+def test_every_rank_raises_when_the_others_catch_the_error():
+    from conftest import run_ranks
+    env = {k: v for k, v in os.environ.items() if k == "GLOBALTENSOR_TIMEOUT"}
+    results = run_ranks(_crossed_and_caught, 4, timeout=90, env={"GLOBALTENSOR_TIMEOUT": "300", **env})
+    assert all(r is not None and r[0] < 15 for r in results), results
+    assert any("deadlock" in r[1] for r in results[:2]), results

@@ -15,7 +15,9 @@ def main(payload, result_path):
         fn, args = cloudpickle.loads(blob)
         value = fn(*args)
         record = ("ok", value)
-    except BaseException:
+    except BaseException as exc:
+        from globaltensor.distributed.world import note_failure
+        note_failure(exc)  # peers still waiting for this rank read how it ended
         text = traceback.format_exc()
         sys.stderr.write(text)
         sys.stderr.flush()

@@ -228,8 +228,18 @@ class StoreClient:
             answer = _recv_frame(self._sock)
         return answer[0], answer[1:]
 
-    def set(self, key, value):
-        self._call(_SET, _pack(key.encode(), bytes(value)))
+    def set(self, key, value, timeout=None):
+        """Set key; with a timeout (seconds) the call gives up on a store that does not answer."""
+        if timeout is None:
+            self._call(_SET, _pack(key.encode(), bytes(value)))
+            return
+        with self._lock:
+            self._sock.settimeout(timeout)
+            try:
+                _send_frame(self._sock, bytes([_SET]) + _pack(key.encode(), bytes(value)))
+                _recv_frame(self._sock)
+            finally:
+                self._sock.settimeout(None)
 
     def get(self, key, timeout=None, watch=()):
         """The value of key, waiting for it to be set; StoreError after the timeout, PeersLeft as

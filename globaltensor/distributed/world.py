@@ -29,6 +29,12 @@ def _env_int(name, default):
     return default if value in (None, "") else int(value)
 
 
+def deadlock_seconds():
+    """GLOBALTENSOR_DEADLOCK_SECONDS (default 2; 0: off): how long ranks must wait for each other
+    in a cycle of collectives (one program thread each) before every one of them raises."""
+    return float(os.environ.get("GLOBALTENSOR_DEADLOCK_SECONDS", "2"))
+
+
 def timeout_seconds():
     """GLOBALTENSOR_TIMEOUT (seconds, default 300): how long a collective waits for peers."""
     return float(os.environ.get("GLOBALTENSOR_TIMEOUT", "300"))
@@ -138,7 +144,7 @@ class World:
                     "supported yet (shared memory only). Use one node, or cuda placements with NCCL")
             digest = hashlib.sha1(",".join(map(str, ranks)).encode()).hexdigest()[:16]
             native = _C.Group(self.node, f"{self.prefix}g{digest}", list(ranks), ranks.index(self.rank),
-                              timeout_seconds(), STAGE_BYTES, ONESHOT_BYTES, NONTEMPORAL_BYTES)
+                              timeout_seconds(), STAGE_BYTES, ONESHOT_BYTES, NONTEMPORAL_BYTES, deadlock_seconds())
             self._groups[ranks] = native
             return native
 
@@ -157,8 +163,10 @@ class World:
         return np.frombuffer(block, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
 
 
-def _mark_end(w):
+def _mark_end(w, pid):
     """At exit: tell peers that wait for this rank that it will not come, and how it ended."""
+    if os.getpid() != pid:  # a forked child exiting: the rank goes on
+        return
     for native in list(w._groups.values()):  # queued all_reduces still need this rank
         try:
             native.drain()
@@ -169,12 +177,17 @@ def _mark_end(w):
     try:
         w.node.mark_finished(how)
         if w.store is not None:
-            w.store.set(left_key(w.rank), how.encode())
+            w.store.set(left_key(w.rank), how.encode(), timeout=2.0)
     except Exception:  # noqa: BLE001 - the store may be gone already; peers then see the exit itself
         pass
 
 
 _unhandled = [None]
+
+
+def note_failure(exc):
+    """Record the exception a rank ends on when something other than sys.excepthook reports it."""
+    _unhandled[0] = exc
 
 
 def _note_unhandled(hook):
@@ -195,6 +208,6 @@ def world():
         with _world_lock:
             if _world is None:
                 _world = World()
-                atexit.register(_mark_end, _world)
+                atexit.register(_mark_end, _world, os.getpid())
                 sys.excepthook = _note_unhandled(sys.excepthook)
     return _world
