@@ -1,4 +1,6 @@
 """Tensor element types: gt.float32 and friends, each backed by a numpy dtype."""
+import builtins
+
 import ml_dtypes
 import numpy as np
 
@@ -89,3 +91,97 @@ def to_dtype(value, default=None):
 def of_array(array):
     """The DType of a numpy array (float64 data stays float64)."""
     return to_dtype(array.dtype)
+
+
+# --- type promotion (PyTorch's torch.result_type) ------------------------------------------------
+#
+# Categories: bool < integer < floating. Two tensors of one category give the wider dtype
+# (float16 with bfloat16 gives float32; uint8 with int8 gives int32, PyTorch's int16 not being a
+# gt dtype). Operands come in three priorities: tensors with dims, 0-d tensors, Python (and numpy)
+# scalars. A lower-priority operand changes the result only when its category is higher than the
+# category of the higher-priority ones: `i32 + 0-d i64 -> i32`, `f16 + 0-d f64 -> f16`,
+# `f32 * 2.5 -> f32`, `i64 * 2.5 -> the default float`, `i32 + 0-d f64 -> f64`, `bool + 1 -> i64`.
+# A Python float counts as the default dtype, a Python int as int64, a Python bool as bool.
+
+DIM, ZERO, SCALAR = 2, 1, 0  # operand priorities: a tensor with dims, a 0-d tensor, a scalar
+
+
+def category(dt):
+    """0 for bool, 1 for the integers, 2 for the floating dtypes."""
+    return 2 if dt.is_floating else (0 if dt.np.kind == "b" else 1)
+
+
+_pairs = {}
+
+
+def promote_types(a, b):
+    """The dtype two tensors of dtypes a and b combine to (torch.promote_types)."""
+    key = (a.name, b.name)
+    found = _pairs.get(key)
+    if found is None:
+        found = _pairs[key] = _promote(to_dtype(a), to_dtype(b))
+    return found
+
+
+def _promote(a, b):
+    if a == b:
+        return a
+    ca, cb = category(a), category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    if {a.name, b.name} == {"float16", "bfloat16"}:
+        return float32
+    if ca == 1 and a.np.kind != b.np.kind:  # uint8 with a signed type: one that holds both
+        signed = a if a.np.kind == "i" else b
+        return signed if signed.itemsize > 1 else int32
+    return a if a.itemsize >= b.itemsize else b
+
+
+def _combine(higher, lower):
+    """PyTorch's combine_categories: the higher-priority result, unless the lower-priority one
+    is of a higher category (or the higher one is bool)."""
+    if higher is None:
+        return lower
+    if lower is None or higher.is_floating:
+        return higher
+    if higher.np.kind == "b" or lower.is_floating:
+        return promote_types(higher, lower)
+    return higher
+
+
+def combine(operands):
+    """The result dtype of (DType, priority) operands (priorities DIM, ZERO, SCALAR)."""
+    best = [None, None, None]
+    for dt, prio in operands:
+        best[prio] = dt if best[prio] is None else promote_types(best[prio], dt)
+    return _combine(best[DIM], _combine(best[ZERO], best[SCALAR]))
+
+
+def scalar_dtype(value):
+    """The dtype a Python or numpy scalar counts as in promotion (None: not a scalar)."""
+    if isinstance(value, (builtins.bool, np.bool_)):
+        return bool
+    if isinstance(value, (int, np.integer)):
+        return int64
+    if isinstance(value, (float, np.floating)):
+        return _default[0]
+    return None
+
+
+def result_type(*operands):
+    """torch.result_type over tensors, Python/numpy scalars and DTypes (taken as tensors with dims)."""
+    found = []
+    for v in operands:
+        if isinstance(v, DType):
+            found.append((v, DIM))
+            continue
+        dt = scalar_dtype(v)
+        if dt is not None:
+            found.append((dt, SCALAR))
+        elif hasattr(v, "dtype") and hasattr(v, "shape"):
+            found.append((to_dtype(v.dtype), DIM if len(v.shape) else ZERO))
+        else:
+            raise TypeError(f"result_type takes tensors, scalars and dtypes, not {type(v).__name__}")
+    if not found:
+        raise TypeError("result_type needs at least one operand")
+    return combine(found)

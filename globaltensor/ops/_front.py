@@ -1,47 +1,174 @@
-"""Front helpers shared by the op families: argument normalisation and calling the dispatcher."""
+"""Front helpers shared by the op families: argument normalisation, type promotion and calling the
+dispatcher."""
+import math
+
 import numpy as np
 
+from .. import dtype as _dtype
 from ..backends.devices import array_module
 from ..dispatch import apply
+from ..dtype import DIM, SCALAR, ZERO, scalar_dtype
 from ..sbp import broadcast
 from ..tensor import Tensor
-from .creation import tensor
+from .creation import host_array, tensor
 
 
-_scalars = {}  # (value, dtype, placement) -> a 0-d broadcast tensor, reused
+_scalars = {}  # (value, type, dtype name, placement) -> a 0-d broadcast tensor, reused
+
+
+def _scalar(value, dt, like):
+    """A Python/numpy scalar as a 0-d tensor of dtype dt next to `like` (global: broadcast on its
+    placement; taken on trust, as checking it would cost a collective per op)."""
+    placement = like._placement
+    if placement is None:
+        local = like._local
+        array = np.asarray(value, dt.np)
+        return Tensor(array if type(local) is np.ndarray else array_module(local).asarray(array), None, dt)
+    key = (value, type(value), dt.name, placement)
+    if value == 0 and type(value) is float and math.copysign(1.0, value) < 0:
+        key += ("-0",)  # -0.0 == 0.0: keep their tensors apart
+    found = _scalars.get(key)
+    if found is not None:
+        return found
+    t = tensor(np.asarray(value, dt.np), placement=placement, sbp=(broadcast,) * placement.ndim, check_meta=False)
+    if len(_scalars) < 4096 and value == value:  # a NaN never finds itself: not kept
+        _scalars[key] = t
+    return t
 
 
 def as_tensor(value, like):
     """A Python/numpy scalar or array as a tensor next to `like` (global: broadcast, same placement).
-    The dtype follows numpy's rule for a Python scalar next to an array of like's dtype."""
+    A scalar takes the dtype PyTorch gives it next to `like` (dtype.combine: an int next to a float
+    tensor takes the tensor's dtype, a float next to an integer tensor the default float dtype);
+    data (lists, arrays) takes gt.tensor's dtype (Python floats: the default float dtype)."""
     if isinstance(value, Tensor):
         return value
-    scalar = isinstance(value, (bool, int, float))
-    if scalar and like._placement is not None:
-        key = (value, type(value), like._dtype.np, like._placement)
-        found = _scalars.get(key)
-        if found is not None:
-            return found
-    array = np.asarray(value)
-    if array.ndim == 0 and isinstance(value, (bool, int, float, np.generic)):
-        dt = np.result_type(like.dtype.np, value) if not isinstance(value, np.generic) else array.dtype
-        array = np.asarray(value, dtype=dt)
+    dt = scalar_dtype(value)
+    if dt is not None:
+        return _scalar(value, _dtype.combine(((like._dtype, DIM if like._global_shape else ZERO), (dt, SCALAR))), like)
+    array = host_array(value)
     if like.is_global:
-        # a Python scalar is taken on trust (checking it would cost a collective per op); an
-        # array is checked like gt.tensor's data: ranks that pass different values raise
-        t = tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim, check_meta=not scalar)
-        if scalar and len(_scalars) < 4096:
-            _scalars[key] = t
-        return t
+        # an array is checked like gt.tensor's data: ranks that pass different values raise
+        return tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim)
     return Tensor(array_module(like._local).asarray(array))
 
 
+def own_tensor(value, like=None):
+    """value as a tensor of its own dtype (a scalar: bool, int64 or the default float dtype; data:
+    gt.tensor's), next to `like` when given (global: broadcast on its placement)."""
+    if isinstance(value, Tensor):
+        return value
+    dt = scalar_dtype(value)
+    if like is None:
+        return Tensor(np.asarray(value, dt.np) if dt is not None else host_array(value))
+    return _scalar(value, dt, like) if dt is not None else as_tensor(value, like)
+
+
 def tensors(*values):
-    """The values as tensors, scalars placed next to the first tensor among them."""
+    """The values as tensors, scalars placed next to the first tensor among them (no promotion:
+    each keeps its dtype; see `promoted` for the ops that combine their inputs' dtypes)."""
     like = next((v for v in values if isinstance(v, Tensor)), None)
     if like is None:
-        return [Tensor(np.asarray(v)) for v in values]
+        return [Tensor(host_array(v)) for v in values]
     return [as_tensor(v, like) for v in values]
+
+
+# --- type promotion ------------------------------------------------------------------------------
+# The result dtype of a combination of operand kinds, (dtype name, priority) each, with the op's
+# mode, is computed once and kept: a repeated mixed-dtype op pays one dict lookup, plus a cast of
+# each input whose dtype differs. Modes: None (the promoted dtype), "float" (true division: the
+# default float dtype when the promoted one is not floating), "nobool" (floor_divide, mod, pow:
+# PyTorch refuses two bool operands), "subtract" (PyTorch refuses any bool operand, a Python bool
+# too). Every input of the key is a global fact, so every rank decides alike.
+_results = {}
+
+
+def kind(v):
+    """(DType, priority) of a Tensor or a scalar; None for other data."""
+    if isinstance(v, Tensor):
+        return v._dtype, (DIM if v._global_shape else ZERO)
+    dt = scalar_dtype(v)
+    return None if dt is None else (dt, SCALAR)
+
+
+def result_dtype(kinds, mode=None, name="op"):
+    """The dtype the inputs of an op are cast to before its kernel (see _results)."""
+    key = (tuple((dt.name, p) for dt, p in kinds), mode, _dtype._default[0].name)
+    found = _results.get(key)
+    if found is None:
+        found = _dtype.combine(kinds)
+        if mode == "float" and not found.is_floating:
+            found = _dtype.get_default_dtype()
+        elif (mode == "nobool" and found.np.kind == "b") or (
+                mode == "subtract" and any(dt.np.kind == "b" for dt, _ in kinds)):
+            raise TypeError(f"{name}: not supported for bool operands (as in PyTorch); cast to an integer dtype "
+                            f"first" + (" (to invert a mask, use logical_not)" if mode == "subtract" else ""))
+        _results[key] = found
+    return found
+
+
+def cast_to(t, dt):
+    """t as dtype dt (t itself when it has it); the cast is differentiable (its gradient comes back
+    in t's dtype)."""
+    if t._dtype is dt or t._dtype == dt:
+        return t
+    return apply("cast", [t], {"dtype": dt.np})
+
+
+def promoted(*values, mode=None, like=None, name="op"):
+    """The values as tensors of one dtype, PyTorch's result type of theirs (dtype.combine):
+    tensors are cast (differentiably), scalars made in that dtype next to `like` (default: the
+    first tensor among the values). Only global facts decide it (dtypes, global ranks, scalar
+    kinds), so every rank casts alike."""
+    values = list(values)
+    if like is None:
+        like = next((v for v in values if isinstance(v, Tensor)), None)
+    kinds = []
+    for i, v in enumerate(values):
+        k = kind(v)
+        if k is None:  # data: a tensor as gt.tensor makes it
+            v = values[i] = as_tensor(v, like) if like is not None else Tensor(host_array(v))
+            like = like if like is not None else v
+            k = kind(v)
+        kinds.append(k)
+    dt = result_dtype(kinds, mode, name)
+    if like is None:  # scalars only: local 0-d tensors
+        return [Tensor(np.asarray(v, dt.np)) for v in values]
+    return [cast_to(v, dt) if isinstance(v, Tensor) else _scalar(v, dt, like) for v in values]
+
+
+_PY_SCALARS = frozenset({bool, int, float})
+_pairs = {}  # (dtype name or scalar type, priority, the same for the other operand, mode, default) -> DType
+
+
+def promoted_pair(x, y, mode=None, name="op"):
+    """promoted(x, y) for a binary op, cheap in the common cases (two tensors, or one and a Python
+    bool/int/float): one dict lookup keyed by the operands' kinds, then a cast of each
+    tensor whose dtype differs and the scalar made in the result dtype (cached when global)."""
+    xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
+    if xt:
+        ka, pa = x._dtype.name, (DIM if x._global_shape else ZERO)
+    elif yt and type(x) in _PY_SCALARS:
+        ka, pa = type(x), SCALAR
+    else:
+        return promoted(x, y, mode=mode, name=name)
+    if yt:
+        kb, pb = y._dtype.name, (DIM if y._global_shape else ZERO)
+    elif type(y) in _PY_SCALARS:
+        kb, pb = type(y), SCALAR
+    else:
+        return promoted(x, y, mode=mode, name=name)
+    key = (ka, pa, kb, pb, mode, _dtype._default[0].name)
+    dt = _pairs.get(key)
+    if dt is None:
+        dt = _pairs[key] = result_dtype([kind(x), kind(y)], mode, name)
+    if xt:
+        if x._dtype is not dt:
+            x = apply("cast", [x], {"dtype": dt.np})
+        if yt:
+            return [x, y if y._dtype is dt else apply("cast", [y], {"dtype": dt.np})]
+        return [x, _scalar(y, dt, x)]
+    return [_scalar(x, dt, y), y if y._dtype is dt else apply("cast", [y], {"dtype": dt.np})]
 
 
 def dims_arg(dim, ndim, axis=None):
@@ -56,4 +183,5 @@ def dims_arg(dim, ndim, axis=None):
     return tuple(sorted(d % max(ndim, 1) for d in dims))
 
 
-__all__ = ["apply", "as_tensor", "tensors", "dims_arg"]
+__all__ = ["apply", "as_tensor", "tensors", "own_tensor", "promoted", "promoted_pair", "result_dtype", "cast_to",
+           "kind", "dims_arg"]

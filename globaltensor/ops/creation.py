@@ -59,14 +59,31 @@ def _constant(value, dt):
     return fill
 
 
+def _first_leaf(data):
+    while isinstance(data, (list, tuple)) and len(data):
+        data = data[0]
+    return data
+
+
+def host_array(data):
+    """`data` as a numpy array with the dtype gt.tensor gives it without dtype=, as torch.tensor
+    does: Python floats (lists of them) become the default float dtype; numpy arrays and numpy
+    scalars keep theirs (float64 stays float64); Python ints int64, bools bool."""
+    array = np.asarray(data)
+    if array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)) \
+            and type(_first_leaf(data)) is not np.float64:
+        array = array.astype(_dtype.get_default_dtype().np)
+    return array
+
+
 def tensor(data, dtype=None, placement=None, sbp=None, requires_grad=False, check_meta=True):
     """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta
-    (on a placement) a checksum compared over the placement's ranks says so, or raises."""
+    (on a placement) a checksum compared over the placement's ranks says so, or raises. Without
+    dtype=: Python floats give the default float dtype (gt.get_default_dtype()), ints int64, bools
+    bool; numpy data keeps its dtype."""
     if isinstance(data, Tensor):
         data = data.numpy()
-    array = np.asarray(data)
-    if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray):
-        array = array.astype(np.float32)  # Python floats become float32, as in OneFlow
+    array = host_array(data) if dtype is None else np.asarray(data)
     dt = _dtype.to_dtype(dtype) if dtype is not None else _dtype.of_array(array)
     array = array.astype(dt.np, copy=False)
     if placement is not None and check_meta and isinstance(placement, Placement):
@@ -91,7 +108,8 @@ def _check_same_data(array, placement):
         return
     row = np.zeros(20, np.int64)
     row[0], row[1] = _dtype.ALL.index(_dtype.of_array(array)), array.ndim
-    row[2] = int.from_bytes(hashlib.blake2b(np.ascontiguousarray(array).tobytes(), digest_size=8).digest(),
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # the bytes, without a copy
+    row[2] = int.from_bytes(hashlib.blake2b(memoryview(data), digest_size=8).digest(),
                             "little", signed=True)
     row[3:3 + min(array.ndim, 17)] = array.shape[:17]
     ranks = placement.rank_list()
@@ -113,38 +131,48 @@ def _check_same_data(array, placement):
                      f"Tensor.to_global(placement, sbp), or pass check_meta=False to skip this check")
 
 
+def _default(dtype):
+    """dtype as a DType; the default float dtype (gt.get_default_dtype()) when None."""
+    return _dtype.to_dtype(dtype) if dtype is not None else _dtype.get_default_dtype()
+
+
 def zeros(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
-    return _flagged(build(_shape(size), _dtype.to_dtype(dtype, _dtype.float32), placement, sbp,
-                          _constant(0, _dtype.to_dtype(dtype, _dtype.float32))), requires_grad)
+    """Zeros of the default float dtype unless dtype= says."""
+    dt = _default(dtype)
+    return _flagged(build(_shape(size), dt, placement, sbp, _constant(0, dt)), requires_grad)
 
 
 def ones(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
-    return full(_shape(size), 1, dtype=dtype, placement=placement, sbp=sbp, requires_grad=requires_grad)
+    """Ones of the default float dtype unless dtype= says."""
+    return full(_shape(size), 1, dtype=_default(dtype), placement=placement, sbp=sbp, requires_grad=requires_grad)
 
 
 def full(size, fill_value, dtype=None, placement=None, sbp=None, requires_grad=False):
+    """fill_value everywhere; without dtype=, the fill value's kind says: bool, int64 for an
+    integer, the default float dtype for a float (as torch.full)."""
     if dtype is None:
-        dtype = _dtype.int64 if isinstance(fill_value, (bool, int, np.integer)) and not isinstance(fill_value, bool) \
-            else (_dtype.bool if isinstance(fill_value, bool) else _dtype.float32)
+        dtype = _dtype.scalar_dtype(fill_value)
+        if dtype is None:
+            dtype = _dtype.of_array(host_array(fill_value))
     dt = _dtype.to_dtype(dtype)
     return _flagged(build(_shape((size,)), dt, placement, sbp, _constant(fill_value, dt)), requires_grad)
 
 
 def empty(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
-    dt = _dtype.to_dtype(dtype, _dtype.float32)
+    dt = _default(dtype)
     return _flagged(build(_shape(size), dt, placement, sbp,
                           lambda box: allocate(tuple(b - a for a, b in box), dt)), requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, placement=None, sbp=None, requires_grad=False):
-    """[start, end) by step; int64 when all three are integers, else float32."""
+    """[start, end) by step; int64 when all three are integers, else the default float dtype."""
     if end is None:
         start, end = 0, start
     if step == 0:
         raise ValueError("arange step must not be zero")
     n = max(0, math.ceil((end - start) / step))
     integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-    dt = _dtype.to_dtype(dtype, _dtype.int64 if integral else _dtype.float32)
+    dt = _dtype.to_dtype(dtype) if dtype is not None else (_dtype.int64 if integral else _dtype.get_default_dtype())
 
     def fill(box):
         (lo, hi), = box
@@ -156,11 +184,12 @@ def arange(start, end=None, step=1, dtype=None, placement=None, sbp=None, requir
 
 
 def linspace(start, end, steps, dtype=None, placement=None, sbp=None, requires_grad=False):
-    """`steps` evenly spaced values from start to end inclusive (numpy's formula, piece by piece)."""
+    """`steps` evenly spaced values from start to end inclusive (numpy's formula, piece by piece);
+    the default float dtype unless dtype= says (integer ends too, as torch.linspace)."""
     steps = int(steps)
     if steps < 0:
         raise ValueError(f"linspace steps must be non-negative, got {steps}")
-    dt = _dtype.to_dtype(dtype, _dtype.float32)
+    dt = _default(dtype)
     delta = (end - start) / (steps - 1) if steps > 1 else 0.0
 
     def fill(box):
@@ -177,7 +206,7 @@ def linspace(start, end, steps, dtype=None, placement=None, sbp=None, requires_g
 
 def eye(n, m=None, dtype=None, placement=None, sbp=None, requires_grad=False):
     m = n if m is None else m
-    dt = _dtype.to_dtype(dtype, _dtype.float32)
+    dt = _default(dtype)
 
     def fill(box):
         (r0, r1), (c0, c1) = box
@@ -229,7 +258,7 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b):
 
 
 def _float(dtype):
-    dt = _dtype.to_dtype(dtype, _dtype.float32)
+    dt = _default(dtype)
     if not dt.is_floating:
         raise TypeError(f"this random factory makes floating-point tensors, not {dt.name}")
     return dt

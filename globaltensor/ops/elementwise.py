@@ -8,8 +8,9 @@ import math
 import numpy as np
 
 from . import rules
-from ._front import apply, tensors
+from ._front import apply, cast_to, kind, own_tensor, promoted, promoted_pair, result_dtype, tensors
 from .registry import op
+from .. import dtype as _dtype
 from ..backends import devices
 from ..tensor import Tensor
 
@@ -17,7 +18,7 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf_kernel(x):
-    dtype = x.dtype if x.dtype.kind == "f" else np.float64
+    dtype = x.dtype if _dtype.to_dtype(x.dtype).is_floating else np.float64
     if not isinstance(x, np.ndarray) and not devices.simulated():  # cupy: no Python callbacks on the GPU
         from cupyx.scipy.special import erf
         return erf(x.astype(dtype))
@@ -48,7 +49,7 @@ UNARY = {
     "reciprocal": (np.reciprocal, None, lambda x, y, g: -g * y * y),
     "round": (np.round, None, None),
     "rsqrt": (lambda x: 1 / np.sqrt(x), None, lambda x, y, g: g * y * y * y * -0.5),
-    "sign": (np.sign, None, None),
+    "sign": (lambda x: x.copy() if x.dtype == np.bool_ else np.sign(x), None, None),
     "sin": (np.sin, None, lambda x, y, g: g * cos(x)),
     "sinh": (np.sinh, None, lambda x, y, g: g * cosh(x)),
     "sqrt": (np.sqrt, None, lambda x, y, g: g * 0.5 / y),
@@ -66,6 +67,15 @@ UNARY = {
     "relu": (lambda x: np.maximum(x, x.dtype.type(0)), None, lambda x, y, g: g * (x > 0)),
     "sigmoid": (lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype), None, lambda x, y, g: g * y * (1 - y)),
 }
+
+# Dtypes of unary ops on integer and bool inputs, as PyTorch: these give the default float dtype
+# (the input is cast to it before the kernel) ...
+FLOAT_RESULT = frozenset({"acos", "asin", "atan", "cos", "cosh", "erf", "exp", "log", "log10", "log1p", "log2",
+                          "reciprocal", "rsqrt", "sin", "sinh", "sqrt", "tan", "tanh", "sigmoid"})
+# ... these refuse bool (PyTorch has no kernel for it; numpy's would give bool or float16) ...
+NO_BOOL = frozenset({"abs", "ceil", "floor", "round", "neg", "relu"})
+# ... square of bool is int64 (PyTorch); the rest keep the input's dtype (sign, square, ceil,
+# floor, round, abs, neg, relu of integers) or give bool (isfinite, isinf, isnan, logical_not).
 
 # name: (kernel, linear, (d/da, d/db) as functions of (a, b, y, g); None: no gradient)
 BINARY = {
@@ -120,22 +130,67 @@ def sum_to(g, shape):
 def _make_unary(name, kernel, linear, derivative):
     op(name, rules.elementwise(linear), _unary_backward(derivative) if derivative else _zero_grad)(kernel)
 
-    def front(x):
-        return apply(name, [x] if type(x) is Tensor else tensors(x))
+    if name in FLOAT_RESULT:
+        def front(x):
+            if type(x) is not Tensor:
+                (x,) = tensors(x)
+            if not x._dtype.is_floating:  # integer or bool: the default float dtype, as PyTorch
+                x = cast_to(x, _dtype.get_default_dtype())
+            return apply(name, [x])
+        doc = "; integer and bool inputs give the default float dtype"
+    elif name in NO_BOOL or name == "square":
+        def front(x):
+            if type(x) is not Tensor:
+                (x,) = tensors(x)
+            if x._dtype is _dtype.bool:
+                if name == "square":
+                    x = cast_to(x, _dtype.int64)
+                else:
+                    raise TypeError(f"{name}: not supported for bool tensors (as in PyTorch); cast to an integer "
+                                    f"or float dtype first")
+            return apply(name, [x])
+        doc = "; keeps the input's dtype" + ("" if name == "square" else ", bool refused")
+    else:
+        def front(x):
+            return apply(name, [x] if type(x) is Tensor else tensors(x))
+        doc = ""
     front.__name__ = name
-    front.__doc__ = f"Element-wise {name} (numpy semantics)."
+    front.__doc__ = f"Element-wise {name} (numpy semantics{doc})."
     return front
+
+
+# How each binary op's inputs are promoted (_front.result_dtype's modes): true division gives a
+# floating dtype; PyTorch refuses two bool operands of floor_divide, mod and pow, and any bool
+# operand of subtract; the rest take the promoted dtype
+# (comparisons and logical ops compare in it and give bool).
+_MODES = {"divide": "float", "subtract": "subtract", "floor_divide": "nobool", "mod": "nobool", "pow": "nobool"}
 
 
 def _make_binary(name, kernel, linear, derivative):
     op(name, rules.elementwise(linear), _binary_backward(derivative) if derivative else _zero_grad)(kernel)
+    mode = _MODES.get(name)
 
-    def front(x, y):
-        if type(x) is Tensor and type(y) is Tensor:
-            return apply(name, [x, y])
-        return apply(name, tensors(x, y))
+    if mode == "float":
+        def front(x, y):
+            # the hot path: two floating tensors of one dtype pay no promotion
+            if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype and x._dtype.is_floating:
+                return apply(name, [x, y])
+            return apply(name, promoted_pair(x, y, mode, name))
+    elif mode in ("nobool", "subtract"):
+        def front(x, y):
+            if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype and x._dtype is not _dtype.bool:
+                return apply(name, [x, y])
+            return apply(name, promoted_pair(x, y, mode, name))
+    else:
+        def front(x, y):
+            if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype:
+                return apply(name, [x, y])
+            return apply(name, promoted_pair(x, y, None, name))
     front.__name__ = name
-    front.__doc__ = f"Element-wise {name} with numpy broadcasting."
+    front.__doc__ = (f"Element-wise {name} with numpy broadcasting; the inputs are promoted as in PyTorch "
+                     f"(torch.result_type: by category bool < integer < floating, a Python scalar never widens "
+                     f"a tensor of its category)" + (", integers give the default float dtype" if mode == "float"
+                                                     else "") + ".")
     return front
 
 
@@ -157,8 +212,13 @@ def _where(condition, x, y):
 
 
 def where(condition, x, y):
-    """x where condition holds, else y (numpy broadcasting); where(c, P, P) stays partial."""
-    return apply("where", tensors(condition, x, y))
+    """x where condition holds, else y (numpy broadcasting); where(c, P, P) stays partial. x and y
+    are promoted as in PyTorch (where(c, int tensor, 0.5) is of the default float dtype)."""
+    like = next((v for v in (condition, x, y) if isinstance(v, Tensor)), None)
+    condition = own_tensor(condition, like)
+    if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype:
+        return apply("where", [condition, x, y])
+    return apply("where", [condition, *promoted(x, y, like=condition, name="where")])
 
 
 @op("clip", rules.elementwise(), lambda ctx, g: g * ((ctx.inputs[0] >= _lo(ctx)) * (ctx.inputs[0] <= _hi(ctx))))
@@ -175,8 +235,13 @@ def _hi(ctx):
 
 
 def clip(x, min=None, max=None):
-    """Limit values to [min, max] (either may be None)."""
-    return apply("clip", tensors(x), {"min": min, "max": max})
+    """Limit values to [min, max] (either may be None); the result dtype is PyTorch's (clip of an
+    integer tensor to a float bound gives the default float dtype)."""
+    (x,) = tensors(x)
+    bounds = [b for b in (min, max) if b is not None]
+    if bounds:
+        x = cast_to(x, result_dtype([kind(x)] + [kind(b) for b in bounds], name="clip"))
+    return apply("clip", [x], {"min": min, "max": max})
 
 
 @op("cast", rules.elementwise("unary"), lambda ctx, g: cast(g, ctx.inputs[0].dtype))
@@ -185,9 +250,8 @@ def _cast(x, dtype=None):
 
 
 def cast(x, dtype):
-    """x converted to dtype (numpy's astype)."""
-    from ..dtype import to_dtype
-    return apply("cast", tensors(x), {"dtype": to_dtype(dtype).np})
+    """x converted to dtype (numpy's astype); differentiable, the gradient comes back in x's dtype."""
+    return apply("cast", tensors(x), {"dtype": _dtype.to_dtype(dtype).np})
 
 
 @op("scale", rules.elementwise(), lambda ctx, g: g * ctx.static["scale"])

@@ -15,11 +15,13 @@ def _like_layout(x):
 
 
 def bernoulli(x, p=None):
-    """1 with probability x (element-wise), else 0; same layout as x."""
+    """1 with probability x (element-wise), else 0; same layout as x and x's dtype (the default
+    float dtype for integer probabilities)."""
     (x,) = tensors(x)
     probs = x if p is None else x * 0 + p
-    u = rand(*x.shape, dtype=x.dtype if x.dtype.is_floating else "float32", **_like_layout(x))
-    return (u < probs).astype(x.dtype if x.dtype.is_floating else "float32")
+    dt = x.dtype if x.dtype.is_floating else _dtype.get_default_dtype()
+    u = rand(*x.shape, dtype=dt, **_like_layout(x))
+    return (u < probs).astype(dt)
 
 
 def multinomial(x, num_samples, replacement=False):
