@@ -1,7 +1,10 @@
 """Dispatch: check -> choose a signature -> box the inputs -> run the kernel -> wrap (+ record).
 
 Decisions are cached per (op, placement, input SBPs, shapes, dtypes, static arguments), so
-a repeated op costs a dictionary lookup before its kernel.
+a repeated op costs a dictionary lookup before its kernel. Output shapes come from what the op
+declares (ops/registry.py): a meta, stand-ins where that is declared safe, or, for an op whose
+output size depends on the data, the results of each call (never the cache). Every piece a
+kernel returns is checked against the shape its layout says.
 """
 import functools
 import itertools
@@ -10,24 +13,30 @@ import numpy as np
 
 from . import autograd
 from . import dtype as _dtype
+from . import layout as layout_lib
 from .backends.devices import device, of_array
 from .boxing import plan, run
 from .env import get_rank
 from .ops.registry import REGISTRY
+from .sbp import broadcast
 from .tensor import Layout, Tensor
 
 
 class Decision:
-    """The signature chosen for one cache key, with what it needs at run time."""
+    """The signature chosen for one cache key, with what it needs at run time. A data-dependent
+    op's decision keeps only the input side (plans to broadcast): out_layouts is None and the
+    output shapes are read from each call's results."""
 
     __slots__ = ("in_sbps", "out_sbps", "out_shapes", "out_dtypes", "plans", "out_layouts", "participates",
-                 "single", "device")
+                 "single", "device", "pieces")
 
     def __init__(self, in_sbps, out_sbps, out_shapes, out_dtypes, plans):
         self.in_sbps, self.out_sbps, self.out_shapes = in_sbps, out_sbps, out_shapes
         self.out_dtypes, self.plans = out_dtypes, plans
-        self.out_layouts, self.participates, self.single = None, True, len(out_shapes) == 1
+        self.out_layouts, self.participates = None, True
+        self.single = out_shapes is not None and len(out_shapes) == 1
         self.device = None
+        self.pieces = None  # this rank's piece shape of each output, as its layout says
 
 
 _cache = {}
@@ -53,29 +62,76 @@ def _static_key(static):
         return _freeze(static)
 
 
+class ShapeInferenceError(TypeError):
+    """An op whose output shapes cannot be found safely: it declares no meta and takes an integer
+    or bool tensor, whose values a kernel may index or mask by."""
+
+
 def _meta(opdef, tensors, static):
-    """Output shapes and dtypes: the op's meta, or its kernel run on zero-stride stand-ins."""
-    shapes = [t.shape for t in tensors]
+    """Output shapes and dtypes as the op declares them (registry.py): its meta, or its kernel on
+    zero-stride stand-ins (declared STANDIN, or undeclared with floating inputs only)."""
+    shapes = [tuple(t.shape) for t in tensors]
     dtypes = [t.dtype for t in tensors]
-    if opdef.meta is not None:
-        out_shapes, out_dtypes = opdef.meta(shapes, dtypes, static)
+    meta = opdef.meta
+    if callable(meta):
+        out_shapes, out_dtypes = meta(shapes, dtypes, static)
     else:
-        fakes = [np.lib.stride_tricks.as_strided(np.ones(1, d.np), s, (0,) * len(s)) for s, d in zip(shapes, dtypes)]
-        with np.errstate(all="ignore"):
-            out = opdef.kernel(*fakes, **static)
-        outs = out if isinstance(out, tuple) else (out,)
-        out_shapes = [np.shape(o) for o in outs]
-        out_dtypes = [_dtype.to_dtype(np.asarray(o).dtype) for o in outs]
-    return [tuple(s) for s in out_shapes], [_dtype.to_dtype(d) for d in out_dtypes]
+        if meta is None:
+            odd = [f"input {i} is {d!r}" for i, d in enumerate(dtypes) if not d.is_floating]
+            if odd:
+                raise ShapeInferenceError(
+                    f"{opdef.name}: cannot infer its output shapes on global tensors: the op declares no meta "
+                    f"and {', '.join(odd)}; stand-in values could index or mask wrongly. Register it with "
+                    f"meta=fn(in_shapes, in_dtypes, static) -> (out_shapes, out_dtypes), with meta=registry.STANDIN "
+                    f"if its output shapes never depend on values, or with data_dependent=True")
+        out_shapes, out_dtypes = _standin(opdef.kernel, shapes, dtypes, static)
+    out_shapes = [tuple(int(n) for n in s) for s in out_shapes]
+    if len(out_shapes) != len(out_dtypes):
+        raise ValueError(f"{opdef.name}: its meta gave {len(out_shapes)} shapes and {len(out_dtypes)} dtypes")
+    return out_shapes, [_dtype.to_dtype(d) for d in out_dtypes]
+
+
+def _standin(kernel, shapes, dtypes, static):
+    """The kernel on read-only zero-stride arrays of ones with the global shapes (a 0 dim too)."""
+    fakes = [np.lib.stride_tricks.as_strided(np.ones(1, d.np), s, (0,) * len(s), writeable=False)
+             for s, d in zip(shapes, dtypes)]
+    with np.errstate(all="ignore"):
+        out = kernel(*fakes, **static)
+    outs = out if isinstance(out, tuple) else (out,)
+    return [np.shape(o) for o in outs], [np.asarray(o).dtype for o in outs]
+
+
+_USER_ERRORS = (ValueError, IndexError, TypeError, np.exceptions.AxisError)
+
+
+def _infer(opdef, tensors, static):
+    """_meta, with errors that name the op, its input shapes and, for stand-ins, what ran."""
+    try:
+        return _meta(opdef, tensors, static)
+    except ShapeInferenceError:
+        raise
+    except Exception as exc:
+        shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+        how = "" if callable(opdef.meta) else (
+            "; its kernel ran on stand-in values of ones to find its output shapes (an op whose kernel needs "
+            "real values declares meta=)")
+        message = f"{opdef.name}: {exc} (input shapes {shapes}{how})"
+        if isinstance(exc, _USER_ERRORS):
+            try:
+                error = type(exc)(message)
+            except Exception:
+                error = None
+            if error is not None:
+                raise error from None
+        raise RuntimeError(f"{opdef.name}: cannot find its output shapes: {type(exc).__name__}: {exc} "
+                           f"(input shapes {shapes}{how})") from exc
 
 
 def _decide(opdef, tensors, static):
     placement = tensors[0].placement
-    try:
-        out_shapes, out_dtypes = _meta(opdef, tensors, static)
-    except (ValueError, IndexError, TypeError, np.exceptions.AxisError) as exc:
-        shapes = ", ".join(str(t.shape) for t in tensors)
-        raise type(exc)(f"{opdef.name}: {exc} (input shapes {shapes})") from None
+    if opdef.data_dependent:
+        return _decide_data_dependent(opdef, tensors, placement)
+    out_shapes, out_dtypes = _infer(opdef, tensors, static)
     rows = opdef.rules([t.shape for t in tensors], out_shapes, static)
     current = [t.sbp for t in tensors]
     best, best_key = None, None
@@ -90,11 +146,29 @@ def _decide(opdef, tensors, static):
         if best_key is None or key < best_key:
             best, best_key = Decision(in_sbps, out_sbps, out_shapes, out_dtypes, plans), key
     best.out_layouts = [Layout.of(sh, dt, placement, sbp) for sh, dt, sbp in zip(out_shapes, out_dtypes, best.out_sbps)]
-    best.participates = placement.mesh_coord(get_rank()) is not None
+    coord = placement.mesh_coord(get_rank())
+    best.participates = coord is not None
+    if coord is not None:
+        best.pieces = [layout_lib.local_shape(sh, placement.hierarchy, sbp, coord)
+                       for sh, sbp in zip(out_shapes, best.out_sbps)]
     best.device = device(placement.type)
-    if all(p is None for p in plans):
+    if all(p is None for p in best.plans):
         best.plans = None
     return best
+
+
+def _decide_data_dependent(opdef, tensors, placement):
+    """Inputs boxed to broadcast on every mesh axis (each rank holds the whole value, so each
+    computes the same result); no output shape: it is read from every call's results."""
+    whole = (broadcast,) * placement.ndim
+    plans = [plan(placement, t.sbp, placement, whole, t.shape, t.dtype.itemsize) if t.sbp != whole else None
+             for t in tensors]
+    decision = Decision([whole] * len(tensors), None, None, None, plans)
+    decision.participates = placement.mesh_coord(get_rank()) is not None
+    decision.device = device(placement.type)
+    if all(p is None for p in plans):
+        decision.plans = None
+    return decision
 
 
 def _check_placements(name, tensors):
@@ -154,19 +228,97 @@ def _apply_global(opdef, kernel, tensors, static):
     else:
         pieces = [t._local if p is None else run(p, t._local, t._dtype) for t, p in zip(tensors, plans)]
     dev = decision.device
+    if decision.out_layouts is None:
+        return _data_dependent_outputs(opdef, decision, tensors[0].placement,
+                                       kernel(*pieces, **static) if decision.participates else None)
     if not decision.participates:
         return tuple(Tensor._wrap(dev.empty((0,) * max(1, len(lay.shape)), lay.dtype.np), lay)
                      for lay in decision.out_layouts)
     out = kernel(*pieces, **static)
     if decision.single:
         lay = decision.out_layouts[0]
+        if type(out) is tuple:  # one output returned as a tuple (split into one piece)
+            out = out[0]
         if type(out) is not np.ndarray:
             out = dev.asarray(out)
+        if out.shape != decision.pieces[0]:
+            _wrong_piece(opdef, decision, 0, out, tensors)
         if out.dtype != lay.dtype.np:
             out = out.astype(lay.dtype.np)
         return (Tensor._wrap(out, lay),)
+    if not isinstance(out, (tuple, list)) or len(out) != len(decision.out_layouts):
+        raise RuntimeError(f"{opdef.name}: the kernel returned {len(out) if isinstance(out, (tuple, list)) else 1} "
+                           f"outputs where its shape inference found {len(decision.out_layouts)}")
     outs = []
-    for o, lay in zip(out, decision.out_layouts):
+    for j, (o, lay) in enumerate(zip(out, decision.out_layouts)):
         o = dev.asarray(o)
+        if o.shape != decision.pieces[j]:
+            _wrong_piece(opdef, decision, j, o, tensors)
         outs.append(Tensor._wrap(o if o.dtype == lay.dtype.np else o.astype(lay.dtype.np), lay))
     return tuple(outs)
+
+
+def _wrong_piece(opdef, decision, j, piece, tensors):
+    """A kernel's piece that its layout does not describe: the op's shape inference is wrong."""
+    lay = decision.out_layouts[j]
+    how = "its meta" if callable(opdef.meta) else "its kernel on stand-in values of ones"
+    ins = ", ".join(f"{tuple(t.shape)} {t.sbp}" for t in tensors)
+    raise RuntimeError(
+        f"{opdef.name}: on rank {get_rank()} the kernel returned a piece of shape {tuple(piece.shape)} for output {j}, "
+        f"but the output's layout (global shape {lay.shape}, sbp {lay.sbp}) says {decision.pieces[j]}: the output "
+        f"shapes found by {how} are wrong for these inputs ({ins}); declare a correct meta= (or "
+        f"data_dependent=True when the output size depends on the values)")
+
+
+# One row per rank: in the placement, number of outputs, then per output (ndim, dtype code, dims).
+_MAX_OUTPUTS, _MAX_DIMS = 4, 16
+_ROW = 2 + _MAX_OUTPUTS * (2 + _MAX_DIMS)
+
+
+def _data_dependent_outputs(opdef, decision, placement, out):
+    """Wrap a data-dependent op's results (None on a rank outside the placement) as broadcast
+    tensors. Every rank, in the placement or not, learns the shapes from one small all_gather over
+    all ranks; ranks of the placement whose results differ in shape raise on every rank."""
+    from .distributed.group import world_group
+    from .env import get_world_size
+    dev = decision.device
+    outs = None if out is None else [dev.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
+    row = np.zeros(_ROW, np.int64)
+    if outs is not None:
+        if len(outs) > _MAX_OUTPUTS or any(o.ndim > _MAX_DIMS for o in outs):
+            raise ValueError(f"{opdef.name}: a data-dependent op has at most {_MAX_OUTPUTS} outputs of at most "
+                             f"{_MAX_DIMS} dims")
+        row[0], row[1] = 1, len(outs)
+        for j, o in enumerate(outs):
+            at = 2 + j * (2 + _MAX_DIMS)
+            row[at], row[at + 1] = o.ndim, _dtype.ALL.index(_dtype.of_array(o))
+            row[at + 2:at + 2 + o.ndim] = o.shape
+    world = get_world_size()
+    if world > 1:
+        table = dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=world_group(),
+                                                       sizes=[1] * world))
+    else:
+        table = row[None, :]
+    rows = {r: tuple(int(v) for v in table[r]) for r in range(len(table)) if table[r, 0]}
+    first = placement.rank_list()[0]
+    if any(v != rows[first] for v in rows.values()):
+        detail = "; ".join(f"rank {r}: {_shapes_of(v)}" for r, v in sorted(rows.items()))
+        raise RuntimeError(f"{opdef.name}: the ranks of {placement} computed results of different shapes from the "
+                           f"same broadcast inputs ({detail})")
+    found = rows[first]
+    whole = (broadcast,) * placement.ndim
+    result = []
+    for j, (shape, dt) in enumerate(_shapes_of(found)):
+        lay = Layout.of(shape, dt, placement, whole)
+        piece = outs[j] if outs is not None else dev.empty((0,) * max(1, len(shape)), dt.np)
+        result.append(Tensor._wrap(piece, lay))
+    return tuple(result)
+
+
+def _shapes_of(row):
+    """[(shape, DType)] of the outputs a row of _data_dependent_outputs describes."""
+    found = []
+    for j in range(row[1]):
+        at = 2 + j * (2 + _MAX_DIMS)
+        found.append((tuple(row[at + 2:at + 2 + row[at]]), _dtype.ALL[row[at + 1]]))
+    return found

@@ -1,5 +1,8 @@
 """Indexing, sorting and selection. Ops independent along some dims keep those dims' splits;
-ops whose output size depends on the data (nonzero, masked_select, unique) run on B inputs."""
+ops whose output size depends on the data (nonzero, masked_select, unique) run on B inputs.
+
+Every op here reads values to find positions, so each declares its output shapes with a meta
+(registry.py): shape inference never runs a kernel on made-up indices."""
 import numpy as np
 
 from ..backends.devices import array_module
@@ -25,13 +28,36 @@ def _other_dims(dim_key="dim"):
     return make
 
 
+def _along_axis_meta(name, dim_key="dim"):
+    """np.take_along_axis(x, index, dim): same ndim; the other dims broadcast; dim from index."""
+    def meta(s, dt, st):
+        x, index = s[0], s[1]
+        rules.check_index_dtype(name, dt[1])
+        if len(index) != len(x):
+            raise ValueError(f"{name}: index must have the input's number of dims ({len(x)}), got shape {index}")
+        dim = st[dim_key] % max(len(x), 1) if dim_key else 1
+        shape = [index[d] if d == dim else rules.broadcast_shape([(x[d],), (index[d],)])[0] for d in range(len(x))]
+        return [tuple(shape)], [dt[0]]
+    return meta
+
+
+def _scatter_meta(name):
+    """A copy of x with values put along dim: x's shape and dtype; index (and src) checked."""
+    def meta(s, dt, st):
+        rules.check_index_dtype(name, dt[1])
+        if len(s[1]) != len(s[0]):
+            raise ValueError(f"{name}: index must have the input's number of dims ({len(s[0])}), got shape {s[1]}")
+        return [tuple(s[0])], [dt[0]]
+    return meta
+
+
 def _gather_backward(ctx, g):
     from .creation import zeros_like
     x, index = ctx.inputs
     return scatter_add_(zeros_like(x), ctx.static["dim"], index, g), None
 
 
-@op("gather", _other_dims(), _gather_backward)
+@op("gather", _other_dims(), _gather_backward, meta=_along_axis_meta("gather"))
 def _gather(x, index, dim=0):
     return np.take_along_axis(x, index, axis=dim)
 
@@ -42,7 +68,8 @@ def gather(x, dim, index):
     return apply("gather", [x, index], {"dim": dim % x.ndim})
 
 
-@op("scatter_add", _other_dims(), lambda ctx, g: (g, None, gather(g, ctx.static["dim"], ctx.inputs[1])))
+@op("scatter_add", _other_dims(), lambda ctx, g: (g, None, gather(g, ctx.static["dim"], ctx.inputs[1])),
+    meta=_scatter_meta("scatter_add"))
 def _scatter_add(x, index, src, dim=0):
     out = x.copy()
     idx = _open_grid(array_module(index), index.shape)
@@ -61,7 +88,8 @@ def scatter_add_(x, dim, index, src):
 
 
 @op("scatter", _other_dims(), lambda ctx, g: (scatter(g, ctx.static["dim"], ctx.inputs[1], 0.0), None,
-                                               gather(g, ctx.static["dim"], ctx.inputs[1])))
+                                               gather(g, ctx.static["dim"], ctx.inputs[1])),
+    meta=_scatter_meta("scatter"))
 def _scatter(x, index, src, dim=0):
     out = x.copy()
     np.put_along_axis(out, index, src[tuple(slice(0, n) for n in index.shape)] if np.ndim(src) else src, axis=dim)
@@ -87,7 +115,15 @@ def _index_select_rows(s, o, st):
     return rows
 
 
-@op("index_select", _index_select_rows, lambda ctx, g: (_index_add(ctx, g), None))
+def _index_select_meta(s, dt, st):
+    x, index, dim = s[0], s[1], st["dim"]
+    rules.check_index_dtype("index_select", dt[1])
+    if not x:
+        raise IndexError("index_select: the input must have at least 1 dim")
+    return [tuple(x[:dim]) + tuple(index) + tuple(x[dim + 1:])], [dt[0]]
+
+
+@op("index_select", _index_select_rows, lambda ctx, g: (_index_add(ctx, g), None), meta=_index_select_meta)
 def _index_select(x, index, dim=0):
     return np.take(x, index, axis=dim)
 
@@ -97,7 +133,12 @@ def _index_add(ctx, g):
     return apply("index_add", [zeros_like(ctx.inputs[0]), ctx.inputs[1], g], {"dim": ctx.static["dim"]})
 
 
-@op("index_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))])
+def _index_add_meta(s, dt, st):
+    rules.check_index_dtype("index_add", dt[1])
+    return [tuple(s[0])], [dt[0]]
+
+
+@op("index_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))], meta=_index_add_meta)
 def _index_add_kernel(x, index, src, dim=0):
     out = x.copy()
     np.add.at(np.moveaxis(out, dim, 0), index, np.moveaxis(src, dim, 0))
@@ -111,7 +152,8 @@ def index_select(x, index, dim=0, axis=None):
     return apply("index_select", [x, index], {"dim": dim})
 
 
-@op("index_sample", lambda s, o, st: [((B, B), (B,)), ((S(0), S(0)), (S(0),))])
+@op("index_sample", lambda s, o, st: [((B, B), (B,)), ((S(0), S(0)), (S(0),))],
+    meta=_along_axis_meta("index_sample", dim_key=None))
 def _index_sample(x, index):
     return np.take_along_axis(x, index, axis=1)
 
@@ -121,7 +163,16 @@ def index_sample(x, index):
     return apply("index_sample", tensors(x, index))
 
 
-@op("gather_nd", lambda s, o, st: [((B, B), (B,))] + [((B, S(d)), (S(d),)) for d in range(len(s[1]) - 1)])
+def _gather_nd_meta(s, dt, st):
+    x, index = s
+    rules.check_index_dtype("gather_nd", dt[1])
+    if not index or index[-1] > len(x):
+        raise IndexError(f"gather_nd: the last dim of index ({index}) addresses at most {len(x)} dims of x {x}")
+    return [tuple(index[:-1]) + tuple(x[index[-1]:])], [dt[0]]
+
+
+@op("gather_nd", lambda s, o, st: [((B, B), (B,))] + [((B, S(d)), (S(d),)) for d in range(len(s[1]) - 1)],
+    meta=_gather_nd_meta)
 def _gather_nd(x, index):
     return x[tuple(np.moveaxis(index, -1, 0))] if index.shape[-1] else np.broadcast_to(x, index.shape[:-1] + x.shape)
 
@@ -131,7 +182,18 @@ def gather_nd(x, index):
     return apply("gather_nd", tensors(x, index))
 
 
-@op("scatter_nd_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))])
+def _scatter_nd_add_meta(s, dt, st):
+    x, index, updates = s
+    rules.check_index_dtype("scatter_nd_add", dt[1])
+    if not index or index[-1] > len(x):
+        raise IndexError(f"scatter_nd_add: the last dim of index ({index}) addresses at most {len(x)} dims of x {x}")
+    want = tuple(index[:-1]) + tuple(x[index[-1]:])
+    if tuple(updates) != want:
+        raise ValueError(f"scatter_nd_add: updates must have shape {want} (index {index}, x {x}), got {updates}")
+    return [tuple(x)], [dt[0]]
+
+
+@op("scatter_nd_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))], meta=_scatter_nd_add_meta)
 def _scatter_nd_add(x, index, updates):
     out = x.copy()
     np.add.at(out, tuple(np.moveaxis(index, -1, 0)), updates)
@@ -155,53 +217,52 @@ def scatter_nd(index, updates, shape):
     return scatter_nd_add(base, index, updates)
 
 
-def _data_dependent(kernel):
-    return op(kernel.__name__.lstrip("_"), rules.broadcast_only, data_dependent=True)(kernel)
+def _data_dependent(backward=None):
+    """An op whose output size depends on the values: the dispatcher boxes its inputs to B and
+    reads its output shape from each call's result, on every rank (never from its cache)."""
+    def register(kernel):
+        return op(kernel.__name__.lstrip("_"), rules.broadcast_only, backward, data_dependent=True)(kernel)
+    return register
 
 
-@_data_dependent
+def _masked_select_backward(ctx, g):
+    """The gradient goes back to the selected positions: scatter_nd_add into zeros like x."""
+    from .creation import zeros_like
+    from .shape import expand
+    x, mask = ctx.inputs
+    where = nonzero(expand(mask, x.shape))
+    return scatter_nd_add(zeros_like(x), where, g), None
+
+
+@_data_dependent(_masked_select_backward)
 def _masked_select(x, mask):
     return x[np.broadcast_to(mask, x.shape)]
 
 
-@_data_dependent
+@_data_dependent()
 def _nonzero(x):
     return np.stack(np.nonzero(x), axis=1).astype(np.int64)
 
 
-@_data_dependent
+@_data_dependent()
 def _unique(x):
     return np.unique(x)
-
-
-def _global_result(name, inputs):
-    """Run a data-dependent op: inputs are gathered to B, the output size is read afterwards."""
-    from ..tensor import Tensor
-    inputs = tensors(*inputs)
-    if inputs[0].is_local:
-        return apply(name, inputs)
-    from ..sbp import broadcast
-    full = [t.to_global(sbp=(broadcast,) * t.placement.ndim) for t in inputs]
-    from . import registry
-    local = array_module(full[0]._local).asarray(registry.REGISTRY[name].kernel(*[t._local for t in full]))
-    from ..dtype import of_array
-    return Tensor(local, local.shape, of_array(local), full[0].placement, full[0].sbp)
 
 
 def masked_select(x, mask):
     """The elements of x where mask holds, as a 1-D tensor. Data-dependent size: the inputs
     are gathered to broadcast first."""
-    return _global_result("masked_select", [x, mask])
+    return apply("masked_select", tensors(x, mask))
 
 
 def nonzero(x):
     """Indices (n, ndim) of the non-zero elements. Data-dependent size: gathered to broadcast."""
-    return _global_result("nonzero", [x])
+    return apply("nonzero", tensors(x))
 
 
 def unique(x):
     """The sorted distinct values. Data-dependent size: gathered to broadcast."""
-    return _global_result("unique", [x])
+    return apply("unique", tensors(x))
 
 
 def _sort_backward(ctx, g, g_idx=None):
@@ -211,7 +272,13 @@ def _sort_backward(ctx, g, g_idx=None):
     return scatter_add_(zeros_like(ctx.inputs[0]), ctx.static["dim"], ctx.outputs[1], g)
 
 
-@op("sort", _other_dims(), _sort_backward)
+def _sort_meta(s, dt, st):
+    if not s[0]:
+        raise ValueError("sort: the input must have at least 1 dim")
+    return [tuple(s[0]), tuple(s[0])], [dt[0], np.int64]
+
+
+@op("sort", _other_dims(), _sort_backward, meta=_sort_meta)
 def _sort(x, dim=-1, descending=False):
     idx = np.argsort(-x if descending else x, axis=dim, kind="stable")
     return np.take_along_axis(x, idx, axis=dim), idx.astype(np.int64)
@@ -228,7 +295,18 @@ def argsort(x, dim=-1, descending=False, axis=None):
     return sort(x, dim, descending, axis)[1]
 
 
-@op("topk", _other_dims(), lambda ctx, g, gi=None: _sort_backward(ctx, g))
+def _topk_meta(s, dt, st):
+    x, k = tuple(s[0]), st["k"]
+    if not x:
+        raise ValueError("topk: the input must have at least 1 dim")
+    dim = st["dim"] % len(x)
+    if not 0 <= k <= x[dim]:
+        raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {x[dim]}")
+    shape = x[:dim] + (k,) + x[dim + 1:]
+    return [shape, shape], [dt[0], np.int64]
+
+
+@op("topk", _other_dims(), lambda ctx, g, gi=None: _sort_backward(ctx, g), meta=_topk_meta)
 def _topk(x, k=1, dim=-1, largest=True):
     idx = np.argsort(-x if largest else x, axis=dim, kind="stable")
     idx = idx[(slice(None),) * (dim % x.ndim) + (slice(0, k),)]
@@ -245,7 +323,8 @@ def topk(x, k, dim=-1, largest=True, sorted=True, axis=None):  # noqa: A002
 
 
 @op("histogram", lambda s, o, st: [((B,), (B,))] + ([((S(d),), (P,)) for d in range(len(s[0]))]
-                                                    if st["min"] < st["max"] else []))
+                                                    if st["min"] < st["max"] else []),
+    meta=lambda s, dt, st: ([(int(st["bins"]),)], [np.int64]))
 def _histogram(x, bins=100, min=0.0, max=0.0):
     lo, hi = (min, max) if min < max else ((float(x.min()), float(x.max())) if x.size else (0.0, 0.0))
     return np.histogram(x, bins=bins, range=(lo, hi))[0].astype(np.int64)
@@ -257,7 +336,7 @@ def histogram(x, bins=100, min=0, max=0):  # noqa: A002
     return apply("histogram", tensors(x), {"bins": bins, "min": float(min), "max": float(max)})
 
 
-@op("shard_index", rules.elementwise())
+@op("shard_index", rules.elementwise(), meta=rules.like(0))
 def _shard_index(x, index_num=1, nshards=1, shard_id=0, ignore_value=-1):
     size = (index_num + nshards - 1) // nshards
     return np.where(x // size == shard_id, x % size, ignore_value).astype(x.dtype)
@@ -269,7 +348,17 @@ def shard_index(x, index_num, nshards, shard_id, ignore_value=-1):
                                              "ignore_value": ignore_value})
 
 
-@op("multiplex", lambda s, o, st: [((B,) * len(s), (B,)), ((S(0),) * len(s), (S(0),))])
+def _multiplex_meta(s, dt, st):
+    *inputs, index = s
+    rules.check_index_dtype("multiplex", dt[-1])
+    if any(tuple(x) != tuple(inputs[0]) for x in inputs) or not inputs[0]:
+        raise ValueError(f"multiplex: the inputs must have one shape of at least 1 dim, got {inputs}")
+    if len(index) != 2 or index[1] != 1 or index[0] > inputs[0][0]:
+        raise ValueError(f"multiplex: index must have shape (n, 1) with n <= {inputs[0][0]}, got {index}")
+    return [(index[0],) + tuple(inputs[0][1:])], [rules.result_dtype(*dt[:-1])]
+
+
+@op("multiplex", lambda s, o, st: [((B,) * len(s), (B,)), ((S(0),) * len(s), (S(0),))], meta=_multiplex_meta)
 def _multiplex(*arrays):
     *inputs, index = arrays
     return np.stack(inputs)[index.reshape(-1), array_module(index).arange(index.shape[0])]
@@ -308,12 +397,66 @@ def _decode(key, arrays):
     return tuple(out)
 
 
-@op("getitem", _getitem_rows, _getitem_backward)
+def _getitem_meta(s, dt, st):
+    for d in dt[1:]:
+        rules.check_index_dtype("getitem", d, "index tensor")
+    return [index_shape(s[0], st["key"], s[1:])], [dt[0]]
+
+
+def index_shape(shape, key, index_shapes=()):
+    """The shape of x[key] by numpy's rules, for an encoded key (ints, ("slice", a, b, c), None,
+    "ellipsis", "tensor": an integer index tensor whose shape is next in index_shapes). Ints
+    and index tensors are advanced indices: broadcast together, they go where the first of
+    them stood when they are adjacent, else first."""
+    shape = tuple(shape)
+    key = list(key)
+    consumed = sum(1 for k in key if k is not None and k != "ellipsis")
+    if key.count("ellipsis") > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > len(shape):
+        raise IndexError(f"too many indices for a tensor of {len(shape)} dims: {consumed} were indexed")
+    fill = [("slice", None, None, None)] * (len(shape) - consumed)
+    if "ellipsis" in key:
+        at = key.index("ellipsis")
+        key[at:at + 1] = fill
+    else:
+        key += fill
+    index_shapes = iter(index_shapes)
+    out, advanced, positions, d = [], [], [], 0
+    for pos, k in enumerate(key):
+        if k is None:
+            out.append(1)
+            continue
+        n = shape[d]
+        if k == "tensor" or isinstance(k, int):
+            if isinstance(k, int) and not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for dim {d} with size {n}")
+            if not advanced:
+                out.append("advanced")
+            advanced.append(tuple(next(index_shapes)) if k == "tensor" else ())
+            positions.append(pos)
+        else:
+            out.append(len(range(*slice(*k[1:]).indices(n))))
+        d += 1
+    if not advanced:
+        return tuple(out)
+    try:
+        joint = rules.broadcast_shape(advanced)
+    except ValueError:
+        raise IndexError(f"shape mismatch: index tensors of shapes {advanced} cannot be broadcast together") from None
+    at = out.index("advanced")
+    rest = out[:at] + out[at + 1:]
+    if positions != list(range(positions[0], positions[0] + len(positions))):
+        return joint + tuple(rest)
+    return tuple(rest[:at]) + joint + tuple(rest[at:])
+
+
+@op("getitem", _getitem_rows, _getitem_backward, meta=_getitem_meta)
 def _getitem(x, *index, key=(), kept=(), n_index=0):
     return array_module(x).asarray(x[_decode(key, index)])
 
 
-@op("setitem_add", lambda s, o, st: [((B, B), (B,)), ((P, P), (P,))])
+@op("setitem_add", lambda s, o, st: [((B, B), (B,)), ((P, P), (P,))], meta=rules.like(0))
 def _setitem_add(x, update, key=()):
     out = x.copy()
     np.add.at(out, _decode(key, ()), update)
@@ -322,13 +465,19 @@ def _setitem_add(x, update, key=()):
 
 def getitem(x, key):
     """x[key] for ints, slices, None, Ellipsis and index tensors (numpy semantics). Dims kept
-    whole keep their splits; index tensors make the op run on broadcast inputs."""
+    whole keep their splits; index tensors make the op run on broadcast inputs. On a global
+    tensor a bool index tensor (a mask, whose selection size depends on its values) becomes the
+    integer index tensors of its nonzero positions (a data-dependent op), so getitem's output
+    shape follows from shapes alone."""
     from ..tensor import Tensor
     key = key if isinstance(key, tuple) else (key,)
     encoded, index_tensors = [], []
     for k in key:
-        if isinstance(k, Tensor) or isinstance(k, (list, np.ndarray)):
+        if isinstance(k, (Tensor, list, np.ndarray, bool, np.bool_)):
             encoded.append("tensor")
+            if isinstance(k, (bool, np.bool_, list)):
+                k = np.asarray(k)
+                k = k.astype(np.int64) if k.size == 0 and k.dtype.kind == "f" else k  # x[[]]: no positions
             index_tensors.append(k)
         elif isinstance(k, slice):
             encoded.append(("slice", k.start, k.stop, k.step))
@@ -338,9 +487,49 @@ def getitem(x, key):
             encoded.append(None if k is None else int(k))
         else:
             raise TypeError(f"unsupported index {k!r}")
+    (x,) = tensors(x)
+    index_tensors = tensors(x, *index_tensors)[1:] if index_tensors else []
+    if x.is_global and any(t.dtype.name == "bool" for t in index_tensors):
+        encoded, index_tensors = _masks_as_positions(x, encoded, index_tensors)
     kept = _kept_pairs(x.shape, encoded) if not index_tensors else ()
-    return apply("getitem", tensors(x, *index_tensors),
+    return apply("getitem", [x, *index_tensors],
                  {"key": tuple(encoded), "kept": kept, "n_index": len(index_tensors)})
+
+
+def _masks_as_positions(x, encoded, index_tensors):
+    """The key with each bool index tensor (k dims) replaced by k integer index tensors: the
+    columns of its nonzero positions, as numpy reads a mask (after checking it fits x there)."""
+    consumed = [t.ndim if t.dtype.name == "bool" else 1 for t in index_tensors]
+    widths, it = [], iter(consumed)
+    for k in encoded:
+        widths.append(next(it) if k == "tensor" else (0 if k is None or k == "ellipsis" else 1))
+    after_ellipsis = x.ndim - sum(widths)
+    new_key, new_tensors, d, it = [], [], 0, iter(index_tensors)
+    for k, width in zip(encoded, widths):
+        if k == "ellipsis":
+            d += after_ellipsis
+        if k != "tensor":
+            new_key.append(k)
+            d += width
+            continue
+        t = next(it)
+        if t.dtype.name != "bool":
+            new_key.append(k)
+            new_tensors.append(t)
+            d += 1
+            continue
+        if t.ndim == 0:
+            raise IndexError("a 0-d bool index (x[True]) is not supported on a global tensor; use unsqueeze and "
+                             "masked_select")
+        if tuple(x.shape[d:d + t.ndim]) != tuple(t.shape):
+            raise IndexError(f"the bool index of shape {tuple(t.shape)} does not match the indexed dims "
+                             f"{tuple(x.shape[d:d + t.ndim])} of the tensor of shape {tuple(x.shape)} (from dim {d})")
+        where = nonzero(t)
+        for j in range(t.ndim):
+            new_key.append("tensor")
+            new_tensors.append(getitem(where, (slice(None), j)))
+        d += t.ndim
+    return new_key, new_tensors
 
 
 def _kept_pairs(shape, key):

@@ -73,7 +73,24 @@ def transpose(x, d0, d1):
     return _t(x, d0, d1)
 
 
-@op("matmul", _matmul_rules, _matmul_backward, takes_hints=True)
+def matmul_shape(a, b):
+    """np.matmul's output shape: vectors promoted (and their dim dropped), batch dims broadcast."""
+    a, b = tuple(a), tuple(b)
+    if not a or not b:
+        raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a} and {b}")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(f"matmul: the contracted dims differ: shapes {a} and {b} ({a2[-1]} != {b2[-2]})")
+    batch = rules.broadcast_shape([a2[:-2], b2[:-2]])
+    return batch + (a2[-2],) * (len(a) > 1) + (b2[-1],) * (len(b) > 1)
+
+
+def _matmul_meta(s, dt, st):
+    return [matmul_shape(*s)], [rules.result_dtype(*dt)]
+
+
+@op("matmul", _matmul_rules, _matmul_backward, takes_hints=True, meta=_matmul_meta)
 def _matmul(a, b, out=None, order=None):
     if a.ndim == 2 and b.ndim == 2 and cuda_kernels.usable(a, b):  # cupy pieces on a GPU: cuBLASLt
         return cuda_kernels.matmul(a, b)
@@ -136,8 +153,15 @@ def t(x):
     return x if x.ndim < 2 else transpose(x, 0, 1)
 
 
+def _kron_meta(s, dt, st):
+    a, b = tuple(s[0]), tuple(s[1])
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    return [tuple(x * y for x, y in zip(a, b))], [rules.result_dtype(*dt)]
+
+
 @op("kron", lambda s, o, st: [((rules.B, rules.B), (rules.B,)), ((rules.P, rules.B), (rules.P,)),
-                              ((rules.B, rules.P), (rules.P,))])
+                              ((rules.B, rules.P), (rules.P,))], meta=_kron_meta)
 def _kron(a, b):
     return np.kron(a, b)
 
@@ -153,8 +177,16 @@ def _cross_backward(ctx, g):
     return cross(b, g, d), cross(g, a, d)
 
 
+def _cross_meta(s, dt, st):
+    a, b, dim = tuple(s[0]), tuple(s[1]), st["dim"]
+    if len(a) != len(b) or not a or a[dim] != 3 or b[dim] != 3:
+        raise ValueError(f"cross: both operands need size 3 at dim {dim}, got shapes {a} and {b}")
+    return [rules.broadcast_shape([a, b])], [rules.result_dtype(*dt)]
+
+
 @op("cross", lambda s, o, st: [r for r in rules.elementwise("each")(s, o, st)
-                               if not any(getattr(x, "dim", None) == st["dim"] for x in r[1])], _cross_backward)
+                               if not any(getattr(x, "dim", None) == st["dim"] for x in r[1])], _cross_backward,
+    meta=_cross_meta)
 def _cross(a, b, dim=-1):
     return np.cross(a, b, axis=dim)
 
@@ -172,11 +204,19 @@ def _batch_rows(in_shapes, out_shapes, static):
     return [((rules.B,), (rules.B,))] + [((rules.split(d),), (rules.split(d),)) for d in range(len(in_shapes[0]) - 2)]
 
 
-def _same_meta(shapes, dtypes, static):
-    return [shapes[0]], [dtypes[0]]
+def _square_meta(name, keep_dtype):
+    """Matrices in the last two dims, square: the same shape; a float dtype (numpy's linalg
+    gives float64 for other inputs) unless the kernel casts back (keep_dtype)."""
+    def meta(shapes, dtypes, static):
+        shape = tuple(shapes[0])
+        if len(shape) < 2 or shape[-1] != shape[-2]:
+            raise ValueError(f"{name}: expects square matrices in the last two dims, got shape {shape}")
+        dt = dtypes[0] if keep_dtype or dtypes[0].is_floating else np.float64
+        return [shape], [dt]
+    return meta
 
 
-@op("cholesky", _batch_rows, meta=_same_meta)
+@op("cholesky", _batch_rows, meta=_square_meta("cholesky", keep_dtype=False))
 def _cholesky(x, upper=False):
     c = np.linalg.cholesky(x)
     return np.swapaxes(c, -1, -2).conj() if upper else c
@@ -187,8 +227,8 @@ def cholesky(x, upper=False):
     return apply("cholesky", tensors(x), {"upper": upper})
 
 
-@op("inverse", _batch_rows, meta=_same_meta, backward=lambda ctx, g: -matmul(transpose(ctx.outputs[0], -1, -2),
-                                                    matmul(g, transpose(ctx.outputs[0], -1, -2))))
+@op("inverse", _batch_rows, meta=_square_meta("inverse", keep_dtype=True),
+    backward=lambda ctx, g: -matmul(transpose(ctx.outputs[0], -1, -2), matmul(g, transpose(ctx.outputs[0], -1, -2))))
 def _inverse(x):
     return np.linalg.inv(x).astype(x.dtype)
 

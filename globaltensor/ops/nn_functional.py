@@ -19,7 +19,9 @@ def softmax(x, dim=-1, axis=None):
     """exp(x - max) / sum(exp(x - max)) along dim; the max is detached (it cancels)."""
     (x,) = tensors(x)
     dim = (axis if axis is not None else dim) % x.ndim
-    e = exp(x - max(x, dim, keepdim=True).detach())
+    if x.shape[dim] == 0:  # nothing to normalise (and no max of an empty dim)
+        return x * 1
+    e = exp(x - max(x, (dim,), keepdim=True).detach())  # a tuple of dims: the values alone
     return e / sum(e, dim, keepdim=True)
 
 
@@ -27,6 +29,8 @@ def log_softmax(x, dim=-1, axis=None):
     """x - logsumexp(x) along dim."""
     (x,) = tensors(x)
     dim = (axis if axis is not None else dim) % x.ndim
+    if x.shape[dim] == 0:
+        return x * 1
     return x - logsumexp(x, dim, keepdim=True)
 
 
@@ -100,13 +104,20 @@ def _linear_backward(ctx, g):
     return dx, dw, (_sum(g2, 0) if ctx.inputs[2].requires_grad else None)
 
 
+def _linear_weight_grad_meta(s, dt, st):
+    (m, n), (m2, k) = s
+    if m != m2:
+        raise ValueError(f"linear_weight_grad: g {tuple(s[0])} and x {tuple(s[1])} need the same rows")
+    return [(n, k), (n,)], [rules.result_dtype(*dt), np.sum(np.zeros(0, dt[0].np), axis=0).dtype]
+
+
 @op("linear_weight_grad", lambda s, o, st: [
     ((B, B), (B, B)),
     ((S(0), S(0)), (P, P)),  # rows split: g[m1].T @ x[m1] + g[m2].T @ x[m2] = g.T @ x; the row sums add up
     ((S(1), B), (S(0), S(0))),  # g's columns n1: dw[n1] = g[:, n1].T @ x, db[n1] = sum of g[:, n1]
     ((B, S(1)), (S(1), B)),  # x's columns k1: dw[:, k1] = g.T @ x[:, k1]; db needs g alone
     ((P, B), (P, P)),  # linear in g
-    ((B, P), (P, B))])  # linear in x; db from g alone
+    ((B, P), (P, B))], meta=_linear_weight_grad_meta)  # linear in x; db from g alone
 def _linear_weight_grad(g, x):
     """(g.T @ x, g summed over rows) for g (m x n), x (m x k): linear's weight and bias gradients,
     in one cuBLASLt call (bias gradient epilogue) on GPUs."""
@@ -119,7 +130,17 @@ def _fortran_order(a):
     return a.flags.f_contiguous and not a.flags.c_contiguous
 
 
-@op("linear", _linear_rows, _linear_backward)
+def _linear_meta(s, dt, st):
+    x, w = tuple(s[0]), tuple(s[1])
+    if len(w) != 2 or not x or x[-1] != w[1]:
+        raise ValueError(f"linear: x {x} and weight {w} (out_features, in_features) do not fit")
+    shape = x[:-1] + (w[0],)
+    if len(s) == 3:
+        shape = rules.broadcast_shape([shape, s[2]])
+    return [shape], [rules.result_dtype(*dt)]
+
+
+@op("linear", _linear_rows, _linear_backward, meta=_linear_meta)
 def _linear(x, w, b=None):
     if x.ndim == 2 and cuda_kernels.usable(x, w, b):  # cupy pieces on a GPU: one cuBLASLt call, bias fused
         return cuda_kernels.linear(x, w, b)
@@ -155,7 +176,15 @@ def _embedding_backward(ctx, g):
     return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0})
 
 
-@op("embedding", _embedding_rows, _embedding_backward)
+def _embedding_meta(s, dt, st):
+    indices, weight = tuple(s[0]), tuple(s[1])
+    rules.check_index_dtype("embedding", dt[0], "indices")
+    if len(weight) != 2:
+        raise ValueError(f"embedding: the weight must be 2-D (num_embeddings, dim), got shape {weight}")
+    return [indices + weight[1:]], [dt[1]]
+
+
+@op("embedding", _embedding_rows, _embedding_backward, meta=_embedding_meta)
 def _embedding(indices, weight):
     return np.take(weight, indices, axis=0)
 
@@ -254,21 +283,29 @@ def _mse_rows(in_shapes, out_shapes, static):
 
 def _mse_backward(ctx, g):
     x, y = ctx.inputs
-    d = (x - y) * (g * (2.0 / ctx.static["count"]))
+    d = (x - y) * (g * (2.0 / builtins.max(ctx.static["count"], 1)))
     return (d if x.requires_grad else None), (-d if y.requires_grad else None)
 
 
-@op("mse_mean", _mse_rows, _mse_backward)
+def _mse_meta(s, dt, st):
+    if tuple(s[0]) != tuple(s[1]):
+        raise ValueError(f"mse_mean: x {tuple(s[0])} and y {tuple(s[1])} need one shape")
+    return [()], [rules.result_dtype(*dt)]
+
+
+@op("mse_mean", _mse_rows, _mse_backward, meta=_mse_meta)
 def _mse_mean(x, y, count=1):
     d = x - y
-    return array_module(d).asarray(np.sum(d * d) / count, dtype=np.result_type(x.dtype, y.dtype))
+    total = np.sum(d * d)
+    return array_module(d).asarray(total / count if count else total * np.nan,  # mean of nothing: nan
+                                   dtype=np.result_type(x.dtype, y.dtype))
 
 
 def mse_loss(x, y, reduction="mean"):
     """Mean (or sum, or none) of the squared differences; the mean is one primitive."""
     x, y = tensors(x, y)
     if reduction == "mean" and tuple(x.shape) == tuple(y.shape) and x.dtype.is_floating:
-        return apply("mse_mean", [x, y], {"count": builtins.max(x.numel(), 1)})
+        return apply("mse_mean", [x, y], {"count": x.numel()})
     d = x - y
     if reduction == "none":
         return d * d

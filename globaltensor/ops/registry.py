@@ -1,17 +1,54 @@
-"""The op registry: one OpDef per op, registered with @op (the only way in)."""
+"""The op registry: one OpDef per op, registered with @op (the only way in).
+
+How the dispatcher learns an op's output shapes (for its decision on global tensors) is
+declared by the op, never guessed from values:
+
+* ``meta=fn``: ``fn(in_shapes, in_dtypes, static) -> (out_shapes, out_dtypes)`` from shapes and
+  dtypes alone. Every op that reads values to find positions (index, gather, scatter, embedding,
+  getitem with index tensors, multiplex, ...) has one: its kernel never runs on made-up values.
+* ``meta=STANDIN``: the op says its kernel, run once on zero-stride stand-ins of ones with the
+  global shapes, gives the right shapes and dtypes (its output shape does not depend on values
+  and it indexes nothing by value).
+* ``data_dependent=True``: the output size depends on the data (nonzero, masked_select, unique).
+  The inputs are boxed to broadcast, every rank runs the kernel on the whole value, and the
+  output shapes are read from the results on every call (exchanged, so ranks outside the
+  placement learn them and a rank that disagrees is named); the decision cache keeps the input
+  plans, never a shape.
+* nothing, with rules from a shape-aware generator (``rules.elementwise``, ``rules.reduction``):
+  the generator gives the shapes (broadcast; reduced dims), and the kernel run on 1-element
+  arrays gives the dtypes and the number of outputs.
+* nothing else (an op with its own rules and no meta, as in tutorial 06): stand-ins, but only
+  while every input is floating. Integer and bool tensors are what kernels index and mask by, so
+  the dispatcher refuses them with a TypeError that asks for a meta (``STANDIN_UNTIL_DECLARED``
+  lists the older ops outside this package's indexing/shape files that still rely on stand-ins).
+
+Whatever the source, the dispatcher checks every piece a kernel returns against the shape its
+layout says: a wrong meta fails on its first call, naming the op, not later in another op.
+"""
+
+import numpy as np
+
+STANDIN = "standin"
+"""meta=STANDIN: the kernel on zero-stride stand-ins of ones gives the output shapes and dtypes."""
+
+# Ops registered without a declaration whose inputs may be integer or bool and whose shapes do
+# not depend on values (declared by their owners' files in time: then drop the name here).
+STANDIN_UNTIL_DECLARED = frozenset({"where", "trace", "cumsum"})
 
 
 class OpDef:
-    """An op: its numpy kernel, its SBP rows for one mesh axis, its backward.
+    """An op: its numpy kernel, its SBP rows for one mesh axis, its backward, its shapes.
 
     kernel(*arrays, **static) -> array or tuple of arrays, on local pieces.
     rules(in_shapes, out_shapes, static) -> [(input SBPs, output SBPs)], one mesh axis.
     backward(ctx, *grads_of_outputs) -> one gradient (or None) per tensor input; ctx has
-    .inputs, .outputs and .static. meta(in_shapes, in_dtypes, static) -> (out_shapes,
-    out_dtypes); None: found by running the kernel on zero-stride inputs. takes_hints: the kernel
-    accepts this rank's hints, out= (a destination it writes its one output into when shape and
-    dtype fit) and order= ("F": the caller wants a column-major piece). Hints may differ between
-    ranks: they change how a piece is laid out in memory, never the signature or a collective.
+    .inputs, .outputs and .static. meta: a function (in_shapes, in_dtypes, static) ->
+    (out_shapes, out_dtypes), STANDIN, or None (undeclared; see the module docstring).
+    data_dependent: the output shapes depend on the values (never cached). takes_hints: the
+    kernel accepts this rank's hints, out= (a destination it writes its one output into when
+    shape and dtype fit) and order= ("F": the caller wants a column-major piece). Hints may
+    differ between ranks: they change how a piece is laid out in memory, never the signature
+    or a collective.
     """
 
     __slots__ = ("name", "kernel", "rules", "backward", "meta", "data_dependent", "takes_hints")
@@ -28,10 +65,37 @@ REGISTRY = {}
 
 
 def op(name, rules, backward=None, meta=None, data_dependent=False, takes_hints=False):
-    """Register the decorated kernel as op `name`; returns the kernel unchanged."""
+    """Register the decorated kernel as op `name`; returns the kernel unchanged. `meta` and
+    `data_dependent` declare how its output shapes are found (see the module docstring)."""
+    if data_dependent and meta is not None:
+        raise ValueError(f"op {name!r}: a data-dependent op has no meta (its shapes come from its results)")
+    if meta is not None and meta is not STANDIN and not callable(meta):
+        raise TypeError(f"op {name!r}: meta must be a function (in_shapes, in_dtypes, static) -> "
+                        f"(out_shapes, out_dtypes) or registry.STANDIN, got {meta!r}")
+
     def register(kernel):
         if name in REGISTRY:
             raise ValueError(f"op {name!r} is registered twice")
-        REGISTRY[name] = OpDef(name, kernel, rules, backward, meta, data_dependent, takes_hints)
+        found = meta
+        if found is None and not data_dependent:
+            if getattr(rules, "out_shape", None) is not None:
+                found = family_meta(rules.out_shape, kernel)
+            elif name in STANDIN_UNTIL_DECLARED:
+                found = STANDIN
+        REGISTRY[name] = OpDef(name, kernel, rules, backward, found, data_dependent, takes_hints)
         return kernel
     return register
+
+
+def family_meta(out_shape, kernel):
+    """The meta of an op whose rules generator knows its output shape (`out_shape(in_shapes,
+    static)`, the same for every output): the dtypes and the number of outputs come from the
+    kernel run on 1-element arrays, so no value can matter and no global-size array is made."""
+    def meta(in_shapes, in_dtypes, static):
+        shape = tuple(out_shape(in_shapes, static))
+        tiny = [np.ones((1,) * len(s), d.np) for s, d in zip(in_shapes, in_dtypes)]
+        with np.errstate(all="ignore"):
+            out = kernel(*tiny, **static)
+        outs = out if isinstance(out, tuple) else (out,)
+        return [shape] * len(outs), [np.asarray(o).dtype for o in outs]
+    return meta

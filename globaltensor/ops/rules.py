@@ -2,7 +2,12 @@
 
 A row is (input SBPs, output SBPs). The dispatcher expands rows to N-D meshes (one row per
 mesh axis) and prices them; `broadcast_only` is always valid (every rank computes it all).
+The family generators (`elementwise`, `reduction`) also know their ops' output shape: their
+rules carry `out_shape(in_shapes, static)`, which the registry turns into the op's meta.
+Below them: helpers for writing metas (registry.py says what a meta is).
 """
+import numpy as np
+
 from ..sbp import broadcast as B
 from ..sbp import partial_sum as P
 from ..sbp import split
@@ -38,7 +43,13 @@ def elementwise(linear=None):
             for i in range(1 if linear == "first" else len(in_shapes)):
                 rows.append((tuple(P if j == i else B for j in range(len(in_shapes))), (P,)))
         return rows
+    rules.out_shape = broadcast_shape
     return rules
+
+
+def broadcast_shape(in_shapes, static=None):
+    """numpy's broadcast of the input shapes (ValueError when they do not broadcast)."""
+    return tuple(np.broadcast_shapes(*[tuple(s) for s in in_shapes]))
 
 
 def reduction(linear):
@@ -63,7 +74,17 @@ def reduction(linear):
         if linear:
             rows.append(((P,), (P,)))
         return rows
+    rules.out_shape = reduced_shape
     return rules
+
+
+def reduced_shape(in_shapes, static):
+    """The first input's shape without static["dims"] (all when None), or with them 1 (keepdim)."""
+    shape = tuple(in_shapes[0])
+    dims = _dims(static.get("dims"), len(shape))
+    if static.get("keepdim", False):
+        return tuple(1 if d in dims else n for d, n in enumerate(shape))
+    return tuple(n for d, n in enumerate(shape) if d not in dims)
 
 
 def _dims(dims, ndim):
@@ -115,3 +136,29 @@ def along_dims(free_dims_fn, linear=False):
             rows.append(((P,) * len(in_shapes), (P,) * len(out_shapes)))
         return rows
     return rules
+
+
+# --- metas ----------------------------------------------------------------------------------
+
+def result_dtype(*dtypes):
+    """numpy's result type of these dtypes (gt or numpy), as numpy's kernels promote."""
+    return np.result_type(*[getattr(d, "np", d) for d in dtypes])
+
+
+def like(i=0):
+    """The meta of an op whose one output has input i's shape and dtype (a scatter into x)."""
+    def meta(in_shapes, in_dtypes, static):
+        return [tuple(in_shapes[i])], [in_dtypes[i]]
+    return meta
+
+
+def check_index_dtype(name, dtype, what="index"):
+    """IndexError unless `dtype` is an integer dtype (what indexing kernels accept)."""
+    kind = (dtype.np if hasattr(dtype, "np") else np.dtype(dtype)).kind
+    if kind not in "iu":
+        raise IndexError(f"{name}: the {what} must be an integer tensor, got {dtype!r}")
+
+
+def check_ndim(name, shape, ndims, what="input"):
+    if len(shape) not in ndims:
+        raise ValueError(f"{name}: the {what} must have {' or '.join(map(str, ndims))} dims, got shape {tuple(shape)}")

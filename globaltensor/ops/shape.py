@@ -1,5 +1,6 @@
 """Shape and layout ops: views and rearrangements. A dim that passes through unchanged keeps
-its split (S(d) -> S(d')); all of them are linear, so P -> P."""
+its split (S(d) -> S(d')); all of them are linear, so P -> P. Each declares its output shape
+with a meta (from the global shapes and the static arguments; registry.py)."""
 import builtins
 import itertools
 import math
@@ -22,6 +23,14 @@ def _rows(pairs, n_in=1, n_out=1, linear=True):
     return rows
 
 
+def _meta(shape_fn, dtype_fn=None):
+    """A meta from shape_fn(in_shapes, static) -> one output shape; the first input's dtype (or
+    dtype_fn(in_dtypes))."""
+    def meta(s, dt, st):
+        return [tuple(shape_fn(s, st))], [dtype_fn(dt) if dtype_fn else dt[0]]
+    return meta
+
+
 def _same_prefix_pairs(in_shape, out_shape):
     """Dims d whose size and every size before them agree: splitting them is the same cut."""
     pairs = []
@@ -32,8 +41,15 @@ def _same_prefix_pairs(in_shape, out_shape):
     return pairs
 
 
+def _reshape_shape(s, st):
+    shape = tuple(st["shape"])
+    if math.prod(shape) != math.prod(s[0]):
+        raise ValueError(f"cannot reshape a tensor of shape {tuple(s[0])} into shape {shape}")
+    return shape
+
+
 @op("reshape", lambda s, o, st: _rows(_same_prefix_pairs(s[0], o[0])),
-    lambda ctx, g: reshape(g, ctx.inputs[0].shape))
+    lambda ctx, g: reshape(g, ctx.inputs[0].shape), meta=_meta(_reshape_shape))
 def _reshape(x, shape=(), keep=0):
     """The first `keep` dims (the ones that may be split) come from the piece itself."""
     return np.reshape(x, x.shape[:keep] + tuple(shape[keep:]))
@@ -88,20 +104,39 @@ def _kept_dims(in_shape, out_shape):
     return list(zip(ins, outs))
 
 
-op("squeeze", lambda s, o, st: _rows(_kept_dims(s[0], o[0])), lambda ctx, g: reshape(g, ctx.inputs[0].shape))(
-    lambda x, dims=None: np.squeeze(x, axis=dims))
-op("unsqueeze", lambda s, o, st: _rows(_kept_dims(s[0], o[0])), lambda ctx, g: reshape(g, ctx.inputs[0].shape))(
-    lambda x, dim=0: np.expand_dims(x, dim))
+def _squeeze_shape(s, st):
+    shape, dims = tuple(s[0]), st["dims"]
+    if dims is None:
+        return tuple(n for n in shape if n != 1)
+    dims = {d % max(len(shape), 1) for d in dims}
+    if any(shape[d] != 1 for d in dims if d < len(shape)):
+        raise ValueError(f"squeeze: dims {sorted(dims)} of shape {shape} must have size 1")
+    return tuple(n for d, n in enumerate(shape) if d not in dims)
+
+
+def _unsqueeze_shape(s, st):
+    shape = tuple(s[0])
+    dim = st["dim"]
+    if not -len(shape) - 1 <= dim <= len(shape):
+        raise IndexError(f"unsqueeze: dim {dim} is out of range for a {len(shape)}-D tensor")
+    dim %= len(shape) + 1
+    return shape[:dim] + (1,) + shape[dim:]
+
+
+op("squeeze", lambda s, o, st: _rows(_kept_dims(s[0], o[0])), lambda ctx, g: reshape(g, ctx.inputs[0].shape),
+   meta=_meta(_squeeze_shape))(lambda x, dims=None: np.squeeze(x, axis=dims))
+op("unsqueeze", lambda s, o, st: _rows(_kept_dims(s[0], o[0])), lambda ctx, g: reshape(g, ctx.inputs[0].shape),
+   meta=_meta(_unsqueeze_shape))(lambda x, dim=0: np.expand_dims(x, dim))
 
 
 def squeeze(x, dim=None, axis=None):
     """Drop dims of size one (all of them, or those named)."""
     (x,) = tensors(x)
     dims = dims_arg(dim, x.ndim, axis)
-    if dims is not None:
-        dims = tuple(d for d in dims if x.shape[d] == 1) or None
-        if dims is None:
-            return x
+    # the dims of global size 1, named: a piece may have other dims of size 1 (a split one)
+    dims = tuple(d for d in (range(x.ndim) if dims is None else dims) if x.shape[d] == 1)
+    if not dims:
+        return x
     return apply("squeeze", [x], {"dims": dims})
 
 
@@ -126,7 +161,15 @@ def _perm_pairs(s, o, st):
     return _rows([(perm[d], d) for d in range(len(perm))])
 
 
-@op("permute", _perm_pairs, lambda ctx, g: permute(g, tuple(np.argsort(ctx.static["perm"]))))
+def _permute_shape(s, st):
+    shape, perm = tuple(s[0]), tuple(st["perm"])
+    if sorted(perm) != list(range(len(shape))):
+        raise ValueError(f"permute: {perm} is not a permutation of the {len(shape)} dims of shape {shape}")
+    return tuple(shape[p] for p in perm)
+
+
+@op("permute", _perm_pairs, lambda ctx, g: permute(g, tuple(np.argsort(ctx.static["perm"]))),
+    meta=_meta(_permute_shape))
 def _permute(x, perm=()):
     return np.transpose(x, perm)
 
@@ -151,7 +194,15 @@ def _expand_pairs(s, o, st):
     return _rows([(d, d + lead) for d, n in enumerate(s[0]) if n == o[0][d + lead]])
 
 
-@op("expand", _expand_pairs, lambda ctx, g: _sum_to(g, ctx.inputs[0].shape))
+def _expand_shape(s, st):
+    shape, target = tuple(s[0]), tuple(st["shape"])
+    lead = len(target) - len(shape)
+    if lead < 0 or any(n not in (1, target[d + lead]) for d, n in enumerate(shape)):
+        raise ValueError(f"expand: a tensor of shape {shape} cannot be expanded to {target}")
+    return target
+
+
+@op("expand", _expand_pairs, lambda ctx, g: _sum_to(g, ctx.inputs[0].shape), meta=_meta(_expand_shape))
 def _expand(x, shape=(), grown=()):
     """Dims in `grown` take their size from `shape`; the others (maybe split) from the piece."""
     lead = len(shape) - x.ndim
@@ -181,7 +232,14 @@ def expand_as(x, y):
     return expand(x, y.shape)
 
 
-@op("tile", lambda s, o, st: _rows([]), lambda ctx, g: _tile_back(g, ctx))
+def _tile_shape(s, st):
+    shape, reps = tuple(s[0]), tuple(st["reps"])
+    n = builtins.max(len(shape), len(reps))
+    shape, reps = (1,) * (n - len(shape)) + shape, (1,) * (n - len(reps)) + reps
+    return tuple(a * r for a, r in zip(shape, reps))
+
+
+@op("tile", lambda s, o, st: _rows([]), lambda ctx, g: _tile_back(g, ctx), meta=_meta(_tile_shape))
 def _tile(x, reps=()):
     return np.tile(x, reps)
 
@@ -208,7 +266,7 @@ def tile(x, repeat_times):
 
 
 @op("flip", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["dims"]]),
-    lambda ctx, g: flip(g, ctx.static["dims"]))
+    lambda ctx, g: flip(g, ctx.static["dims"]), meta=_meta(lambda s, st: s[0]))
 def _flip(x, dims=()):
     return np.flip(x, dims)
 
@@ -219,7 +277,7 @@ def flip(x, dims=None, axis=None):
 
 
 @op("roll", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if st["dims"] is not None and d not in st["dims"]]),
-    lambda ctx, g: roll(g, tuple(-v for v in ctx.static["shifts"]), ctx.static["dims"]))
+    lambda ctx, g: roll(g, tuple(-v for v in ctx.static["shifts"]), ctx.static["dims"]), meta=_meta(lambda s, st: s[0]))
 def _roll(x, shifts=(), dims=None):
     return np.roll(x, shifts, dims)
 
@@ -242,7 +300,19 @@ def _concat_backward(ctx, g):
     return split(g, sizes, ctx.static["dim"])
 
 
-@op("concat", _concat_rows, _concat_backward)
+def _concat_shape(s, st):
+    first, dim = tuple(s[0]), st["dim"]
+    for shape in s[1:]:
+        if len(shape) != len(first) or any(a != b for d, (a, b) in enumerate(zip(first, shape)) if d != dim):
+            raise ValueError(f"concat: shapes {[tuple(x) for x in s]} differ outside dim {dim}")
+    return first[:dim] + (builtins.sum(shape[dim] for shape in s),) + first[dim + 1:]
+
+
+def _joint_dtype(dt):
+    return rules.result_dtype(*dt)
+
+
+@op("concat", _concat_rows, _concat_backward, meta=_meta(_concat_shape, _joint_dtype))
 def _concat(*xs, dim=0):
     return np.concatenate(xs, axis=dim)
 
@@ -259,7 +329,14 @@ def _stack_rows(s, o, st):
     return _rows([(d, d if d < dim else d + 1) for d in range(len(s[0]))], n_in=len(s))
 
 
-@op("stack", _stack_rows, lambda ctx, g: unbind(g, ctx.static["dim"]))
+def _stack_shape(s, st):
+    first, dim = tuple(s[0]), st["dim"]
+    if any(tuple(shape) != first for shape in s):
+        raise ValueError(f"stack: every tensor needs one shape, got {[tuple(x) for x in s]}")
+    return first[:dim] + (len(s),) + first[dim:]
+
+
+@op("stack", _stack_rows, lambda ctx, g: unbind(g, ctx.static["dim"]), meta=_meta(_stack_shape, _joint_dtype))
 def _stack(*xs, dim=0):
     return np.stack(xs, axis=dim)
 
@@ -282,7 +359,14 @@ def _split_backward(ctx, *grads):
     return concat(parts, ctx.static["dim"])
 
 
-@op("split", _split_rows, _split_backward)
+def _split_meta(s, dt, st):
+    shape, sizes, dim = tuple(s[0]), tuple(st["sizes"]), st["dim"]
+    if not sizes or builtins.sum(sizes) != shape[dim] or builtins.min(sizes) < 0:
+        raise ValueError(f"split sizes {list(sizes)} do not add up to {shape[dim]} (dim {dim} of shape {shape})")
+    return [shape[:dim] + (n,) + shape[dim + 1:] for n in sizes], [dt[0]] * len(sizes)
+
+
+@op("split", _split_rows, _split_backward, meta=_split_meta)
 def _split(x, sizes=(), dim=0):
     return tuple(np.split(x, list(itertools.accumulate(sizes))[:-1], axis=dim))
 
@@ -294,6 +378,7 @@ def split(x, num_or_sections, dim=0, axis=None):
     n = x.shape[dim]
     if isinstance(num_or_sections, int):
         sizes = [num_or_sections] * (n // num_or_sections) + ([n % num_or_sections] if n % num_or_sections else [])
+        sizes = sizes or [0]  # an empty dim gives one empty piece (as PyTorch's split)
     else:
         sizes = list(num_or_sections)
         if -1 in sizes:
@@ -307,6 +392,8 @@ def chunk(x, chunks, dim=0, axis=None):
     """`chunks` pieces of ceil(n / chunks) along dim (the last ones may be smaller)."""
     (x,) = tensors(x)
     dim = (axis if axis is not None else dim) % x.ndim
+    if x.shape[dim] == 0:  # as PyTorch: `chunks` empty pieces
+        return split(x, [0] * chunks, dim)
     size = -(-x.shape[dim] // chunks)
     return split(x, max(size, 1), dim)
 
@@ -315,6 +402,8 @@ def unbind(x, dim=0, axis=None):
     """The slices along dim, each without that dim."""
     (x,) = tensors(x)
     dim = (axis if axis is not None else dim) % x.ndim
+    if x.shape[dim] == 0:
+        return []
     return [squeeze(p, dim) for p in split(x, 1, dim)]
 
 
@@ -337,14 +426,22 @@ def _slice_back(ctx, g):
     return _scatter_slice(base, g, st)
 
 
+def _sliced_shape(shape, st):
+    shape = list(shape)
+    for a, s, e, step in zip(st["axes"], st["starts"], st["ends"], st["strides"]):
+        shape[a] = len(range(*builtins.slice(s, e, step).indices(shape[a])))
+    return tuple(shape)
+
+
 @op("strided_slice", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["axes"]]),
-    lambda ctx, g: _slice_back(ctx, g))
+    lambda ctx, g: _slice_back(ctx, g), meta=_meta(lambda s, st: _sliced_shape(s[0], st)))
 def _strided_slice(x, axes=(), starts=(), ends=(), strides=()):
     return x[_slice_index(x.shape, axes, starts, ends, strides)]
 
 
 @op("slice_scatter", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["axes"]], n_in=2),
-    lambda ctx, g: (None, strided_slice(g, **{k: ctx.static[k] for k in ("axes", "starts", "ends", "strides")})))
+    lambda ctx, g: (None, strided_slice(g, **{k: ctx.static[k] for k in ("axes", "starts", "ends", "strides")})),
+    meta=rules.like(0))
 def _slice_scatter(base, update, axes=(), starts=(), ends=(), strides=()):
     out = base.copy()
     out[_slice_index(base.shape, axes, starts, ends, strides)] = update
@@ -373,12 +470,17 @@ def _batch_dims_rows(s, o, st):
     return _rows([(d, d) for d in range(len(s[0]) - 2)])
 
 
-@op("tril", _batch_dims_rows, lambda ctx, g: tril(g, ctx.static["diagonal"]))
+def _triangle_shape(s, st):
+    shape = tuple(s[0])
+    return shape if len(shape) != 1 else shape * 2  # numpy: a 1-D input is a row to broadcast
+
+
+@op("tril", _batch_dims_rows, lambda ctx, g: tril(g, ctx.static["diagonal"]), meta=_meta(_triangle_shape))
 def _tril(x, diagonal=0):
     return np.tril(x, diagonal)
 
 
-@op("triu", _batch_dims_rows, lambda ctx, g: triu(g, ctx.static["diagonal"]))
+@op("triu", _batch_dims_rows, lambda ctx, g: triu(g, ctx.static["diagonal"]), meta=_meta(_triangle_shape))
 def _triu(x, diagonal=0):
     return np.triu(x, diagonal)
 
@@ -393,7 +495,17 @@ def triu(x, diagonal=0):
     return apply("triu", tensors(x), {"diagonal": diagonal})
 
 
-@op("diag", lambda s, o, st: _rows([]), lambda ctx, g: diag(g, ctx.static["offset"]))
+def _diag_shape(s, st):
+    shape, k = tuple(s[0]), st["offset"]
+    if len(shape) == 1:
+        return (shape[0] + abs(k),) * 2
+    if len(shape) != 2:
+        raise ValueError(f"diag expects a 1-D or 2-D tensor, got shape {shape}")
+    rows, cols = shape
+    return (builtins.max(0, builtins.min(rows, cols - k) if k >= 0 else builtins.min(rows + k, cols)),)
+
+
+@op("diag", lambda s, o, st: _rows([]), lambda ctx, g: diag(g, ctx.static["offset"]), meta=_meta(_diag_shape))
 def _diag(x, offset=0):
     return np.diag(x, offset)
 
