@@ -10,6 +10,7 @@ from .ops.creation import (arange, empty, empty_like, eye, full, full_like, lins
                            randint, randn, tensor, uniform, zeros, zeros_like)
 from .placement import placement
 from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
+from .ops.reduction import return_types
 from .tensor import Tensor
 
 __version__ = "0.1.0"
@@ -17,11 +18,15 @@ __version__ = "0.1.0"
 for _name in _ops.PUBLIC:
     globals()[_name] = getattr(_ops, _name)
 
+# `from globaltensor import *` gives what `import torch` users reach for: the modules, the types,
+# the factories and every op (PyTorch's `max`, `sum`, `bool` ... among them, as torch's __all__),
+# except Paddle's `slice`, which would hide Python's builtin slice.
 __all__ = [
-    "debug", "distributed", "env", "sbp", "placement", "Tensor", "tensor",
+    "autograd", "debug", "distributed", "env", "nn", "optim", "utils", "sbp", "placement", "Tensor", "tensor",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8",
     "get_default_dtype", "set_default_dtype",
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
     "zeros_like", "ones_like", "full_like", "empty_like",
+    "save", "load", "no_grad", "enable_grad", "return_types",
     "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "__version__",
-]
+] + [_name for _name in _ops.PUBLIC if _name != "slice"]

@@ -20,6 +20,14 @@ class Layout:
         return found
 
 
+class device(str):  # noqa: N801 - torch.device's name
+    """Where a local tensor's piece lives, as PyTorch names it: "cpu" or "cuda:<index>" (a str,
+    so `t.device == "cpu"` holds), with .type and .index."""
+
+    type = property(lambda self: self.split(":")[0])
+    index = property(lambda self: int(self.split(":")[1]) if ":" in self else None)
+
+
 class Tensor:
     """A local tensor (numpy semantics) or a global one: this rank's piece of a value laid out
     over `placement` as `sbp` says. Conversions live in boxing.py; no op logic here."""
@@ -60,6 +68,17 @@ class Tensor:
             ctx.outputs = tuple(t if o is self else o for o in ctx.outputs)
         return t
 
+    def _become(self, new):
+        """End of an in-place op: this tensor takes `new`'s piece and, when the op was recorded,
+        its place in the autograd graph (the op's context names this tensor as its output). `new`
+        has this tensor's shape, dtype and layout."""
+        self._local = new._local
+        node = new._node
+        if node is not None:
+            node.ctx.outputs = tuple(self if o is new else o for o in node.ctx.outputs)
+            self._node, self.requires_grad = node, True
+        return self
+
     def layout(self):
         """The interned (shape, dtype, placement, sbp) of a global tensor: equal layouts are the
         same object, so the dispatcher's cache keys hash by identity."""
@@ -76,6 +95,24 @@ class Tensor:
     dtype = property(lambda self: self._dtype)
     shape = property(lambda self: self._global_shape, doc="the global shape (the local shape when local)")
     ndim = property(lambda self: len(self._global_shape))
+
+    def dim(self):
+        """The number of dims (PyTorch's name for ndim)."""
+        return len(self._global_shape)
+
+    @property
+    def device(self):
+        """A local tensor's device, "cpu" or "cuda:<index>" (a `device`: a str with .type and .index);
+        a global tensor's placement, as OneFlow (it has .type too, and x.to(y.device) works for both)."""
+        if self._placement is not None:
+            return self._placement
+        piece = self._local
+        if isinstance(piece, (np.ndarray, np.generic)):
+            return device("cpu")
+        index = getattr(getattr(piece, "device", None), "id", 0)
+        return device(f"cuda:{index if isinstance(index, int) else 0}")
+
+    is_cuda = property(lambda self: self.device.type == "cuda")
 
     def size(self, dim=None):
         return self._global_shape if dim is None else self._global_shape[dim]
@@ -108,6 +145,54 @@ class Tensor:
             return of_array(self._local).to_host(self._local)
         from .boxing import full_value
         return full_value(self)
+
+    def to(self, *args, **kwargs):
+        """x.to(dtype), x.to(device) ("cpu", "cuda", "cuda:0"), x.to(placement), x.to(other) (its
+        dtype and device; a global one's placement), x.to(device, dtype); dtype=, device=, copy=.
+        A local tensor moves between numpy and cupy; a global one changes its placement's type (or
+        its placement) by to_global, keeping its sbp. A local tensor .to(placement) becomes global
+        with the placement's first rank's values broadcast (as Module.to_global). Differentiable;
+        the tensor itself when nothing changes (unless copy=True)."""
+        from .dtype import DType, to_dtype
+        from .placement import placement as Placement
+        dtype, where, copy = kwargs.pop("dtype", None), kwargs.pop("device", None), kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, where = a.dtype, a.device
+            elif isinstance(a, Placement) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
+                where = a
+            elif a is not None:
+                dtype = a if isinstance(a, DType) else to_dtype(a)
+        out = self if where is None else _moved(self, where)
+        if dtype is not None and to_dtype(dtype) != out.dtype:
+            from .ops import cast
+            out = cast(out, dtype)
+        if copy and out is self:
+            from .ops import clone
+            out = clone(self)
+        return out
+
+    def cpu(self):
+        """The tensor on the host (global: a "cpu" placement on the same ranks)."""
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        """The tensor on this rank's GPU (global: a "cuda" placement on the same ranks)."""
+        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+    def contiguous(self):
+        """The tensor itself when its piece is C-contiguous, else a differentiable copy whose
+        piece is (the same layout; no collective)."""
+        if self._local.flags.c_contiguous:
+            return self
+        out = Tensor(self._local.copy(), self._global_shape, self._dtype, self._placement, self._sbp)
+        from . import autograd
+        if self.requires_grad:
+            autograd.record("contiguous", lambda ctx, g: (g,), [self], [out], {})
+        return out
 
     def tolist(self):
         return self.numpy().tolist()
@@ -156,3 +241,43 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         value = self.numpy()
         return value if dtype is None else value.astype(dtype)
+
+
+def _moved(x, where):
+    """x on device `where`: a device string ("cpu", "cuda", "cuda:<i>") or a placement."""
+    from .placement import placement as Placement
+    if isinstance(where, Placement):
+        if x.is_global:
+            return x.to_global(placement=where)
+        from .sbp import broadcast
+        return x.to_global(placement=where, sbp=(broadcast,) * where.ndim)
+    kind, _, index = str(where).partition(":")
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"to(): unknown device {where!r}; use \"cpu\", \"cuda\", \"cuda:<index>\" or a placement")
+    if x.is_global:
+        return x if x.placement.type == kind else x.to_global(placement=Placement(kind, x.placement.ranks))
+    from .backends import devices
+    if kind == "cuda":
+        devices.require_cuda(f"x.to({str(where)!r})")
+        mine = 0 if devices.simulated() else _local_gpu()
+        if index and int(index) != mine:
+            raise ValueError(f"to({str(where)!r}): this rank's pieces live on its own GPU, cuda:{mine} "
+                             f"(LOCAL_RANK picks it)")
+    dev = devices.device(kind)
+    if devices.of_array(x._local) is dev:
+        return x
+    out = Tensor(devices.move(x._local, dev))
+    from . import autograd
+    if x.requires_grad:
+        autograd.record("to_device", _to_device_backward, [x], [out], {})
+    return out
+
+
+def _to_device_backward(ctx, g):
+    from .backends import devices
+    return (Tensor(devices.move(g._local, devices.of_array(ctx.inputs[0]._local))),)
+
+
+def _local_gpu():
+    from .backends import cuda
+    return cuda.local_device()

@@ -56,7 +56,9 @@ def samples(name):
             return [([ints(5, 3, hi=2).astype(bool), ints(5, 3, hi=2).astype(bool)], {})]
         return [([a, f(5, 3, lo=0.5, hi=2.0) if pos else f(5, 3)], {}), ([a, f(3, lo=0.5, hi=2.0)], {}),
                 ([f(5, 1, lo=0.5, hi=2.0), f(1, 3, lo=0.5, hi=2.0)], {})]
+    bits = [([ints(5, 3, hi=16), ints(5, 3, hi=16)], {}), ([ints(5, 3, hi=2).astype(bool), ints(3, hi=2).astype(bool)], {})]
     table = {
+        "bitwise_and": bits, "bitwise_or": bits, "bitwise_xor": bits, "bitwise_not": [([ints(5, 3, hi=16)], {})],
         "where": [([ints(5, 3, hi=2).astype(bool), f(5, 3), f(3)], {})],
         "clip": [([f(5, 3)], {"min": -0.5, "max": 0.7})],
         "cast": [([f(5, 3)], {"dtype": np.dtype(np.float32)})],

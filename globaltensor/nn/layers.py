@@ -2,6 +2,7 @@
 import math
 
 from .. import ops
+from ..autograd import no_grad
 from ..ops import creation
 from . import init
 from .module import Module, Parameter
@@ -59,11 +60,21 @@ class Dropout(Module):
 
 
 class Embedding(Module):
+    """A table of num_embeddings rows; row padding_idx (negative counts from the end) starts at
+    zero and gets no gradient, as PyTorch's."""
+
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
         super().__init__()
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"padding_idx {padding_idx} is outside the {num_embeddings} embeddings")
+            padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
         self.weight = _empty_param(num_embeddings, embedding_dim)
         init.normal_(self.weight)
+        if padding_idx is not None:
+            with no_grad():
+                self.weight[padding_idx] = 0
 
     def forward(self, x):
         return ops.embedding(x, self.weight, self.padding_idx)

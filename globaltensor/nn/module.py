@@ -114,8 +114,9 @@ class Module:
         return no_sync()
 
     def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            p.grad = None
+        """Forget the parameters' gradients (set_to_none, the default), or zero them in place (each
+        .grad keeps its placement and SBP), as PyTorch."""
+        zero_grads(self.parameters(), set_to_none)
 
     def state_dict(self):
         """Name -> tensor for every parameter and buffer (global tensors stay global)."""
@@ -160,6 +161,17 @@ class Module:
 
     def extra_repr(self):
         return ""
+
+
+def zero_grads(params, set_to_none=True):
+    """p.grad = None for each parameter, or p.grad zeroed in place (Module's and Optimizer's zero_grad)."""
+    with _no_grad():
+        for p in params:
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad.requires_grad = False
+                p.grad.zero_()
 
 
 def _tensor_to_global(t, placement, sbp):

@@ -1,6 +1,7 @@
-"""Reductions and scans: sum (linear: S on a reduced dim gives P), max/min/prod/any/all
+"""Reductions and scans: sum (linear: S on a reduced dim gives P), max/min/median/prod/any/all
 (not linear), composites (mean, var, std, logsumexp, norm, dist), cumsum, argmax/argmin."""
 import builtins
+import collections
 
 import numpy as np
 
@@ -54,7 +55,10 @@ def _float(x):
 
 
 def _extreme_backward(ctx, g, *rest):
-    """The gradient goes to the elements equal to the result (split evenly among ties)."""
+    """The gradient goes to the elements equal to the result (split evenly among ties), or, with
+    indices (max(x, dim)), to the element each index names (as PyTorch)."""
+    if ctx.static.get("indices"):
+        return _at_index(ctx, g, ctx.outputs[1])
     x, y = ctx.inputs[0], ctx.outputs[0]
     from .elementwise import cast, equal
     mask = cast(equal(x, _expand_back(y, ctx)), x.dtype)
@@ -62,18 +66,93 @@ def _extreme_backward(ctx, g, *rest):
     return _expand_back(g, ctx) * mask / count
 
 
-def _reduce_op(name, kernel, backward):
-    op(name, rules.reduction(linear=False), backward)(kernel)
+def _at_index(ctx, g, index):
+    """The output gradient where `index` points along the reduced dim (a flat index when all
+    dims are reduced), zero elsewhere: the backward of max/min/median with indices."""
+    from .creation import arange
+    from .elementwise import cast, equal
+    from .shape import reshape, unsqueeze
+    x, dims = ctx.inputs[0], ctx.static["dims"]
+    n = x.numel() if dims is None else x.shape[dims[0]]
+    where = {} if x.is_local else {"placement": x.placement, "sbp": (rules.B,) * x.placement.ndim}
+    iota = reshape(arange(n, **where), x.shape if dims is None else
+                   [n if d == dims[0] else 1 for d in range(x.ndim)])
+    if not ctx.static["keepdim"]:
+        for d in (range(x.ndim) if dims is None else dims):
+            index = unsqueeze(index, d)
+    return _expand_back(g, ctx) * cast(equal(iota, index), g.dtype)
 
 
-_reduce_op("max", lambda x, dims=None, keepdim=False: np.max(x, axis=_axis(dims), keepdims=keepdim), _extreme_backward)
-_reduce_op("min", lambda x, dims=None, keepdim=False: np.min(x, axis=_axis(dims), keepdims=keepdim), _extreme_backward)
+def _empty_dims_check(name, shape, dims):
+    for d in range(len(shape)) if dims is None else dims:
+        if shape[d] == 0:
+            raise ValueError(f"{name}: cannot reduce dim {d} of size 0 (shape {tuple(shape)}): it has no identity")
+
+
+def _extreme_meta(name):
+    """Reduced shapes; the values' dtype, and int64 indices when asked (max(x, dim))."""
+    def meta(s, dt, st):
+        _empty_dims_check(name, s[0], st.get("dims"))
+        shape = rules.reduced_shape(s, st)
+        return ([shape, shape], [dt[0], np.int64]) if st.get("indices") else ([shape], [dt[0]])
+    return meta
+
+
+def _extreme_kernel(values, index):
+    def kernel(x, dims=None, keepdim=False, indices=False):
+        out = values(x, axis=_axis(dims), keepdims=keepdim)
+        if not indices:
+            return out
+        return out, index(x, axis=dims[0], keepdims=keepdim).astype(np.int64)
+    return kernel
+
+
+def _reduce_op(name, kernel, backward, meta=None):
+    op(name, rules.reduction(linear=False), backward, meta=meta)(kernel)
+
+
+_reduce_op("max", _extreme_kernel(np.max, np.argmax), _extreme_backward, _extreme_meta("max"))
+_reduce_op("min", _extreme_kernel(np.min, np.argmin), _extreme_backward, _extreme_meta("min"))
 _reduce_op("prod", lambda x, dims=None, keepdim=False: np.prod(x, axis=_axis(dims), keepdims=keepdim),
            lambda ctx, g: _expand_back(g * ctx.outputs[0], ctx) / ctx.inputs[0])
 _reduce_op("all", lambda x, dims=None, keepdim=False: np.all(x, axis=_axis(dims), keepdims=keepdim), None)
 _reduce_op("any", lambda x, dims=None, keepdim=False: np.any(x, axis=_axis(dims), keepdims=keepdim), None)
-_reduce_op("median", lambda x, dims=None, keepdim=False: np.median(x, axis=_axis(dims), keepdims=keepdim)
-           .astype(x.dtype if x.dtype.kind == "f" else np.float64), None)
+
+
+def _median_meta(s, dt, st):
+    if st["dims"] is not None:
+        _empty_dims_check("median", s[0], st["dims"])
+    shape = rules.reduced_shape(s, st)
+    return [shape, shape], [dt[0], np.int64]
+
+
+def _median_backward(ctx, g, *rest):
+    """median(x, dim): to the element each index names; median(x): shared among ties (PyTorch)."""
+    return _extreme_backward(ctx, g) if ctx.static["dims"] is None else _at_index(ctx, g, ctx.outputs[1])
+
+
+@op("median", rules.reduction(linear=False), _median_backward, meta=_median_meta)
+def _median(x, dims=None, keepdim=False):
+    """(values, int64 indices): the lower middle of each sorted slice (the element of rank
+    (n - 1) // 2, the first in a stable sort among equals); NaN wins (its first position)."""
+    xp = array_module(x)
+    flat = x.reshape(-1) if dims is None else x
+    axis = 0 if dims is None else dims[0]
+    n = flat.shape[axis]
+    if n == 0:  # median of no values (all dims reduced): NaN, as PyTorch
+        idx = xp.zeros(flat.shape[:axis] + (1,) + flat.shape[axis + 1:], np.int64)
+        values = xp.full(idx.shape, np.nan if x.dtype.kind in "fc" else 0, x.dtype)
+    else:
+        middle = (builtins.slice(None),) * axis + (builtins.slice((n - 1) // 2, (n + 1) // 2),)
+        idx = xp.argsort(flat, axis=axis, kind="stable")[middle]
+        values = xp.take_along_axis(flat, idx, axis=axis)
+        if x.dtype.kind == "f":
+            nan = xp.isnan(flat)
+            first = xp.argmax(nan, axis=axis, keepdims=True)
+            has = xp.take_along_axis(nan, first, axis=axis)
+            idx, values = xp.where(has, first, idx), xp.where(has, xp.asarray(np.nan, x.dtype), values)
+    shape = rules.reduced_shape([x.shape], {"dims": dims, "keepdim": keepdim})
+    return values.reshape(shape), idx.astype(np.int64).reshape(shape)
 
 
 def _arg_kernel(fn):
@@ -88,6 +167,24 @@ op("argmax", rules.reduction(linear=False))(_arg_kernel(np.argmax))
 op("argmin", rules.reduction(linear=False))(_arg_kernel(np.argmin))
 
 
+class return_types:  # noqa: N801 - torch.return_types
+    """The named tuples (values, indices) of max, min, median, sort, topk: torch.return_types."""
+
+
+def return_type(name):
+    """The named tuple class return_types.<name> with fields values and indices."""
+    found = getattr(return_types, name, None)
+    if found is None:
+        found = collections.namedtuple(name, ("values", "indices"), module=__name__)
+        found.__qualname__ = f"return_types.{name}"
+        setattr(return_types, name, found)
+    return found
+
+
+for _name in ("max", "min", "median", "sort", "topk"):
+    return_type(_name)
+
+
 def _reducer(name):
     def front(x, dim=None, keepdim=False, axis=None):
         (x,) = tensors(x)
@@ -97,7 +194,55 @@ def _reducer(name):
     return front
 
 
-max, min, prod, all, any, median = (_reducer(n) for n in ("max", "min", "prod", "all", "any", "median"))  # noqa: A001
+prod, all, any = (_reducer(n) for n in ("prod", "all", "any"))  # noqa: A001
+amax, amin = _reducer("max"), _reducer("min")
+amax.__name__, amin.__name__ = "amax", "amin"
+amax.__doc__ = "The largest values over dim (int, tuple or None: all); ties share the gradient (torch.amax)."
+amin.__doc__ = "The smallest values over dim (int, tuple or None: all); ties share the gradient (torch.amin)."
+
+
+def _extreme(name, x, dim, keepdim, axis, other):
+    """max/min as PyTorch: (x) -> the value; (x, dim) -> (values, indices); (x, other) -> the
+    element-wise maximum/minimum. A tuple of dims (Paddle's list of axes) gives values only."""
+    from ..tensor import Tensor
+    if other is None and isinstance(dim, (Tensor, np.ndarray)):
+        dim, other = None, dim
+    if other is not None:
+        from . import elementwise
+        return getattr(elementwise, "maximum" if name == "max" else "minimum")(x, other)
+    (x,) = tensors(x)
+    dim = axis if dim is None else dim
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        return apply(name, [x], {"dims": dims_arg(dim, x.ndim), "keepdim": keepdim})
+    dims = dims_arg(int(dim), x.ndim)
+    values, indices = apply(name, [x], {"dims": dims, "keepdim": keepdim, "indices": True}, multi=True)
+    return return_type(name)(values, indices)
+
+
+def max(x, dim=None, keepdim=False, axis=None, other=None):  # noqa: A001 - the public name
+    """max(x): the largest value (0-d); max(x, dim, keepdim=False): the named tuple (values,
+    indices) along dim (indices of the first maximum; the gradient goes there); max(x, y): the
+    element-wise maximum. As PyTorch/OneFlow; a tuple of dims gives the values only (amax)."""
+    return _extreme("max", x, dim, keepdim, axis, other)
+
+
+def min(x, dim=None, keepdim=False, axis=None, other=None):  # noqa: A001 - the public name
+    """min(x): the smallest value (0-d); min(x, dim, keepdim=False): the named tuple (values,
+    indices); min(x, y): the element-wise minimum. As PyTorch/OneFlow (see max)."""
+    return _extreme("min", x, dim, keepdim, axis, other)
+
+
+def median(x, dim=None, keepdim=False, axis=None):
+    """median(x): the lower middle of all values (0-d; never the mean of the two middle ones);
+    median(x, dim, keepdim=False): the named tuple (values, indices) along dim. As PyTorch."""
+    (x,) = tensors(x)
+    dim = axis if dim is None else dim
+    if dim is None:
+        return apply("median", [x], {"dims": None, "keepdim": keepdim}, multi=True)[0]
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"median takes one dim (an int), got {dim!r}")
+    values, indices = apply("median", [x], {"dims": dims_arg(int(dim), x.ndim), "keepdim": keepdim}, multi=True)
+    return return_type("median")(values, indices)
 
 
 def _arg(name):
@@ -134,7 +279,7 @@ def logsumexp(x, dim=None, keepdim=False, axis=None):
     from .elementwise import exp, log
     (x,) = tensors(x)
     dims = dims_arg(dim, x.ndim, axis)
-    m = max(x, dims, keepdim=True).detach()
+    m = amax(x, dims, keepdim=True).detach()
     out = log(sum(exp(x - m), dims, keepdim=True)) + m
     if not keepdim:
         from .shape import squeeze
@@ -152,7 +297,7 @@ def norm(x, p=2, dim=None, keepdim=False, axis=None):
     if p in ("fro", 2):
         return sqrt(sum(x * x, dims, keepdim))
     if p in (float("inf"), "inf"):
-        return max(_abs(x), dims, keepdim)
+        return amax(_abs(x), dims, keepdim)
     if p == 1:
         return sum(_abs(x), dims, keepdim)
     return _pow(sum(_pow(_abs(x), p), dims, keepdim), 1.0 / p)

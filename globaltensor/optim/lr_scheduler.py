@@ -39,14 +39,15 @@ class StepLR(LRScheduler):
 
 
 class CosineAnnealingLR(LRScheduler):
-    """lr = eta_min + (base - eta_min) * (1 + cos(pi * epoch / T_max)) / 2."""
+    """lr = eta_min + (base - eta_min) * (1 + cos(pi * epoch / T_max)) / 2, for every epoch: past
+    T_max the cosine goes on (back up to base at 2 T_max), as PyTorch's schedule."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):  # noqa: N803 - PyTorch's name
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        t = min(self.last_epoch, self.T_max)
+        t = self.last_epoch
         return [self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
                 for b in self.base_lrs]
 

@@ -23,9 +23,9 @@ class Optimizer:
         self.state = {}
 
     def zero_grad(self, set_to_none=True):
-        for group in self.param_groups:
-            for p in group["params"]:
-                p.grad = None
+        """Forget the gradients (set_to_none, the default), or zero them in place, as PyTorch."""
+        from ..nn.module import zero_grads
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def _params(self):
         for group in self.param_groups:
