@@ -313,8 +313,8 @@ void Group::publish_failure(const std::string& what) {
 }
 
 void Group::check_cycle(int p) {
-  // Follow "waits for" from the member this rank waits for; a path back here, unchanged for a
-  // second, is a deadlock: every rank on it waits in a collective that another never reaches.
+  // Follow "waits for" from the member this rank waits for; a path back here, unchanged for
+  // opts_.deadlock_s, is a deadlock: every rank on it waits in a collective the next never reaches.
   std::vector<std::pair<int, uint64_t>> path{{node_->rank(), node_->status(node_->rank())->epoch.load()}};
   int r = ranks_[p];
   while (true) {  // ends: each step either returns, closes the cycle, or visits a new rank
