@@ -644,3 +644,15 @@ def test_to_cuda_and_back_on_simulated_cuda():
     want[1:3] = 1.0
     for got in run_ranks(_on_cuda, 2, env={"GLOBALTENSOR_CUDA_SIMULATE": "1"}, timeout=120)[0]:
         check(got, want)
+
+
+def test_shape_changing_in_place_ops_keep_the_gradient_path():
+    """reshape_/squeeze_/unsqueeze_ move the tensor to the op's node: the gradient reaches w."""
+    w = gt.tensor(np.arange(6.0, dtype=np.float32), requires_grad=True)
+    y = w * 2
+    y.reshape_(2, 3)
+    y.unsqueeze_(0)
+    y.squeeze_(0)
+    assert tuple(y.shape) == (2, 3)
+    (y * gt.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3))).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * np.arange(6.0))

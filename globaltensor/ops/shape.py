@@ -83,8 +83,13 @@ def reshape_(x, *shape):
 
 
 def _assign(x, new):
-    x._local, x._global_shape, x._sbp, x._node = new._local, new._global_shape, new._sbp, new._node
-    x.requires_grad = new.requires_grad
+    """End of an in-place op that may change the shape (reshape_, squeeze_, ...): x takes new's
+    piece, shape and layout, and new's place in the autograd graph (else gradients stop here)."""
+    x._local, x._global_shape, x._sbp, x._layout = new._local, new._global_shape, new._sbp, new._layout
+    node = new._node
+    if node is not None:
+        node.ctx.outputs = tuple(x if o is new else o for o in node.ctx.outputs)
+    x._node, x.requires_grad = node, new.requires_grad
     return x
 
 
