@@ -24,14 +24,18 @@ class CollectiveCount(dict):
 
 
 @contextlib.contextmanager
+def _observing(observer):
+    """Tell `observer` (an object with add(kind, nbytes, group)) of each collective inside."""
+    _collectives._observers.append(observer)
+    try:
+        yield observer
+    finally:
+        _collectives._observers.remove(observer)
+
+
 def count_collectives():
     """with gt.debug.count_collectives() as c: ...; then c == {"all_reduce": 1}."""
-    counter = CollectiveCount()
-    _collectives._observers.append(counter)
-    try:
-        yield counter
-    finally:
-        _collectives._observers.remove(counter)
+    return _observing(CollectiveCount())
 
 
 class CollectiveTrace(list):
@@ -49,17 +53,11 @@ def _ranks_of(group):
     return tuple(group.ranks) if isinstance(group, Group) else tuple(int(r) for r in group)
 
 
-@contextlib.contextmanager
 def trace_collectives():
     """with gt.debug.trace_collectives() as t: ...; then t lists (kind, ranks, bytes) in order. Every
     member of a group must issue the same kinds on it in the same order (SPMD): comparing the
     ranks' traces finds where a program diverges."""
-    trace = CollectiveTrace()
-    _collectives._observers.append(trace)
-    try:
-        yield trace
-    finally:
-        _collectives._observers.remove(trace)
+    return _observing(CollectiveTrace())
 
 
 def explain(x, sbp=None, placement=None, file=None):

@@ -222,24 +222,21 @@ class StoreClient:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
-    def _call(self, cmd, body):
+    def _call(self, cmd, body, timeout=None):
+        """One request and its answer; with a timeout (seconds) a silent store raises OSError."""
         with self._lock:
-            _send_frame(self._sock, bytes([cmd]) + body)
-            answer = _recv_frame(self._sock)
+            self._sock.settimeout(timeout)
+            try:
+                _send_frame(self._sock, bytes([cmd]) + body)
+                answer = _recv_frame(self._sock)
+            finally:
+                if timeout is not None:
+                    self._sock.settimeout(None)
         return answer[0], answer[1:]
 
     def set(self, key, value, timeout=None):
         """Set key; with a timeout (seconds) the call gives up on a store that does not answer."""
-        if timeout is None:
-            self._call(_SET, _pack(key.encode(), bytes(value)))
-            return
-        with self._lock:
-            self._sock.settimeout(timeout)
-            try:
-                _send_frame(self._sock, bytes([_SET]) + _pack(key.encode(), bytes(value)))
-                _recv_frame(self._sock)
-            finally:
-                self._sock.settimeout(None)
+        self._call(_SET, _pack(key.encode(), bytes(value)), timeout)
 
     def get(self, key, timeout=None, watch=()):
         """The value of key, waiting for it to be set; StoreError after the timeout, PeersLeft as
