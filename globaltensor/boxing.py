@@ -465,11 +465,17 @@ def _exchange_meta(array, placement):
     row[1] = array.ndim
     row[2] = _dtype.ALL.index(_dtype.of_array(array))
     row[3:3 + array.ndim] = array.shape
-    dev = device(placement.type)
-    table = dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=world_group(),
-                                                   sizes=[1] * _world_size()))
+    table = gather_rows(row, placement.type, world_group())
     return {r: (tuple(int(v) for v in table[r, 3:3 + table[r, 1]]), int(table[r, 2]))
             for r in range(len(table)) if table[r, 0]}
+
+
+def gather_rows(row, device_type, group):
+    """Every member's int64 `row`, stacked in member order, through the device's collectives (so
+    a cuda job spanning machines goes through NCCL): the small exchanges that check metadata."""
+    dev = device(device_type)
+    return dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=group,
+                                                  sizes=[1] * len(group.ranks)))
 
 
 def from_local(array, placement, sbp):

@@ -103,7 +103,7 @@ def _check_same_data(array, placement):
     """ValueError on every rank of the placement when ranks passed different data (one small
     all_gather of each rank's (shape, dtype, digest of the bytes))."""
     import hashlib
-    from ..boxing import _group
+    from ..boxing import _group, gather_rows
     if get_rank() not in placement:
         return
     row = np.zeros(20, np.int64)
@@ -113,9 +113,7 @@ def _check_same_data(array, placement):
                             "little", signed=True)
     row[3:3 + min(array.ndim, 17)] = array.shape[:17]
     ranks = placement.rank_list()
-    dev = device(placement.type)
-    table = dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=_group(tuple(sorted(ranks))),
-                                                   sizes=[1] * len(ranks)))
+    table = gather_rows(row, placement.type, _group(tuple(sorted(ranks))))
     rows = dict(zip(sorted(ranks), (tuple(r) for r in table)))
     if len(set(rows.values())) == 1:
         return
