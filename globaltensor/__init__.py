@@ -6,8 +6,9 @@ from . import ops as _ops
 from .autograd import enable_grad, no_grad
 from .dtype import (bfloat16, bool, float16, float32, float64, get_default_dtype, int8, int32, int64,  # noqa: A004
                     set_default_dtype, uint8)
-from .ops.creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
-                           randint, randn, tensor, uniform, zeros, zeros_like)
+from .ops import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,  # noqa: E402
+                  randint, randn, uniform, zeros, zeros_like)
+from .ops.creation import tensor
 from .placement import placement
 from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
 from .ops.reduction import return_types

@@ -182,7 +182,9 @@ class HostNccl:
             self.pending = ({}, {})
             yield self
             sends, recvs = self.pending
-            flat = np.concatenate([sends[r] for r in self.ranks if r in sends] or [np.empty(0, np.float32)])
+            # a rank with nothing to send sends nothing of the dtype it receives (row sizes count bytes)
+            dt = next(iter(recvs.values())).dtype if recvs else np.float32
+            flat = np.concatenate([sends[r] for r in self.ranks if r in sends] or [np.empty(0, dt)])
             got = self.host.all_to_all(flat, [sends[r].size if r in sends else 0 for r in self.ranks],
                                        group=list(self.ranks),
                                        recv_sizes=[recvs[r].size if r in recvs else 0 for r in self.ranks])

@@ -238,9 +238,11 @@ class StoreClient:
         """Set key; with a timeout (seconds) the call gives up on a store that does not answer."""
         self._call(_SET, _pack(key.encode(), bytes(value)), timeout)
 
-    def get(self, key, timeout=None, watch=()):
+    def get(self, key, timeout=None, watch=(), waiting_for=None):
         """The value of key, waiting for it to be set; StoreError after the timeout, PeersLeft as
-        soon as a rank of `watch` (those expected to set it) has ended."""
+        soon as a rank of `watch` (those expected to set it) has ended. `waiting_for` says in the
+        error what the key stands for ("rank 1 to join the job")."""
+        what = f"store key {key!r}" if waiting_for is None else f"{waiting_for} (store key {key!r})"
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
@@ -250,9 +252,9 @@ class StoreClient:
             if status == _OK:
                 return value
             if watch:
-                self.raise_if_left(watch, f"waiting for store key {key!r}")
+                self.raise_if_left(watch, f"waiting for {what}")
             if time.monotonic() >= deadline:
-                raise StoreError(f"timed out after {timeout:.1f} s waiting for store key {key!r}")
+                raise StoreError(f"timed out after {timeout:.1f} s waiting for {what}")
 
     def raise_if_left(self, ranks, what):
         """PeersLeft when some of `ranks` have ended."""

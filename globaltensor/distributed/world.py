@@ -86,7 +86,8 @@ class World:
                 self._connect_store()
                 self.store.set(f"world/host/{self.rank}", host_key().encode())
                 others = [r for r in range(self.world_size) if r != self.rank]
-                self.host_keys = [self.store.get(f"world/host/{r}", watch=others).decode()
+                self.host_keys = [self.store.get(f"world/host/{r}", watch=others,
+                                                 waiting_for=f"rank {r} to join the job").decode()
                                   for r in range(self.world_size)]
                 self.store.barrier("world/arenas-created", self.rank, self.world_size)
                 for r in range(self.world_size):

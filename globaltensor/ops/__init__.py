@@ -6,7 +6,8 @@ import numpy as np
 
 from . import bitwise, elementwise, indexing, linalg, nn_functional, random_ops, reduction, shape  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
-from .elementwise import BINARY, UNARY, add_n, allclose, cast, clip, equal_all, gelu, increment, scale, stanh, where
+from .elementwise import (BINARY, RAW_BINARY, UNARY, add_n, allclose, cast, clip, clone, equal_all, gelu, increment,
+                          masked_fill, scale, stanh, where)
 from .bitwise import bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm, mv, t
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, dist, logsumexp, max, mean, median,  # noqa: A004
@@ -20,6 +21,9 @@ from .indexing import (argsort, gather, gather_nd, getitem, histogram, index_sam
 from .nn_functional import cross_entropy, dropout, embedding, layer_norm, linear, log_softmax, mse_loss, softmax
 from .random_ops import bernoulli, multinomial, randperm
 from ._front import tensors
+from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
+                       randint, randn, uniform, zeros, zeros_like)
+from .keywords import accept_paddle_keywords
 from .. import autograd
 from .. import layout as _layout
 from ..backends.devices import array_module, move, of_array
@@ -28,25 +32,6 @@ from ..tensor import Tensor
 
 cat = concat  # PyTorch's name
 builtins_slice = builtins.slice  # `slice` here is Paddle's op
-
-
-def clone(x):
-    """A copy of x with its own piece (the same layout); differentiable, as torch.clone."""
-    (x,) = tensors(x)
-    return cast(x, x.dtype)
-
-
-def masked_fill(x, mask, value):
-    """x with `value` where the bool `mask` (broadcast to x's shape) holds; x's dtype (as PyTorch)."""
-    (x,) = tensors(x)
-    mask = tensors(x, mask)[1]
-    if mask.dtype.name != "bool":
-        raise TypeError(f"masked_fill: the mask must be a bool tensor, got {mask.dtype!r}")
-    out = where(mask, cast(tensors(x, value)[1], x.dtype), x)
-    if tuple(out.shape) != tuple(x.shape):
-        raise RuntimeError(f"masked_fill: a mask of shape {tuple(mask.shape)} does not broadcast to the tensor's shape "
-                           f"{tuple(x.shape)}")
-    return out
 
 
 _g = globals()
@@ -64,6 +49,10 @@ PUBLIC = sorted(set(UNARY) | set(BINARY) | {
     "bernoulli", "multinomial", "randperm", "diag", "meshgrid", "tril", "triu",
     "amax", "amin", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "cat", "clone", "masked_fill",
 })
+FACTORIES = ("arange", "empty", "empty_like", "eye", "full", "full_like", "linspace", "normal", "ones", "ones_like",
+             "rand", "randint", "randn", "uniform", "zeros", "zeros_like")
+for _name in PUBLIC + list(FACTORIES):  # OneFlow/PyTorch's signatures, Paddle's keyword names too
+    _g[_name] = accept_paddle_keywords(_name, _g[_name])
 
 
 def _method(fn):
@@ -95,16 +84,18 @@ def _operator(fn, reflected=False):
     return lambda self, other: fn(self, other) if _operand(other) else NotImplemented
 
 
-_BINARY_OPERATORS = {
-    "add": add, "sub": subtract, "mul": multiply, "truediv": divide, "floordiv": floor_divide,  # noqa: F405
-    "mod": mod, "pow": pow, "matmul": matmul, "and": bitwise_and, "or": bitwise_or, "xor": bitwise_xor,  # noqa: F405
+_BINARY_OPERATORS = {  # the fronts themselves: an operator has no keywords to translate
+    "add": RAW_BINARY["add"], "sub": RAW_BINARY["subtract"], "mul": RAW_BINARY["multiply"],
+    "truediv": RAW_BINARY["divide"], "floordiv": RAW_BINARY["floor_divide"], "mod": RAW_BINARY["mod"],
+    "pow": RAW_BINARY["pow"], "matmul": linalg.matmul, "and": bitwise.bitwise_and, "or": bitwise.bitwise_or,
+    "xor": bitwise.bitwise_xor,
 }
 for _name, _fn in _BINARY_OPERATORS.items():
     setattr(Tensor, f"__{_name}__", _operator(_fn))
     setattr(Tensor, f"__r{_name}__", _operator(_fn, reflected=True))
-for _name, _fn in {"eq": equal, "ne": not_equal, "ge": greater_equal, "gt": greater_than,  # noqa: F405
-                   "le": less_equal, "lt": less_than}.items():  # noqa: F405
-    setattr(Tensor, f"__{_name}__", _operator(_fn))
+for _name, _op in {"eq": "equal", "ne": "not_equal", "ge": "greater_equal", "gt": "greater_than",
+                   "le": "less_equal", "lt": "less_than"}.items():
+    setattr(Tensor, f"__{_name}__", _operator(RAW_BINARY[_op]))
 Tensor.__neg__, Tensor.__abs__, Tensor.__invert__ = neg, abs, bitwise_not  # noqa: F405
 Tensor.__hash__ = object.__hash__
 Tensor.T = property(lambda self: permute(self, tuple(reversed(range(self.ndim)))))
@@ -154,272 +145,4 @@ def _repeat(self, *sizes):
 Tensor.view, Tensor.repeat, Tensor.clone, Tensor.masked_fill = _view, _repeat, clone, masked_fill
 
 
-# --- in-place ops -------------------------------------------------------------------------------
-# An in-place op computes its result out of place with the dispatcher, from a shallow copy of
-# the tensor that takes the old version's place in the autograd graph, casts it to the tensor's
-# dtype and boxes it to the tensor's placement and SBP; the tensor then takes the result's piece
-# (and, when recorded, its node). Other tensors over the old piece (views, detach()) keep the old
-# values: the piece is replaced, never written into (a piece may be shared with a boxing source or
-# a cached autograd seed).
-
-_LEAF = "a leaf Variable that requires grad is being used in an in-place operation"
-
-
-def _category(dt):
-    return 0 if dt.np.kind == "b" else (1 if dt.np.kind in "iu" else 2)
-
-
-def inplace(x, compute, name, any_dtype=False):
-    """x takes compute(x)'s value (x's shape, dtype, placement and SBP kept) and is returned.
-    any_dtype: the value is cast to x's dtype whatever it is (fill_, copy_, x[k] = v); else, as
-    PyTorch, a result of a higher category (float into an integer tensor) raises."""
-    grad = autograd.is_grad_enabled()
-    if grad and x.requires_grad and x._node is None:
-        raise RuntimeError(f"{name}: {_LEAF} (do it under gt.no_grad(), or on a copy)")
-    old = x._shallow_copy() if grad else x
-    try:
-        new = _fitted(x, compute(old), name, any_dtype)
-    except BaseException:
-        if x._node is not None:  # x keeps its place in the graph
-            x._node.ctx.outputs = tuple(x if o is old else o for o in x._node.ctx.outputs)
-        raise
-    return x._become(new)
-
-
-def _fitted(x, new, name, any_dtype):
-    """An in-place result in x's shape (checked), dtype and layout."""
-    if tuple(new.shape) != tuple(x.shape):
-        raise RuntimeError(f"{name}: output with shape {tuple(x.shape)} doesn't match the broadcast shape "
-                           f"{tuple(new.shape)}")
-    if new.dtype != x.dtype:
-        if not any_dtype and _category(new.dtype) > _category(x.dtype):
-            raise RuntimeError(f"{name}: result type {new.dtype.name} can't be cast to the desired output type "
-                               f"{x.dtype.name}")
-        new = cast(new, x.dtype)
-    if x.is_global and (new.placement != x.placement or new.sbp != x.sbp):
-        new = new.to_global(placement=x.placement, sbp=x.sbp)
-    return new
-
-
-def _scaled(other, alpha):
-    return other if alpha == 1 else multiply(other, alpha)  # noqa: F405
-
-
-def _divided(x, y, rounding_mode):
-    if rounding_mode is None:
-        return divide(x, y)  # noqa: F405
-    if rounding_mode == "floor":
-        return floor_divide(x, y)  # noqa: F405
-    if rounding_mode == "trunc":
-        q = divide(x, y)  # noqa: F405
-        return where(q < 0, ceil(q), floor(q))  # noqa: F405
-    raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
-
-
-_INPLACE = {
-    "add_": lambda x, other, alpha=1: add(x, _scaled(other, alpha)),  # noqa: F405
-    "sub_": lambda x, other, alpha=1: subtract(x, _scaled(other, alpha)),  # noqa: F405
-    "mul_": multiply, "div_": lambda x, other, rounding_mode=None: _divided(x, other, rounding_mode),  # noqa: F405
-    "pow_": pow, "clamp_": clip, "clip_": clip, "bitwise_and_": bitwise_and, "bitwise_or_": bitwise_or,  # noqa: F405
-    "bitwise_xor_": bitwise_xor, "bitwise_not_": bitwise_not,
-    **{f"{n}_": globals()[n] for n in UNARY if n not in ("isfinite", "isinf", "isnan", "imag", "real", "conj")},
-}
-_ASSIGNING = {  # in-place ops whose value is cast to the tensor's dtype whatever it is
-    "fill_": lambda x, value: assigned(x, Ellipsis, value),
-    "zero_": lambda x: assigned(x, Ellipsis, 0),
-    "copy_": lambda x, src, non_blocking=False: assigned(x, Ellipsis, src),
-    "masked_fill_": masked_fill,
-    "__setitem__": lambda x, key, value: assigned(x, key, value),
-}
-
-
-def _bind_inplace(name, fn, any_dtype):
-    def method(self, *args, **kwargs):
-        inplace(self, lambda old: fn(old, *args, **kwargs), name, any_dtype)
-        return None if name == "__setitem__" else self
-    method.__name__ = name
-    method.__doc__ = f"In place: {name.rstrip('_') or name} (the tensor keeps its dtype, placement and SBP)."
-    return method
-
-
-for _name, _fn in _INPLACE.items():
-    setattr(Tensor, _name, _bind_inplace(_name, _fn, False))
-for _name, _fn in _ASSIGNING.items():
-    setattr(Tensor, _name, _bind_inplace(_name, _fn, True))
-for _name, _method_name in {"add": "add_", "sub": "sub_", "mul": "mul_", "truediv": "div_", "and": "bitwise_and_",
-                            "or": "bitwise_or_", "xor": "bitwise_xor_"}.items():
-    setattr(Tensor, f"__i{_name}__", getattr(Tensor, _method_name))
-
-
-# --- x[key] = value -----------------------------------------------------------------------------
-
-def assigned(x, key, value):
-    """x with x[key] = value, out of place, in x's dtype and layout; differentiable in x and value.
-    Basic keys (ints, slices, None, ...): each rank writes the part of the selection its piece
-    holds (zeros on the ranks of a partial_sum axis that do not carry the value), so no collective
-    but the value's broadcast. Index tensors and masks: the whole value on every rank, then its
-    own piece."""
-    (x,) = tensors(x)
-    key = key if isinstance(key, tuple) else (key,)
-    v = value if isinstance(value, Tensor) else None
-    if v is not None and x.is_global and v.is_local:
-        if v.requires_grad:
-            raise RuntimeError("x[key] = value: the value is a local tensor that requires grad and x is global; "
-                               "make it global first (to_global)")
-        value, v = v.numpy(), None
-    if v is not None and x.is_global:
-        v = v.to_global(placement=x.placement, sbp=(_B,) * x.placement.ndim)
-    data = move(np.asarray(value) if v is None else v._local, of_array(x._local)).astype(x.dtype.np, copy=False)
-    basic = builtins.all(k is None or k is Ellipsis or isinstance(k, (builtins_slice, int, np.integer))
-                and not isinstance(k, (bool, np.bool_)) for k in key)
-    with autograd.no_grad():
-        if basic:
-            piece = _assign_basic(x, key, data, tuple(v.shape) if v is not None else data.shape)
-        else:
-            piece = _assign_advanced(x, key, data)
-    out = Tensor(piece, x.shape, x.dtype, x.placement, x.sbp)
-    autograd.record("setitem", _assigned_backward, [x] if v is None else [x, v], [out], {"key": key})
-    return out
-
-
-
-
-def _assigned_backward(ctx, g):
-    from .elementwise import sum_to
-    x, key = ctx.inputs[0], ctx.static["key"]
-    gx = assigned(g, key, 0) if x.requires_grad else None
-    gv = None
-    if len(ctx.inputs) > 1 and ctx.inputs[1].requires_grad:
-        gv = sum_to(getitem(g, key), ctx.inputs[1].shape)
-    return gx, gv
-
-
-def _basic_selection(shape, key):
-    """Per dim of x, the global indices a basic key selects; the shape of x[key]; that shape
-    with one entry per dim of x (ints: 1; None dims dropped)."""
-    real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
-    if real > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
-    if builtins.sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    fill = (builtins_slice(None),) * (len(shape) - real)
-    at = next((i for i, k in enumerate(key) if k is Ellipsis), len(key))
-    key = key[:at] + fill + key[at + 1:]
-    selections, out_shape, d = [], [], 0
-    for k in key:
-        if k is None:
-            out_shape.append(1)
-            continue
-        n = shape[d]
-        if isinstance(k, builtins_slice):
-            sel = np.arange(n)[k]
-            out_shape.append(len(sel))
-        else:
-            if not -n <= int(k) < n:
-                raise IndexError(f"index {int(k)} is out of bounds for dimension {d} with size {n}")
-            sel = np.array([int(k) % n])
-        selections.append(sel)
-        d += 1
-    return selections, tuple(out_shape), tuple(len(s) for s in selections)
-
-
-def _box(x):
-    """(box, holds the value) of this rank's piece; None outside the placement."""
-    if x.is_local:
-        return [(0, n) for n in x.shape], True
-    from ..env import get_rank
-    coord = x.placement.mesh_coord(get_rank())
-    if coord is None:
-        return None
-    return _layout.local_box(x.shape, x.placement.hierarchy, x.sbp, coord), _layout.holds_value(x.sbp, coord)
-
-
-def _lead_ones_dropped(data, shape, ndim):
-    """The value without leading dims of size 1 beyond the selection's dims (PyTorch drops them)."""
-    lead = 0
-    while len(shape) - lead > ndim and shape[lead] == 1:
-        lead += 1
-    return (data.reshape(data.shape[lead:]) if lead and data.ndim == len(shape) else data), tuple(shape[lead:])
-
-
-def _no_broadcast(value_shape, shape):
-    raise RuntimeError(f"shape mismatch: value tensor of shape {tuple(value_shape)} cannot be broadcast to indexing "
-                       f"result of shape {tuple(shape)}")
-
-
-def _assign_basic(x, key, data, value_shape):
-    """This rank's new piece: the selection's part inside its box, from the whole value."""
-    selections, out_shape, aligned = _basic_selection(x.shape, key)
-    data, value_shape = _lead_ones_dropped(data, value_shape, len(out_shape))
-    try:
-        fits = np.broadcast_shapes(value_shape, out_shape) == tuple(out_shape)
-    except ValueError:
-        fits = False
-    if not fits:
-        _no_broadcast(value_shape, out_shape)
-    found = _box(x)
-    if found is None:
-        return x._local
-    data = array_module(data).broadcast_to(data, out_shape).reshape(aligned)
-    box, holds = found
-    where, taken = [], []
-    for sel, (lo, hi) in zip(selections, box):
-        inside = (sel >= lo) & (sel < hi)
-        where.append(sel[inside] - lo)
-        taken.append(np.nonzero(inside)[0])
-    piece = x._local.copy()
-    xp = array_module(piece)
-    region = _index(where, xp)
-    piece[region] = data[_index(taken, xp)] if holds else 0
-    return piece
-
-
-def _index(positions, xp):
-    """An index for these positions per dim: slices when each is a run with a positive step,
-    else an open mesh of index arrays (np.ix_)."""
-    slices = []
-    for p in positions:
-        step = int(p[1] - p[0]) if len(p) > 1 else 1
-        if len(p) and step > 0 and np.array_equal(p, np.arange(p[0], p[-1] + 1, step)):
-            slices.append(builtins_slice(int(p[0]), int(p[-1]) + 1, step))
-        elif not len(p):
-            slices.append(builtins_slice(0, 0))
-        else:
-            return tuple(xp.asarray(i) for i in np.ix_(*positions))
-    return tuple(slices)
-
-
-def _assign_advanced(x, key, data):
-    """This rank's new piece: the whole value assigned on every rank (numpy's rules), then cut."""
-    whole = x if x.is_local else x.to_global(sbp=(_B,) * x.placement.ndim)
-    xp = array_module(whole._local)
-    decoded = tuple(_key_array(k, x, xp) for k in key)
-    full = whole._local.copy()
-    if _box(x) is not None:
-        try:
-            full[decoded] = _lead_ones_dropped(data, data.shape, full[decoded].ndim)[0]
-        except ValueError as exc:
-            raise RuntimeError(f"x[key] = value: {exc}") from None
-    if x.is_local:
-        return full
-    return Tensor(full, x.shape, x.dtype, x.placement, whole.sbp).to_global(sbp=x.sbp)._local
-
-
-def _key_array(k, x, xp):
-    """One entry of an index key as the pieces' array module reads it (tensors: whole values)."""
-    if isinstance(k, Tensor):
-        if k.is_global:  # every rank calls this (a rank outside the placement gets an empty piece)
-            k = k.to_global(placement=x.placement, sbp=(_B,) * x.placement.ndim)
-        return move(k._local, of_array(x._local))
-    if isinstance(k, (list, np.ndarray)):
-        return xp.asarray(np.asarray(k))
-    return k
-
-
-def _getitem(self, key):
-    if isinstance(key, Tensor) and key.dtype.name == "bool":
-        return masked_select(self, key)
-    return getitem(self, key)
-
-
-Tensor.__getitem__ = _getitem
+from . import inplace  # noqa: E402,F401 - binds add_/mul_/.../x[k] = v (it uses the ops above)

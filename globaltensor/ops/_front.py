@@ -171,9 +171,8 @@ def promoted_pair(x, y, mode=None, name="op"):
     return [_scalar(x, dt, y), y if y._dtype is dt else apply("cast", [y], {"dtype": dt.np})]
 
 
-def dims_arg(dim, ndim, axis=None):
-    """dim (int, tuple or None; Paddle's axis too) as a sorted tuple of non-negative dims, or None."""
-    dim = axis if dim is None else dim
+def dims_arg(dim, ndim):
+    """dim (int, tuple or None) as a sorted tuple of non-negative dims, or None."""
     if dim is None:
         return None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)

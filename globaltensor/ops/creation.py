@@ -220,23 +220,23 @@ def _like(x, dtype, placement, sbp):
             sbp if sbp is not None else x.sbp)
 
 
-def zeros_like(x, dtype=None, placement=None, sbp=None, requires_grad=False):
-    shape, dt, pl, s = _like(x, dtype, placement, sbp)
+def zeros_like(input, dtype=None, placement=None, sbp=None, requires_grad=False):
+    shape, dt, pl, s = _like(input, dtype, placement, sbp)
     return zeros(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
 
 
-def ones_like(x, dtype=None, placement=None, sbp=None, requires_grad=False):
-    shape, dt, pl, s = _like(x, dtype, placement, sbp)
+def ones_like(input, dtype=None, placement=None, sbp=None, requires_grad=False):
+    shape, dt, pl, s = _like(input, dtype, placement, sbp)
     return ones(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
 
 
-def full_like(x, fill_value, dtype=None, placement=None, sbp=None, requires_grad=False):
-    shape, dt, pl, s = _like(x, dtype, placement, sbp)
+def full_like(input, fill_value, dtype=None, placement=None, sbp=None, requires_grad=False):
+    shape, dt, pl, s = _like(input, dtype, placement, sbp)
     return full(shape, fill_value, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
 
 
-def empty_like(x, dtype=None, placement=None, sbp=None, requires_grad=False):
-    shape, dt, pl, s = _like(x, dtype, placement, sbp)
+def empty_like(input, dtype=None, placement=None, sbp=None, requires_grad=False):
+    shape, dt, pl, s = _like(input, dtype, placement, sbp)
     return empty(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
 
 

@@ -131,28 +131,28 @@ def _make_unary(name, kernel, linear, derivative):
     op(name, rules.elementwise(linear), _unary_backward(derivative) if derivative else _zero_grad)(kernel)
 
     if name in FLOAT_RESULT:
-        def front(x):
-            if type(x) is not Tensor:
-                (x,) = tensors(x)
-            if not x._dtype.is_floating:  # integer or bool: the default float dtype, as PyTorch
-                x = cast_to(x, _dtype.get_default_dtype())
-            return apply(name, [x])
+        def front(input):
+            if type(input) is not Tensor:
+                (input,) = tensors(input)
+            if not input._dtype.is_floating:  # integer or bool: the default float dtype, as PyTorch
+                input = cast_to(input, _dtype.get_default_dtype())
+            return apply(name, [input])
         doc = "; integer and bool inputs give the default float dtype"
     elif name in NO_BOOL or name == "square":
-        def front(x):
-            if type(x) is not Tensor:
-                (x,) = tensors(x)
-            if x._dtype is _dtype.bool:
+        def front(input):
+            if type(input) is not Tensor:
+                (input,) = tensors(input)
+            if input._dtype is _dtype.bool:
                 if name == "square":
-                    x = cast_to(x, _dtype.int64)
+                    input = cast_to(input, _dtype.int64)
                 else:
                     raise TypeError(f"{name}: not supported for bool tensors (as in PyTorch); cast to an integer "
                                     f"or float dtype first")
-            return apply(name, [x])
+            return apply(name, [input])
         doc = "; keeps the input's dtype" + ("" if name == "square" else ", bool refused")
     else:
-        def front(x):
-            return apply(name, [x] if type(x) is Tensor else tensors(x))
+        def front(input):
+            return apply(name, [input] if type(input) is Tensor else tensors(input))
         doc = ""
     front.__name__ = name
     front.__doc__ = f"Element-wise {name} (numpy semantics{doc})."
@@ -171,21 +171,21 @@ def _make_binary(name, kernel, linear, derivative):
     mode = _MODES.get(name)
 
     if mode == "float":
-        def front(x, y):
+        def front(input, other):
             # the hot path: two floating tensors of one dtype pay no promotion
-            if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype and x._dtype.is_floating:
-                return apply(name, [x, y])
-            return apply(name, promoted_pair(x, y, mode, name))
+            if type(input) is Tensor and type(other) is Tensor and input._dtype is other._dtype and input._dtype.is_floating:
+                return apply(name, [input, other])
+            return apply(name, promoted_pair(input, other, mode, name))
     elif mode in ("nobool", "subtract"):
-        def front(x, y):
-            if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype and x._dtype is not _dtype.bool:
-                return apply(name, [x, y])
-            return apply(name, promoted_pair(x, y, mode, name))
+        def front(input, other):
+            if type(input) is Tensor and type(other) is Tensor and input._dtype is other._dtype and input._dtype is not _dtype.bool:
+                return apply(name, [input, other])
+            return apply(name, promoted_pair(input, other, mode, name))
     else:
-        def front(x, y):
-            if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype:
-                return apply(name, [x, y])
-            return apply(name, promoted_pair(x, y, None, name))
+        def front(input, other):
+            if type(input) is Tensor and type(other) is Tensor and input._dtype is other._dtype:
+                return apply(name, [input, other])
+            return apply(name, promoted_pair(input, other, None, name))
     front.__name__ = name
     front.__doc__ = (f"Element-wise {name} with numpy broadcasting; the inputs are promoted as in PyTorch "
                      f"(torch.result_type: by category bool < integer < floating, a Python scalar never widens "
@@ -202,23 +202,87 @@ for _name, _spec in UNARY.items():
     globals()[_name] = _make_unary(_name, *_spec)
 for _name, _spec in BINARY.items():
     globals()[_name] = _make_binary(_name, *_spec)
+RAW_BINARY = {_name: globals()[_name] for _name in BINARY}  # what the operators (x + y) call
+
+
+def add(input, other, *, alpha=1):
+    """input + alpha * other, element-wise with numpy broadcasting; promoted as in PyTorch
+    (torch.result_type: by category bool < integer < floating, a Python scalar never widens a
+    tensor of its category)."""
+    return RAW_BINARY["add"](input, _times(other, alpha))
+
+
+def subtract(input, other, *, alpha=1):
+    """input - alpha * other (see add)."""
+    return RAW_BINARY["subtract"](input, _times(other, alpha))
+
+
+def _times(value, alpha):
+    if alpha == 1:
+        return value
+    return RAW_BINARY["multiply"](value, alpha) if isinstance(value, Tensor) else value * alpha
+
+
+def divide(input, other, *, rounding_mode=None):
+    """input / other: true division (integers give the default float dtype), or rounded:
+    rounding_mode="floor" (floor_divide) or "trunc" (towards zero, in the promoted dtype)."""
+    if rounding_mode is None:
+        return RAW_BINARY["divide"](input, other)
+    if rounding_mode not in ("floor", "trunc"):
+        raise ValueError(f"divide: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+    floor = RAW_BINARY["floor_divide"](input, other)
+    if rounding_mode == "floor":
+        return floor
+    a, b = tensors(input, other)
+    inexact = RAW_BINARY["not_equal"](RAW_BINARY["multiply"](floor, b), a)
+    opposite = RAW_BINARY["not_equal"](RAW_BINARY["less_than"](a, 0), RAW_BINARY["less_than"](b, 0))
+    return RAW_BINARY["add"](floor, cast(RAW_BINARY["logical_and"](inexact, opposite), floor.dtype))
+
+
+def pow(input, exponent):  # noqa: A001 - the public name
+    """input ** exponent, element-wise (numpy broadcasting, PyTorch's promotion)."""
+    return RAW_BINARY["pow"](input, exponent)
 
 
 @op("where", lambda s, o, st: rules.elementwise()(s, o, st) + [((rules.B, rules.P, rules.P), (rules.P,))],
     lambda ctx, g: (None, sum_to(where(ctx.inputs[0], g, 0), ctx.inputs[1].shape),
-                    sum_to(where(ctx.inputs[0], 0, g), ctx.inputs[2].shape)))
+                    sum_to(where(ctx.inputs[0], 0, g), ctx.inputs[2].shape)),
+    meta=lambda s, dt, st: ([rules.broadcast_shape(s)], [np.result_type(dt[1].np, dt[2].np)]))
 def _where(condition, x, y):
     return np.where(condition, x, y)
 
 
-def where(condition, x, y):
-    """x where condition holds, else y (numpy broadcasting); where(c, P, P) stays partial. x and y
-    are promoted as in PyTorch (where(c, int tensor, 0.5) is of the default float dtype)."""
-    like = next((v for v in (condition, x, y) if isinstance(v, Tensor)), None)
+def where(condition, input=None, other=None):
+    """input where condition holds, else other (numpy broadcasting); where(c, P, P) stays
+    partial. input and other are promoted as in PyTorch (where(c, int tensor, 0.5) is of the
+    default float dtype). where(condition) alone: nonzero(condition, as_tuple=True)."""
+    if input is None and other is None:
+        from .indexing import nonzero
+        return nonzero(condition, as_tuple=True)
+    like = next((v for v in (condition, input, other) if isinstance(v, Tensor)), None)
     condition = own_tensor(condition, like)
-    if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype:
-        return apply("where", [condition, x, y])
-    return apply("where", [condition, *promoted(x, y, like=condition, name="where")])
+    if type(input) is Tensor and type(other) is Tensor and input._dtype is other._dtype:
+        return apply("where", [condition, input, other])
+    return apply("where", [condition, *promoted(input, other, like=condition, name="where")])
+
+
+def clone(input):
+    """A copy of x with its own piece (the same layout); differentiable, as torch.clone."""
+    (input,) = tensors(input)
+    return cast(input, input.dtype)
+
+
+def masked_fill(input, mask, value):
+    """x with `value` where the bool `mask` (broadcast to x's shape) holds; x's dtype (as PyTorch)."""
+    (input,) = tensors(input)
+    mask = tensors(input, mask)[1]
+    if mask.dtype.name != "bool":
+        raise TypeError(f"masked_fill: the mask must be a bool tensor, got {mask.dtype!r}")
+    out = where(mask, cast(tensors(input, value)[1], input.dtype), input)
+    if tuple(out.shape) != tuple(input.shape):
+        raise RuntimeError(f"masked_fill: a mask of shape {tuple(mask.shape)} does not broadcast to the tensor's shape "
+                           f"{tuple(input.shape)}")
+    return out
 
 
 @op("clip", rules.elementwise(), lambda ctx, g: g * ((ctx.inputs[0] >= _lo(ctx)) * (ctx.inputs[0] <= _hi(ctx))))
@@ -234,14 +298,14 @@ def _hi(ctx):
     return np.inf if ctx.static["max"] is None else ctx.static["max"]
 
 
-def clip(x, min=None, max=None):
+def clip(input, min=None, max=None):
     """Limit values to [min, max] (either may be None); the result dtype is PyTorch's (clip of an
     integer tensor to a float bound gives the default float dtype)."""
-    (x,) = tensors(x)
+    (input,) = tensors(input)
     bounds = [b for b in (min, max) if b is not None]
     if bounds:
-        x = cast_to(x, result_dtype([kind(x)] + [kind(b) for b in bounds], name="clip"))
-    return apply("clip", [x], {"min": min, "max": max})
+        input = cast_to(input, result_dtype([kind(input)] + [kind(b) for b in bounds], name="clip"))
+    return apply("clip", [input], {"min": min, "max": max})
 
 
 @op("cast", rules.elementwise("unary"), lambda ctx, g: cast(g, ctx.inputs[0].dtype))
@@ -274,11 +338,15 @@ def stanh(x, scale_a=0.67, scale_b=1.7159):
     return tanh(x * scale_a) * scale_b  # noqa: F821
 
 
-def gelu(x, approximate="none"):
-    """x * Phi(x), exact (erf) or with the tanh approximation."""
+def gelu(input, approximate="none"):
+    """x * Phi(x), exact (approximate="none") or with the tanh approximation ("tanh"; Paddle's
+    approximate=True)."""
+    approximate = {True: "tanh", False: "none"}.get(approximate, approximate)
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     if approximate == "tanh":
-        return 0.5 * x * (1 + tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))  # noqa: F821
-    return x * 0.5 * (1 + erf(x * (1 / math.sqrt(2))))  # noqa: F821
+        return 0.5 * input * (1 + tanh(math.sqrt(2 / math.pi) * (input + 0.044715 * input * input * input)))  # noqa: F821
+    return input * 0.5 * (1 + erf(input * (1 / math.sqrt(2))))  # noqa: F821
 
 
 def add_n(inputs):
@@ -290,12 +358,12 @@ def add_n(inputs):
     return total
 
 
-def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True (a 0-d bool tensor) when |x - y| <= atol + rtol * |y| everywhere."""
     from .reduction import all as _all
-    close = less_equal(abs(x - y), atol + rtol * abs(y))  # noqa: F821
+    close = less_equal(abs(input - other), atol + rtol * abs(other))  # noqa: F821
     if equal_nan:
-        close = logical_or(close, logical_and(isnan(x), isnan(y)))  # noqa: F821
+        close = logical_or(close, logical_and(isnan(input), isnan(other)))  # noqa: F821
     return _all(close)
 
 

@@ -3,11 +3,14 @@ ops whose output size depends on the data (nonzero, masked_select, unique) run o
 
 Every op here reads values to find positions, so each declares its output shapes with a meta
 (registry.py): shape inference never runs a kernel on made-up indices."""
+import builtins
+
 import numpy as np
 
 from ..backends.devices import array_module
 from . import rules
 from ._front import apply, tensors
+from .reduction import return_type
 from .registry import op
 from .shape import _rows
 
@@ -62,10 +65,10 @@ def _gather(x, index, dim=0):
     return np.take_along_axis(x, index, axis=dim)
 
 
-def gather(x, dim, index):
+def gather(input, dim, index):
     """out[i][j] = x[i][index[i][j]] along dim (PyTorch's gather)."""
-    x, index = tensors(x, index)
-    return apply("gather", [x, index], {"dim": dim % x.ndim})
+    input, index = tensors(input, index)
+    return apply("gather", [input, index], {"dim": dim % input.ndim})
 
 
 @op("scatter_add", _other_dims(), lambda ctx, g: (g, None, gather(g, ctx.static["dim"], ctx.inputs[1])),
@@ -83,8 +86,8 @@ def _open_grid(xp, shape):
     return [xp.arange(n).reshape([n if a == d else 1 for a in range(len(shape))]) for d, n in enumerate(shape)]
 
 
-def scatter_add_(x, dim, index, src):
-    return apply("scatter_add", tensors(x, index, src), {"dim": dim % x.ndim})
+def scatter_add_(input, dim, index, src):
+    return apply("scatter_add", tensors(input, index, src), {"dim": dim % input.ndim})
 
 
 @op("scatter", _other_dims(), lambda ctx, g: (scatter(g, ctx.static["dim"], ctx.inputs[1], 0.0), None,
@@ -96,16 +99,16 @@ def _scatter(x, index, src, dim=0):
     return out
 
 
-def scatter(x, dim, index, src):
+def scatter(input, dim, index, src):
     """A copy of x with out[i][index[i][j]] = src[i][j] along dim (PyTorch's scatter)."""
-    x, index, src = tensors(x, index, src)
-    return apply("scatter", [x, index, src], {"dim": dim % x.ndim})
+    input, index, src = tensors(input, index, src)
+    return apply("scatter", [input, index, src], {"dim": dim % input.ndim})
 
 
-def scatter_(x, dim, index, src):
+def scatter_(input, dim, index, src):
     """In-place scatter: x takes the result and is returned."""
     from .shape import _assign
-    return _assign(x, scatter(x._shallow_copy(), dim, index, src))
+    return _assign(input, scatter(input._shallow_copy(), dim, index, src))
 
 
 def _index_select_rows(s, o, st):
@@ -145,11 +148,12 @@ def _index_add_kernel(x, index, src, dim=0):
     return out
 
 
-def index_select(x, index, dim=0, axis=None):
-    """The slices of x at `index` (1-D, int) along dim."""
-    x, index = tensors(x, index)
-    dim = (axis if axis is not None else dim) % x.ndim
-    return apply("index_select", [x, index], {"dim": dim})
+def index_select(input, dim, index):
+    """The slices of input at `index` (1-D, int) along dim (OneFlow/PyTorch's order; Paddle's
+    index_select(x, index, axis) by keyword)."""
+    input, index = tensors(input, index)
+    dim = dim % input.ndim
+    return apply("index_select", [input, index], {"dim": dim})
 
 
 @op("index_sample", lambda s, o, st: [((B, B), (B,)), ((S(0), S(0)), (S(0),))],
@@ -245,24 +249,42 @@ def _nonzero(x):
 
 
 @_data_dependent()
-def _unique(x):
-    return np.unique(x)
+def _unique(x, return_inverse=False, return_counts=False, dim=None):
+    values, inverse, counts = np.unique(x, return_inverse=True, return_counts=True, axis=dim)
+    out = (values,)
+    if return_inverse:
+        out += (inverse.reshape(x.shape if dim is None else (x.shape[dim],)).astype(np.int64),)
+    if return_counts:
+        out += (counts.astype(np.int64),)
+    return out
 
 
-def masked_select(x, mask):
+def masked_select(input, mask):
     """The elements of x where mask holds, as a 1-D tensor. Data-dependent size: the inputs
     are gathered to broadcast first."""
-    return apply("masked_select", tensors(x, mask))
+    return apply("masked_select", tensors(input, mask))
 
 
-def nonzero(x):
-    """Indices (n, ndim) of the non-zero elements. Data-dependent size: gathered to broadcast."""
-    return apply("nonzero", tensors(x))
+def nonzero(input, *, as_tuple=False):
+    """Indices (n, ndim) of the non-zero elements; as_tuple=True: one 1-D tensor a dim (as
+    numpy's nonzero). Data-dependent size: gathered to broadcast."""
+    (input,) = tensors(input)
+    found = apply("nonzero", [input])
+    if not as_tuple:
+        return found
+    from .shape import reshape
+    return tuple(reshape(found[:, d], -1) for d in range(builtins.max(input.ndim, 1)))
 
 
-def unique(x):
-    """The sorted distinct values. Data-dependent size: gathered to broadcast."""
-    return apply("unique", tensors(x))
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
+    """The distinct values, sorted (always, as PyTorch on CPU), with the index of each element's
+    value (return_inverse) and each value's count (return_counts); dim: distinct slices along it.
+    Data-dependent size: gathered to broadcast."""
+    (input,) = tensors(input)
+    static = {"return_inverse": bool(return_inverse), "return_counts": bool(return_counts),
+              "dim": None if dim is None else dim % input.ndim}
+    out = apply("unique", [input], static, multi=True)
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def _sort_backward(ctx, g, g_idx=None):
@@ -284,15 +306,17 @@ def _sort(x, dim=-1, descending=False):
     return np.take_along_axis(x, idx, axis=dim), idx.astype(np.int64)
 
 
-def sort(x, dim=-1, descending=False, axis=None):
-    """(values, indices) sorted along dim (stable); independent along the other dims."""
-    (x,) = tensors(x)
-    dim = (axis if axis is not None else dim) % x.ndim
-    return tuple(apply("sort", [x], {"dim": dim, "descending": descending}, multi=True))
+def sort(input, dim=-1, descending=False, *, stable=False):
+    """The named tuple (values, indices) sorted along dim; independent along the other dims.
+    Always stable (stable= is PyTorch's keyword; equal values keep their order)."""
+    (input,) = tensors(input)
+    dim = dim % input.ndim
+    return return_type("sort")(*apply("sort", [input], {"dim": dim, "descending": descending}, multi=True))
 
 
-def argsort(x, dim=-1, descending=False, axis=None):
-    return sort(x, dim, descending, axis)[1]
+def argsort(input, dim=-1, descending=False, *, stable=False):
+    """The indices that sort input along dim (stable)."""
+    return sort(input, dim, descending)[1]
 
 
 def _topk_meta(s, dt, st):
@@ -313,13 +337,13 @@ def _topk(x, k=1, dim=-1, largest=True):
     return np.take_along_axis(x, idx, axis=dim), idx.astype(np.int64)
 
 
-def topk(x, k, dim=-1, largest=True, sorted=True, axis=None):  # noqa: A002
-    """(values, indices) of the k largest (or smallest) along dim, in order."""
-    (x,) = tensors(x)
-    dim = (axis if axis is not None else dim) % x.ndim
-    if not 0 <= k <= x.shape[dim]:
-        raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {x.shape[dim]}")
-    return tuple(apply("topk", [x], {"k": k, "dim": dim, "largest": largest}, multi=True))
+def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    """The named tuple (values, indices) of the k largest (or smallest) along dim, in order."""
+    (input,) = tensors(input)
+    dim = dim % input.ndim
+    if not 0 <= k <= input.shape[dim]:
+        raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {input.shape[dim]}")
+    return return_type("topk")(*apply("topk", [input], {"k": k, "dim": dim, "largest": largest}, multi=True))
 
 
 @op("histogram", lambda s, o, st: [((B,), (B,))] + ([((S(d),), (P,)) for d in range(len(s[0]))]
@@ -330,10 +354,10 @@ def _histogram(x, bins=100, min=0.0, max=0.0):
     return np.histogram(x, bins=bins, range=(lo, hi))[0].astype(np.int64)
 
 
-def histogram(x, bins=100, min=0, max=0):  # noqa: A002
+def histogram(input, bins=100, min=0, max=0):  # noqa: A002
     """Counts in `bins` equal bins over [min, max] (the data's range when min == max == 0);
     with an explicit range the counts of split pieces add up (S -> P)."""
-    return apply("histogram", tensors(x), {"bins": bins, "min": float(min), "max": float(max)})
+    return apply("histogram", tensors(input), {"bins": bins, "min": float(min), "max": float(max)})
 
 
 @op("shard_index", rules.elementwise(), meta=rules.like(0))
@@ -342,9 +366,9 @@ def _shard_index(x, index_num=1, nshards=1, shard_id=0, ignore_value=-1):
     return np.where(x // size == shard_id, x % size, ignore_value).astype(x.dtype)
 
 
-def shard_index(x, index_num, nshards, shard_id, ignore_value=-1):
+def shard_index(input, index_num, nshards, shard_id, ignore_value=-1):
     """Paddle's shard_index: labels of shard `shard_id` become local indices, others ignore_value."""
-    return apply("shard_index", tensors(x), {"index_num": index_num, "nshards": nshards, "shard_id": shard_id,
+    return apply("shard_index", tensors(input), {"index_num": index_num, "nshards": nshards, "shard_id": shard_id,
                                              "ignore_value": ignore_value})
 
 

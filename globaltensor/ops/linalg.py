@@ -102,10 +102,10 @@ def _matmul(a, b, out=None, order=None):
     return np.matmul(a, b)
 
 
-def matmul(x, y):
+def matmul(input, other):
     """np.matmul semantics. Rows (for 2-D): S(0) x B -> S(0); B x S(1) -> S(1); S(1) x S(0) -> P;
     P x B -> P; B x P -> P; batch dims split alike stay split."""
-    return apply("matmul", tensors(x, y))
+    return apply("matmul", tensors(input, other))
 
 
 def _check_ndim(name, x, ndims):
@@ -113,44 +113,44 @@ def _check_ndim(name, x, ndims):
         raise ValueError(f"{name} expects a {' or '.join(map(str, ndims))}-D tensor, got shape {tuple(x.shape)}")
 
 
-def mm(x, y):
+def mm(input, mat2):
     """2-D matrix product."""
-    _check_ndim("mm", x, (2,))
-    _check_ndim("mm", y, (2,))
-    return matmul(x, y)
+    _check_ndim("mm", input, (2,))
+    _check_ndim("mm", mat2, (2,))
+    return matmul(input, mat2)
 
 
-def bmm(x, y):
+def bmm(input, mat2):
     """Batched (3-D) matrix product."""
-    _check_ndim("bmm", x, (3,))
-    _check_ndim("bmm", y, (3,))
-    return matmul(x, y)
+    _check_ndim("bmm", input, (3,))
+    _check_ndim("bmm", mat2, (3,))
+    return matmul(input, mat2)
 
 
-def mv(x, v):
+def mv(input, vec):
     """Matrix-vector product."""
-    _check_ndim("mv", x, (2,))
-    _check_ndim("mv", v, (1,))
-    return matmul(x, v)
+    _check_ndim("mv", input, (2,))
+    _check_ndim("mv", vec, (1,))
+    return matmul(input, vec)
 
 
-def dot(x, y):
+def dot(input, tensor):
     """Inner product of two vectors."""
-    _check_ndim("dot", x, (1,))
-    _check_ndim("dot", y, (1,))
-    return matmul(x, y)
+    _check_ndim("dot", input, (1,))
+    _check_ndim("dot", tensor, (1,))
+    return matmul(input, tensor)
 
 
-def addmm(input, x, y, beta=1.0, alpha=1.0):  # noqa: A002
+def addmm(input, mat1, mat2, beta=1.0, alpha=1.0):  # noqa: A002
     """beta * input + alpha * (x @ y)."""
-    return input * beta + mm(x, y) * alpha
+    return input * beta + mm(mat1, mat2) * alpha
 
 
-def t(x):
+def t(input):
     """Transpose of a tensor of at most 2 dims."""
-    if x.ndim > 2:
-        raise ValueError(f"t expects at most 2 dims, got shape {tuple(x.shape)}")
-    return x if x.ndim < 2 else transpose(x, 0, 1)
+    if input.ndim > 2:
+        raise ValueError(f"t expects at most 2 dims, got shape {tuple(input.shape)}")
+    return input if input.ndim < 2 else transpose(input, 0, 1)
 
 
 def _kron_meta(s, dt, st):
@@ -166,9 +166,9 @@ def _kron(a, b):
     return np.kron(a, b)
 
 
-def kron(x, y):
+def kron(input, other):
     """Kronecker product (bilinear: a partial factor gives a partial result)."""
-    return apply("kron", tensors(x, y))
+    return apply("kron", tensors(input, other))
 
 
 def _cross_backward(ctx, g):
@@ -191,13 +191,12 @@ def _cross(a, b, dim=-1):
     return np.cross(a, b, axis=dim)
 
 
-def cross(x, y, dim=None, axis=None):
+def cross(input, other, dim=None):
     """Cross product of 3-vectors along dim (default: the first dim of size 3)."""
-    x, y = tensors(x, y)
-    dim = axis if dim is None else dim
+    input, other = tensors(input, other)
     if dim is None:
-        dim = next(i for i, n in enumerate(x.shape) if n == 3)
-    return apply("cross", [x, y], {"dim": dim % x.ndim})
+        dim = next(i for i, n in enumerate(input.shape) if n == 3)
+    return apply("cross", [input, other], {"dim": dim % input.ndim})
 
 
 def _batch_rows(in_shapes, out_shapes, static):
@@ -222,9 +221,9 @@ def _cholesky(x, upper=False):
     return np.swapaxes(c, -1, -2).conj() if upper else c
 
 
-def cholesky(x, upper=False):
+def cholesky(input, upper=False):
     """Cholesky factor of symmetric positive-definite matrices (batch dims may be split)."""
-    return apply("cholesky", tensors(x), {"upper": upper})
+    return apply("cholesky", tensors(input), {"upper": upper})
 
 
 @op("inverse", _batch_rows, meta=_square_meta("inverse", keep_dtype=True),
@@ -233,6 +232,6 @@ def _inverse(x):
     return np.linalg.inv(x).astype(x.dtype)
 
 
-def inverse(x):
+def inverse(input):
     """Matrix inverse (batch dims may be split)."""
-    return apply("inverse", tensors(x))
+    return apply("inverse", tensors(input))

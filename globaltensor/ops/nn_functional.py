@@ -9,56 +9,57 @@ from ..backends.devices import array_module
 from . import rules
 from ._front import apply, tensors
 from .elementwise import exp, gelu, log, relu, sigmoid  # noqa: F401 - part of this family
-from .reduction import logsumexp, max, mean, sum  # noqa: A004
+from .reduction import _as, logsumexp, max, mean, sum  # noqa: A004
 from .registry import op
 
 B, P, S = rules.B, rules.P, rules.split
 
 
-def softmax(x, dim=-1, axis=None):
-    """exp(x - max) / sum(exp(x - max)) along dim; the max is detached (it cancels)."""
-    (x,) = tensors(x)
-    dim = (axis if axis is not None else dim) % x.ndim
-    if x.shape[dim] == 0:  # nothing to normalise (and no max of an empty dim)
-        return x * 1
-    e = exp(x - max(x, (dim,), keepdim=True).detach())  # a tuple of dims: the values alone
+def softmax(input, dim=-1, *, dtype=None):
+    """exp(x - max) / sum(exp(x - max)) along dim (in dtype when given); the max is detached
+    (it cancels)."""
+    input = _as(input, dtype)
+    dim = dim % input.ndim
+    if input.shape[dim] == 0:  # nothing to normalise (and no max of an empty dim)
+        return input * 1
+    e = exp(input - max(input, (dim,), keepdim=True).detach())  # a tuple of dims: the values alone
     return e / sum(e, dim, keepdim=True)
 
 
-def log_softmax(x, dim=-1, axis=None):
-    """x - logsumexp(x) along dim."""
-    (x,) = tensors(x)
-    dim = (axis if axis is not None else dim) % x.ndim
-    if x.shape[dim] == 0:
-        return x * 1
-    return x - logsumexp(x, dim, keepdim=True)
+def log_softmax(input, dim=-1, *, dtype=None):
+    """x - logsumexp(x) along dim (in dtype when given)."""
+    input = _as(input, dtype)
+    dim = dim % input.ndim
+    if input.shape[dim] == 0:
+        return input * 1
+    return input - logsumexp(input, dim, keepdim=True)
 
 
-def dropout(x, p=0.5, training=True):
+def dropout(input, p=0.5, training=True):
     """Zero each element with probability p and scale the rest by 1 / (1 - p). The mask comes
     from the sharding-invariant generator, so it does not depend on the layout."""
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     if not training or p == 0:
-        return x
+        return input
     from .creation import rand
     from ..sbp import broadcast
-    if x.is_global:
-        u = rand(*x.shape, dtype=x.dtype, placement=x.placement, sbp=tuple(
-            s if s is not P else broadcast for s in x.sbp))
+    if input.is_global:
+        u = rand(*input.shape, dtype=input.dtype, placement=input.placement, sbp=tuple(
+            s if s is not P else broadcast for s in input.sbp))
     else:
-        u = rand(*x.shape, dtype=x.dtype)
-    keep = (u >= p).astype(x.dtype)
-    return x * keep * (1.0 / (1.0 - p)) if p < 1 else x * 0.0
+        u = rand(*input.shape, dtype=input.dtype)
+    keep = (u >= p).astype(input.dtype)
+    return input * keep * (1.0 / (1.0 - p)) if p < 1 else input * 0.0
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the last len(normalized_shape) dims, then * weight + bias."""
     from .elementwise import rsqrt
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    dims = tuple(range(x.ndim - len(shape), x.ndim))
-    mu = mean(x, dims, keepdim=True)
-    centered = x - mu
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    mu = mean(input, dims, keepdim=True)
+    centered = input - mu
     var = mean(centered * centered, dims, keepdim=True)
     out = centered * rsqrt(var + eps)
     if weight is not None:
@@ -156,10 +157,10 @@ def _linear(x, w, b=None):
     return y
 
 
-def linear(x, weight, bias=None):
+def linear(input, weight, bias=None):
     """x @ weight.T + bias (weight has shape (out_features, in_features), as in OneFlow); one
     primitive, so a layer is one dispatch forward and three in backward."""
-    return apply("linear", tensors(x, weight) if bias is None else tensors(x, weight, bias))
+    return apply("linear", tensors(input, weight) if bias is None else tensors(input, weight, bias))
 
 
 def _embedding_rows(s, o, st):
@@ -189,18 +190,18 @@ def _embedding(indices, weight):
     return np.take(weight, indices, axis=0)
 
 
-def embedding(x, weight, padding_idx=None):
+def embedding(input, weight, padding_idx=None):
     """Rows of weight at the indices x. Rows: indices split -> output split alike; weight split
     by columns (S(1)) -> output split on its last dim; partial weight -> partial output. A
     table split by rows (S(0)) gives a partial output: each rank looks up the indices that
     fall in its rows and leaves zeros elsewhere (the model-parallel embedding)."""
-    x, weight = tensors(x, weight)
+    input, weight = tensors(input, weight)
     if weight.is_global and any(getattr(sp, "dim", None) == 0 for sp in weight.sbp):
-        out = _row_split_embedding(x, weight)
+        out = _row_split_embedding(input, weight)
     else:
-        out = apply("embedding", [x, weight])
+        out = apply("embedding", [input, weight])
     if padding_idx is not None:
-        out = out * (x != padding_idx).astype(out.dtype).unsqueeze(-1)
+        out = out * (input != padding_idx).astype(out.dtype).unsqueeze(-1)
     return out
 
 
@@ -257,20 +258,46 @@ def _row_split_backward(ctx, g):
     return None, Tensor(grad, weight.shape, weight.dtype, weight.placement, weight.sbp)
 
 
-def cross_entropy(logits, target, reduction="mean", ignore_index=-100):
-    """Negative log-likelihood of integer class targets under log_softmax(logits) (classes on
-    dim 1, as in OneFlow/PyTorch)."""
-    from .indexing import gather
-    from .shape import squeeze, unsqueeze
-    logp = log_softmax(logits, 1)
-    picked = squeeze(gather(logp, 1, unsqueeze(target.clip(0, None), 1)), 1)
-    valid = (target != ignore_index).astype(picked.dtype)
-    losses = -picked * valid
+def legacy_reduction(size_average, reduce, reduction):
+    """PyTorch's deprecated size_average=/reduce= as a reduction (both None: reduction)."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is False:
+        return "none"
+    return "mean" if size_average is not False else "sum"
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """Negative log-likelihood of integer class targets under log_softmax(input) (classes on
+    dim 1), as PyTorch: class weights (the mean divides by the weights of the counted targets),
+    targets equal to ignore_index count for nothing, label_smoothing mixes in the uniform
+    distribution over the classes."""
+    from .indexing import gather, index_select
+    from .shape import reshape, squeeze, unsqueeze
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    input, target = tensors(input, target)
+    logp = log_softmax(input, 1)
+    safe = target.clip(0, None)
+    valid = (target != ignore_index).astype(logp.dtype)
+    if weight is None:
+        counted, smooth = valid, -sum(logp, 1)
+    else:
+        weight = tensors(input, weight)[1]
+        counted = reshape(index_select(weight, 0, reshape(safe, -1)), tuple(target.shape)) * valid
+        shape = [1] * input.ndim
+        shape[1] = input.shape[1]
+        smooth = -sum(logp * reshape(weight, shape), 1)
+    losses = -squeeze(gather(logp, 1, unsqueeze(safe, 1)), 1) * counted
+    if label_smoothing:
+        losses = losses * (1.0 - label_smoothing) + smooth * valid * (label_smoothing / input.shape[1])
     if reduction == "none":
         return losses
     if reduction == "sum":
         return sum(losses)
-    return sum(losses) / sum(valid)
+    return sum(losses) / sum(counted)
 
 
 def _mse_rows(in_shapes, out_shapes, static):
@@ -301,12 +328,13 @@ def _mse_mean(x, y, count=1):
                                    dtype=np.result_type(x.dtype, y.dtype))
 
 
-def mse_loss(x, y, reduction="mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the squared differences; the mean is one primitive."""
-    x, y = tensors(x, y)
-    if reduction == "mean" and tuple(x.shape) == tuple(y.shape) and x.dtype.is_floating:
-        return apply("mse_mean", [x, y], {"count": x.numel()})
-    d = x - y
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    input, target = tensors(input, target)
+    if reduction == "mean" and tuple(input.shape) == tuple(target.shape) and input.dtype.is_floating:
+        return apply("mse_mean", [input, target], {"count": input.numel()})
+    d = input - target
     if reduction == "none":
         return d * d
     return mean(d * d) if reduction == "mean" else sum(d * d)

@@ -14,24 +14,24 @@ def _like_layout(x):
     return {"placement": x.placement, "sbp": tuple(broadcast if s is partial_sum else s for s in x.sbp)}
 
 
-def bernoulli(x, p=None):
+def bernoulli(input, p=None):
     """1 with probability x (element-wise), else 0; same layout as x and x's dtype (the default
     float dtype for integer probabilities)."""
-    (x,) = tensors(x)
-    probs = x if p is None else x * 0 + p
-    dt = x.dtype if x.dtype.is_floating else _dtype.get_default_dtype()
-    u = rand(*x.shape, dtype=dt, **_like_layout(x))
+    (input,) = tensors(input)
+    probs = input if p is None else input * 0 + p
+    dt = input.dtype if input.dtype.is_floating else _dtype.get_default_dtype()
+    u = rand(*input.shape, dtype=dt, **_like_layout(input))
     return (u < probs).astype(dt)
 
 
-def multinomial(x, num_samples, replacement=False):
+def multinomial(input, num_samples, replacement=False):
     """num_samples class indices per row of the probabilities x (1-D or 2-D), int64.
     With replacement: inverse CDF of uniform draws; without: Gumbel top-k."""
     from .indexing import topk
     from .reduction import cumsum, sum
-    (x,) = tensors(x)
-    squeeze = x.ndim == 1
-    probs = x.unsqueeze(0) if squeeze else x
+    (input,) = tensors(input)
+    squeeze = input.ndim == 1
+    probs = input.unsqueeze(0) if squeeze else input
     layout = _like_layout(probs)
     if replacement:
         cdf = cumsum(probs / sum(probs, -1, keepdim=True), -1)

@@ -31,27 +31,35 @@ def _sum(x, dims=None, keepdim=False):
     return np.sum(x, axis=_axis(dims), keepdims=keepdim)
 
 
-def sum(x, dim=None, keepdim=False, axis=None, dtype=None):  # noqa: A001 - the public name
+def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - the public name
     """Sum over dim (int, tuple or None for all); on a split dim the result stays partial."""
-    (x,) = tensors(x)
-    if dtype is not None:
-        from .elementwise import cast
-        x = cast(x, dtype)
-    return apply("sum", [x], {"dims": dims_arg(dim, x.ndim, axis), "keepdim": keepdim})
+    input = _as(input, dtype)
+    return apply("sum", [input], {"dims": dims_arg(dim, input.ndim), "keepdim": keepdim})
 
 
-def mean(x, dim=None, keepdim=False, axis=None):
-    """sum / count: a composite, so it shares sum's SBP rows and gradient."""
-    (x,) = tensors(x)
-    dims = dims_arg(dim, x.ndim, axis)
-    count = int(np.prod([x.shape[d] for d in (dims if dims is not None else range(x.ndim))]))
-    total = sum(x if x.dtype.is_floating else _float(x), dims, keepdim)
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    """sum / count: a composite, so it shares sum's SBP rows and gradient. Integers give the
+    default float dtype."""
+    input = _as(input, dtype)
+    dims = dims_arg(dim, input.ndim)
+    count = int(np.prod([input.shape[d] for d in (dims if dims is not None else range(input.ndim))]))
+    total = sum(input if input.dtype.is_floating else _float(input), dims, keepdim)
     return total / builtins.max(count, 1) if count else total * float("nan")
+
+
+def _as(x, dtype):
+    """x as a tensor, cast to dtype first when one is given (PyTorch's dtype= of reductions)."""
+    (x,) = tensors(x)
+    if dtype is None:
+        return x
+    from .elementwise import cast
+    return cast(x, dtype)
 
 
 def _float(x):
     from .elementwise import cast
-    return cast(x, "float32")
+    from ..dtype import get_default_dtype
+    return cast(x, get_default_dtype())
 
 
 def _extreme_backward(ctx, g, *rest):
@@ -186,22 +194,27 @@ for _name in ("max", "min", "median", "sort", "topk"):
 
 
 def _reducer(name):
-    def front(x, dim=None, keepdim=False, axis=None):
-        (x,) = tensors(x)
-        return apply(name, [x], {"dims": dims_arg(dim, x.ndim, axis), "keepdim": keepdim})
+    def front(input, dim=None, keepdim=False):
+        (input,) = tensors(input)
+        return apply(name, [input], {"dims": dims_arg(dim, input.ndim), "keepdim": keepdim})
     front.__name__ = name
     front.__doc__ = f"{name} over dim (int, tuple or None for all); not linear, so never partial."
     return front
 
 
-prod, all, any = (_reducer(n) for n in ("prod", "all", "any"))  # noqa: A001
+_prod, all, any = (_reducer(n) for n in ("prod", "all", "any"))  # noqa: A001
 amax, amin = _reducer("max"), _reducer("min")
 amax.__name__, amin.__name__ = "amax", "amin"
 amax.__doc__ = "The largest values over dim (int, tuple or None: all); ties share the gradient (torch.amax)."
 amin.__doc__ = "The smallest values over dim (int, tuple or None: all); ties share the gradient (torch.amin)."
 
 
-def _extreme(name, x, dim, keepdim, axis, other):
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """prod over dim (int, tuple or None for all), in dtype when given; not linear, so never partial."""
+    return _prod(_as(input, dtype), dim, keepdim)
+
+
+def _extreme(name, x, dim, keepdim, other):
     """max/min as PyTorch: (x) -> the value; (x, dim) -> (values, indices); (x, other) -> the
     element-wise maximum/minimum. A tuple of dims (Paddle's list of axes) gives values only."""
     from ..tensor import Tensor
@@ -211,7 +224,6 @@ def _extreme(name, x, dim, keepdim, axis, other):
         from . import elementwise
         return getattr(elementwise, "maximum" if name == "max" else "minimum")(x, other)
     (x,) = tensors(x)
-    dim = axis if dim is None else dim
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         return apply(name, [x], {"dims": dims_arg(dim, x.ndim), "keepdim": keepdim})
     dims = dims_arg(int(dim), x.ndim)
@@ -219,39 +231,38 @@ def _extreme(name, x, dim, keepdim, axis, other):
     return return_type(name)(values, indices)
 
 
-def max(x, dim=None, keepdim=False, axis=None, other=None):  # noqa: A001 - the public name
+def max(input, dim=None, keepdim=False, *, other=None):  # noqa: A001 - the public name
     """max(x): the largest value (0-d); max(x, dim, keepdim=False): the named tuple (values,
     indices) along dim (indices of the first maximum; the gradient goes there); max(x, y): the
     element-wise maximum. As PyTorch/OneFlow; a tuple of dims gives the values only (amax)."""
-    return _extreme("max", x, dim, keepdim, axis, other)
+    return _extreme("max", input, dim, keepdim, other)
 
 
-def min(x, dim=None, keepdim=False, axis=None, other=None):  # noqa: A001 - the public name
+def min(input, dim=None, keepdim=False, *, other=None):  # noqa: A001 - the public name
     """min(x): the smallest value (0-d); min(x, dim, keepdim=False): the named tuple (values,
     indices); min(x, y): the element-wise minimum. As PyTorch/OneFlow (see max)."""
-    return _extreme("min", x, dim, keepdim, axis, other)
+    return _extreme("min", input, dim, keepdim, other)
 
 
-def median(x, dim=None, keepdim=False, axis=None):
+def median(input, dim=None, keepdim=False):
     """median(x): the lower middle of all values (0-d; never the mean of the two middle ones);
     median(x, dim, keepdim=False): the named tuple (values, indices) along dim. As PyTorch."""
-    (x,) = tensors(x)
-    dim = axis if dim is None else dim
+    (input,) = tensors(input)
     if dim is None:
-        return apply("median", [x], {"dims": None, "keepdim": keepdim}, multi=True)[0]
+        return apply("median", [input], {"dims": None, "keepdim": keepdim}, multi=True)[0]
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         raise TypeError(f"median takes one dim (an int), got {dim!r}")
-    values, indices = apply("median", [x], {"dims": dims_arg(int(dim), x.ndim), "keepdim": keepdim}, multi=True)
+    values, indices = apply("median", [input], {"dims": dims_arg(int(dim), input.ndim), "keepdim": keepdim}, multi=True)
     return return_type("median")(values, indices)
 
 
 def _arg(name):
-    def front(x, dim=None, keepdim=False, axis=None):
-        (x,) = tensors(x)
-        dims = dims_arg(dim, x.ndim, axis)
+    def front(input, dim=None, keepdim=False):
+        (input,) = tensors(input)
+        dims = dims_arg(dim, input.ndim)
         if dims is not None and len(dims) != 1:
             raise ValueError(f"{name} takes one dim")
-        return apply(name, [x], {"dims": dims, "keepdim": keepdim and dims is not None})
+        return apply(name, [input], {"dims": dims, "keepdim": keepdim and dims is not None})
     front.__name__ = name
     front.__doc__ = f"Index of the {name[3:]} along dim (flat index when dim is None), int64."
     return front
@@ -260,61 +271,65 @@ def _arg(name):
 argmax, argmin = _arg("argmax"), _arg("argmin")
 
 
-def var(x, dim=None, unbiased=True, keepdim=False, axis=None):
-    """Variance (unbiased by default, as OneFlow/PyTorch)."""
-    (x,) = tensors(x)
-    dims = dims_arg(dim, x.ndim, axis)
-    count = int(np.prod([x.shape[d] for d in (dims if dims is not None else range(x.ndim))]))
-    centered = x - mean(x, dims, keepdim=True)
-    return sum(centered * centered, dims, keepdim) / builtins.max(count - (1 if unbiased else 0), 1)
+def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """Variance over dim, divided by count - correction (PyTorch's correction=; unbiased=True is
+    correction=1, the default as in OneFlow/PyTorch)."""
+    (input,) = tensors(input)
+    dims = dims_arg(dim, input.ndim)
+    count = int(np.prod([input.shape[d] for d in (dims if dims is not None else range(input.ndim))]))
+    correction = (1 if unbiased else 0) if correction is None else correction
+    centered = input - mean(input, dims, keepdim=True)
+    return sum(centered * centered, dims, keepdim) / builtins.max(count - correction, 1)
 
 
-def std(x, dim=None, unbiased=True, keepdim=False, axis=None):
+def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """Standard deviation: the square root of var (same arguments)."""
     from .elementwise import sqrt
-    return sqrt(var(x, dim, unbiased, keepdim, axis))
+    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
 
 
-def logsumexp(x, dim=None, keepdim=False, axis=None):
+def logsumexp(input, dim=None, keepdim=False):
     """log(sum(exp(x))) computed stably: the max is subtracted first (and detached)."""
     from .elementwise import exp, log
-    (x,) = tensors(x)
-    dims = dims_arg(dim, x.ndim, axis)
-    m = amax(x, dims, keepdim=True).detach()
-    out = log(sum(exp(x - m), dims, keepdim=True)) + m
+    (input,) = tensors(input)
+    dims = dims_arg(dim, input.ndim)
+    m = amax(input, dims, keepdim=True).detach()
+    out = log(sum(exp(input - m), dims, keepdim=True)) + m
     if not keepdim:
         from .shape import squeeze
-        out = squeeze(out, dims if dims is not None else tuple(range(x.ndim)))
+        out = squeeze(out, dims if dims is not None else tuple(range(input.ndim)))
     return out
 
 
-def norm(x, p=2, dim=None, keepdim=False, axis=None):
+def norm(input, p=2, dim=None, keepdim=False):
     """Vector p-norm over dim (p = 1, 2, inf, or any positive number; "fro" = 2)."""
     from .elementwise import abs as _abs
     from .elementwise import pow as _pow
     from .elementwise import sqrt
-    (x,) = tensors(x)
-    dims = dims_arg(dim, x.ndim, axis)
+    (input,) = tensors(input)
+    dims = dims_arg(dim, input.ndim)
     if p in ("fro", 2):
-        return sqrt(sum(x * x, dims, keepdim))
+        return sqrt(sum(input * input, dims, keepdim))
     if p in (float("inf"), "inf"):
-        return amax(_abs(x), dims, keepdim)
+        return amax(_abs(input), dims, keepdim)
     if p == 1:
-        return sum(_abs(x), dims, keepdim)
-    return _pow(sum(_pow(_abs(x), p), dims, keepdim), 1.0 / p)
+        return sum(_abs(input), dims, keepdim)
+    return _pow(sum(_pow(_abs(input), p), dims, keepdim), 1.0 / p)
 
 
-def dist(x, y, p=2):
+def dist(input, other, p=2):
     """The p-norm of x - y."""
-    return norm(x - y, p)
+    return norm(input - other, p)
 
 
-def numel(x):
+def numel(input):
     """The number of elements (a Python int)."""
-    return x.numel()
+    return input.numel()
 
 
 @op("cumsum", rules.along_dims(lambda i, o, st: [(d, d) for d in range(len(i)) if d != st["dim"]], linear=True),
-    lambda ctx, g: _flip_cumsum(g, ctx.static["dim"]))
+    lambda ctx, g: _flip_cumsum(g, ctx.static["dim"]),
+    meta=lambda s, dt, st: ([tuple(s[0])], [np.cumsum(np.zeros(1, dt[0].np)).dtype]))
 def _cumsum(x, dim=0):
     return np.cumsum(x, axis=dim)
 
@@ -324,18 +339,20 @@ def _flip_cumsum(g, dim):
     return flip(cumsum(flip(g, dim), dim), dim)
 
 
-def cumsum(x, dim=None, axis=None):
-    """Running sum along dim; independent along the other dims, linear (P stays P)."""
-    (x,) = tensors(x)
-    d = dims_arg(dim, x.ndim, axis)
+def cumsum(input, dim=None, *, dtype=None):
+    """Running sum along dim (None: over the flattened values, as Paddle), in dtype when given;
+    independent along the other dims, linear (P stays P)."""
+    input = _as(input, dtype)
+    d = dims_arg(dim, input.ndim)
     if d is None:
         from .shape import flatten
-        x, d = flatten(x), (0,)
-    return apply("cumsum", [x], {"dim": d[0]})
+        input, d = flatten(input), (0,)
+    return apply("cumsum", [input], {"dim": d[0]})
 
 
 @op("trace", lambda s, o, st: [((rules.B,), (rules.B,)), ((rules.P,), (rules.P,))],
-    lambda ctx, g: g * _eye_like(ctx.inputs[0]))
+    lambda ctx, g: g * _eye_like(ctx.inputs[0]),
+    meta=lambda s, dt, st: ([()], [np.trace(np.zeros((1, 1), dt[0].np)).dtype]))
 def _trace(x):
     return array_module(x).asarray(np.trace(x))
 
@@ -348,6 +365,6 @@ def _eye_like(x):
     return eye(x.shape[0], x.shape[1], dtype=x.dtype, placement=x.placement, sbp=(broadcast,) * x.placement.ndim)
 
 
-def trace(x):
+def trace(input):
     """The sum of the main diagonal of a 2-D tensor."""
-    return apply("trace", tensors(x))
+    return apply("trace", tensors(input))

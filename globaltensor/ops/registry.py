@@ -19,8 +19,8 @@ declared by the op, never guessed from values:
   arrays gives the dtypes and the number of outputs.
 * nothing else (an op with its own rules and no meta, as in tutorial 06): stand-ins, but only
   while every input is floating. Integer and bool tensors are what kernels index and mask by, so
-  the dispatcher refuses them with a TypeError that asks for a meta (``STANDIN_UNTIL_DECLARED``
-  lists the older ops outside this package's indexing/shape files that still rely on stand-ins).
+  the dispatcher refuses them with a TypeError that asks for a meta. Every op of this package
+  declares one or has a shape-aware generator.
 
 Whatever the source, the dispatcher checks every piece a kernel returns against the shape its
 layout says: a wrong meta fails on its first call, naming the op, not later in another op.
@@ -33,9 +33,6 @@ STANDIN = "standin"
 
 # Ops registered without a declaration whose inputs may be integer or bool and whose shapes do
 # not depend on values (declared by their owners' files in time: then drop the name here).
-STANDIN_UNTIL_DECLARED = frozenset({"where", "trace", "cumsum"})
-
-
 class OpDef:
     """An op: its numpy kernel, its SBP rows for one mesh axis, its backward, its shapes.
 
@@ -80,8 +77,6 @@ def op(name, rules, backward=None, meta=None, data_dependent=False, takes_hints=
         if found is None and not data_dependent:
             if getattr(rules, "out_shape", None) is not None:
                 found = family_meta(rules.out_shape, kernel)
-            elif name in STANDIN_UNTIL_DECLARED:
-                found = STANDIN
         REGISTRY[name] = OpDef(name, kernel, rules, backward, found, data_dependent, takes_hints)
         return kernel
     return register

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from . import rules
+from . import _front
 from ._front import apply, dims_arg, tensors
 from .registry import op
 
@@ -67,19 +68,19 @@ def _shape_arg(shape, numel):
     return tuple(int(s) for s in shape)
 
 
-def reshape(x, *shape):
+def reshape(input, *shape):
     """The same values in another shape (C order); a split survives when its dim and the dims
     before it keep their sizes."""
-    (x,) = tensors(x)
-    shape = _shape_arg(shape, x.numel())
-    if shape == tuple(x.shape):
-        return x
-    return apply("reshape", [x], {"shape": shape, "keep": len(_same_prefix_pairs(x.shape, shape))})
+    (input,) = tensors(input)
+    shape = _shape_arg(shape, input.numel())
+    if shape == tuple(input.shape):
+        return input
+    return apply("reshape", [input], {"shape": shape, "keep": len(_same_prefix_pairs(input.shape, shape))})
 
 
-def reshape_(x, *shape):
+def reshape_(input, *shape):
     """In-place reshape: x takes the new shape and is returned."""
-    return _assign(x, reshape(x._shallow_copy(), *shape))
+    return _assign(input, reshape(input._shallow_copy(), *shape))
 
 
 def _assign(x, new):
@@ -93,13 +94,13 @@ def _assign(x, new):
     return x
 
 
-def flatten(x, start_dim=0, end_dim=-1):
-    (x,) = tensors(x)
-    if x.ndim == 0:
-        return reshape(x, 1)
-    start, end = start_dim % x.ndim, end_dim % x.ndim
-    shape = x.shape[:start] + (int(np.prod(x.shape[start:end + 1])),) + x.shape[end + 1:]
-    return reshape(x, shape)
+def flatten(input, start_dim=0, end_dim=-1):
+    (input,) = tensors(input)
+    if input.ndim == 0:
+        return reshape(input, 1)
+    start, end = start_dim % input.ndim, end_dim % input.ndim
+    shape = input.shape[:start] + (int(np.prod(input.shape[start:end + 1])),) + input.shape[end + 1:]
+    return reshape(input, shape)
 
 
 def _kept_dims(in_shape, out_shape):
@@ -134,31 +135,30 @@ op("unsqueeze", lambda s, o, st: _rows(_kept_dims(s[0], o[0])), lambda ctx, g: r
    meta=_meta(_unsqueeze_shape))(lambda x, dim=0: np.expand_dims(x, dim))
 
 
-def squeeze(x, dim=None, axis=None):
+def squeeze(input, dim=None):
     """Drop dims of size one (all of them, or those named)."""
-    (x,) = tensors(x)
-    dims = dims_arg(dim, x.ndim, axis)
+    (input,) = tensors(input)
+    dims = dims_arg(dim, input.ndim)
     # the dims of global size 1, named: a piece may have other dims of size 1 (a split one)
-    dims = tuple(d for d in (range(x.ndim) if dims is None else dims) if x.shape[d] == 1)
+    dims = tuple(d for d in (range(input.ndim) if dims is None else dims) if input.shape[d] == 1)
     if not dims:
-        return x
-    return apply("squeeze", [x], {"dims": dims})
+        return input
+    return apply("squeeze", [input], {"dims": dims})
 
 
-def unsqueeze(x, dim=0, axis=None):
+def unsqueeze(input, dim):
     """Insert a dim of size one at dim."""
-    (x,) = tensors(x)
-    dim = axis if axis is not None else dim
-    dim = dim % (x.ndim + 1)
-    return apply("unsqueeze", [x], {"dim": dim})
+    (input,) = tensors(input)
+    dim = dim % (input.ndim + 1)
+    return apply("unsqueeze", [input], {"dim": dim})
 
 
-def squeeze_(x, dim=None):
-    return _assign(x, squeeze(x._shallow_copy(), dim))
+def squeeze_(input, dim=None):
+    return _assign(input, squeeze(input._shallow_copy(), dim))
 
 
-def unsqueeze_(x, dim=0):
-    return _assign(x, unsqueeze(x._shallow_copy(), dim))
+def unsqueeze_(input, dim):
+    return _assign(input, unsqueeze(input._shallow_copy(), dim))
 
 
 def _perm_pairs(s, o, st):
@@ -179,19 +179,19 @@ def _permute(x, perm=()):
     return np.transpose(x, perm)
 
 
-def permute(x, *dims):
-    (x,) = tensors(x)
+def permute(input, *dims):
+    (input,) = tensors(input)
     dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
-    return apply("permute", [x], {"perm": tuple(int(d) % x.ndim for d in dims)})
+    return apply("permute", [input], {"perm": tuple(int(d) % input.ndim for d in dims)})
 
 
-def transpose(x, dim0=0, dim1=1):
+def transpose(input, dim0=0, dim1=1):
     """Swap two dims; a split follows its dim."""
-    (x,) = tensors(x)
-    perm = list(range(x.ndim))
-    d0, d1 = dim0 % x.ndim, dim1 % x.ndim
+    (input,) = tensors(input)
+    perm = list(range(input.ndim))
+    d0, d1 = dim0 % input.ndim, dim1 % input.ndim
     perm[d0], perm[d1] = perm[d1], perm[d0]
-    return apply("permute", [x], {"perm": tuple(perm)})
+    return apply("permute", [input], {"perm": tuple(perm)})
 
 
 def _expand_pairs(s, o, st):
@@ -219,22 +219,22 @@ def _sum_to(g, shape):
     return sum_to(g, shape)
 
 
-def expand(x, *shape):
+def expand(input, *shape):
     """Broadcast to shape (-1 keeps a size); the result is a read-only view, as numpy's."""
-    (x,) = tensors(x)
+    (input,) = tensors(input)
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
-    lead = len(shape) - x.ndim
-    shape = tuple(x.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
-    grown = tuple(i for i in range(len(shape)) if i < lead or x.shape[i - lead] != shape[i])
-    return apply("expand", [x], {"shape": shape, "grown": grown})
+    lead = len(shape) - input.ndim
+    shape = tuple(input.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
+    grown = tuple(i for i in range(len(shape)) if i < lead or input.shape[i - lead] != shape[i])
+    return apply("expand", [input], {"shape": shape, "grown": grown})
 
 
-def broadcast_to(x, shape):
-    return expand(x, shape)
+def broadcast_to(input, shape):
+    return expand(input, shape)
 
 
-def expand_as(x, y):
-    return expand(x, y.shape)
+def expand_as(input, other):
+    return expand(input, other.shape)
 
 
 def _tile_shape(s, st):
@@ -263,11 +263,11 @@ def _tile_back(g, ctx):
     return reshape(summed, x.shape)
 
 
-def tile(x, repeat_times):
+def tile(input, dims):
     """Repeat x along each dim (numpy's tile)."""
-    (x,) = tensors(x)
-    reps = (repeat_times,) if isinstance(repeat_times, int) else tuple(repeat_times)
-    return apply("tile", [x], {"reps": reps})
+    (input,) = tensors(input)
+    reps = (dims,) if isinstance(dims, int) else tuple(dims)
+    return apply("tile", [input], {"reps": reps})
 
 
 @op("flip", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["dims"]]),
@@ -276,9 +276,10 @@ def _flip(x, dims=()):
     return np.flip(x, dims)
 
 
-def flip(x, dims=None, axis=None):
-    (x,) = tensors(x)
-    return apply("flip", [x], {"dims": dims_arg(dims, x.ndim, axis)})
+def flip(input, dims):
+    """Reverse the order along dims (an int or a sequence)."""
+    (input,) = tensors(input)
+    return apply("flip", [input], {"dims": dims_arg(dims, input.ndim)})
 
 
 @op("roll", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if st["dims"] is not None and d not in st["dims"]]),
@@ -287,12 +288,12 @@ def _roll(x, shifts=(), dims=None):
     return np.roll(x, shifts, dims)
 
 
-def roll(x, shifts, dims=None, axis=None):
-    (x,) = tensors(x)
+def roll(input, shifts, dims=None):
+    """Shift the values along dims, cyclically (dims None: over the flattened values)."""
+    (input,) = tensors(input)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
-    dims = axis if dims is None else dims
     dims = None if dims is None else ((dims,) if isinstance(dims, int) else tuple(dims))
-    return apply("roll", [x], {"shifts": shifts, "dims": None if dims is None else tuple(d % x.ndim for d in dims)})
+    return apply("roll", [input], {"shifts": shifts, "dims": None if dims is None else tuple(d % input.ndim for d in dims)})
 
 
 def _concat_rows(s, o, st):
@@ -322,11 +323,11 @@ def _concat(*xs, dim=0):
     return np.concatenate(xs, axis=dim)
 
 
-def concat(xs, dim=0, axis=None):
+def concat(tensors, dim=0):
     """Join tensors along an existing dim (splits along the other dims are kept)."""
-    xs = tensors(*xs)
-    dim = (axis if axis is not None else dim) % xs[0].ndim
-    return apply("concat", xs, {"dim": dim})
+    tensors = _front.tensors(*tensors)
+    dim = dim % tensors[0].ndim
+    return apply("concat", tensors, {"dim": dim})
 
 
 def _stack_rows(s, o, st):
@@ -346,11 +347,11 @@ def _stack(*xs, dim=0):
     return np.stack(xs, axis=dim)
 
 
-def stack(xs, dim=0, axis=None):
+def stack(tensors, dim=0):
     """Join tensors along a new dim."""
-    xs = tensors(*xs)
-    dim = (axis if axis is not None else dim) % (xs[0].ndim + 1)
-    return apply("stack", xs, {"dim": dim})
+    tensors = _front.tensors(*tensors)
+    dim = dim % (tensors[0].ndim + 1)
+    return apply("stack", tensors, {"dim": dim})
 
 
 def _split_rows(s, o, st):
@@ -376,44 +377,61 @@ def _split(x, sizes=(), dim=0):
     return tuple(np.split(x, list(itertools.accumulate(sizes))[:-1], axis=dim))
 
 
-def split(x, num_or_sections, dim=0, axis=None):
-    """Pieces along dim: an int piece size (the last may be shorter), or a list of sizes."""
-    (x,) = tensors(x)
-    dim = (axis if axis is not None else dim) % x.ndim
-    n = x.shape[dim]
+def split(tensor, split_size_or_sections=None, dim=0, *, num_or_sections=None):
+    """Pieces along dim, as PyTorch: an int is a piece size (the last may be shorter), a list the
+    sizes. Paddle's keyword num_or_sections=: an int is a number of equal pieces, a list the sizes
+    (one may be -1: the rest)."""
+    (tensor,) = tensors(tensor)
+    dim = dim % tensor.ndim
+    n = tensor.shape[dim]
+    if (split_size_or_sections is None) == (num_or_sections is None):
+        raise TypeError("split() takes split_size_or_sections (PyTorch) or num_or_sections= (Paddle): one of them")
     if isinstance(num_or_sections, int):
-        sizes = [num_or_sections] * (n // num_or_sections) + ([n % num_or_sections] if n % num_or_sections else [])
-        sizes = sizes or [0]  # an empty dim gives one empty piece (as PyTorch's split)
+        if num_or_sections <= 0 or n % num_or_sections:
+            raise ValueError(f"split: num_or_sections={num_or_sections} does not divide dim {dim} of size {n} "
+                             f"into equal pieces")
+        split_size_or_sections = [n // num_or_sections] * num_or_sections
+    elif num_or_sections is not None:
+        split_size_or_sections = num_or_sections
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0 and n:
+            raise ValueError(f"split: the piece size must be positive, got {size}")
+        sizes = [size] * (n // size) + ([n % size] if n % size else []) if n else [0]  # empty dim: one empty piece
     else:
-        sizes = list(num_or_sections)
+        sizes = list(split_size_or_sections)
         if -1 in sizes:
             sizes[sizes.index(-1)] = n - sum(s for s in sizes if s != -1)
     if sum(sizes) != n:
-        raise ValueError(f"split sizes {sizes} do not add up to {n} (dim {dim} of shape {tuple(x.shape)})")
-    return list(apply("split", [x], {"sizes": tuple(sizes), "dim": dim}, multi=True))
+        raise ValueError(f"split sizes {sizes} do not add up to {n} (dim {dim} of shape {tuple(tensor.shape)})")
+    return list(apply("split", [tensor], {"sizes": tuple(sizes), "dim": dim}, multi=True))
 
 
-def chunk(x, chunks, dim=0, axis=None):
+def chunk(input, chunks, dim=0):
     """`chunks` pieces of ceil(n / chunks) along dim (the last ones may be smaller)."""
-    (x,) = tensors(x)
-    dim = (axis if axis is not None else dim) % x.ndim
-    if x.shape[dim] == 0:  # as PyTorch: `chunks` empty pieces
-        return split(x, [0] * chunks, dim)
-    size = -(-x.shape[dim] // chunks)
-    return split(x, max(size, 1), dim)
+    (input,) = tensors(input)
+    dim = dim % input.ndim
+    if input.shape[dim] == 0:  # as PyTorch: `chunks` empty pieces
+        return split(input, [0] * chunks, dim)
+    size = -(-input.shape[dim] // chunks)
+    return split(input, max(size, 1), dim)
 
 
-def unbind(x, dim=0, axis=None):
+def unbind(input, dim=0):
     """The slices along dim, each without that dim."""
-    (x,) = tensors(x)
-    dim = (axis if axis is not None else dim) % x.ndim
-    if x.shape[dim] == 0:
+    (input,) = tensors(input)
+    dim = dim % input.ndim
+    if input.shape[dim] == 0:
         return []
-    return [squeeze(p, dim) for p in split(x, 1, dim)]
+    return [squeeze(p, dim) for p in split(input, 1, dim)]
 
 
 def unstack(x, axis=0, num=None):
-    return unbind(x, axis)
+    """Paddle's unbind: the slices along axis (num, when given, must be their count)."""
+    out = unbind(x, axis)
+    if num is not None and num != len(out):
+        raise ValueError(f"unstack: num={num}, but axis {axis} has {len(out)} slices")
+    return out
 
 
 def _slice_index(shape, axes, starts, ends, strides):
@@ -465,9 +483,9 @@ def strided_slice(x, axes, starts, ends, strides):
                                          "strides": tuple(strides)})
 
 
-def slice(x, axes, starts, ends):  # noqa: A001 - Paddle's name
+def slice(input, axes, starts, ends):  # noqa: A001 - Paddle's name
     """Paddle's slice: x[starts:ends] along axes."""
-    return strided_slice(x, axes, starts, ends, [1] * len(axes))
+    return strided_slice(input, axes, starts, ends, [1] * len(axes))
 
 
 def _batch_dims_rows(s, o, st):
@@ -490,14 +508,14 @@ def _triu(x, diagonal=0):
     return np.triu(x, diagonal)
 
 
-def tril(x, diagonal=0):
+def tril(input, diagonal=0):
     """The lower triangle (on and below `diagonal`) of the last two dims; the rest zero."""
-    return apply("tril", tensors(x), {"diagonal": diagonal})
+    return apply("tril", tensors(input), {"diagonal": diagonal})
 
 
-def triu(x, diagonal=0):
+def triu(input, diagonal=0):
     """The upper triangle (on and above `diagonal`) of the last two dims; the rest zero."""
-    return apply("triu", tensors(x), {"diagonal": diagonal})
+    return apply("triu", tensors(input), {"diagonal": diagonal})
 
 
 def _diag_shape(s, st):
@@ -515,26 +533,26 @@ def _diag(x, offset=0):
     return np.diag(x, offset)
 
 
-def diag(x, offset=0):
-    """A 1-D tensor -> the matrix with it on diagonal `offset`; a 2-D one -> that diagonal."""
-    (x,) = tensors(x)
-    if x.ndim not in (1, 2):
-        raise ValueError(f"diag expects a 1-D or 2-D tensor, got shape {tuple(x.shape)}")
-    return apply("diag", [x], {"offset": offset})
+def diag(input, diagonal=0):
+    """A 1-D tensor -> the matrix with it on diagonal `diagonal`; a 2-D one -> that diagonal."""
+    (input,) = tensors(input)
+    if input.ndim not in (1, 2):
+        raise ValueError(f"diag expects a 1-D or 2-D tensor, got shape {tuple(input.shape)}")
+    return apply("diag", [input], {"offset": diagonal})
 
 
-def meshgrid(*xs, indexing="ij"):
+def meshgrid(*tensors, indexing="ij"):
     """Coordinate grids from 1-D tensors (indexing "ij" or "xy"), as numpy's meshgrid."""
-    xs = tensors(*(xs[0] if len(xs) == 1 and isinstance(xs[0], (list, tuple)) else xs))
+    tensors = _front.tensors(*(tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors))
     if indexing not in ("ij", "xy"):
         raise ValueError(f"indexing must be 'ij' or 'xy', got {indexing!r}")
-    shape = [x.shape[0] for x in xs]
-    if indexing == "xy" and len(xs) >= 2:
+    shape = [x.shape[0] for x in tensors]
+    if indexing == "xy" and len(tensors) >= 2:
         shape[0], shape[1] = shape[1], shape[0]
     grids = []
-    for i, x in enumerate(xs):
-        axis = (1 - i if i < 2 else i) if indexing == "xy" and len(xs) >= 2 else i
-        view = [1] * len(xs)
+    for i, x in enumerate(tensors):
+        axis = (1 - i if i < 2 else i) if indexing == "xy" and len(tensors) >= 2 else i
+        view = [1] * len(tensors)
         view[axis] = x.shape[0]
         grids.append(expand(reshape(x, view), shape))
     return grids
