@@ -54,15 +54,28 @@ class Node:
 
 
 def record(name, backward, inputs, outputs, static):
-    """Attach a node to each output when grad mode is on and an input requires grad."""
+    """Attach a node to each floating output when grad mode is on and an input requires grad.
+    Integer and bool outputs (argmax, comparisons, indices) never require grad, as in PyTorch, so
+    an op with only such outputs needs no backward; an op without one raises in backward."""
     if not is_grad_enabled() or not any(t.requires_grad for t in inputs):
         return
-    if backward is None:
-        raise RuntimeError(f"{name} is not differentiable, but an input requires grad")
+    differentiable = [i for i, out in enumerate(outputs) if out.dtype.is_floating]
+    if not differentiable:
+        return
+    if backward is None:  # as PyTorch: the forward runs, a backward through it raises
+        backward = _not_implemented(name)
     ctx = Context(tuple(inputs), tuple(outputs), static, backward)
-    for i, out in enumerate(outputs):
+    for i in differentiable:
+        out = outputs[i]
         out.requires_grad = True
         out._node = Node(name, backward, ctx, i)
+
+
+def _not_implemented(name):
+    def backward(ctx, *grads):
+        raise RuntimeError(f"the derivative for {name!r} is not implemented (it has no backward); compute it "
+                           f"under gt.no_grad() or from a detach()ed input")
+    return backward
 
 
 def _topological(roots):

@@ -85,15 +85,23 @@ BINARY = {
     "divide": (np.true_divide, "first", (lambda a, b, y, g: g / b, lambda a, b, y, g: -g * y / b)),
     "floor_divide": (np.floor_divide, None, None),
     "mod": (np.mod, None, (lambda a, b, y, g: g, lambda a, b, y, g: -g * floor_divide(a, b))),
-    "pow": (np.power, None, (lambda a, b, y, g: g * b * pow(a, b - 1), lambda a, b, y, g: g * y * log(a))),
-    "maximum": (np.maximum, None, (lambda a, b, y, g: g * (a >= b), lambda a, b, y, g: g * (a < b))),
-    "minimum": (np.minimum, None, (lambda a, b, y, g: g * (a <= b), lambda a, b, y, g: g * (a > b))),
+    # as PyTorch: d/da is 0 where b == 0, d/db is 0 where a == 0 (not 0 * inf, 0 * log(0))
+    "pow": (np.power, None, (lambda a, b, y, g: g * where(b == 0, 0.0, b * pow(a, b - 1)),
+                             lambda a, b, y, g: g * y * log(where(a == 0, 1.0, a)))),
+    # ties share the gradient evenly (PyTorch; what central differences give)
+    "maximum": (np.maximum, None, (lambda a, b, y, g: g * _share(a > b, a == b), lambda a, b, y, g: g * _share(a < b, a == b))),
+    "minimum": (np.minimum, None, (lambda a, b, y, g: g * _share(a < b, a == b), lambda a, b, y, g: g * _share(a > b, a == b))),
     "equal": (np.equal, None, None), "not_equal": (np.not_equal, None, None),
     "greater_equal": (np.greater_equal, None, None), "greater_than": (np.greater, None, None),
     "less_equal": (np.less_equal, None, None), "less_than": (np.less, None, None),
     "logical_and": (np.logical_and, None, None), "logical_or": (np.logical_or, None, None),
     "logical_xor": (np.logical_xor, None, None),
 }
+
+
+def _share(wins, ties):
+    """1 where an operand wins, 1/2 where it ties, 0 elsewhere (maximum/minimum's backward)."""
+    return cast(wins, _dtype.get_default_dtype()) + cast(ties, _dtype.get_default_dtype()) * 0.5
 
 
 def _unary_backward(derivative):

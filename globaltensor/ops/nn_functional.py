@@ -210,15 +210,16 @@ def _row_split_embedding(x, weight):
     from .. import autograd, layout
     from ..env import get_rank
     from ..tensor import Tensor
-    rows_axes = tuple(a for a, sp in enumerate(weight.sbp) if getattr(sp, "dim", None) == 0)
-    idx = x.to_global(placement=weight.placement, sbp=tuple(
-        B if a in rows_axes or sp is P else sp for a, sp in enumerate(x.sbp))) if x.is_global else x
-    if idx.is_local:
+    if x.is_local:
         raise RuntimeError("embedding: a global table needs global indices (to_global them first)")
-    out_sbp = tuple(P if a in rows_axes else (S(idx.sbp[a].dim) if isinstance(idx.sbp[a], type(S(0))) else
-                                              (weight.sbp[a] if isinstance(weight.sbp[a], type(S(0))) and
-                                               weight.sbp[a].dim == 1 else B))
-                    for a in range(weight.placement.ndim))
+    # per mesh axis, by the table's SBP: S(0) rows or P -> every index here, the output partial;
+    # S(1) columns -> every index here, the output split on its last dim; B -> the indices keep
+    # their split, and the output follows it
+    kinds = [getattr(sp, "dim", "P" if sp is P else "B") for sp in weight.sbp]
+    idx = x.to_global(placement=weight.placement, sbp=tuple(
+        sp if kind == "B" and sp is not P else B for kind, sp in zip(kinds, x.sbp)))
+    out_sbp = tuple(P if kind in (0, "P") else S(idx.ndim) if kind == 1 else idx.sbp[a]
+                    for a, kind in enumerate(kinds))
     coord = weight.placement.mesh_coord(get_rank())
     shape = tuple(idx.shape) + (weight.shape[1],)
     xp = array_module(weight._local)
@@ -255,7 +256,9 @@ def _row_split_backward(ctx, g):
         rows = whole._local.reshape(len(ids), -1) if whole._local.size else whole._local.reshape(0, grad.shape[1])
         inside = (ids >= lo) & (ids < hi)
         np.add.at(grad, ids[inside] - lo, rows[inside])
-    return None, Tensor(grad, weight.shape, weight.dtype, weight.placement, weight.sbp)
+    # along a partial_sum axis of the table every piece has the whole gradient: broadcast there
+    sbp = tuple(B if sp is P else sp for sp in weight.sbp)
+    return None, Tensor(grad, weight.shape, weight.dtype, weight.placement, sbp)
 
 
 def legacy_reduction(size_average, reduce, reduction):

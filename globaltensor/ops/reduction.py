@@ -91,6 +91,19 @@ def _at_index(ctx, g, index):
     return _expand_back(g, ctx) * cast(equal(iota, index), g.dtype)
 
 
+def _prod_backward(ctx, g):
+    """d prod / d x_i = the product of the others: prod / x_i where x_i != 0; at a zero, the
+    product of the non-zeros when it is the only zero of its group, else 0 (as PyTorch)."""
+    from .elementwise import cast, where
+    x, dims, keep = ctx.inputs[0], ctx.static["dims"], ctx.static["keepdim"]
+    zero = x == 0
+    others = _expand_back(_prod(where(zero, 1.0, x), dims, keep), ctx)
+    zeros = _expand_back(sum(cast(zero, x.dtype), dims, keep), ctx)
+    at_zero = where(zeros == 1, others, 0.0)
+    elsewhere = where(zeros == 0, others / where(zero, 1.0, x), 0.0)
+    return _expand_back(g, ctx) * where(zero, at_zero, elsewhere)
+
+
 def _empty_dims_check(name, shape, dims):
     for d in range(len(shape)) if dims is None else dims:
         if shape[d] == 0:
@@ -122,7 +135,7 @@ def _reduce_op(name, kernel, backward, meta=None):
 _reduce_op("max", _extreme_kernel(np.max, np.argmax), _extreme_backward, _extreme_meta("max"))
 _reduce_op("min", _extreme_kernel(np.min, np.argmin), _extreme_backward, _extreme_meta("min"))
 _reduce_op("prod", lambda x, dims=None, keepdim=False: np.prod(x, axis=_axis(dims), keepdims=keepdim),
-           lambda ctx, g: _expand_back(g * ctx.outputs[0], ctx) / ctx.inputs[0])
+           lambda ctx, g: _prod_backward(ctx, g))
 _reduce_op("all", lambda x, dims=None, keepdim=False: np.all(x, axis=_axis(dims), keepdims=keepdim), None)
 _reduce_op("any", lambda x, dims=None, keepdim=False: np.any(x, axis=_axis(dims), keepdims=keepdim), None)
 
@@ -293,7 +306,9 @@ def logsumexp(input, dim=None, keepdim=False):
     from .elementwise import exp, log
     (input,) = tensors(input)
     dims = dims_arg(dim, input.ndim)
+    from .elementwise import isfinite, where
     m = amax(input, dims, keepdim=True).detach()
+    m = where(isfinite(m), m, 0.0)  # a group of -inf (or one inf): exp(x - m) must not be nan
     out = log(sum(exp(input - m), dims, keepdim=True)) + m
     if not keepdim:
         from .shape import squeeze
@@ -302,19 +317,32 @@ def logsumexp(input, dim=None, keepdim=False):
 
 
 def norm(input, p=2, dim=None, keepdim=False):
-    """Vector p-norm over dim (p = 1, 2, inf, or any positive number; "fro" = 2)."""
+    """Vector p-norm over dim: p = 0 (the count of non-zeros), 1, 2 ("fro"), inf, -inf or any
+    positive number. The gradient of a zero vector's norm is 0 (as PyTorch), not nan."""
     from .elementwise import abs as _abs
-    from .elementwise import pow as _pow
-    from .elementwise import sqrt
+    from .elementwise import cast
     (input,) = tensors(input)
     dims = dims_arg(dim, input.ndim)
     if p in ("fro", 2):
-        return sqrt(sum(input * input, dims, keepdim))
+        return _root(sum(input * input, dims, keepdim), 2)
     if p in (float("inf"), "inf"):
         return amax(_abs(input), dims, keepdim)
+    if p in (float("-inf"), "-inf"):
+        return amin(_abs(input), dims, keepdim)
+    if p == 0:
+        return sum(cast(input != 0, input.dtype), dims, keepdim)
     if p == 1:
         return sum(_abs(input), dims, keepdim)
-    return _pow(sum(_pow(_abs(input), p), dims, keepdim), 1.0 / p)
+    from .elementwise import pow as _pow
+    return _root(sum(_pow(_abs(input), p), dims, keepdim), p)
+
+
+def _root(total, p):
+    """total ** (1 / p), whose gradient at 0 is 0 (the root itself would give 0 * inf)."""
+    from .elementwise import cast, pow as _pow, sqrt, where
+    nonzero = total != 0
+    safe = where(nonzero, total, 1.0)
+    return (sqrt(safe) if p == 2 else _pow(safe, 1.0 / p)) * cast(nonzero, total.dtype)
 
 
 def dist(input, other, p=2):

@@ -528,9 +528,28 @@ def _diag_shape(s, st):
     return (builtins.max(0, builtins.min(rows, cols - k) if k >= 0 else builtins.min(rows + k, cols)),)
 
 
-@op("diag", lambda s, o, st: _rows([]), lambda ctx, g: diag(g, ctx.static["offset"]), meta=_meta(_diag_shape))
+@op("diag", lambda s, o, st: _rows([]), lambda ctx, g: _diag_backward(ctx, g), meta=_meta(_diag_shape))
 def _diag(x, offset=0):
     return np.diag(x, offset)
+
+
+def _diag_backward(ctx, g):
+    """A vector's diag: the diagonal of g; a matrix's diagonal: g placed on it, in the matrix's
+    shape (square or not)."""
+    x, offset = ctx.inputs[0], ctx.static["offset"]
+    if x.ndim == 1:
+        return diag(g, offset)
+    return apply("diag_grad", [g], {"offset": offset, "shape": tuple(x.shape)})
+
+
+@op("diag_grad", lambda s, o, st: _rows([]), lambda ctx, g: diag(g, ctx.static["offset"]),
+    meta=_meta(lambda s, st: st["shape"]))
+def _diag_grad(g, offset=0, shape=()):
+    """A zero matrix of `shape` with g on diagonal `offset`."""
+    out = np.zeros_like(g, shape=shape)
+    at = np.arange(g.shape[0])
+    out[at + builtins.max(-offset, 0), at + builtins.max(offset, 0)] = g
+    return out
 
 
 def diag(input, diagonal=0):
