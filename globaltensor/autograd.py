@@ -30,14 +30,36 @@ def enable_grad():
     return _flag(_enabled, True)
 
 
+_clock = [0]  # counts contexts: which ones read a tensor before an in-place op changed it
+
+
+def clock():
+    """The sequence number of the newest context."""
+    return _clock[0]
+
+
+def seen_inputs(ctx):
+    """ctx's inputs as its op saw them: a tensor changed in place since then is replaced by the
+    version it had (Tensor._become keeps it), so backward uses the values forward used and
+    follows the graph as it was (PyTorch raises here; we can give the right answer)."""
+    if all(t._past is None for t in ctx.inputs):
+        return ctx.inputs
+    return tuple(t if t._past is None else next((old for at, old in t._past if at >= ctx.seq), t)
+                 for t in ctx.inputs)
+
+
 class Context:
     """What a backward sees: the op's inputs (tensors), outputs and static arguments."""
 
-    __slots__ = ("inputs", "outputs", "static", "backward", "dests")
+    __slots__ = ("inputs", "outputs", "static", "backward", "dests", "seq")
 
     def __init__(self, inputs, outputs, static, backward):
         self.inputs, self.outputs, self.static, self.backward = inputs, outputs, static, backward
         self.dests = None
+        _clock[0] += 1
+        self.seq = _clock[0]
+        for t in inputs:
+            t._read_at = self.seq
 
     def dest(self, i):
         """Where input i's gradient piece may be written (its gradient bucket), or None."""
@@ -96,6 +118,7 @@ def _topological(roots):
         if id(ctx) in seen:
             continue
         stack.append((t, True))
+        ctx.inputs = seen_inputs(ctx)
         stack.extend((i, False) for i in ctx.inputs if i.requires_grad)
     return order[::-1]
 

@@ -33,7 +33,7 @@ class Tensor:
     over `placement` as `sbp` says. Conversions live in boxing.py; no op logic here."""
 
     __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
-                 "_source", "_grad_sbp", "_layout", "__weakref__")
+                 "_source", "_grad_sbp", "_layout", "_read_at", "_past", "__weakref__")
 
     def __init__(self, local, global_shape=None, dtype=None, placement=None, sbp=None):
         self._local = local
@@ -44,6 +44,7 @@ class Tensor:
         self.requires_grad = False
         self.grad = None
         self._node = None
+        self._read_at, self._past = 0, None  # autograd: see _become
         self._source = None  # made by to_global from a local piece: where that piece lay
         self._grad_sbp = None
         self._layout = None  # the interned Layout, made on first dispatch
@@ -55,6 +56,7 @@ class Tensor:
         t._local, t._layout = local, layout
         t._global_shape, t._dtype, t._placement, t._sbp = layout.shape, layout.dtype, layout.placement, layout.sbp
         t.requires_grad, t.grad, t._node, t._source, t._grad_sbp = False, None, None, None, None
+        t._read_at, t._past = 0, None
         return t
 
     def _shallow_copy(self):
@@ -63,15 +65,21 @@ class Tensor:
         t = Tensor.__new__(Tensor)
         for name in Tensor.__slots__[:-1]:
             setattr(t, name, getattr(self, name))
+        t._past = None
         if self._node is not None:
             ctx = self._node.ctx
             ctx.outputs = tuple(t if o is self else o for o in ctx.outputs)
         return t
 
-    def _become(self, new):
+    def _become(self, new, old=None):
         """End of an in-place op: this tensor takes `new`'s piece and, when the op was recorded,
         its place in the autograd graph (the op's context names this tensor as its output). `new`
-        has this tensor's shape, dtype and layout."""
+        has this tensor's shape, dtype and layout. `old` (the shallow copy holding the value
+        before) is kept when a recorded op read this tensor since its last change: that op's
+        backward sees `old`, the value it was given (autograd.seen_inputs)."""
+        if old is not None and self._read_at > (self._past[-1][0] if self._past else 0):
+            from .autograd import clock
+            self._past = (self._past or []) + [(clock(), old)]
         self._local = new._local
         node = new._node
         if node is not None:

@@ -134,9 +134,9 @@ SPECS = {
     "dot": ([F(4), F(4)], lambda g, x, y: gt.dot(x, y), np.dot, GRAD),
     "addmm": ([F(5, 3), F(5, 4), F(4, 3)], lambda g, a, x, y: gt.addmm(a, x, y, beta=0.5, alpha=2.0),
               lambda a, x, y: 0.5 * a + 2.0 * (x @ y), GRAD),
-    "kron": ([F(2, 3), F(3, 2)], lambda g, x, y: gt.kron(x, y), np.kron, False),  # NO_BACKWARD
+    "kron": ([F(2, 3), F(3, 2)], lambda g, x, y: gt.kron(x, y), np.kron, GRAD),
     "cross": ([F(4, 3), F(4, 3)], lambda g, x, y: gt.cross(x, y, 1), lambda x, y: np.cross(x, y, axis=1), GRAD),
-    "cholesky": ([spd()], lambda g, x: gt.cholesky(x), ref.cholesky, False),  # NO_BACKWARD
+    "cholesky": ([spd()], lambda g, x: gt.cholesky(x), ref.cholesky, GRAD),
     "inverse": ([spd()], lambda g, x: gt.inverse(x), np.linalg.inv, GRAD),
     "t": ([F(5, 4)], lambda g, x: gt.t(x), np.transpose, GRAD),
     # --- creation
@@ -390,7 +390,7 @@ S0, S1, B, P = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast, gt.sbp.partia
 
 # Differentiable in PyTorch, but without a backward in globaltensor (yet): their gradients are
 # not compared; test_no_backward_yet says when one is added (then give the spec GRAD).
-NO_BACKWARD = {"kron", "cholesky", "gather_nd", "index_sample", "scatter_nd", "scatter_nd_add", "multiplex"}
+NO_BACKWARD = {"gather_nd", "index_sample", "scatter_nd", "scatter_nd_add", "multiplex"}
 
 # Input SBPs that a spec always gets (mesh ndim -> one SBP tuple per input) instead of random ones.
 PINNED_SBPS = {"embedding[weight split twice]": {1: ((B,), (S0,)), 2: ((B, B), (S0, S1))}}

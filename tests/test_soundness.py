@@ -90,6 +90,7 @@ def samples(name):
         "tril": [([f(2, 4, 4)], {"diagonal": 0})],
         "triu": [([f(2, 4, 4)], {"diagonal": 1})],
         "diag": [([f(4)], {"offset": 1}), ([f(4, 4)], {"offset": 0})],
+        "diag_grad": [([f(3)], {"offset": 1, "shape": (3, 5)}), ([f(2)], {"offset": -1, "shape": (3, 2)})],
         "gather": [([f(5, 4), ints(5, 3, hi=4)], {"dim": 1})],
         "scatter_add": [([f(5, 4), ints(5, 3, hi=4), f(5, 3)], {"dim": 1})],
         "scatter": [([f(5, 4), np.argsort(f(5, 4), axis=1)[:, :3], f(5, 3)], {"dim": 1})],

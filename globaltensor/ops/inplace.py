@@ -43,7 +43,7 @@ def inplace(x, compute, name, any_dtype=False):
         if x._node is not None:  # x keeps its place in the graph
             x._node.ctx.outputs = tuple(x if o is old else o for o in x._node.ctx.outputs)
         raise
-    return x._become(new)
+    return x._become(new, old if grad else None)
 
 
 def _fitted(x, new, name, any_dtype):
@@ -79,7 +79,8 @@ _ASSIGNING = {  # in-place ops whose value is cast to the tensor's dtype whateve
 
 def _bind_inplace(name, fn, any_dtype):
     def method(self, *args, **kwargs):
-        inplace(self, lambda old: fn(old, *args, **kwargs), name, any_dtype)
+        # the tensor among the arguments (y.mul_(y)) is its old version: no cycle in the graph
+        inplace(self, lambda old: fn(old, *[old if a is self else a for a in args], **kwargs), name, any_dtype)
         return None if name == "__setitem__" else self
     method.__name__ = name
     method.__doc__ = f"In place: {name.rstrip('_') or name} (the tensor keeps its dtype, placement and SBP)."

@@ -160,8 +160,27 @@ def _kron_meta(s, dt, st):
     return [tuple(x * y for x, y in zip(a, b))], [rules.result_dtype(*dt)]
 
 
+def _kron_backward(ctx, g):
+    """out[i*m + k, ...] = a[i, ...] * b[k, ...]: g seen with each dim split in (a's, b's) pairs;
+    d a = sum over b's dims of g * b, d b = sum over a's dims of g * a."""
+    from .reduction import sum as _sum
+    from .shape import reshape
+    a, b = ctx.inputs
+    n = max(a.ndim, b.ndim)
+    sa, sb = (1,) * (n - a.ndim) + tuple(a.shape), (1,) * (n - b.ndim) + tuple(b.shape)
+    pairs = reshape(g, [m for pair in zip(sa, sb) for m in pair])
+    da = db = None
+    if a.requires_grad:
+        wb = reshape(b, [m for s in sb for m in (1, s)])
+        da = reshape(_sum(pairs * wb, tuple(range(1, 2 * n, 2))), a.shape)
+    if b.requires_grad:
+        wa = reshape(a, [m for s in sa for m in (s, 1)])
+        db = reshape(_sum(pairs * wa, tuple(range(0, 2 * n, 2))), b.shape)
+    return da, db
+
+
 @op("kron", lambda s, o, st: [((rules.B, rules.B), (rules.B,)), ((rules.P, rules.B), (rules.P,)),
-                              ((rules.B, rules.P), (rules.P,))], meta=_kron_meta)
+                              ((rules.B, rules.P), (rules.P,))], _kron_backward, meta=_kron_meta)
 def _kron(a, b):
     return np.kron(a, b)
 
@@ -215,7 +234,21 @@ def _square_meta(name, keep_dtype):
     return meta
 
 
-@op("cholesky", _batch_rows, meta=_square_meta("cholesky", keep_dtype=False))
+def _cholesky_backward(ctx, g):
+    """A = L L^T: with P = the lower triangle of L^T dL (its diagonal halved) and
+    S = L^-T P L^-1, d A = (S + S^T) / 2 (the symmetric gradient, as PyTorch)."""
+    from .shape import tril
+    L = ctx.outputs[0]
+    if ctx.static["upper"]:
+        L, g = transpose(L, -1, -2), transpose(g, -1, -2)
+    lt_g = matmul(transpose(L, -1, -2), g)
+    phi = (tril(lt_g) + tril(lt_g, -1)) * 0.5
+    inv = inverse(L)
+    s = matmul(transpose(inv, -1, -2), matmul(phi, inv))
+    return ((s + transpose(s, -1, -2)) * 0.5,)
+
+
+@op("cholesky", _batch_rows, _cholesky_backward, meta=_square_meta("cholesky", keep_dtype=False))
 def _cholesky(x, upper=False):
     c = np.linalg.cholesky(x)
     return np.swapaxes(c, -1, -2).conj() if upper else c

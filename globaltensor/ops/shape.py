@@ -546,8 +546,10 @@ def _diag_backward(ctx, g):
     meta=_meta(lambda s, st: st["shape"]))
 def _diag_grad(g, offset=0, shape=()):
     """A zero matrix of `shape` with g on diagonal `offset`."""
-    out = np.zeros_like(g, shape=shape)
-    at = np.arange(g.shape[0])
+    from ..backends.devices import array_module
+    xp = array_module(g)
+    out = xp.zeros(shape, g.dtype)
+    at = xp.arange(g.shape[0])
     out[at + builtins.max(-offset, 0), at + builtins.max(offset, 0)] = g
     return out
 
