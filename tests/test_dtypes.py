@@ -343,6 +343,16 @@ def test_issue_examples():
     assert (gt.ones(2) + gt.ones(2, dtype=gt.float64)).dtype == gt.float64
 
 
+def test_reductions_of_integers_and_bools_give_the_default_float(default_float64):
+    """mean/var/std/logsumexp of integer or bool tensors compute in the default float dtype
+    (PyTorch: logsumexp of bool and integers gives float; mean raises, see architecture.md)."""
+    for data in ([True, False, True], [1, 2, 4]):
+        x = gt.tensor(data)
+        for fn in (gt.mean, gt.var, gt.std, lambda t: gt.logsumexp(t, 0)):
+            assert fn(x).dtype == gt.float64, (data, fn)
+    np.testing.assert_allclose(gt.logsumexp(gt.tensor([True, False]), 0).numpy(), np.log(np.e + 1))
+
+
 def test_default_dtype_drives_python_floats(default_float64):
     assert (gt.arange(3) * 2.5).dtype == gt.float64  # an integer tensor with a float: the default
     assert (gt.ones(2, dtype=gt.float32) * 2.5).dtype == gt.float32  # a scalar never widens

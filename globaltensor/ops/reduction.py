@@ -291,6 +291,8 @@ def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     dims = dims_arg(dim, input.ndim)
     count = int(np.prod([input.shape[d] for d in (dims if dims is not None else range(input.ndim))]))
     correction = (1 if unbiased else 0) if correction is None else correction
+    if not input.dtype.is_floating:  # integers and bools: in the default float dtype
+        input = _float(input)
     centered = input - mean(input, dims, keepdim=True)
     return sum(centered * centered, dims, keepdim) / builtins.max(count - correction, 1)
 
@@ -307,6 +309,8 @@ def logsumexp(input, dim=None, keepdim=False):
     (input,) = tensors(input)
     dims = dims_arg(dim, input.ndim)
     from .elementwise import isfinite, where
+    if not input.dtype.is_floating:  # integers and bools: the default float dtype, as PyTorch
+        input = _float(input)
     m = amax(input, dims, keepdim=True).detach()
     m = where(isfinite(m), m, 0.0)  # a group of -inf (or one inf): exp(x - m) must not be nan
     out = log(sum(exp(input - m), dims, keepdim=True)) + m
