@@ -204,11 +204,11 @@ SPECS = {
     "gather": ([F(5, 4), I(5, 3, hi=4), I(2, 4, hi=5)], lambda g, x, i, j: [gt.gather(x, 1, i), gt.gather(x, 0, j)],
                lambda x, i, j: [np.take_along_axis(x, i, 1), np.take_along_axis(x, j, 0)], GRAD),
     "gather_nd": ([F(5, 4), np.stack([I(6, hi=5), I(6, hi=4)], 1)], lambda g, x, i: gt.gather_nd(x, i),
-                  ref.gather_nd, False),  # NO_BACKWARD
+                  ref.gather_nd, GRAD),
     "index_select": ([F(5, 4), I(3, hi=5)], lambda g, x, i: gt.index_select(x, dim=0, index=i),
                      lambda x, i: x[i], GRAD),
     "index_sample": ([F(5, 4), I(5, 3, hi=4)], lambda g, x, i: gt.index_sample(x, i),
-                     lambda x, i: np.take_along_axis(x, i, 1), False),  # NO_BACKWARD
+                     lambda x, i: np.take_along_axis(x, i, 1), GRAD),
     "masked_select": ([F(5, 4), BOOL(5, 4)], lambda g, x, m: gt.masked_select(x, m), lambda x, m: x[m], GRAD),
     "nonzero": ([I(5, 4, hi=2)], lambda g, x: gt.nonzero(x), np.argwhere, False),
     "scatter": ([F(5, 4), np.argsort(F(5, 4), 1)[:, :3], F(5, 3)], lambda g, x, i, s: gt.scatter(x, 1, i, s),
@@ -216,9 +216,9 @@ SPECS = {
     "scatter_": ([F(5, 4), np.argsort(F(5, 4), 1)[:, :3], F(5, 3)], lambda g, x, i, s: gt.scatter_(x * 1, 1, i, s),
                  lambda x, i, s: ref.scatter(x, 1, i, s), GRAD),
     "scatter_nd": ([np.stack([I(6, hi=5), I(6, hi=4)], 1), F(6)], lambda g, i, u: gt.scatter_nd(i, u, (5, 4)),
-                   lambda i, u: ref.scatter_nd(i, u, (5, 4)), False),  # NO_BACKWARD
+                   lambda i, u: ref.scatter_nd(i, u, (5, 4)), GRAD),
     "scatter_nd_add": ([F(5, 4), np.stack([I(6, hi=5), I(6, hi=4)], 1), F(6)],
-                       lambda g, x, i, u: gt.scatter_nd_add(x, i, u), ref.scatter_nd_add, False),  # NO_BACKWARD
+                       lambda g, x, i, u: gt.scatter_nd_add(x, i, u), ref.scatter_nd_add, GRAD),
     "shard_index": ([I(6, 1, hi=20)], lambda g, x: gt.shard_index(x, 20, 2, 1), lambda x: ref.shard_index(x, 20, 2, 1),
                     False),
     "sort": ([F(5, 4)], lambda g, x: [*gt.sort(x, 1, True), *gt.sort(x, 0)],
@@ -233,7 +233,7 @@ SPECS = {
                   lambda x: [ref.histogram(x, 4, -1, 1), ref.histogram(x, 3, -0.5, 0.5),  # min = max = 0: the data's
                              ref.histogram(x, 5, x.min(), x.max())], False),
     "multiplex": ([F(5, 3), F(5, 3), I(5, 1, hi=2)], lambda g, x, y, i: gt.multiplex([x, y], i),
-                  lambda x, y, i: ref.multiplex([x, y], i), False),  # NO_BACKWARD
+                  lambda x, y, i: ref.multiplex([x, y], i), GRAD),
     # --- nn.functional
     "relu": ([F(4, 3)], lambda g, x: gt.relu(x), lambda x: np.maximum(x, 0), GRAD),
     "gelu": ([F(4, 3)], lambda g, x: [gt.gelu(x), gt.gelu(x, approximate="tanh")],
@@ -390,7 +390,7 @@ S0, S1, B, P = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast, gt.sbp.partia
 
 # Differentiable in PyTorch, but without a backward in globaltensor (yet): their gradients are
 # not compared; test_no_backward_yet says when one is added (then give the spec GRAD).
-NO_BACKWARD = {"gather_nd", "index_sample", "scatter_nd", "scatter_nd_add", "multiplex"}
+NO_BACKWARD = set()  # none left
 
 # Input SBPs that a spec always gets (mesh ndim -> one SBP tuple per input) instead of random ones.
 PINNED_SBPS = {"embedding[weight split twice]": {1: ((B,), (S0,)), 2: ((B, B), (S0, S1))}}

@@ -98,9 +98,7 @@ C = Case
 # --- the table: name -> Case ---------------------------------------------------------------
 
 NO_BACKWARD = "registers no backward: backward raises RuntimeError 'the derivative for ... is not implemented'"
-# Gradient bugs found by this file (the library is left as it is; each case is a strict xfail).
-GETITEM_INDEX = ("x[index tensor or list]: getitem's backward returns None when the key holds index tensors, "
-                 "so x silently gets a zero gradient")
+# Gradient bugs found by this file (the library is left as it is; each case is a strict xfail): none open.
 
 
 def _with_zero(a):
@@ -285,12 +283,10 @@ CASES = {
     # indexing, sorting, selection
     "gather": C([F(5, 4), I(5, 6, hi=4)], lambda x, i: gt.gather(x, 1, i)),  # repeated indices add up
     "gather[dim0]": C([F(5, 4), I(3, 4, hi=5)], lambda x, i: gt.gather(x, 0, i)),
-    "gather_nd": C([F(5, 4), np.stack([I(6, hi=5), I(6, hi=4)], 1)], lambda x, i: gt.gather_nd(x, i),
-                   xfail=f"gather_nd {NO_BACKWARD}"),
+    "gather_nd": C([F(5, 4), np.stack([I(6, hi=5), I(6, hi=4)], 1)], lambda x, i: gt.gather_nd(x, i)),
     "index_select": C([F(5, 4), np.array([0, 2, 2, 4])], lambda x, i: gt.index_select(x, dim=0, index=i)),
     "index_select[dim1]": C([F(3, 5), np.array([4, 1, 1])], lambda x, i: gt.index_select(x, dim=1, index=i)),
-    "index_sample": C([F(5, 4), I(5, 3, hi=4)], lambda x, i: gt.index_sample(x, i),
-                      xfail=f"index_sample {NO_BACKWARD}"),
+    "index_sample": C([F(5, 4), I(5, 3, hi=4)], lambda x, i: gt.index_sample(x, i)),
     "masked_select": C([F(5, 4), BOOL(5, 4)], lambda x, m: gt.masked_select(x, m)),
     "masked_select[broadcast_mask]": C([F(5, 4), np.array([True, False, True, True])],
                                        lambda x, m: gt.masked_select(x, m)),
@@ -300,16 +296,14 @@ CASES = {
     "scatter": C([F(5, 4), perm_index(5, 4, 3), F(5, 3)], lambda x, i, s: gt.scatter(x, 1, i, s)),
     "scatter[dim0]": C([F(4, 3), perm_index(3, 4, 2).T, F(2, 3)], lambda x, i, s: gt.scatter(x, 0, i, s)),
     "scatter_": C([F(5, 4), perm_index(5, 4, 3), F(5, 3)], lambda x, i, s: gt.scatter_(x * 1, 1, i, s)),
-    "scatter_nd": C([np.stack([I(6, hi=5), I(6, hi=4)], 1), F(6)], lambda i, u: gt.scatter_nd(i, u, (5, 4)),
-                    xfail=f"scatter_nd (through scatter_nd_add) {NO_BACKWARD}"),
+    "scatter_nd": C([np.stack([I(6, hi=5), I(6, hi=4)], 1), F(6)], lambda i, u: gt.scatter_nd(i, u, (5, 4))),
     "scatter_nd_add": C([F(5, 4), np.stack([I(6, hi=5), I(6, hi=4)], 1), F(6)],
-                        lambda x, i, u: gt.scatter_nd_add(x, i, u), xfail=f"scatter_nd_add {NO_BACKWARD}"),
+                        lambda x, i, u: gt.scatter_nd_add(x, i, u)),
     "sort": C([F(5, 4)], lambda x: gt.sort(x, 1, True)),  # (values, indices): values checked
     "sort[dim0]": C([F(5, 4)], lambda x: gt.sort(x, 0)[0]),
     "topk": C([F(5, 4)], lambda x: gt.topk(x, 2, 1)),
     "topk[smallest_dim0]": C([F(5, 4)], lambda x: gt.topk(x, 3, 0, largest=False)[0]),
-    "multiplex": C([F(5, 3), F(5, 3), I(5, 1, hi=2)], lambda x, y, i: gt.multiplex([x, y], i),
-                   xfail=f"multiplex {NO_BACKWARD}"),
+    "multiplex": C([F(5, 3), F(5, 3), I(5, 1, hi=2)], lambda x, y, i: gt.multiplex([x, y], i)),
     # nn.functional
     "gelu": C([F(4, 3, lo=-3, hi=3)], lambda x: F_.gelu(x)),
     "gelu[tanh]": C([F(4, 3, lo=-3, hi=3)], lambda x: F_.gelu(x, approximate="tanh")),
@@ -345,9 +339,9 @@ CASES = {
     "getitem[int]": C([F(3, 4)], lambda x: x[1]),
     "getitem[negative_step]": C([F(5, 4)], lambda x: x[::-2, 1:]),
     "getitem[mask]": C([F(4, 3), BOOL(4, 3)], lambda x, m: x[m]),
-    "getitem[index_tensor]": C([F(5, 4), np.array([0, 3, 3])], lambda x, i: x[i], xfail=GETITEM_INDEX),
-    "getitem[index_list]": C([F(5, 4)], lambda x: x[[4, 1, 1]], xfail=GETITEM_INDEX),
-    "getitem[index_and_slice]": C([F(5, 4), np.array([2, 0])], lambda x, i: x[i, 1:], xfail=GETITEM_INDEX),
+    "getitem[index_tensor]": C([F(5, 4), np.array([0, 3, 3])], lambda x, i: x[i]),
+    "getitem[index_list]": C([F(5, 4)], lambda x: x[[4, 1, 1]]),
+    "getitem[index_and_slice]": C([F(5, 4), np.array([2, 0])], lambda x, i: x[i, 1:]),
 }
 
 

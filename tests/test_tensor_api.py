@@ -656,3 +656,74 @@ def test_shape_changing_in_place_ops_keep_the_gradient_path():
     assert tuple(y.shape) == (2, 3)
     (y * gt.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3))).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), 2 * np.arange(6.0))
+
+
+# --- x[index tensors]: the gradient, local and global ---------------------------------------------
+
+GETITEM_X = np.arange(20.0).reshape(5, 4) / 7 - 1
+
+
+def _getitem_keys(idx):
+    """(name, key for gt, key for numpy): index tensors (made by idx) and lists with repeated
+    positions, next to slices and ints, two index tensors, a 2-D index and a bool mask."""
+    i, j = np.array([0, 3, 3, 1]), np.array([2, 2, 0])
+    m, ii = np.array([True, False, True, True, False]), np.array([[1, 1], [0, 4]])
+    return [("tensor", idx(i), i), ("list", [4, 1, 1], [4, 1, 1]),
+            ("tensor_slice", (idx(i), slice(1, None)), (i, slice(1, None))),
+            ("slice_tensor", (slice(None), idx(j)), (slice(None), j)),
+            ("two_tensors", (idx(i[:3]), idx(j)), (i[:3], j)), ("int_tensor", (2, idx(j)), (2, j)),
+            ("mask_slice", (idx(m), slice(None, 3)), (m, slice(None, 3))), ("2d_index", idx(ii), ii)]
+
+
+def _getitem_weights(shape):
+    return np.arange(1.0, 1.0 + int(np.prod(shape))).reshape(shape) / 3
+
+
+def _getitem_grad_reference(key):
+    """d sum(x[key] * W) / dx from the definition: element k of x moves x[key] by E_k[key]."""
+    want = np.zeros(GETITEM_X.size)
+    w = _getitem_weights(GETITEM_X[key].shape)
+    for k in range(GETITEM_X.size):
+        e = np.zeros(GETITEM_X.size)
+        e[k] = 1.0
+        want[k] = (e.reshape(GETITEM_X.shape)[key] * w).sum()
+    return want.reshape(GETITEM_X.shape)
+
+
+def _getitem_grads(mesh_2d):
+    """Every SBP of x (each axis of a 1-D or 2x2 mesh), index tensors B or split: x[key] and x.grad."""
+    import itertools
+    pl = gt.placement("cpu", [[0, 1], [2, 3]] if mesh_2d else [0, 1])
+    options = [gt.sbp.broadcast, gt.sbp.split(0), gt.sbp.split(1), gt.sbp.partial_sum]
+    out = {}
+    for n, sbp in enumerate(itertools.product(options, repeat=pl.ndim)):
+        idx_sbp = (gt.sbp.split(0) if n % 2 else gt.sbp.broadcast,) * pl.ndim
+        for name, key, np_key in _getitem_keys(lambda a: gt.tensor(a, placement=pl, sbp=idx_sbp)):
+            x = gt.tensor(GETITEM_X, placement=pl, sbp=sbp).requires_grad_(True)
+            y = x[key]
+            w = gt.tensor(_getitem_weights(GETITEM_X[np_key].shape), placement=pl, sbp=(gt.sbp.broadcast,) * pl.ndim)
+            (y * w).sum().backward()
+            assert x.grad.sbp == x.sbp and x.grad.placement == pl, (name, sbp, x.grad.sbp)
+            out[name, str(sbp)] = (y.numpy(), x.grad.numpy())
+    return out
+
+
+def test_getitem_with_index_tensors_is_differentiable_local_and_global():
+    """x[index tensor or list] sends g back to the selected positions, repeats adding up (as
+    PyTorch's index backward), for local tensors and for global ones in every SBP."""
+    for name, key, np_key in _getitem_keys(gt.tensor):
+        x = gt.tensor(GETITEM_X, requires_grad=True)
+        y = x[key]
+        (y * gt.tensor(_getitem_weights(GETITEM_X[np_key].shape))).sum().backward()
+        check(y.numpy(), GETITEM_X[np_key], err_msg=name)
+        check(x.grad.numpy(), _getitem_grad_reference(np_key), err_msg=name)
+    keys = {name: np_key for name, _, np_key in _getitem_keys(np.asarray)}
+    for nprocs, mesh_2d in ((2, False), (4, True)):
+        results = run_ranks(_getitem_grads, nprocs, mesh_2d, timeout=300)
+        for (name, sbp), (value, grad) in results[0].items():
+            check(value, GETITEM_X[keys[name]], err_msg=f"{name} {sbp}")
+            check(grad, _getitem_grad_reference(keys[name]), err_msg=f"{name} {sbp} (x.grad)")
+        for other in results[1:]:
+            assert other.keys() == results[0].keys()
+            for k, (value, grad) in other.items():
+                check(grad, results[0][k][1], err_msg=f"{k}: another rank's x.grad")

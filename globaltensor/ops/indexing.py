@@ -156,7 +156,26 @@ def index_select(input, dim, index):
     return apply("index_select", [input, index], {"dim": dim})
 
 
-@op("index_sample", lambda s, o, st: [((B, B), (B,)), ((S(0), S(0)), (S(0),))],
+def _index_sample_backward(ctx, g):
+    """As gather along dim 1: g is added into zeros like x at the sampled columns (repeats add
+    up); dims that the kernel broadcast (a size-1 index or x) are expanded, then summed back."""
+    from .creation import zeros_like
+    from .reduction import sum as sum_
+    from .shape import expand
+    x, index = ctx.inputs
+    if not x.requires_grad:
+        return None, None
+    wide = tuple(x.shape[1] if d == 1 else n for d, n in enumerate(g.shape))
+    base = zeros_like(x) if wide == tuple(x.shape) else expand(zeros_like(x), wide)
+    if tuple(index.shape) != tuple(g.shape):
+        index = expand(index, tuple(g.shape))
+    gx = scatter_add_(base, 1, index, g)
+    summed = tuple(d for d in range(x.ndim) if x.shape[d] != wide[d])
+    return (sum_(gx, summed, keepdim=True) if summed else gx), None
+
+
+@op("index_sample", lambda s, o, st: [((B, B), (B,))] + ([((S(0), S(0)), (S(0),))] if s[0][0] == s[1][0] else []),
+    _index_sample_backward,
     meta=_along_axis_meta("index_sample", dim_key=None))
 def _index_sample(x, index):
     return np.take_along_axis(x, index, axis=1)
@@ -175,8 +194,21 @@ def _gather_nd_meta(s, dt, st):
     return [tuple(index[:-1]) + tuple(x[index[-1]:])], [dt[0]]
 
 
-@op("gather_nd", lambda s, o, st: [((B, B), (B,))] + [((B, S(d)), (S(d),)) for d in range(len(s[1]) - 1)],
-    meta=_gather_nd_meta)
+def _gather_nd_backward(ctx, g):
+    """g is added into zeros like x at the positions index addresses (repeats add up)."""
+    from .creation import zeros_like
+    from .reduction import sum as sum_
+    x, index = ctx.inputs
+    if not x.requires_grad:
+        return None, None
+    if index.shape[-1] == 0:  # every index addresses all of x: the sum over index's dims
+        lead = tuple(range(index.ndim - 1))
+        return (sum_(g, lead) if lead else g), None
+    return scatter_nd_add(zeros_like(x), index, g), None
+
+
+@op("gather_nd", lambda s, o, st: [((B, B), (B,)), ((P, B), (P,))]
+    + [((B, S(d)), (S(d),)) for d in range(len(s[1]) - 1)], _gather_nd_backward, meta=_gather_nd_meta)
 def _gather_nd(x, index):
     return x[tuple(np.moveaxis(index, -1, 0))] if index.shape[-1] else np.broadcast_to(x, index.shape[:-1] + x.shape)
 
@@ -197,7 +229,15 @@ def _scatter_nd_add_meta(s, dt, st):
     return [tuple(x)], [dt[0]]
 
 
-@op("scatter_nd_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))], meta=_scatter_nd_add_meta)
+def _scatter_nd_add_backward(ctx, g):
+    """x gets g; updates get g at the positions index addresses (gather_nd)."""
+    x, index, updates = ctx.inputs
+    return (g if x.requires_grad else None, None,
+            gather_nd(g, index) if updates.requires_grad else None)
+
+
+@op("scatter_nd_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))], _scatter_nd_add_backward,
+    meta=_scatter_nd_add_meta)
 def _scatter_nd_add(x, index, updates):
     out = x.copy()
     np.add.at(out, tuple(np.moveaxis(index, -1, 0)), updates)
@@ -382,7 +422,29 @@ def _multiplex_meta(s, dt, st):
     return [(index[0],) + tuple(inputs[0][1:])], [rules.result_dtype(*dt[:-1])]
 
 
-@op("multiplex", lambda s, o, st: [((B,) * len(s), (B,)), ((S(0),) * len(s), (S(0),))], meta=_multiplex_meta)
+def _multiplex_backward(ctx, g):
+    """Input k gets g on the rows that selected it (index == k), zeros on the others (and on
+    the rows past index's, when index has fewer rows than the inputs)."""
+    from .creation import zeros_like
+    from .elementwise import equal, where
+    from .shape import concat, reshape
+    *inputs, index = ctx.inputs
+    n = index.shape[0]
+    pick = index if g.ndim == 2 else reshape(index, (n,) + (1,) * (g.ndim - 1))
+    grads = []
+    for k, x in enumerate(inputs):
+        if not x.requires_grad:
+            grads.append(None)
+            continue
+        gk = where(equal(pick, k), g, 0.0)
+        if n < x.shape[0]:
+            gk = concat([gk, getitem(zeros_like(x), slice(n, None))], 0)
+        grads.append(gk)
+    return (*grads, None)
+
+
+@op("multiplex", lambda s, o, st: [((B,) * len(s), (B,))]  # rows split alike only when index has every row
+    + ([((S(0),) * len(s), (S(0),))] if s[-1][0] == s[0][0] else []), _multiplex_backward, meta=_multiplex_meta)
 def _multiplex(*arrays):
     *inputs, index = arrays
     return np.stack(inputs)[index.reshape(-1), array_module(index).arange(index.shape[0])]
@@ -400,11 +462,13 @@ def _getitem_rows(s, o, st):
 
 
 def _getitem_backward(ctx, g):
+    """g added into zeros like x at the positions the key selected (setitem_add; with index
+    tensors, repeated positions add up)."""
     from .creation import zeros_like
-    x = ctx.inputs[0]
-    if ctx.static["n_index"]:
+    x, *index = ctx.inputs
+    if not x.requires_grad:
         return (None,) * len(ctx.inputs)
-    return (apply("setitem_add", [zeros_like(x), g], {"key": ctx.static["key"]}),)
+    return (apply("setitem_add", [zeros_like(x), g, *index], {"key": ctx.static["key"]}),) + (None,) * len(index)
 
 
 def _decode(key, arrays):
@@ -480,11 +544,21 @@ def _getitem(x, *index, key=(), kept=(), n_index=0):
     return array_module(x).asarray(x[_decode(key, index)])
 
 
-@op("setitem_add", lambda s, o, st: [((B, B), (B,)), ((P, P), (P,))], meta=rules.like(0))
-def _setitem_add(x, update, key=()):
+@op("setitem_add", lambda s, o, st: [((B,) * len(s), (B,)), ((P, P) + (B,) * (len(s) - 2), (P,))],
+    meta=rules.like(0))
+def _setitem_add(x, update, *index, key=()):
+    """A copy of x with update added at x[key] (key encoded as getitem's; its index tensors
+    follow update). With index tensors, the positions are read from an array of x's flat
+    positions indexed alike, so repeated positions add up and bool masks work as in numpy."""
     out = x.copy()
-    np.add.at(out, _decode(key, ()), update)
-    return out
+    if not index:
+        np.add.at(out, _decode(key, ()), update)
+        return out
+    xp = array_module(x)
+    where = xp.arange(out.size).reshape(out.shape)[_decode(key, index)]
+    flat = out.reshape(-1)
+    np.add.at(flat, where.reshape(-1), xp.broadcast_to(update, where.shape).reshape(-1))
+    return flat.reshape(out.shape)
 
 
 def getitem(x, key):
