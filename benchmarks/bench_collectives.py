@@ -4,8 +4,10 @@
 
 Sizes are the full message: the all_reduce/broadcast buffer, the all_gather output, the
 reduce_scatter input. Time is the median per call; bandwidth is size / time. "gt shm"
-uses arrays from gt.distributed.empty_shared (peers read them in place); "gt heap" uses
-plain numpy arrays (staged through shared memory). Peers are skipped when not importable.
+uses arrays from gt.distributed.empty_shared; "gt numpy" plain np.empty arrays (in a job,
+numpy's allocator places those of 256 KiB and more in the rank's arena, so peers read them in
+place too); "gt heap" arrays numpy did not allocate (bytearray-backed: staged through shared
+memory). Peers are skipped when not importable.
 """
 import argparse
 import json
@@ -23,10 +25,15 @@ from _timing import (ITERS, SIZES, free_port, human_size, human_time, median_sec
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
 
 
-def gt_worker(sizes, shared):
+def _heap(shape, dtype):
+    n = shape[0]
+    return np.frombuffer(bytearray(n * np.dtype(dtype).itemsize), dtype, count=n)
+
+
+def gt_worker(sizes, kind):
     from globaltensor import distributed as dist
     k = 2
-    make = dist.empty_shared if shared else np.empty
+    make = {"shm": dist.empty_shared, "numpy": np.empty, "heap": _heap}[kind]
     out = {}
     for size in sizes:
         n = max(1, size // 4)
@@ -128,8 +135,8 @@ def main():
     if args.mpi_worker:
         return mpi_worker(sizes, args.mpi_worker)
     from globaltensor.distributed import spawn
-    results = {"gt shm": spawn(gt_worker, args=(sizes, True), nprocs=2, timeout=900)[0],
-               "gt heap": spawn(gt_worker, args=(sizes, False), nprocs=2, timeout=900)[0]}
+    results = {f"gt {kind}": spawn(gt_worker, args=(sizes, kind), nprocs=2, timeout=900)[0]
+               for kind in ("shm", "numpy", "heap")}
     peers = {}
     for name, runner in (("Open MPI", run_mpi), ("gloo", run_gloo)):
         data, note = runner(sizes)

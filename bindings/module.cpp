@@ -16,6 +16,7 @@
 #include "../kernels/cuda_linear.h"
 #endif
 #include "../kernels/group.h"
+#include "../kernels/numpy_alloc.h"
 #include "../kernels/philox.h"
 #include "../kernels/reduce.h"
 
@@ -229,7 +230,26 @@ PYBIND11_MODULE(_C, m) {
       .def("release_cached", [](Node& n) { n.arena().release_cached(); }, "Return free arena pages to the system.")
       .def_property_readonly("used_bytes", [](Node& n) { return n.arena().used_bytes(); })
       .def_property_readonly("cached_bytes", [](Node& n) { return n.arena().cached_bytes(); })
+      .def_property_readonly("peak_bytes", [](Node& n) { return n.arena().peak_bytes(); })
+      .def_property_readonly("reserve_bytes", [](Node& n) { return n.arena().reserve(); })
+      .def("reset_peak", [](Node& n) { n.arena().reset_peak(); }, "Start the peak over from what is in use now.")
       .def_property_readonly("rank", &Node::rank);
+
+  m.def("install_numpy_allocator", &gt::install_numpy_allocator, py::arg("node"), py::arg("min_bytes"),
+        "Make the node's arena numpy's allocator (NEP 49) for arrays of at least min_bytes, in this context; "
+        "False when numpy has no NEP 49 API.");
+  m.def("uninstall_numpy_allocator", &gt::uninstall_numpy_allocator, "Put numpy's previous allocator back.");
+  m.def("numpy_alloc_stats", [] {
+    auto s = gt::numpy_alloc_stats();
+    py::dict d;
+    d["installed"] = s.installed;
+    d["arena_allocs"] = s.arena_allocs;
+    d["heap_fallbacks"] = s.heap_fallbacks;
+    d["heap_fallback_bytes"] = s.heap_fallback_bytes;
+    d["min_bytes"] = s.min_bytes;
+    return d;
+  }, "Counters of numpy's arena allocator.");
+  m.def("size_class", &gt::size_class, py::arg("nbytes"), "The block size the allocator gives nbytes.");
 
   py::class_<gt::Work, std::shared_ptr<gt::Work>>(m, "Work", "Completion of one asynchronous collective.")
       .def("wait", [](gt::Work& w) { py::gil_scoped_release r; w.wait(); },

@@ -2,6 +2,7 @@
 from . import autograd, debug, distributed, env, sbp
 from . import nn, optim, utils  # noqa: E402 - after the ops they build on
 from .serialization import load, save
+from .memory import empty_cache, max_memory_allocated, memory_allocated, memory_stats, reset_peak_memory_stats
 from . import ops as _ops
 from .autograd import enable_grad, no_grad
 from .dtype import (bfloat16, bool, float16, float32, float64, get_default_dtype, int8, int32, int64,  # noqa: A004
@@ -15,6 +16,14 @@ from .ops.reduction import return_types
 from .tensor import Tensor
 
 __version__ = "0.1.0"
+
+
+def _world_size_from_env():
+    import os
+    try:
+        return int(os.environ.get("WORLD_SIZE") or 1)
+    except ValueError:
+        return 1
 
 for _name in _ops.PUBLIC:
     globals()[_name] = getattr(_ops, _name)
@@ -30,4 +39,8 @@ __all__ = [
     "zeros_like", "ones_like", "full_like", "empty_like",
     "save", "load", "no_grad", "enable_grad", "return_types",
     "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "__version__",
+    "memory_stats", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
 ] + [_name for _name in _ops.PUBLIC if _name != "slice"]
+
+if _world_size_from_env() > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
+    distributed.world.world()

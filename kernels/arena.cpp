@@ -82,7 +82,7 @@ void Arena::insert_free(size_t off, Block b) {
   free_.emplace(off, b);
 }
 
-int64_t Arena::alloc(size_t nbytes) {
+int64_t Arena::alloc(size_t nbytes, bool* zeroed) {
   size_t size = round_up(nbytes == 0 ? 1 : nbytes, kPage);
   std::lock_guard<std::mutex> lock(mu_);
   auto best = free_.end();
@@ -112,7 +112,10 @@ int64_t Arena::alloc(size_t nbytes) {
                          " bytes of shared memory in /dev/shm: " + std::strerror(err));
     }
   }
+  if (zeroed) *zeroed = !committed;  // fresh or punched pages read as zeros
   used_.emplace(off, size);
+  size_t now = allocated_ += size;
+  if (now > peak_.load()) peak_.store(now);
   return int64_t(off);
 }
 
@@ -122,7 +125,14 @@ void Arena::free(int64_t offset) {
   if (it == used_.end()) return;
   size_t size = it->second;
   used_.erase(it);
+  allocated_ -= size;
   insert_free(size_t(offset), Block{size, true});
+}
+
+size_t Arena::size_of(int64_t offset) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = used_.find(size_t(offset));
+  return it == used_.end() ? 0 : it->second;
 }
 
 void Arena::release_cached() {
@@ -136,16 +146,11 @@ void Arena::release_cached() {
 
 int64_t Arena::offset_of(const void* ptr, size_t nbytes) const {
   auto p = static_cast<const char*>(ptr);
-  if (p < base_ || p + nbytes > base_ + top_) return -1;
+  if (p < base_ || p + nbytes > base_ + top_.load()) return -1;
   return int64_t(p - base_);
 }
 
-size_t Arena::used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t n = 0;
-  for (auto& kv : used_) n += kv.second;
-  return n;
-}
+size_t Arena::used_bytes() const { return allocated_.load(); }
 
 size_t Arena::cached_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -1,5 +1,6 @@
 // A per-rank heap in one sparse shared-memory file that every peer on the node maps once.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -21,8 +22,12 @@ class Arena {
 
   // Offset of a block of at least `nbytes` (page aligned); throws ShmExhausted when
   // /dev/shm cannot hold it. Pages are committed with fallocate, so no SIGBUS later.
-  int64_t alloc(size_t nbytes);
+  // *zeroed (when given) says whether the block's pages are known to read as zeros
+  // (never handed out before, or given back to the system since).
+  int64_t alloc(size_t nbytes, bool* zeroed = nullptr);
   void free(int64_t offset);
+  // The size of the block handed out at `offset` (0 when none is).
+  size_t size_of(int64_t offset) const;
   // Give the pages of every free block back to the system.
   void release_cached();
   // Offset of [ptr, ptr + nbytes) inside this arena, or -1.
@@ -33,6 +38,12 @@ class Arena {
   size_t reserve() const { return reserve_; }
   size_t used_bytes() const;
   size_t cached_bytes() const;
+  size_t peak_bytes() const { return peak_.load(); }
+  void reset_peak() { peak_.store(allocated_.load()); }
+  bool contains(const void* ptr) const {
+    auto p = static_cast<const char*>(ptr);
+    return p >= base_ && p < base_ + reserve_;
+  }
 
  private:
   struct Block { size_t size; bool committed; };
@@ -41,7 +52,8 @@ class Arena {
   int fd_ = -1;
   char* base_ = nullptr;
   size_t reserve_ = 0;
-  size_t top_ = 0;  // everything at or above top_ was never handed out
+  std::atomic<size_t> top_{0};  // everything at or above top_ was never handed out
+  std::atomic<size_t> allocated_{0}, peak_{0};
   mutable std::mutex mu_;
   std::map<size_t, Block> free_;               // offset -> free block
   std::unordered_map<size_t, size_t> used_;    // offset -> size

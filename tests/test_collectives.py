@@ -25,7 +25,15 @@ def reference_reduce(pieces, op):
 
 
 def _buffer(shared, shape, dtype):
-    return dist.empty_shared(shape, dtype) if shared else np.empty(shape, dtype)
+    return dist.empty_shared(shape, dtype) if shared else heap_array(shape, dtype)
+
+
+def heap_array(shape, dtype):
+    """An array on the heap whatever numpy's allocator is (Python's bytearray), so collectives
+    must stage it."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    return np.frombuffer(bytearray(n * dtype.itemsize), dtype, count=n).reshape(shape)
 
 
 def _all_reduce_cases():
@@ -205,7 +213,8 @@ def _bounded_memory():
     dist.all_reduce(np.zeros(1))  # the group's segment exists from here on
     dist.barrier()
     before = _shm_used_bytes()
-    x = np.ones(16 << 20, np.float32)  # 64 MiB on the heap: staged in 1 MiB rounds
+    x = heap_array(16 << 20, np.float32)  # 64 MiB on the heap: staged in 1 MiB rounds
+    x[...] = 1
     dist.all_reduce(x)
     dist.broadcast(x, src=0)
     grown = _shm_used_bytes() - before

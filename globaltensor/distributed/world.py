@@ -16,12 +16,16 @@ import numpy as np
 from .. import _C
 from .store import StoreClient, StoreServer, left_key, secret_from_env
 
-ARENA_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) << 30
+ARENA_BYTES = int(float(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) * (1 << 30))  # address space; pages on use
 STAGE_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_STAGE_BYTES", str(1 << 20)))
 ONESHOT_BYTES = int(os.environ.get("GLOBALTENSOR_ONESHOT_BYTES", str(256 << 10)))
 # Streaming stores lost at every size measured here (the L3 holds the buffers): off unless asked.
 NONTEMPORAL_BYTES = int(os.environ.get("GLOBALTENSOR_NONTEMPORAL_BYTES", str(1 << 62)))
 SHARED_MIN_BYTES = 1 << 15  # smaller arrays stay on the heap: staging them costs less than a page
+# numpy's own allocations of at least this many bytes come from the arena in a job of several
+# ranks (GLOBALTENSOR_NUMPY_ALLOCATOR=0: never), so any large array is read by peers in place.
+NUMPY_ALLOCATOR = os.environ.get("GLOBALTENSOR_NUMPY_ALLOCATOR", "1") not in ("0", "false", "no", "off")
+NUMPY_MIN_BYTES = int(os.environ.get("GLOBALTENSOR_NUMPY_MIN_BYTES", str(256 << 10)))
 
 
 def _env_int(name, default):
@@ -70,6 +74,8 @@ class World:
         self.local_rank = _env_int("LOCAL_RANK", 0)
         self.prefix = f"/gt_{job_id()}_"
         self.node = _C.Node(self.prefix, self.rank, ARENA_BYTES)
+        self.numpy_allocator = self.world_size > 1 and NUMPY_ALLOCATOR and \
+            _C.install_numpy_allocator(self.node, NUMPY_MIN_BYTES)
         self.store = None
         self._server = None
         self._groups = {}
@@ -173,6 +179,8 @@ def _mark_end(w, pid):
             native.drain()
         except Exception:  # noqa: BLE001
             pass
+    if w.numpy_allocator:  # the arena outlives the World (arrays may still free into it): drop its name
+        w.node.unlink_arena()
     exc = _unhandled[0]
     how = "finished the script" if exc is None else f"ended on an error: {type(exc).__name__}: {exc}"[:120]
     try:
