@@ -95,23 +95,27 @@ def mpi_worker(sizes, path):
 
 
 def run_mpi(sizes):
+    return run_mpi_script(os.path.abspath(__file__), ["--sizes", ",".join(map(str, sizes))])
+
+
+def run_mpi_script(script, extra_args):
+    """`mpirun -n 2 python script --mpi-worker PATH ...`: the figures rank 0 wrote to PATH and a
+    note naming the MPI library (None and why when it cannot run)."""
     if not shutil.which("mpirun"):
         return None, "mpirun not found"
     try:
-        import mpi4py  # noqa: F401
+        import mpi4py
     except ImportError:
         return None, "mpi4py not importable"
     path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gt_bench_mpi_{os.getpid()}.json")
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    cmd = ["mpirun", "-n", "2", "--bind-to", "none", sys.executable, os.path.abspath(__file__), "--mpi-worker", path,
-           "--sizes", ",".join(map(str, sizes))]
+    cmd = ["mpirun", "-n", "2", "--bind-to", "none", sys.executable, script, "--mpi-worker", path, *extra_args]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if res.returncode != 0:
         return None, f"mpirun failed: {res.stderr[-500:]}"
     with open(path) as f:
         data = json.load(f)
     os.unlink(path)
-    import mpi4py
     from mpi4py import MPI
     return data, f"{MPI.Get_library_version().splitlines()[0].strip().strip(chr(0))} (mpi4py {mpi4py.__version__})"
 
