@@ -216,7 +216,10 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<Node, std::shared_ptr<Node>>(m, "Node", "This rank's shared-memory arena and its peers' mappings.")
       .def(py::init<const std::string&, int, size_t>(), py::arg("prefix"), py::arg("rank"), py::arg("arena_bytes"))
-      .def("map_peer", &Node::map_peer, py::arg("rank"), "Map the arena of another rank on this node.")
+      .def("map_peer", &Node::map_peer, py::arg("rank"), py::arg("path") = "",
+           "Map the arena of another rank on this node (by its /proc/<pid>/fd/<fd> path).")
+      .def_property_readonly("arena_fd", [](Node& n) { return n.arena().fd(); },
+                             "The open file of this rank's arena (it has no name: peers open /proc/<pid>/fd/<fd>).")
       .def("unlink_arena", [](Node& n) { n.arena().unlink(); }, "Remove the arena's name once every peer mapped it.")
       .def("mark_finished", &Node::mark_finished, py::arg("how"),
            "Tell peers waiting for this rank that its script ended (how: 'finished the script', ...).")

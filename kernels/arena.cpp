@@ -51,6 +51,10 @@ Arena::Arena(const std::string& name, size_t reserve_bytes)
                        std::string(std::strerror(err)));
   }
   top_ = kPage;
+  // no name from here on: nothing is left in /dev/shm whatever way this process ends (peers
+  // open the file through /proc/<pid>/fd/<fd>, see Mapping's path constructor)
+  shm_unlink(name.c_str());
+  unlinked_ = true;
 }
 
 Arena::~Arena() {
@@ -178,6 +182,25 @@ Mapping::Mapping(const std::string& name, size_t bytes, bool create) : name_(nam
   }
   try {
     data_ = map_fd(fd, bytes, name);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+}
+
+Mapping::Mapping(const std::string& path) : name_(path), unlinked_(true) {
+  int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) throw std::runtime_error(errno_text("open of a peer's shared memory", path, errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    throw std::runtime_error(errno_text("fstat of a peer's shared memory", path, err));
+  }
+  size_ = size_t(st.st_size);  // the peer's own size, whatever this rank's settings say
+  try {
+    data_ = map_fd(fd, size_, path);
   } catch (...) {
     close(fd);
     throw;

@@ -35,6 +35,7 @@ class Arena {
   void unlink();
 
   char* base() const { return base_; }
+  int fd() const { return fd_; }
   size_t reserve() const { return reserve_; }
   size_t used_bytes() const;
   size_t cached_bytes() const;
@@ -64,6 +65,8 @@ class Arena {
 class Mapping {
  public:
   Mapping(const std::string& name, size_t bytes, bool create);
+  // An open file by path (a peer's unlinked arena: /proc/<pid>/fd/<fd>), mapped whole.
+  explicit Mapping(const std::string& path);
   ~Mapping();
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;

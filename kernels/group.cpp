@@ -116,9 +116,10 @@ std::string Node::arena_name(const std::string& prefix, int rank) {
   return prefix + "a" + std::to_string(rank);
 }
 
-void Node::map_peer(int rank) {
+void Node::map_peer(int rank, const std::string& path) {
   if (rank == rank_ || peers_.count(rank)) return;
-  peers_.emplace(rank, std::make_unique<Mapping>(arena_name(prefix_, rank), arena_->reserve(), false));
+  peers_.emplace(rank, path.empty() ? std::make_unique<Mapping>(arena_name(prefix_, rank), arena_->reserve(), false)
+                                    : std::make_unique<Mapping>(path));
 }
 
 char* Node::base_of(int rank) const {

@@ -22,7 +22,9 @@ class Group;
 class Node {
  public:
   Node(const std::string& prefix, int rank, size_t arena_bytes);
-  void map_peer(int rank);  // map the arena of `rank` (same node), once
+  // Map the arena of `rank` (same node), once: by the path of its open file (/proc/<pid>/fd/<fd>;
+  // arenas have no name), or by its name when path is empty.
+  void map_peer(int rank, const std::string& path = "");
   char* base_of(int rank) const;
   // The status of `rank` (this rank or a mapped peer), or nullptr when it is not mapped here.
   RankStatus* status(int rank) const { return reinterpret_cast<RankStatus*>(base_of(rank)); }

@@ -65,7 +65,9 @@ class HostDevice:
         self._maps = {}
 
     def alloc(self, nbytes):
-        path = f"/dev/shm/gt_ipc_twin_{uuid.uuid4().hex}"
+        from .world import job_id
+        # named after the job: when a rank dies before close(), the launcher's sweep removes it
+        path = f"/dev/shm/gt_{job_id()}_ipc_twin_{uuid.uuid4().hex}"
         with open(path, "wb") as f:
             f.truncate(max(nbytes, 1))
         ptr = self._map(path)

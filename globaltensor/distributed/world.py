@@ -90,17 +90,20 @@ class World:
                 return
             if self.world_size > 1:
                 self._connect_store()
-                self.store.set(f"world/host/{self.rank}", host_key().encode())
+                # the arena has no name in /dev/shm (nothing outlives a SIGKILL): peers on this
+                # machine open its file as /proc/<pid>/fd/<fd>
+                me = f"{host_key()}\n/proc/{os.getpid()}/fd/{self.node.arena_fd}"
+                self.store.set(f"world/host/{self.rank}", me.encode())
                 others = [r for r in range(self.world_size) if r != self.rank]
-                self.host_keys = [self.store.get(f"world/host/{r}", watch=others,
-                                                 waiting_for=f"rank {r} to join the job").decode()
-                                  for r in range(self.world_size)]
+                joined = [self.store.get(f"world/host/{r}", watch=others,
+                                         waiting_for=f"rank {r} to join the job").decode().split("\n")
+                          for r in range(self.world_size)]
+                self.host_keys = [host for host, _ in joined]
                 self.store.barrier("world/arenas-created", self.rank, self.world_size)
-                for r in range(self.world_size):
-                    if self.host_keys[r] == self.host_keys[self.rank]:
-                        self.node.map_peer(r)
-                self.store.barrier("world/arenas-mapped", self.rank, self.world_size)
-            self.node.unlink_arena()
+                for r, (host, path) in enumerate(joined):
+                    if host == self.host_keys[self.rank]:
+                        self.node.map_peer(r, path)
+                self.store.barrier("world/arenas-mapped", self.rank, self.world_size)  # then an owner may end
             self._joined = True
 
     def join_states(self, op_name, ranks):
@@ -179,8 +182,6 @@ def _mark_end(w, pid):
             native.drain()
         except Exception:  # noqa: BLE001
             pass
-    if w.numpy_allocator:  # the arena outlives the World (arrays may still free into it): drop its name
-        w.node.unlink_arena()
     exc = _unhandled[0]
     how = "finished the script" if exc is None else f"ended on an error: {type(exc).__name__}: {exc}"[:120]
     try:
