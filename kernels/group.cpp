@@ -603,7 +603,9 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
       srcs[p] = bases_[p] + desc(p).in_off + lo * esz;
       dsts[p] = bases_[p] + desc(p).out_off + lo * esz;
     }
-    reduce_to(dsts.data(), k_, srcs.data(), k_, hi - lo, dtype, redop, nbytes >= opts_.nontemporal_bytes);
+    // streaming stores only out of place: in place, the buffer just read is the one written
+    bool nt = nbytes >= opts_.nontemporal_bytes && d.in_off != d.out_off;
+    reduce_to(dsts.data(), k_, srcs.data(), k_, hi - lo, dtype, redop, nt);
     sync();
     return;
   }
@@ -617,7 +619,7 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
     return;
   }
   size_t chunk = opts_.stage_bytes / esz;
-  bool nt = nbytes >= opts_.nontemporal_bytes;
+  bool nt = nbytes >= opts_.nontemporal_bytes && in != out;  // in place: the copy-out is read next
   for (size_t c0 = 0; c0 < count; c0 += chunk) {
     uint64_t s = stage_seq_++;
     size_t n = std::min(chunk, count - c0);

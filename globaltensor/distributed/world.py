@@ -19,8 +19,20 @@ from .store import StoreClient, StoreServer, left_key, secret_from_env
 ARENA_BYTES = int(float(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) * (1 << 30))  # address space; pages on use
 STAGE_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_STAGE_BYTES", str(1 << 20)))
 ONESHOT_BYTES = int(os.environ.get("GLOBALTENSOR_ONESHOT_BYTES", str(256 << 10)))
-# Streaming stores lost at every size measured here (the L3 holds the buffers): off unless asked.
-NONTEMPORAL_BYTES = int(os.environ.get("GLOBALTENSOR_NONTEMPORAL_BYTES", str(1 << 62)))
+def _l3_bytes():
+    """The size of the last-level cache (0 when the system does not say)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            text = f.read().strip().upper()
+        return int(text.rstrip("KMG")) << {"K": 10, "M": 20, "G": 30}.get(text[-1], 0)
+    except (OSError, ValueError):
+        return 0
+
+
+# Outputs this large are written with streaming stores (they would evict the cache for nothing):
+# a quarter of the L3. On a 32 MiB-L3 EPYC, all_gather to 16 MiB went 3.7 -> 2.3 ms; on a
+# 260 MiB-L3 Xeon streaming lost at every size measured (RESULTS.md). Unknown L3: off.
+NONTEMPORAL_BYTES = int(os.environ.get("GLOBALTENSOR_NONTEMPORAL_BYTES", str(_l3_bytes() // 4 or 1 << 62)))
 SHARED_MIN_BYTES = 1 << 15  # smaller arrays stay on the heap: staging them costs less than a page
 # numpy's own allocations of at least this many bytes come from the arena in a job of several
 # ranks (GLOBALTENSOR_NUMPY_ALLOCATOR=0: never), so any large array is read by peers in place.
