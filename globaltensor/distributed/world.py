@@ -19,6 +19,8 @@ from .store import StoreClient, StoreServer, left_key, secret_from_env
 ARENA_BYTES = int(float(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) * (1 << 30))  # address space; pages on use
 STAGE_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_STAGE_BYTES", str(1 << 20)))
 ONESHOT_BYTES = int(os.environ.get("GLOBALTENSOR_ONESHOT_BYTES", str(256 << 10)))
+
+
 def _l3_bytes():
     """The size of the last-level cache (0 when the system does not say)."""
     try:
