@@ -52,8 +52,14 @@ def gt_worker(name, world, batch_ranks=None):
     rows = batch * (batch_ranks or world)
     x = gt.randn(rows, d_in, **kwargs)
     y = gt.randn(rows, d_out, **kwargs)
+    return _gt_rate(model, x, y, iters, dist.barrier if world > 1 else (lambda: None))
+
+
+def _gt_rate(model, x, y, iters, barrier):
+    """Iterations per second of globaltensor SGD steps on an MSE loss."""
+    import globaltensor as gt
     opt = gt.optim.SGD(model.parameters(), lr=0.01)
-    loss_fn = nn.MSELoss()
+    loss_fn = gt.nn.MSELoss()
 
     def step():
         loss = loss_fn(model(x), y)
@@ -61,7 +67,7 @@ def gt_worker(name, world, batch_ranks=None):
         opt.step()
         opt.zero_grad()
 
-    return _rate(step, iters, dist.barrier if world > 1 else (lambda: None))
+    return _rate(step, iters, barrier)
 
 
 def gt_tp_worker(name):
@@ -80,28 +86,28 @@ def gt_tp_worker(name):
     model[2].weight = nn.Parameter(model[2].weight.to_global(sbp=S1))  # row parallel: a partial output
     x = gt.randn(batch * 2, d_in, placement=placement, sbp=B)
     y = gt.randn(batch * 2, d_out, placement=placement, sbp=B)
-    opt = gt.optim.SGD(model.parameters(), lr=0.01)
-    loss_fn = nn.MSELoss()
-
-    def step():
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-    return _rate(step, iters, dist.barrier)
+    return _gt_rate(model, x, y, iters, dist.barrier)
 
 
-def torch_tp_worker(name, port):
+def _torch_peer(name, port):
+    """This rank of the torch peer: its gloo process group, and the model of `name` (seeded) with
+    (d_in, d_out, batch per rank, iterations)."""
     import torch
     import torch.distributed as tdist
     torch.set_num_threads(1)
     os.environ["MASTER_PORT"] = str(port)
     tdist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=2)
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     (d_in, d_hidden, d_out), batch, iters = MODELS[name]
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(d_in, d_hidden), torch.nn.ReLU(), torch.nn.Linear(d_hidden, d_out))
+    return model, d_in, d_out, batch, iters
+
+
+def torch_tp_worker(name, port):
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    model, d_in, d_out, batch, iters = _torch_peer(name, port)
     mesh = init_device_mesh("cpu", (2,))
     model = parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     x, y = torch.randn(batch * 2, d_in), torch.randn(batch * 2, d_out)  # the whole batch on every rank
@@ -143,13 +149,7 @@ def _measure_tp(name):
 
 def torch_worker(name, kind, port):
     import torch
-    import torch.distributed as tdist
-    torch.set_num_threads(1)
-    os.environ["MASTER_PORT"] = str(port)
-    tdist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=2)
-    (d_in, d_hidden, d_out), batch, iters = MODELS[name]
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(d_in, d_hidden), torch.nn.ReLU(), torch.nn.Linear(d_hidden, d_out))
+    model, d_in, d_out, batch, iters = _torch_peer(name, port)
     x, y = torch.randn(batch, d_in), torch.randn(batch, d_out)
     if kind == "ddp":
         model = torch.nn.parallel.DistributedDataParallel(model)

@@ -18,13 +18,6 @@ from .tensor import Tensor
 __version__ = "0.1.0"
 
 
-def _world_size_from_env():
-    import os
-    try:
-        return int(os.environ.get("WORLD_SIZE") or 1)
-    except ValueError:
-        return 1
-
 for _name in _ops.PUBLIC:
     globals()[_name] = getattr(_ops, _name)
 
@@ -42,5 +35,5 @@ __all__ = [
     "memory_stats", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
 ] + [_name for _name in _ops.PUBLIC if _name != "slice"]
 
-if _world_size_from_env() > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
+if distributed.world._env_int("WORLD_SIZE", 1) > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
     distributed.world.world()

@@ -29,6 +29,18 @@ char* map_fd(int fd, size_t bytes, const std::string& name) {
   return static_cast<char*>(p);
 }
 
+// Map fd whole (bytes) and close it, also when mapping fails (the mapping keeps the file).
+char* map_and_close(int fd, size_t bytes, const std::string& name) {
+  try {
+    char* p = map_fd(fd, bytes, name);
+    close(fd);
+    return p;
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+}
+
 }  // namespace
 
 Arena::Arena(const std::string& name, size_t reserve_bytes)
@@ -180,13 +192,7 @@ Mapping::Mapping(const std::string& name, size_t bytes, bool create) : name_(nam
                          name + "' in /dev/shm: " + std::strerror(err));
     }
   }
-  try {
-    data_ = map_fd(fd, bytes, name);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
-  close(fd);
+  data_ = map_and_close(fd, bytes, name);
 }
 
 Mapping::Mapping(const std::string& path) : name_(path), unlinked_(true) {
@@ -199,13 +205,7 @@ Mapping::Mapping(const std::string& path) : name_(path), unlinked_(true) {
     throw std::runtime_error(errno_text("fstat of a peer's shared memory", path, err));
   }
   size_ = size_t(st.st_size);  // the peer's own size, whatever this rank's settings say
-  try {
-    data_ = map_fd(fd, size_, path);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
-  close(fd);
+  data_ = map_and_close(fd, size_, path);
 }
 
 Mapping::~Mapping() {

@@ -20,18 +20,12 @@ from .indexing import (argsort, gather, gather_nd, getitem, histogram, index_sam
                        unique)
 from .nn_functional import cross_entropy, dropout, embedding, layer_norm, linear, log_softmax, mse_loss, softmax
 from .random_ops import bernoulli, multinomial, randperm
-from ._front import tensors
 from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
                        randint, randn, uniform, zeros, zeros_like)
 from .keywords import accept_paddle_keywords
-from .. import autograd
-from .. import layout as _layout
-from ..backends.devices import array_module, move, of_array
-from ..sbp import broadcast as _B
 from ..tensor import Tensor
 
 cat = concat  # PyTorch's name
-builtins_slice = builtins.slice  # `slice` here is Paddle's op
 
 
 _g = globals()

@@ -89,8 +89,8 @@ BINARY = {
     "pow": (np.power, None, (lambda a, b, y, g: g * where(b == 0, 0.0, b * pow(a, b - 1)),
                              lambda a, b, y, g: g * y * log(where(a == 0, 1.0, a)))),
     # ties share the gradient evenly (PyTorch; what central differences give)
-    "maximum": (np.maximum, None, (lambda a, b, y, g: g * _share(a > b, a == b), lambda a, b, y, g: g * _share(a < b, a == b))),
-    "minimum": (np.minimum, None, (lambda a, b, y, g: g * _share(a < b, a == b), lambda a, b, y, g: g * _share(a > b, a == b))),
+    "maximum": (np.maximum, None, (lambda a, b, y, g: _share(g, a > b, a == b), lambda a, b, y, g: _share(g, a < b, a == b))),
+    "minimum": (np.minimum, None, (lambda a, b, y, g: _share(g, a < b, a == b), lambda a, b, y, g: _share(g, a > b, a == b))),
     "equal": (np.equal, None, None), "not_equal": (np.not_equal, None, None),
     "greater_equal": (np.greater_equal, None, None), "greater_than": (np.greater, None, None),
     "less_equal": (np.less_equal, None, None), "less_than": (np.less, None, None),
@@ -99,9 +99,9 @@ BINARY = {
 }
 
 
-def _share(wins, ties):
-    """1 where an operand wins, 1/2 where it ties, 0 elsewhere (maximum/minimum's backward)."""
-    return cast(wins, _dtype.get_default_dtype()) + cast(ties, _dtype.get_default_dtype()) * 0.5
+def _share(g, wins, ties):
+    """g where an operand wins, g / 2 where it ties, 0 elsewhere (maximum/minimum's backward)."""
+    return g * (cast(wins, g.dtype) + cast(ties, g.dtype) * 0.5)
 
 
 def _unary_backward(derivative):

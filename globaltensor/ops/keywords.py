@@ -23,17 +23,16 @@ BY_OP = {
 }
 
 
-def table(op_name, fn):
-    """The Paddle spellings fn takes: {Paddle's name: fn's parameter}."""
-    params = inspect.signature(fn).parameters
+def table(op_name, params):
+    """The Paddle spellings an op with these parameters takes: {Paddle's name: its parameter}."""
     rows = {**COMMON, **BY_OP.get(op_name, {})}
     return {paddle: ours for paddle, ours in rows.items() if paddle not in params and ours in params}
 
 
 def accept_paddle_keywords(op_name, fn):
     """fn, also taking Paddle's keyword names (and `name=`); its signature stays fn's."""
-    names = table(op_name, fn)
     params = inspect.signature(fn).parameters
+    names = table(op_name, params)
     kinds = [p.kind for p in params.values()]
     varargs = None
     if inspect.Parameter.VAR_POSITIONAL in kinds:  # with the parameters before it, which come first
