@@ -223,6 +223,8 @@ PYBIND11_MODULE(_C, m) {
       .def("unlink_arena", [](Node& n) { n.arena().unlink(); }, "Remove the arena's name once every peer mapped it.")
       .def("mark_finished", &Node::mark_finished, py::arg("how"),
            "Tell peers waiting for this rank that its script ended (how: 'finished the script', ...).")
+      .def("give_up", &Node::give_up, py::arg("what"),
+           "This rank raised outside a collective and goes on: peers waiting for it fail now, told `what`.")
       .def("alloc", [](std::shared_ptr<Node> n, size_t nbytes) {
         int64_t off = n->arena().alloc(nbytes);
         return std::make_shared<ShmBuffer>(n, off, nbytes);

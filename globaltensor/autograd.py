@@ -243,7 +243,10 @@ def backward(tensor, gradient=None):
     def on_leaf(leaf, g):
         if g is not None and g.dtype != leaf.dtype:
             g = _ops().cast(g, leaf.dtype)  # a leaf's gradient has the leaf's dtype
-        if g is not None and leaf.grad is not None and (leaf.grad.is_local or leaf.grad.sbp == g.sbp):
+        if g is not None and leaf.grad is not None and _adds_in_place(leaf.grad, g):
+            leaf.grad._local += g._local  # accumulate in place, as PyTorch (no fresh pages per micro-batch)
+            g, leaf.grad = leaf.grad, None
+        elif g is not None and leaf.grad is not None and (leaf.grad.is_local or leaf.grad.sbp == g.sbp):
             g = add(leaf.grad, g)  # accumulate before reducing (no_sync steps stay partial)
             leaf.grad = None
         buckets = owner.get(id(leaf))
@@ -273,6 +276,14 @@ def backward(tensor, gradient=None):
             ctx.dests = None
     for buckets in all_buckets:
         buckets.finish()
+
+
+def _adds_in_place(grad, g):
+    """May g be added into grad's own memory? Same layout and dtype, and grad's piece is an array
+    of its own (not a view into a gradient bucket or another tensor)."""
+    return (grad.shape == g.shape and grad.dtype == g.dtype and grad.placement == g.placement
+            and grad.sbp == g.sbp and grad._node is None and not grad.requires_grad
+            and getattr(grad._local, "base", 0) is None and grad._local.flags.writeable)
 
 
 def _offer_destinations(order, owner):

@@ -81,6 +81,26 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
             index[d] = slice(None)
         return tuple(int(r) for r in self._ranks[tuple(index)].reshape(-1))
 
+    def __getitem__(self, index):
+        """The sub-placement along mesh axis 0: an int drops that axis (row i of a 2-D mesh is
+        a 1-D placement; a 1-D placement's element i is the 1-D placement of that one rank), a
+        slice keeps it (rows i:j)."""
+        if isinstance(index, slice):
+            rows = self._ranks[index]
+            if rows.shape[0] == 0:
+                raise IndexError(f"{index} selects no row of {self}")
+            return placement(self._type, rows.tolist())
+        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+            n = self._ranks.shape[0]
+            if not -n <= index < n:
+                raise IndexError(f"placement index {index} is out of range for mesh axis 0 of size {n}")
+            row = self._ranks[index]
+            return placement(self._type, row.tolist() if row.ndim else [int(row)])
+        raise TypeError(f"a placement is indexed by an int or a slice along mesh axis 0, got {index!r}")
+
+    def __len__(self):
+        return self._ranks.shape[0]
+
     def __eq__(self, other):
         return isinstance(other, placement) and other._key == self._key
 

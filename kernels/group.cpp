@@ -232,6 +232,14 @@ void Node::mark_finished(const std::string& how) {
   st->finished.store(1, std::memory_order_release);
 }
 
+void Node::give_up(const std::string& what) {
+  RankStatus* st = status(rank_);
+  if (st->threads.load() > 1) return;  // with several program threads "this rank" waits nowhere in particular
+  copy_text(st->failure, sizeof(st->failure), what.substr(0, what.find('\n')));
+  uint64_t epoch = st->epoch.fetch_add(2, std::memory_order_acq_rel) + 2;  // even: not waiting; nonzero
+  st->failed_epoch.store(epoch, std::memory_order_release);
+}
+
 std::vector<int> Node::known_ranks() const {
   std::vector<int> out{rank_};
   for (auto& [r, mapping] : peers_) out.push_back(r);
@@ -376,8 +384,11 @@ void Group::fail(const std::string& what) {
 std::string Group::peer_state(int rank, uint32_t target) const {
   (void)target;
   RankStatus* st = node_->status(rank);
-  if (st && st->finished.load(std::memory_order_acquire)) return read_text(st->how, sizeof(st->how));
-  if (st && gave_up(st)) return "gave up its collective: " + read_text(st->failure, sizeof(st->failure));
+  bool finished = st && st->finished.load(std::memory_order_acquire);
+  if (st && gave_up(st))  // its own error says more than how its script ended
+    return "gave up: " + read_text(st->failure, sizeof(st->failure)) +
+           (finished ? " (then " + read_text(st->how, sizeof(st->how)) + ")" : "");
+  if (finished) return read_text(st->how, sizeof(st->how));
   if (st && st->waiting_for.load() >= 0)
     return "in " + read_text(st->doing, sizeof(st->doing)) + ", waiting for rank " +
            std::to_string(st->waiting_for.load());

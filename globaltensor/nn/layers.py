@@ -1,4 +1,5 @@
 """Layers and losses over the ops of globaltensor.ops (global tensors work unchanged)."""
+import collections
 import math
 
 from .. import ops
@@ -97,8 +98,16 @@ class LayerNorm(Module):
 
 
 class Sequential(Module):
+    """Modules applied in order; built from modules or from one OrderedDict of named modules.
+    A slice is a Sequential of the same modules under their names (a pipeline stage cut from a
+    model keeps the model's parameter names)."""
+
     def __init__(self, *modules):
         super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], collections.OrderedDict):
+            for name, m in modules[0].items():
+                self.add_module(name, m)
+            return
         for i, m in enumerate(modules):
             self.add_module(str(i), m)
 
@@ -108,6 +117,8 @@ class Sequential(Module):
         return x
 
     def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Sequential(collections.OrderedDict(list(self._modules.items())[i]))
         return list(self.children())[i]
 
     def __len__(self):
