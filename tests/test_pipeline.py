@@ -261,3 +261,35 @@ def test_bad_arguments_raise_before_any_step():
     x = gt.ones(3, 6, placement=gt.placement("cpu", [0]), sbp=B)
     with pytest.raises(ValueError, match="micro_batches=4"):
         pipe.step(x, target=gt.ones(3, 3, placement=gt.placement("cpu", [0]), sbp=B))
+
+
+def _plan_worker(layout_name, m):
+    """The collectives of one step on this rank: (kind, ranks) -> count."""
+    gt.manual_seed(0)
+    stages, data_pl, data_sbp = _build(layout_name)
+    pipe = gt.pipeline.Pipeline(stages, schedule="1f1b", micro_batches=m, loss_fn=nn.MSELoss())
+    xn, yn = _data(12)
+    x = gt.tensor(xn).to_global(data_pl, (B,) * data_pl.ndim).to_global(sbp=data_sbp)
+    y = gt.tensor(yn).to_global(data_pl, (B,) * data_pl.ndim).to_global(sbp=data_sbp)
+    pipe.step(x, target=y)  # the first step also creates the groups
+    for stage in stages:
+        stage.zero_grad()
+    with gt.debug.trace_collectives() as trace:
+        pipe.step(x, target=y)
+    counts = {}
+    for kind, ranks, _ in trace:
+        counts[(kind, ranks)] = counts.get((kind, ranks), 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_the_plan_of_a_step_two_stages_by_two_way_data_parallel(m):
+    """Per micro-batch one all_to_all forward and one backward between the stages' rows, plus the
+    batch and the target moving to their stages and the loss to every rank; the data-parallel
+    gradients reduce once per step (one bucket per stage), not once per micro-batch, and the last
+    stage sums its partial loss once."""
+    for rank, counts in enumerate(run_ranks(_plan_worker, 4, "2x2dp", m, timeout=120)):
+        row = (0, 1) if rank < 2 else (2, 3)
+        assert counts.pop(("all_reduce", row)) == (1 if rank < 2 else 2), counts
+        assert counts.pop(("all_to_all", (0, 1, 2, 3))) == 2 * m + 3, counts
+        assert not counts, counts
