@@ -1,9 +1,9 @@
 """Pipeline parallelism on 2 ranks (issue 15): globaltensor's schedules against the ideal and
 against torch.distributed.pipelining, in one run.
 
-    python benchmarks/bench_pipeline.py [--rounds 3] [--json out.json]
+    python benchmarks/bench_pipeline.py [--rounds 3] [--batch 256] [--json out.json]
 
-The model: 4 blocks of Linear(1024, 1024) + ReLU, batch 256, MSE loss; 2 stages of 2 blocks
+The model: 4 blocks of Linear(1024, 1024) + ReLU, batch 256 (or --batch), MSE loss; 2 stages of 2 blocks
 (one rank each, one thread each). For m in {2, 4, 8, 16} micro-batches: the step time (forward
 and backward of every micro-batch, no optimizer), the ideal step time (one-stage time / 2
 stretched by the schedule's bubble, (p-1)/(m+p-1); "ideal(m)" starts from the one-stage time of
@@ -22,7 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import print_table, run_torch_peer, write_json  # noqa: E402
 
-WIDTH, BLOCKS, BATCH = 1024, 4, 256
+WIDTH, BLOCKS = 1024, 4
+BATCH = int(os.environ.get("GT_BENCH_PIPELINE_BATCH", 256))
 MICRO_BATCHES = [2, 4, 8, 16]
 ITERS = 8
 
@@ -152,8 +153,13 @@ def _round():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "pipeline.json"))
+    ap.add_argument("--batch", type=int, default=BATCH)
+    ap.add_argument("--json", default=None, help="default: benchmarks/results/pipeline_batch<BATCH>.json")
     args = ap.parse_args()
+    global BATCH
+    BATCH = args.batch
+    os.environ["GT_BENCH_PIPELINE_BATCH"] = str(args.batch)  # the spawned workers read it
+    args.json = args.json or os.path.join(os.path.dirname(__file__), "results", f"pipeline_batch{args.batch}.json")
     rounds = [_round() for _ in range(args.rounds)]
     one = {m: statistics.median(r["one stage"][m] for r in rounds) for m in [1] + MICRO_BATCHES}
     rows, data = [], {"one stage s": one, "rounds": rounds}
@@ -174,9 +180,9 @@ def main():
             data[f"{schedule}/{m}"] = {"step s": step, "ideal s": ideal, "ideal from m micro-batches s": ideal_m,
                                        "peak rss MiB": rss,
                                        "torch step s": statistics.median(torch_steps) if torch_steps else None}
-    print("one stage (whole model, one rank, one thread), ms per step of batch 256 cut into m micro-batches: " +
+    print(f"one stage (whole model, one rank, one thread), ms per step of batch {BATCH} cut into m micro-batches: " +
           ", ".join(f"m={m}: {t * 1e3:.1f}" for m, t in one.items()))
-    print_table("pipeline on 2 ranks, 4 x Linear(1024) + ReLU, batch 256 (ms per step; median of rounds)",
+    print_table(f"pipeline on 2 ranks, 4 x Linear(1024) + ReLU, batch {BATCH} (ms per step; median of rounds)",
                 ["schedule", "m", "gt step", "ideal", "gt/ideal", "ideal(m)", "gt/ideal(m)", "bubble",
                  "formula", "RSS MiB", "torch step", "torch/gt"], rows)
     write_json(args.json, data)

@@ -90,9 +90,10 @@ def _step_worker(layout_name, schedule, m, batch):
     y = gt.tensor(yn).to_global(data_pl, (B,) * data_pl.ndim).to_global(sbp=data_sbp)
     loss = pipe.step(x, target=y)
     grads = {name: p.grad.numpy() for stage in stages for name, p in stage.named_parameters()}
-    out = pipe(x).numpy()
+    out_tensor = pipe(x)
+    out = out_tensor.numpy()
     norm = nn.utils.clip_grad_norm_([p for s in stages for p in s.parameters()], 1e9).numpy()
-    return float(loss.numpy()), grads, params, out, float(norm), loss.placement.rank_list()
+    return float(loss.numpy()), grads, params, out, float(norm), loss.placement.rank_list(), out_tensor.sbp
 
 
 CASES = [(lay, sch, m) for lay in ("1d", "2x2dp", "2x2tp") for sch in ("gpipe", "1f1b")
@@ -108,8 +109,10 @@ def test_step_matches_numpy_on_the_whole_batch(layout_name, schedule, m):
     xn, yn = _data(batch)
     loss, grads, out = _reference(params, xn, yn)
     total_norm = np.sqrt(sum((g ** 2).sum() for g in grads.values()))
-    for got_loss, got_grads, _, got_out, got_norm, loss_ranks in results:
+    for got_loss, got_grads, _, got_out, got_norm, loss_ranks, out_sbp in results:
         assert loss_ranks == list(range(nprocs))  # the loss is on every rank
+        if layout_name == "2x2dp":  # the output keeps the batch's split: pieces joined where they are
+            assert out_sbp == (S0,)
         np.testing.assert_allclose(got_loss, loss, rtol=1e-5)
         assert set(got_grads) == set(grads)
         for name, g in grads.items():

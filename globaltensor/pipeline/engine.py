@@ -10,7 +10,7 @@ the stage on such hollow tensors, which computes nothing and is cached per input
 import contextlib
 import hashlib
 
-from .. import autograd, layout
+from .. import _C, autograd, layout
 from .. import random as gt_random
 from ..backends.devices import device
 from ..distributed import CollectiveError
@@ -104,8 +104,20 @@ class Cut:
         return parts[0] if len(parts) == 1 else ops.cat(parts, 0)
 
     def join(self, outs):
-        """The micro-batches' outputs as one tensor, rows back in the batch's order."""
+        """The micro-batches' outputs as one tensor, rows back in the batch's order: from the
+        pieces when each output is laid out as its micro-batch was cut (no communication, same
+        SBP), else by global ops."""
         from .. import ops
+        first = outs[0]
+        if (self.local_ok and all((o.placement, o.sbp) == (first.placement, first.sbp) for o in outs)
+                and all(self._keeps_layout(o, j) for j, o in enumerate(outs))):
+            shape = (self.n,) + tuple(first.shape[1:])
+            if _dim0_shards(shape, first.placement, first.sbp) == self.shards:
+                if get_rank() not in first.placement:
+                    return _hollow(shape, first.dtype, first.placement, first.sbp)
+                xp = device(first.placement.type).xp
+                piece = xp.concatenate([o._local for o in outs], axis=0)
+                return Tensor(piece, shape, first.dtype, first.placement, first.sbp)
         whole = ops.cat(outs, 0) if len(outs) > 1 else outs[0]
         order = [r for ranges in self.ranges for a, b in ranges for r in range(a, b)]
         if order == list(range(self.n)):
@@ -303,8 +315,9 @@ class _Run:
                     self.transfer(ev)
             except PipelineError:
                 raise
-            except CollectiveError as e:
-                text = f"rank {get_rank()} at {ev} ({_what(ev)}): a rank it exchanges with failed: {e}"
+            except CollectiveError as e:  # the advice about mismatched calls does not apply here
+                why = str(e).replace("\n" + _C.collective_hint(), "")
+                text = f"rank {get_rank()} at {ev} ({_what(ev)}): a rank it exchanges with failed: {why}"
                 raise PipelineError(text) from e
             except Exception as e:  # noqa: BLE001 - any error of a stage becomes every rank's error
                 text = f"{_what(ev)} ({ev}) raised on rank {get_rank()}: {type(e).__name__}: {e}"
