@@ -151,12 +151,12 @@ def _round():
 
 
 def main():
+    global BATCH
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=BATCH)
     ap.add_argument("--json", default=None, help="default: benchmarks/results/pipeline_batch<BATCH>.json")
     args = ap.parse_args()
-    global BATCH
     BATCH = args.batch
     os.environ["GT_BENCH_PIPELINE_BATCH"] = str(args.batch)  # the spawned workers read it
     args.json = args.json or os.path.join(os.path.dirname(__file__), "results", f"pipeline_batch{args.batch}.json")
