@@ -198,6 +198,24 @@ def _mixed_buffers():
     return True
 
 
+def _staged_all_reduce(n):
+    k, r = gt.env.get_world_size(), gt.env.get_rank()
+    x = heap_array((n,), np.float32)
+    x[...] = rank_data(n, r, n, np.float32)
+    out = heap_array((n,), np.float32)
+    dist.all_reduce(x, out=out)
+    dist.all_reduce(x)
+    want = reference_reduce([rank_data(n, p, n, np.float32) for p in range(k)], "sum")
+    return bool(np.array_equal(out, want) and np.array_equal(x, want))
+
+
+@pytest.mark.parametrize("nprocs", [2, 5])
+def test_staged_all_reduce_on_few_and_many_ranks(nprocs):
+    """Up to 4 ranks each sums whole staged chunks; more ranks sum their share and copy the
+    others' out: both give numpy's sum in rank order, in place and into another array."""
+    assert run_ranks(_staged_all_reduce, nprocs, 700_001, timeout=120) == [True] * nprocs
+
+
 @pytest.mark.parametrize("nprocs", [2, 3])
 def test_shared_and_heap_buffers_mixed(nprocs):
     assert run_ranks(_mixed_buffers, nprocs) == [True] * nprocs

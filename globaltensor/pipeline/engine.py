@@ -137,8 +137,8 @@ class Pipeline:
         out = pipe(x)                    # forward only
 
     Gradients accumulate to those of the unpipelined model on the whole batch (the loss is the
-    batch mean: micro-batches weighted by their size). `placements` names the placement of
-    stages without parameters.
+    batch mean: micro-batches weighted by their size). `placements` (one per stage, None: where
+    its parameters live) places stages without parameters.
     """
 
     def __init__(self, stages, schedule="1f1b", micro_batches=1, loss_fn=None, placements=None):
@@ -150,19 +150,18 @@ class Pipeline:
         self.schedule = sched.schedule_from(schedule)
         self.micro_batches = micro_batches
         self.loss_fn = loss_fn
-        self.placements = [self._stage_placement(i, s, placements) for i, s in enumerate(self.stages)]
+        if placements is not None and len(placements) != len(self.stages):
+            raise ValueError(f"placements names {len(placements)} placements for {len(self.stages)} stages")
+        self.placements = [self._stage_placement(i, s, None if placements is None else placements[i])
+                           for i, s in enumerate(self.stages)]
         self.rank_placements = list(dict.fromkeys(self.placements))  # first-appearance order
         self.stage_ranks = [self.rank_placements.index(p) for p in self.placements]
-        me = get_rank()
-        mine = [i for i, p in enumerate(self.rank_placements) if me in p]
-        if len(mine) > 1:
-            raise ValueError(f"rank {me} is in the placements of two pipeline ranks ({[self.rank_placements[i] for i in mine]}); "
-                             "stages share ranks only by sharing the same placement")
         overlap = {r for i, p in enumerate(self.rank_placements) for q in self.rank_placements[i + 1:]
                    for r in set(p.rank_list()) & set(q.rank_list())}
-        if overlap:  # the same on every rank, unlike the check above
+        if overlap:
             raise ValueError(f"ranks {sorted(overlap)} are in two different stage placements; stages share ranks "
                              "only by sharing the same placement")
+        mine = [i for i, p in enumerate(self.rank_placements) if get_rank() in p]
         self.my_prank = mine[0] if mine else None
         everyone = sorted({r for p in self.rank_placements for r in p.rank_list()})
         self.all_placement = Placement(self.placements[0].type, everyone)
@@ -173,14 +172,15 @@ class Pipeline:
     # --- set-up ----------------------------------------------------------------------------------
 
     @staticmethod
-    def _stage_placement(i, stage, placements):
-        if placements is not None:
-            if len(placements) != i + 1 and len(placements) <= i:
-                raise ValueError(f"placements names {len(placements)} placements for more stages")
-            return placements[i]
-        found = list(dict.fromkeys(p.placement for p in stage.parameters() if p.is_global))
+    def _stage_placement(i, stage, given):
+        """The stage's placement: `given`, else the one its parameters live on."""
+        if given is not None:
+            if not isinstance(given, Placement):
+                raise TypeError(f"placements[{i}] must be a gt.placement, got {given!r}")
+            return given
         if any(p.is_local for p in stage.parameters()):
             raise ValueError(f"stage {i} has local parameters: call stage.to_global(placement, sbp) first")
+        found = list(dict.fromkeys(p.placement for p in stage.parameters()))
         if len(found) != 1:
             what = "no parameters" if not found else f"parameters on {len(found)} placements ({found})"
             raise ValueError(f"stage {i} has {what}; a stage's parameters live on one placement "
@@ -198,8 +198,8 @@ class Pipeline:
         return self._plans[m]
 
     def explain(self, micro_batches=None):
-        """Print (and return) the schedule as a grid of ranks x time, with its bubble fraction
-        and the activations each rank holds at most."""
+        """Print (on rank 0) and return the schedule as a grid of pipeline ranks x time, with its
+        bubble fraction and the activations each rank holds at most. Not collective."""
         m = micro_batches or self.micro_batches
         _, _, timeline = self.plan(m)
         names = [f"{p.rank_list()}" for p in self.rank_placements]
@@ -207,7 +207,8 @@ class Pipeline:
                 f"pipeline ranks, {m} micro-batches (F = 1, B = 2 time units)")
         text = head + "\n" + timeline.grid() + "\npipeline ranks: " + ", ".join(
             f"{i} = ranks {n}" for i, n in enumerate(names))
-        print(text)
+        if get_rank() == 0:
+            print(text)
         return text
 
     # --- running ---------------------------------------------------------------------------------
@@ -222,8 +223,9 @@ class Pipeline:
     def step(self, x, target=None):
         """Forward and backward of every micro-batch in the schedule's order; returns the loss of
         the whole batch as a global scalar, broadcast on every rank of the pipeline."""
-        if self.loss_fn is None:
-            raise ValueError("Pipeline.step needs loss_fn (give it to Pipeline(...)); pipe(x) runs forward only")
+        if self.loss_fn is None or target is None:
+            raise ValueError("Pipeline.step needs loss_fn (given to Pipeline(...)) and target=; pipe(x) runs "
+                             "forward only")
         run = _Run(self, x, target, forward_only=False)
         run.go()
         return run.loss()
