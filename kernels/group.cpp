@@ -57,6 +57,10 @@ struct Header {
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// Up to this many ranks, a staged all_reduce has every rank sum the whole chunk (k reads of it)
+// rather than its share and then copy the others' shares out (two phases per chunk).
+constexpr int kWholeChunkRanks = 4;
+
 // Balanced split of `count` elements over k parts, boundaries on multiples of `align`.
 void split_range(size_t count, int k, int i, size_t align, size_t* lo, size_t* hi) {
   size_t units = (count + align - 1) / align, per = units / size_t(k), rem = units % size_t(k);
@@ -631,6 +635,21 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
   }
   size_t chunk = opts_.stage_bytes / esz;
   bool nt = nbytes >= opts_.nontemporal_bytes && in != out;  // in place: the copy-out is read next
+  if (k_ <= kWholeChunkRanks) {
+    // Few ranks: each sums every member's staged chunk straight into its output. One phase per
+    // chunk and no copy-out pass; the reads of chunk c end before this rank reaches the phase
+    // of c + 1, after which slot c's parity is written again (at c + 2).
+    for (size_t c0 = 0; c0 < count; c0 += chunk) {
+      uint64_t s = stage_seq_++;
+      size_t n = std::min(chunk, count - c0);
+      copy_bytes(stage(me_, s), static_cast<const char*>(in) + c0 * esz, n * esz, false);
+      sync();
+      for (int p = 0; p < k_; ++p) srcs[p] = stage(p, s);
+      void* dst = static_cast<char*>(out) + c0 * esz;
+      reduce_to(&dst, 1, srcs.data(), k_, n, dtype, redop, nt);
+    }
+    return;
+  }
   for (size_t c0 = 0; c0 < count; c0 += chunk) {
     uint64_t s = stage_seq_++;
     size_t n = std::min(chunk, count - c0);

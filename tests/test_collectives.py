@@ -211,8 +211,8 @@ def _staged_all_reduce(n):
 
 @pytest.mark.parametrize("nprocs", [2, 5])
 def test_staged_all_reduce_on_few_and_many_ranks(nprocs):
-    """Private buffers go through staging in rounds: numpy's sum in rank order, in place and
-    into another array, on few ranks and on more ranks than cores."""
+    """Up to 4 ranks each sums whole staged chunks; more ranks sum their share and copy the
+    others' out: both give numpy's sum in rank order, in place and into another array."""
     assert run_ranks(_staged_all_reduce, nprocs, 700_001, timeout=120) == [True] * nprocs
 
 
