@@ -4,12 +4,13 @@ against torch.distributed.pipelining, in one run.
     python benchmarks/bench_pipeline.py [--rounds 3] [--batch 256] [--json out.json]
 
 The model: 4 blocks of Linear(1024, 1024) + ReLU, batch 256 (or --batch), MSE loss; 2 stages of 2 blocks
-(one rank each, one thread each). For m in {2, 4, 8, 16} micro-batches: the step time (forward
+(one rank each, one thread each); "interleaved" cuts 4 stages of one block, on ranks 0, 1, 0, 1
+(the bubble (p-1)/(v*m+p-1) with v = 2). For m in {2, 4, 8, 16} micro-batches: the step time (forward
 and backward of every micro-batch, no optimizer), the ideal step time (one-stage time / 2
 stretched by the schedule's bubble, (p-1)/(m+p-1); "ideal(m)" starts from the one-stage time of
 the m micro-batches run in turn, since small micro-batches make slower matmuls), the measured
-bubble (1 - half that one-stage time / the step time), and the peak RSS per rank. torch's ScheduleGPipe and
-Schedule1F1B (gloo, the same model and micro-batches) run beside it. Rounds alternate the
+bubble (1 - half that one-stage time / the step time), and the peak RSS per rank. torch's ScheduleGPipe,
+Schedule1F1B and ScheduleInterleaved1F1B (gloo, the same model and micro-batches) run beside it. Rounds alternate the
 systems; each figure is the median over the rounds of each round's median.
 """
 import argparse
@@ -25,6 +26,7 @@ from _timing import print_table, run_torch_peer, write_json  # noqa: E402
 WIDTH, BLOCKS = 1024, 4
 BATCH = int(os.environ.get("GT_BENCH_PIPELINE_BATCH", 256))
 MICRO_BATCHES = [2, 4, 8, 16]
+SCHEDULES = ["gpipe", "1f1b", "interleaved"]
 ITERS = 8
 
 
@@ -79,10 +81,11 @@ def gt_worker(schedule):
     from globaltensor import distributed as dist
     gt.manual_seed(0)
     model = _gt_model()
-    half = len(model) // 2
-    stages = [model[:half], model[half:]]
+    n_stages = 4 if schedule == "interleaved" else 2  # interleaved: one block a stage, on ranks 0, 1, 0, 1
+    per = len(model) // n_stages
+    stages = [model[s * per:(s + 1) * per] for s in range(n_stages)]
     for s, stage in enumerate(stages):
-        stage.to_global(gt.placement("cpu", [s]), gt.sbp.broadcast)
+        stage.to_global(gt.placement("cpu", [s % 2]), gt.sbp.broadcast)
     both = gt.placement("cpu", [0, 1])
     x = gt.randn(BATCH, WIDTH, placement=both, sbp=gt.sbp.broadcast)
     y = gt.randn(BATCH, WIDTH, placement=both, sbp=gt.sbp.broadcast)
@@ -103,7 +106,8 @@ def torch_worker(schedule, port):
     """{m: (step seconds, peak RSS MiB)} of torch.distributed.pipelining on 2 ranks (gloo)."""
     import torch
     import torch.distributed as tdist
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
+                                              ScheduleInterleaved1F1B)
     torch.set_num_threads(1)
     os.environ["MASTER_PORT"] = str(port)
     rank = int(os.environ["RANK"])
@@ -112,22 +116,27 @@ def torch_worker(schedule, port):
     layers = []
     for _ in range(BLOCKS):
         layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU()]
-    half = len(layers) // 2
-    stage_module = torch.nn.Sequential(*(layers[:half] if rank == 0 else layers[half:]))
+    n_stages = 4 if schedule == "interleaved" else 2
+    per = len(layers) // n_stages
+    mine = [s for s in range(n_stages) if s % 2 == rank]
+    modules = [torch.nn.Sequential(*layers[s * per:(s + 1) * per]) for s in mine]
     x, y = torch.randn(BATCH, WIDTH), torch.randn(BATCH, WIDTH)
-    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
     out = {}
     try:
         for m in MICRO_BATCHES:
-            stage = PipelineStage(stage_module, rank, 2, torch.device("cpu"))
-            sched = kind(stage, m, loss_fn=torch.nn.MSELoss())
+            stages = [PipelineStage(mod, s, n_stages, torch.device("cpu")) for mod, s in zip(modules, mine)]
+            if schedule == "interleaved":
+                sched = ScheduleInterleaved1F1B(stages, m, loss_fn=torch.nn.MSELoss())
+            else:
+                sched = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule](stages[0], m, loss_fn=torch.nn.MSELoss())
 
             def step():
                 if rank == 0:
                     sched.step(x)
                 else:
                     sched.step(target=y, losses=[])
-                stage_module.zero_grad()
+                for mod in modules:
+                    mod.zero_grad()
 
             out[m] = (_median_seconds(step, tdist.barrier), _peak_rss_mib())
     finally:
@@ -139,7 +148,7 @@ def _round():
     from globaltensor.distributed import spawn
     r = {"one stage": spawn(one_stage_worker, nprocs=1, timeout=900, env={"OMP_NUM_THREADS": "1",
                                                                           "OPENBLAS_NUM_THREADS": "1"})[0]}
-    for schedule in ("gpipe", "1f1b"):
+    for schedule in SCHEDULES:
         per_rank = spawn(gt_worker, args=(schedule,), nprocs=2, timeout=900)
         r[f"gt {schedule}"] = {m: (per_rank[0][m][0], max(p[m][1] for p in per_rank)) for m in MICRO_BATCHES}
         try:
@@ -163,11 +172,11 @@ def main():
     rounds = [_round() for _ in range(args.rounds)]
     one = {m: statistics.median(r["one stage"][m] for r in rounds) for m in [1] + MICRO_BATCHES}
     rows, data = [], {"one stage s": one, "rounds": rounds}
-    for schedule in ("gpipe", "1f1b"):
+    for schedule in SCHEDULES:
         for m in MICRO_BATCHES:
             step = statistics.median(r[f"gt {schedule}"][m][0] for r in rounds)
             rss = max(r[f"gt {schedule}"][m][1] for r in rounds)
-            bubble = 1 / (m + 1)  # (p-1)/(m+p-1), p = 2
+            bubble = 1 / ((2 if schedule == "interleaved" else 1) * m + 1)  # (p-1)/(v*m+p-1), p = 2
             ideal = one[1] / 2 / (1 - bubble)  # the issue's: the whole batch's one-stage time, halved, plus bubble
             ideal_m = one[m] / 2 / (1 - bubble)  # the same from the time of m micro-batches run in turn
             torch_steps = [r[f"torch {schedule}"][m][0] for r in rounds if isinstance(r[f"torch {schedule}"], dict)]
