@@ -16,7 +16,7 @@ from ..backends.devices import device
 from ..distributed import CollectiveError
 from ..env import get_rank
 from ..placement import placement as Placement
-from ..sbp import broadcast, partial_sum, split
+from ..sbp import broadcast, partial_sum
 from ..tensor import Tensor
 from . import schedules as sched
 
@@ -287,6 +287,8 @@ class _Run:
             raise TypeError("Pipeline target must be a global tensor")
         if target is not None and target.shape[:1] != x.shape[:1]:
             raise ValueError(f"target has {target.shape[0] if target.ndim else 0} rows, the input {x.shape[0]}")
+        if m > x.shape[0]:  # before any collective, on every rank
+            raise ValueError(f"micro_batches={m} must be between 1 and the batch size {x.shape[0]} (dim 0 of the input)")
         self.step_key = gt_random.next_counter()  # one draw of the job's stream, on every rank
         first, final = pipe.placements[0], pipe.placements[self.last]
         self.x = _move(x, first, _sbp_on(x, first))
@@ -294,7 +296,7 @@ class _Run:
         self.target = None if target is None else _move(target, final, _sbp_on(target, final))
         reduction = getattr(pipe.loss_fn, "reduction", "mean")
         self.weights = [1.0 if reduction == "sum" else n / self.cut.n for n in self.cut.sizes]
-        orders, events, _ = pipe.plan(m)
+        _, events, _ = pipe.plan(m)
         if forward_only:
             events = _forward_events(len(pipe.stages), pipe.stage_ranks, m)
         self.events = [] if pipe.my_prank is None else events[pipe.my_prank]
