@@ -161,7 +161,7 @@ def _finishing(order):
 def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
     """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`). With
     on_leaf, each leaf's gradient goes to on_leaf(leaf, grad_or_None) as soon as it is complete."""
-    ones_like = _ops().creation.ones_like
+    from .creation import ones_like
     grads = {}
     for r, g in zip(roots, root_grads):
         if not r.requires_grad:

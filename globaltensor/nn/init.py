@@ -2,7 +2,7 @@
 import math
 
 from ..autograd import no_grad
-from ..ops import creation
+from .. import creation
 
 
 def _fill(t, fresh):

@@ -4,7 +4,7 @@ import math
 
 from .. import ops
 from ..autograd import no_grad
-from ..ops import creation
+from .. import creation
 from . import init
 from .module import Module, Parameter
 

@@ -12,7 +12,7 @@ class Parameter(Tensor):
     def __init__(self, data, requires_grad=True):
         t = data if isinstance(data, Tensor) else None
         if t is None:
-            from ..ops.creation import tensor
+            from ..creation import tensor
             t = tensor(data)
         super().__init__(t._local, t._global_shape, t._dtype, t._placement, t._sbp)
         self.requires_grad = requires_grad
@@ -195,7 +195,7 @@ def _no_grad():
 def _copy_into(target, value, name):
     """Replace target's piece by `value` laid out like target (value: tensor or array)."""
     import numpy as np
-    from ..ops.creation import tensor
+    from ..creation import tensor
     from ..serialization import ShardedTensor
     if isinstance(value, ShardedTensor):
         return _copy_from_shards(target, value, name)

@@ -1,4 +1,5 @@
 """nn.utils: gradient clipping over global gradients."""
+from .. import creation
 from ..autograd import no_grad
 
 
@@ -12,7 +13,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0):
         parameters = [parameters]
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
-        return ops.creation.tensor(0.0)
+        return creation.tensor(0.0)
     norm_type = float(norm_type)
     with no_grad():
         if norm_type == float("inf"):

@@ -20,7 +20,7 @@ from .indexing import (argsort, gather, gather_nd, getitem, histogram, index_sam
                        unique)
 from .nn_functional import cross_entropy, dropout, embedding, layer_norm, linear, log_softmax, mse_loss, softmax
 from .random_ops import bernoulli, multinomial, randperm
-from .creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
+from ..creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
                        randint, randn, uniform, zeros, zeros_like)
 from .keywords import accept_paddle_keywords
 from ..tensor import Tensor

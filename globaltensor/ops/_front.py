@@ -10,7 +10,7 @@ from ..dispatch import apply
 from ..dtype import DIM, SCALAR, ZERO, scalar_dtype
 from ..sbp import broadcast
 from ..tensor import Tensor
-from .creation import host_array, tensor
+from ..creation import host_array, tensor
 
 
 _scalars = {}  # (value, type, dtype name, placement) -> a 0-d broadcast tensor, reused

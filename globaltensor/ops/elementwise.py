@@ -379,7 +379,7 @@ def equal_all(x, y):
     """True (a 0-d bool tensor) when x and y have the same shape and values."""
     from .reduction import all as _all
     if tuple(x.shape) != tuple(y.shape):
-        from .creation import full
+        from ..creation import full
         from ..sbp import broadcast
         if x.is_local:
             return full((), False, dtype="bool")

@@ -4,7 +4,7 @@ import numpy as np
 from .. import dtype as _dtype
 from .. import random as _random
 from ._front import tensors
-from .creation import allocate, build, rand
+from ..creation import allocate, build, rand
 
 
 def _like_layout(x):

@@ -360,7 +360,7 @@ def _split_rows(s, o, st):
 
 
 def _split_backward(ctx, *grads):
-    from .creation import zeros_like
+    from ..creation import zeros_like
     parts = [g if g is not None else zeros_like(o) for g, o in zip(grads, ctx.outputs)]
     return concat(parts, ctx.static["dim"])
 
@@ -442,7 +442,7 @@ def _slice_index(shape, axes, starts, ends, strides):
 
 
 def _slice_back(ctx, g):
-    from .creation import zeros_like
+    from ..creation import zeros_like
     x = ctx.inputs[0]
     st = ctx.static
     base = zeros_like(x)

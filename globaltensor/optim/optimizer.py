@@ -4,7 +4,7 @@ tensors have the parameter's placement and SBP."""
 import numpy as np
 
 from .. import _C
-from ..ops.creation import zeros_like
+from ..creation import zeros_like
 from ..sbp import partial_sum
 
 

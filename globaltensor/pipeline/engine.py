@@ -10,7 +10,7 @@ the stage on such hollow tensors, which computes nothing and is cached per input
 import contextlib
 import hashlib
 
-from .. import _C, autograd, layout
+from .. import _C, autograd, creation, layout
 from .. import random as gt_random
 from ..backends.devices import device
 from ..distributed import CollectiveError
@@ -125,7 +125,7 @@ class Cut:
         inverse = [0] * self.n
         for i, r in enumerate(order):
             inverse[r] = i
-        index = ops.creation.tensor(inverse, placement=whole.placement, sbp=(broadcast,) * whole.placement.ndim)
+        index = creation.tensor(inverse, placement=whole.placement, sbp=(broadcast,) * whole.placement.ndim)
         return ops.index_select(whole, 0, index)
 
 
@@ -363,7 +363,6 @@ class _Run:
         if s > 0:
             g = inp.grad
             if g is None:
-                from ..ops import creation
                 g = creation.zeros_like(inp)
             elif g.sbp != inp.sbp:
                 g = g.to_global(sbp=inp.sbp)
@@ -434,7 +433,6 @@ class _Run:
         """Every rank sees the same parameters with a .grad (so clip_grad_norm_ and optimizers make
         the same collectives everywhere): zeros for parameters a stage did not use, hollow on ranks
         that do not hold the stage."""
-        from ..ops import creation
         for s, stage in enumerate(self.pipe.stages):
             for p in stage.parameters():
                 if p.grad is not None or not p.requires_grad:

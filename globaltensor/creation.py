@@ -3,14 +3,14 @@ import math
 
 import numpy as np
 
-from .. import dtype as _dtype
-from .. import random as _random
-from ..backends.devices import device
-from ..env import get_rank
-from ..layout import holds_value, local_box
-from ..placement import placement as Placement
-from ..sbp import normalize
-from ..tensor import Tensor
+from . import dtype as _dtype
+from . import random as _random
+from .backends.devices import device
+from .env import get_rank
+from .layout import holds_value, local_box
+from .placement import placement as Placement
+from .sbp import normalize
+from .tensor import Tensor
 
 
 
@@ -103,7 +103,7 @@ def _check_same_data(array, placement):
     """ValueError on every rank of the placement when ranks passed different data (one small
     all_gather of each rank's (shape, dtype, digest of the bytes))."""
     import hashlib
-    from ..boxing import _group, gather_rows
+    from .boxing import _group, gather_rows
     if get_rank() not in placement:
         return
     row = np.zeros(20, np.int64)
