@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from . import layout
-from .backends.devices import device, move, of_array
+from .backends.devices import device, move
 from .distributed.group import Group
 from .env import get_rank
 from .sbp import _Broadcast, _PartialSum, broadcast, normalize, partial_sum, split
@@ -374,31 +374,9 @@ def run(p, x, dt):
 
 # --- the public conversions ---------------------------------------------------------------
 
-def to_global(x, placement=None, sbp=None, grad_sbp=None):
-    """x.to_global(...): from a local tensor, or between layouts of a global one. Differentiable:
-    the gradient goes back by the reverse conversion (through grad_sbp first, when given)."""
-    from . import autograd
-    out = _to_global(x, placement, sbp, grad_sbp)
-    if out is not x and x.requires_grad and autograd.is_grad_enabled():
-        pinned = None if grad_sbp is None else normalize(grad_sbp, out.placement.ndim, out.ndim)
-        autograd.record("to_global", _to_global_backward, [x], [out], {"grad_sbp": pinned})
-    return out
-
-
-def _to_global_backward(ctx, g):
-    x, out = ctx.inputs[0], ctx.outputs[0]
-    if ctx.static["grad_sbp"] is not None:
-        g = g.to_global(sbp=ctx.static["grad_sbp"])
-    if x.is_local:  # d value / d piece: the gradient where the piece lay (zero if ignored)
-        box, counts = out._source
-        whole = g.to_global(placement=out.placement, sbp=(broadcast,) * out.placement.ndim)._local
-        if box is None or not counts:
-            return Tensor(of_array(whole).xp.zeros(x.shape, x.dtype.np))
-        return Tensor(whole[layout.box_slices(box)].copy())
-    return g.to_global(placement=x.placement, sbp=x.sbp)
-
-
-def _to_global(x, placement, sbp, grad_sbp):
+def convert(x, placement, sbp):
+    """x in (placement, sbp) (None: keep): from a local tensor, or between layouts of a global one.
+    Not differentiable (ops/conversion.py's to_global is); returns x itself when nothing changes."""
     from .placement import placement as Placement
     if placement is not None and not isinstance(placement, Placement):
         raise TypeError(f"placement must be a gt.placement, got {placement!r}")
@@ -413,8 +391,6 @@ def _to_global(x, placement, sbp, grad_sbp):
                              f"{x.placement.ndim}")
         sbp = x.sbp
     sbp = normalize(sbp, placement.ndim, x.ndim)
-    if grad_sbp is not None:
-        normalize(grad_sbp, placement.ndim, x.ndim)
     if placement == x.placement and sbp == x.sbp:
         return x
     if placement.type != x.placement.type:
@@ -430,8 +406,8 @@ def _across_devices(x, placement, sbp):
     if placement.type == "cpu":
         on_host = Placement("cpu", x.placement.ranks)
         x = Tensor(device(x.placement.type).to_host(x._local), x.shape, x.dtype, on_host, x.sbp)
-        return _to_global(x, placement, sbp, None)
-    boxed = _to_global(x, Placement("cpu", placement.ranks), sbp, None)
+        return convert(x, placement, sbp)
+    boxed = convert(x, Placement("cpu", placement.ranks), sbp)
     return Tensor(device(placement.type).from_host(boxed._local), x.shape, x.dtype, placement, sbp)
 
 

@@ -139,7 +139,7 @@ class Tensor:
     # --- conversions -----------------------------------------------------------------------
     def to_global(self, placement=None, sbp=None, grad_sbp=None):
         """Local -> global (this rank's piece), or a conversion of a global tensor's layout."""
-        from .boxing import to_global
+        from .ops.conversion import to_global
         return to_global(self, placement, sbp, grad_sbp)
 
     def to_local(self):
