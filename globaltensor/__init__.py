@@ -14,6 +14,9 @@ from .placement import placement
 from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
 from .ops.reduction import return_types
 from .tensor import Tensor
+from .data_parallel import DataParallel as _DataParallel, no_sync as _no_sync, set_bucket_size as _set_bucket_size
+
+distributed.DataParallel, distributed.no_sync, distributed.set_bucket_size = _DataParallel, _no_sync, _set_bucket_size
 
 __version__ = "0.1.0"
 

@@ -3,6 +3,8 @@ import collections
 import contextlib
 import weakref
 
+from .boxing import convert
+
 _enabled = [True]  # process-wide grad mode (a list: read on the hot path without a lookup chain)
 
 
@@ -126,12 +128,6 @@ def _topological(roots):
 _seeds = {}
 
 
-def _ops():
-    """globaltensor.ops (it imports this module, so it is looked up at call time)."""
-    from . import ops
-    return ops
-
-
 def _seed_sbp(t):
     """The seed's layout: d(sum of pieces)/d(piece) = 1 on every rank, so partial -> broadcast."""
     if t.is_local:
@@ -142,7 +138,7 @@ def _seed_sbp(t):
 
 def _accumulate(grads, t, g):
     key = id(t)
-    grads[key] = g if key not in grads else _ops().add(grads[key], g)
+    grads[key] = g if key not in grads else grads[key] + g
 
 
 def _finishing(order):
@@ -208,7 +204,7 @@ def _fit(t, g):
     if t.is_global:
         sbp = getattr(t, "_grad_sbp", None) or t.sbp
         if g.placement != t.placement or g.sbp != sbp:
-            g = g.to_global(placement=t.placement, sbp=sbp)
+            g = convert(g, t.placement, sbp)  # inside backward: nothing to record
     return g
 
 
@@ -238,16 +234,15 @@ def backward(tensor, gradient=None):
             all_buckets.append(buckets)
     owner = {id(leaf): b for b in all_buckets for bucket in b.plan for leaf in bucket}
     offered = _offer_destinations(order, owner)
-    add = _ops().add
 
     def on_leaf(leaf, g):
         if g is not None and g.dtype != leaf.dtype:
-            g = _ops().cast(g, leaf.dtype)  # a leaf's gradient has the leaf's dtype
+            g = g.cast(leaf.dtype)  # a leaf's gradient has the leaf's dtype
         if g is not None and leaf.grad is not None and _adds_in_place(leaf.grad, g):
             leaf.grad._local += g._local  # accumulate in place, as PyTorch (no fresh pages per micro-batch)
             g, leaf.grad = leaf.grad, None
         elif g is not None and leaf.grad is not None and (leaf.grad.is_local or leaf.grad.sbp == g.sbp):
-            g = add(leaf.grad, g)  # accumulate before reducing (no_sync steps stay partial)
+            g = leaf.grad + g  # accumulate before reducing (no_sync steps stay partial)
             leaf.grad = None
         buckets = owner.get(id(leaf))
         if buckets is not None:
@@ -263,7 +258,7 @@ def backward(tensor, gradient=None):
             leaf.grad = g.detach()  # stays partial until a backward outside no_sync
             return
         g = _fit(leaf, g).detach()
-        leaf.grad = g if leaf.grad is None else add(leaf.grad, g).detach()
+        leaf.grad = g if leaf.grad is None else (leaf.grad + g).detach()
 
     try:
         _run([tensor], [gradient], order=order, on_leaf=on_leaf)

@@ -3,10 +3,10 @@ own batch, and backward averages the gradients over the ranks in buckets, each b
 all_reduce started as soon as its gradients are done."""
 import numpy as np
 
-from .. import autograd, grad_buckets
-from ..env import get_world_size
-from ..tensor import Tensor
-from . import collectives
+from . import autograd, grad_buckets
+from .distributed import collectives
+from .env import get_world_size
+from .tensor import Tensor
 
 
 class DataParallel:
@@ -102,3 +102,13 @@ class _NoSync:
 
     def __exit__(self, *exc):
         self.dp._syncing = True
+
+
+def no_sync(model=None):
+    """Inside: backward accumulates partial gradients without communicating."""
+    return autograd.no_sync()
+
+
+def set_bucket_size(megabytes):
+    """The size of the gradient buckets reduced by one all_reduce each (default 25 MB)."""
+    autograd.BUCKET_BYTES[0] = int(megabytes * (1 << 20))
