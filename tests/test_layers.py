@@ -1,0 +1,107 @@
+"""The core's layers (docs/architecture.md, "Layers"): every import of a globaltensor module, at
+the top of a file or inside a function, goes to the same layer or one below. An upward edge
+fails here, with the file and line; the few left to untangle are listed, each with the move
+that removes it, and must not grow."""
+import ast
+import os
+
+import globaltensor
+
+ROOT = os.path.dirname(globaltensor.__file__)
+
+# Bottom to top; a module belongs to the longest prefix that names it.
+LAYERS = [
+    ("L0 values", ["_C", "sbp", "layout", "dtype", "random"]),
+    ("L1 the job", ["env", "placement", "backends", "distributed"]),
+    ("L2 tensor", ["tensor"]),
+    ("L3 creation and conversion", ["creation", "boxing"]),
+    ("L4 autograd", ["autograd"]),
+    ("L5 op registry", ["ops.registry", "ops.rules", "ops.keywords"]),
+    ("L6 dispatch", ["dispatch"]),
+    ("L7 ops", ["ops"]),
+    ("L8 parallel training", ["grad_buckets", "data_parallel", "pipeline"]),
+    ("L9 libraries", ["nn", "optim", "serialization", "debug", "utils", "memory"]),
+    ("L10 the package", [""]),
+]
+
+# Upward edges still to remove (LAYERS.md's moves): (importer, imported) -> the move.
+KNOWN = {
+    ("autograd", "grad_buckets"): "move 3: grad_buckets registers as a bucket planner",
+    ("tensor", "autograd"): "move 5: tensor imports nothing above it",
+    ("tensor", "boxing"): "move 5",
+    ("tensor", "ops"): "move 5",
+    ("tensor", "ops.conversion"): "move 5",
+}
+
+
+def _modules():
+    found = {}
+    for folder, _, files in os.walk(ROOT):
+        for f in files:
+            if f.endswith(".py"):
+                rel = os.path.relpath(os.path.join(folder, f), ROOT)[:-3].replace(os.sep, ".")
+                found[rel[:-len(".__init__")] if rel.endswith("__init__") else rel] = os.path.join(folder, f)
+    found["_C"] = None
+    found[""] = os.path.join(ROOT, "__init__.py")
+    return {("" if k == "__init__" else k): v for k, v in found.items()}
+
+
+def _layer(module):
+    best = None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if module == p or (p and module.startswith(p + ".")):
+                if best is None or len(p) > best[1]:
+                    best = (i, len(p))
+    assert best is not None, f"globaltensor.{module} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def _imports(module, path, modules):
+    """(imported module, line) for every globaltensor import in the file, nested ones too."""
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".") if package else []
+                base = parts[:len(parts) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif (node.module or "").startswith("globaltensor"):
+                target = node.module[len("globaltensor") + 1:]
+            else:
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}" if target else alias.name
+                yield (sub if sub in modules else target), node.lineno
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("globaltensor."):
+                    yield alias.name[len("globaltensor."):], node.lineno
+
+
+def _upward_edges():
+    modules = _modules()
+    edges = {}
+    for module, path in modules.items():
+        if path is None:
+            continue
+        for target, line in _imports(module, path, modules):
+            if target not in modules or target == module or target.startswith(module + "."):
+                continue
+            if _layer(target) > _layer(module):
+                edges.setdefault((module, target), []).append(line)
+    return edges
+
+
+def test_no_import_goes_up_a_layer():
+    edges = _upward_edges()
+    new = {k: v for k, v in edges.items() if k not in KNOWN}
+    assert not new, "imports that go up a layer (file: line): " + "; ".join(
+        f"globaltensor/{a.replace('.', '/')}.py:{lines} imports {b} ({LAYERS[_layer(b)][0]} above "
+        f"{LAYERS[_layer(a)][0]})" for (a, b), lines in sorted(new.items()))
+
+
+def test_the_known_upward_edges_are_still_there():
+    """When a move removes one, take it off KNOWN (the list only shrinks)."""
+    gone = sorted(set(KNOWN) - set(_upward_edges()))
+    assert not gone, f"no longer upward, remove from KNOWN: {gone}"
