@@ -4,6 +4,7 @@ import contextlib
 import weakref
 
 from .boxing import convert
+from .sbp import reducible_axes
 
 _enabled = [True]  # process-wide grad mode (a list: read on the hot path without a lookup chain)
 
@@ -199,6 +200,11 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
     return result
 
 
+def _reducible(leaf, g):
+    """May a bucket reduce g into leaf's layout (g partial where the leaf is broadcast)?"""
+    return g.placement == leaf.placement and reducible_axes(leaf.sbp, g.sbp) is not None
+
+
 def _fit(t, g):
     """A gradient laid out like its tensor (leaf: the leaf's placement and SBP, or grad_sbp)."""
     if t.is_global:
@@ -209,7 +215,25 @@ def _fit(t, g):
 
 
 _sync = [True]  # False inside no_sync(): partial gradients of leaves are kept, not reduced
-bucket_planners = weakref.WeakSet()  # objects with plan_buckets(leaves in completion order, sync)
+
+
+class _Planners:
+    """The objects that plan gradient buckets (plan_buckets(leaves in completion order, sync) ->
+    buckets or None), held weakly, in the order they registered: the same on every rank, so
+    buckets start in one order everywhere."""
+
+    def __init__(self):
+        self._refs = []
+
+    def add(self, planner):
+        self._refs.append(weakref.ref(planner))
+
+    def __iter__(self):
+        self._refs = [r for r in self._refs if r() is not None]
+        return iter([p for p in (r() for r in self._refs) if p is not None])
+
+
+bucket_planners = _Planners()
 BUCKET_BYTES = [25 << 20]
 
 
@@ -223,12 +247,7 @@ def backward(tensor, gradient=None):
     if tensor._node is None:
         leaves_in_order.append(tensor)
     all_buckets = []
-    if _sync[0]:
-        plan = grad_buckets.plan_global(leaves_in_order, BUCKET_BYTES[0])
-        if plan:
-            all_buckets.append(grad_buckets.Buckets(plan, grad_buckets.launch_global, grad_buckets.land_global,
-                                                    grad_buckets.flat_buffers(plan)))
-    for planner in list(bucket_planners):
+    for planner in bucket_planners:
         buckets = planner.plan_buckets(leaves_in_order, _sync[0])
         if buckets is not None:
             all_buckets.append(buckets)
@@ -246,7 +265,7 @@ def backward(tensor, gradient=None):
             leaf.grad = None
         buckets = owner.get(id(leaf))
         if buckets is not None:
-            takes = g is not None and (leaf.is_local or grad_buckets.reducible_axes(leaf, g))
+            takes = g is not None and (leaf.is_local or _reducible(leaf, g))
             if not takes:
                 g = buckets.keep_out(leaf, g)  # before ready(): that may start the bucket's all_reduce
             buckets.ready(leaf, g if takes else None)
@@ -254,7 +273,7 @@ def backward(tensor, gradient=None):
                 return
         if g is None:
             return
-        if not _sync[0] and leaf.grad is None and leaf.is_global and grad_buckets.reducible_axes(leaf, g):
+        if not _sync[0] and leaf.grad is None and leaf.is_global and _reducible(leaf, g):
             leaf.grad = g.detach()  # stays partial until a backward outside no_sync
             return
         g = _fit(leaf, g).detach()
@@ -323,6 +342,3 @@ def grad(outputs, inputs, grad_outputs=None, allow_unused=False):
             raise RuntimeError("grad: an input was not used to compute the outputs (pass allow_unused=True)")
         result.append(None if g is None else _fit(t, g).detach())
     return tuple(result)
-
-
-from . import grad_buckets  # noqa: E402 - it imports the tensor layer, which imports this module

@@ -8,7 +8,9 @@ import numpy as np
 
 from .backends.devices import device, of_array
 from .env import get_rank
-from .sbp import broadcast, partial_sum
+from . import autograd
+from .sbp import broadcast
+from .sbp import reducible_axes as sbp_reducible_axes
 from .tensor import Tensor
 
 
@@ -132,15 +134,7 @@ class Buckets:
 
 def reducible_axes(leaf, g):
     """The mesh axes where g is partial and the leaf broadcast, or None when g differs otherwise."""
-    if g.placement != leaf.placement or g.sbp == leaf.sbp:
-        return None
-    axes = []
-    for a, (gs, ls) in enumerate(zip(g.sbp, leaf.sbp)):
-        if gs is partial_sum and ls is broadcast:
-            axes.append(a)
-        elif gs != ls:
-            return None
-    return tuple(axes)
+    return None if g.placement != leaf.placement else sbp_reducible_axes(leaf.sbp, g.sbp)
 
 
 def plan_global(leaves_in_order, limit):
@@ -207,10 +201,25 @@ def land_global(pending):
 
 
 def _group(ranks):
-    from .boxing import _group as group  # boxing imports autograd, which imports this module
+    from .boxing import _group as group
     return group(ranks)
 
 
 def _add(a, b):
     from .ops import add
     return add(a, b)
+
+
+class _GlobalPlanner:
+    """Buckets of the broadcast global leaves whose gradients come out partial. Registered with
+    autograd when this module loads, before any DataParallel, so its buckets start first."""
+
+    def plan_buckets(self, leaves_in_order, sync):
+        if not sync:
+            return None
+        plan = plan_global(leaves_in_order, autograd.BUCKET_BYTES[0])
+        return Buckets(plan, launch_global, land_global, flat_buffers(plan)) if plan else None
+
+
+GLOBAL_PLANNER = _GlobalPlanner()
+autograd.bucket_planners.add(GLOBAL_PLANNER)

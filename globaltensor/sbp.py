@@ -80,6 +80,20 @@ def is_split(s):
     return isinstance(s, split)
 
 
+def reducible_axes(value_sbp, partial_sbp):
+    """The mesh axes where `partial_sbp` is partial_sum and `value_sbp` broadcast (summing over
+    them turns the one into the other), or None when they differ otherwise or not at all."""
+    if partial_sbp == value_sbp:
+        return None
+    axes = []
+    for a, (p, v) in enumerate(zip(partial_sbp, value_sbp)):
+        if p is partial_sum and v is broadcast:
+            axes.append(a)
+        elif p != v:
+            return None
+    return tuple(axes)
+
+
 def normalize(value, ndim_mesh, tensor_ndim=None):
     """A tuple with one SBP per mesh axis; ValueError/TypeError saying what is wrong."""
     items = tuple(value) if isinstance(value, (list, tuple)) else (value,)

@@ -26,7 +26,6 @@ LAYERS = [
 
 # Upward edges still to remove (LAYERS.md's moves): (importer, imported) -> the move.
 KNOWN = {
-    ("autograd", "grad_buckets"): "move 3: grad_buckets registers as a bucket planner",
     ("tensor", "autograd"): "move 5: tensor imports nothing above it",
     ("tensor", "boxing"): "move 5",
     ("tensor", "ops"): "move 5",
