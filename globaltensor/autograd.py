@@ -5,6 +5,7 @@ import weakref
 
 from .boxing import convert
 from .sbp import reducible_axes
+from .tensor import Tensor
 
 _enabled = [True]  # process-wide grad mode (a list: read on the hot path without a lookup chain)
 
@@ -342,3 +343,11 @@ def grad(outputs, inputs, grad_outputs=None, allow_unused=False):
             raise RuntimeError("grad: an input was not used to compute the outputs (pass allow_unused=True)")
         result.append(None if g is None else _fit(t, g).detach())
     return tuple(result)
+
+
+def _tensor_backward(self, gradient=None):
+    """Accumulate the gradient of this tensor into the .grad of every leaf it depends on."""
+    backward(self, gradient)
+
+
+Tensor.backward = _tensor_backward

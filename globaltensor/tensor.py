@@ -71,15 +71,15 @@ class Tensor:
             ctx.outputs = tuple(t if o is self else o for o in ctx.outputs)
         return t
 
-    def _become(self, new, old=None):
+    def _become(self, new, old=None, now=0):
         """End of an in-place op: this tensor takes `new`'s piece and, when the op was recorded,
         its place in the autograd graph (the op's context names this tensor as its output). `new`
         has this tensor's shape, dtype and layout. `old` (the shallow copy holding the value
-        before) is kept when a recorded op read this tensor since its last change: that op's
-        backward sees `old`, the value it was given (autograd.seen_inputs)."""
+        before) is kept, stamped with the autograd clock `now`, when a recorded op read this
+        tensor since its last change: that op's backward sees `old`, the value it was given
+        (autograd.seen_inputs)."""
         if old is not None and self._read_at > (self._past[-1][0] if self._past else 0):
-            from .autograd import clock
-            self._past = (self._past or []) + [(clock(), old)]
+            self._past = (self._past or []) + [(now, old)]
         self._local = new._local
         node = new._node
         if node is not None:
@@ -137,70 +137,9 @@ class Tensor:
         return self._global_shape[0]
 
     # --- conversions -----------------------------------------------------------------------
-    def to_global(self, placement=None, sbp=None, grad_sbp=None):
-        """Local -> global (this rank's piece), or a conversion of a global tensor's layout."""
-        from .ops.conversion import to_global
-        return to_global(self, placement, sbp, grad_sbp)
-
     def to_local(self):
         """This rank's piece, without a copy (an empty tensor on a rank outside the placement)."""
         return Tensor(self._local) if self.is_global else self
-
-    def numpy(self):
-        """The whole value as a numpy array; on a global tensor every rank must call it."""
-        if self.is_local:
-            from .backends.devices import of_array
-            return of_array(self._local).to_host(self._local)
-        from .boxing import full_value
-        return full_value(self)
-
-    def to(self, *args, **kwargs):
-        """x.to(dtype), x.to(device) ("cpu", "cuda", "cuda:0"), x.to(placement), x.to(other) (its
-        dtype and device; a global one's placement), x.to(device, dtype); dtype=, device=, copy=.
-        A local tensor moves between numpy and cupy; a global one changes its placement's type (or
-        its placement) by to_global, keeping its sbp. A local tensor .to(placement) becomes global
-        with the placement's first rank's values broadcast (as Module.to_global). Differentiable;
-        the tensor itself when nothing changes (unless copy=True)."""
-        from .dtype import DType, to_dtype
-        from .placement import placement as Placement
-        dtype, where, copy = kwargs.pop("dtype", None), kwargs.pop("device", None), kwargs.pop("copy", False)
-        kwargs.pop("non_blocking", None)
-        if kwargs:
-            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, where = a.dtype, a.device
-            elif isinstance(a, Placement) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
-                where = a
-            elif a is not None:
-                dtype = a if isinstance(a, DType) else to_dtype(a)
-        out = self if where is None else _moved(self, where)
-        if dtype is not None and to_dtype(dtype) != out.dtype:
-            from .ops import cast
-            out = cast(out, dtype)
-        if copy and out is self:
-            from .ops import clone
-            out = clone(self)
-        return out
-
-    def cpu(self):
-        """The tensor on the host (global: a "cpu" placement on the same ranks)."""
-        return self.to("cpu")
-
-    def cuda(self, device=None):
-        """The tensor on this rank's GPU (global: a "cuda" placement on the same ranks)."""
-        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
-
-    def contiguous(self):
-        """The tensor itself when its piece is C-contiguous, else a differentiable copy whose
-        piece is (the same layout; no collective)."""
-        if self._local.flags.c_contiguous:
-            return self
-        out = Tensor(self._local.copy(), self._global_shape, self._dtype, self._placement, self._sbp)
-        from . import autograd
-        if self.requires_grad:
-            autograd.record("contiguous", lambda ctx, g: (g,), [self], [out], {})
-        return out
 
     def tolist(self):
         return self.numpy().tolist()
@@ -218,11 +157,6 @@ class Tensor:
             raise RuntimeError("requires_grad_(False) only applies to leaf tensors")
         self.requires_grad = bool(requires_grad)
         return self
-
-    def backward(self, gradient=None):
-        """Accumulate the gradient of this tensor into the .grad of every leaf it depends on."""
-        from .autograd import backward
-        backward(self, gradient)
 
     @property
     def is_leaf(self):
@@ -249,43 +183,3 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         value = self.numpy()
         return value if dtype is None else value.astype(dtype)
-
-
-def _moved(x, where):
-    """x on device `where`: a device string ("cpu", "cuda", "cuda:<i>") or a placement."""
-    from .placement import placement as Placement
-    if isinstance(where, Placement):
-        if x.is_global:
-            return x.to_global(placement=where)
-        from .sbp import broadcast
-        return x.to_global(placement=where, sbp=(broadcast,) * where.ndim)
-    kind, _, index = str(where).partition(":")
-    if kind not in ("cpu", "cuda"):
-        raise ValueError(f"to(): unknown device {where!r}; use \"cpu\", \"cuda\", \"cuda:<index>\" or a placement")
-    if x.is_global:
-        return x if x.placement.type == kind else x.to_global(placement=Placement(kind, x.placement.ranks))
-    from .backends import devices
-    if kind == "cuda":
-        devices.require_cuda(f"x.to({str(where)!r})")
-        mine = 0 if devices.simulated() else _local_gpu()
-        if index and int(index) != mine:
-            raise ValueError(f"to({str(where)!r}): this rank's pieces live on its own GPU, cuda:{mine} "
-                             f"(LOCAL_RANK picks it)")
-    dev = devices.device(kind)
-    if devices.of_array(x._local) is dev:
-        return x
-    out = Tensor(devices.move(x._local, dev))
-    from . import autograd
-    if x.requires_grad:
-        autograd.record("to_device", _to_device_backward, [x], [out], {})
-    return out
-
-
-def _to_device_backward(ctx, g):
-    from .backends import devices
-    return (Tensor(devices.move(g._local, devices.of_array(ctx.inputs[0]._local))),)
-
-
-def _local_gpu():
-    from .backends import cuda
-    return cuda.local_device()

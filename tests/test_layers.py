@@ -1,7 +1,6 @@
 """The core's layers (docs/architecture.md, "Layers"): every import of a globaltensor module, at
 the top of a file or inside a function, goes to the same layer or one below. An upward edge
-fails here, with the file and line; the few left to untangle are listed, each with the move
-that removes it, and must not grow."""
+fails here, with the file and line."""
 import ast
 import os
 
@@ -23,15 +22,6 @@ LAYERS = [
     ("L9 libraries", ["nn", "optim", "serialization", "debug", "utils", "memory"]),
     ("L10 the package", [""]),
 ]
-
-# Upward edges still to remove (LAYERS.md's moves): (importer, imported) -> the move.
-KNOWN = {
-    ("tensor", "autograd"): "move 5: tensor imports nothing above it",
-    ("tensor", "boxing"): "move 5",
-    ("tensor", "ops"): "move 5",
-    ("tensor", "ops.conversion"): "move 5",
-}
-
 
 def _modules():
     found = {}
@@ -94,13 +84,7 @@ def _upward_edges():
 
 def test_no_import_goes_up_a_layer():
     edges = _upward_edges()
-    new = {k: v for k, v in edges.items() if k not in KNOWN}
-    assert not new, "imports that go up a layer (file: line): " + "; ".join(
+    assert not edges, "imports that go up a layer (file: line): " + "; ".join(
         f"globaltensor/{a.replace('.', '/')}.py:{lines} imports {b} ({LAYERS[_layer(b)][0]} above "
-        f"{LAYERS[_layer(a)][0]})" for (a, b), lines in sorted(new.items()))
+        f"{LAYERS[_layer(a)][0]})" for (a, b), lines in sorted(edges.items()))
 
-
-def test_the_known_upward_edges_are_still_there():
-    """When a move removes one, take it off KNOWN (the list only shrinks)."""
-    gone = sorted(set(KNOWN) - set(_upward_edges()))
-    assert not gone, f"no longer upward, remove from KNOWN: {gone}"

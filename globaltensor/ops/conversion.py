@@ -1,10 +1,15 @@
-"""to_global, differentiable: boxing's conversion forward, the reverse conversion backward."""
+"""Conversions, differentiable: to_global (boxing's convert forward, the reverse conversion
+backward), to() between devices and dtypes, contiguous(); and the Tensor methods that convert
+(to_global, numpy, to, cpu, cuda, contiguous), bound here: tensor.py imports nothing above it."""
 from .. import autograd, layout
+from ..backends import devices
 from ..backends.devices import of_array
-from ..boxing import convert
+from ..boxing import convert, full_value
+from ..dtype import DType, to_dtype
 from ..placement import placement as Placement
 from ..sbp import broadcast, normalize
 from ..tensor import Tensor
+from .elementwise import cast, clone
 
 
 def to_global(x, placement=None, sbp=None, grad_sbp=None):
@@ -32,3 +37,103 @@ def _to_global_backward(ctx, g):
             return Tensor(of_array(whole).xp.zeros(x.shape, x.dtype.np))
         return Tensor(whole[layout.box_slices(box)].copy())
     return g.to_global(placement=x.placement, sbp=x.sbp)
+
+
+# --- Tensor methods ------------------------------------------------------------------------
+
+def _to_global_method(self, placement=None, sbp=None, grad_sbp=None):
+    """Local -> global (this rank's piece), or a conversion of a global tensor's layout."""
+    return to_global(self, placement, sbp, grad_sbp)
+
+
+def _numpy(self):
+    """The whole value as a numpy array; on a global tensor every rank must call it."""
+    if self.is_local:
+        return of_array(self._local).to_host(self._local)
+    return full_value(self)
+
+
+def _to(self, *args, **kwargs):
+    """x.to(dtype), x.to(device) ("cpu", "cuda", "cuda:0"), x.to(placement), x.to(other) (its
+    dtype and device; a global one's placement), x.to(device, dtype); dtype=, device=, copy=.
+    A local tensor moves between numpy and cupy; a global one changes its placement's type (or
+    its placement) by to_global, keeping its sbp. A local tensor .to(placement) becomes global
+    with the placement's first rank's values broadcast (as Module.to_global). Differentiable;
+    the tensor itself when nothing changes (unless copy=True)."""
+    dtype, where, copy = kwargs.pop("dtype", None), kwargs.pop("device", None), kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, where = a.dtype, a.device
+        elif isinstance(a, Placement) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
+            where = a
+        elif a is not None:
+            dtype = a if isinstance(a, DType) else to_dtype(a)
+    out = self if where is None else _moved(self, where)
+    if dtype is not None and to_dtype(dtype) != out.dtype:
+        out = cast(out, dtype)
+    if copy and out is self:
+        out = clone(self)
+    return out
+
+
+def _cpu(self):
+    """The tensor on the host (global: a "cpu" placement on the same ranks)."""
+    return self.to("cpu")
+
+
+def _cuda(self, device=None):
+    """The tensor on this rank's GPU (global: a "cuda" placement on the same ranks)."""
+    return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+
+def _contiguous(self):
+    """The tensor itself when its piece is C-contiguous, else a differentiable copy whose
+    piece is (the same layout; no collective)."""
+    if self._local.flags.c_contiguous:
+        return self
+    out = Tensor(self._local.copy(), self._global_shape, self._dtype, self._placement, self._sbp)
+    if self.requires_grad:
+        autograd.record("contiguous", lambda ctx, g: (g,), [self], [out], {})
+    return out
+
+
+def _moved(x, where):
+    """x on device `where`: a device string ("cpu", "cuda", "cuda:<i>") or a placement."""
+    if isinstance(where, Placement):
+        if x.is_global:
+            return x.to_global(placement=where)
+        return x.to_global(placement=where, sbp=(broadcast,) * where.ndim)
+    kind, _, index = str(where).partition(":")
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"to(): unknown device {where!r}; use \"cpu\", \"cuda\", \"cuda:<index>\" or a placement")
+    if x.is_global:
+        return x if x.placement.type == kind else x.to_global(placement=Placement(kind, x.placement.ranks))
+    if kind == "cuda":
+        devices.require_cuda(f"x.to({str(where)!r})")
+        mine = 0 if devices.simulated() else _local_gpu()
+        if index and int(index) != mine:
+            raise ValueError(f"to({str(where)!r}): this rank's pieces live on its own GPU, cuda:{mine} "
+                             f"(LOCAL_RANK picks it)")
+    dev = devices.device(kind)
+    if devices.of_array(x._local) is dev:
+        return x
+    out = Tensor(devices.move(x._local, dev))
+    if x.requires_grad:
+        autograd.record("to_device", _to_device_backward, [x], [out], {})
+    return out
+
+
+def _to_device_backward(ctx, g):
+    return (Tensor(devices.move(g._local, devices.of_array(ctx.inputs[0]._local))),)
+
+
+def _local_gpu():
+    from ..backends import cuda
+    return cuda.local_device()
+
+
+Tensor.to_global, Tensor.numpy, Tensor.to = _to_global_method, _numpy, _to
+Tensor.cpu, Tensor.cuda, Tensor.contiguous = _cpu, _cuda, _contiguous

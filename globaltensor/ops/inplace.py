@@ -43,7 +43,7 @@ def inplace(x, compute, name, any_dtype=False):
         if x._node is not None:  # x keeps its place in the graph
             x._node.ctx.outputs = tuple(x if o is old else o for o in x._node.ctx.outputs)
         raise
-    return x._become(new, old if grad else None)
+    return x._become(new, old if grad else None, autograd.clock())
 
 
 def _fitted(x, new, name, any_dtype):
