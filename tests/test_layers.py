@@ -88,3 +88,20 @@ def test_no_import_goes_up_a_layer():
         f"globaltensor/{a.replace('.', '/')}.py:{lines} imports {b} ({LAYERS[_layer(b)][0]} above "
         f"{LAYERS[_layer(a)][0]})" for (a, b), lines in sorted(edges.items()))
 
+
+
+# Inside L7, each op family imports only families to its left (cross-family calls further right
+# go through Tensor methods, bound once every family has loaded).
+OP_FAMILIES = ["ops._front", "ops.elementwise", "ops.bitwise", "ops.shape", "ops.reduction", "ops.linalg",
+               "ops.indexing", "ops.nn_functional", "ops.random_ops", "ops.inplace", "ops.conversion"]
+
+
+def test_op_families_import_leftward():
+    modules = _modules()
+    assert set(OP_FAMILIES) <= set(modules)
+    assert {m for m in modules if m.startswith("ops.") and _layer(m) == _layer("ops")} <= set(OP_FAMILIES), \
+        "a new op family: give it its place in OP_FAMILIES"
+    rightward = [f"globaltensor/{m.replace('.', '/')}.py:{line} imports {target}"
+                 for m in OP_FAMILIES for target, line in _imports(m, modules[m], modules)
+                 if target == "ops" or (target in OP_FAMILIES and OP_FAMILIES.index(target) > OP_FAMILIES.index(m))]
+    assert not rightward, "op families importing to their right: " + "; ".join(rightward)

@@ -26,8 +26,7 @@ def _erf_kernel(x):
 
 
 def _sqrt_pi_exp(x):
-    from . import exp
-    return exp(-(x * x)) * (2.0 / math.sqrt(math.pi))
+    return (-(x * x)).exp() * (2.0 / math.sqrt(math.pi))
 
 
 # name: (kernel, linear, derivative (x, y, g) -> dx or None for a zero/undefined gradient)
@@ -127,12 +126,9 @@ def sum_to(g, shape):
     """g summed over the dims numpy broadcasting added, back to `shape` (None stays None)."""
     if g is None or tuple(g.shape) == tuple(shape):
         return g
-    from .reduction import sum as _sum
     lead = len(g.shape) - len(shape)
     dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
-    out = _sum(g, dims, keepdim=True)
-    from .shape import reshape
-    return reshape(out, shape)
+    return g.sum(dims, keepdim=True).reshape(shape)  # methods: reduction and shape come after this family
 
 
 def _make_unary(name, kernel, linear, derivative):
@@ -265,8 +261,7 @@ def where(condition, input=None, other=None):
     partial. input and other are promoted as in PyTorch (where(c, int tensor, 0.5) is of the
     default float dtype). where(condition) alone: nonzero(condition, as_tuple=True)."""
     if input is None and other is None:
-        from .indexing import nonzero
-        return nonzero(condition, as_tuple=True)
+        return Tensor.nonzero(condition, as_tuple=True)
     like = next((v for v in (condition, input, other) if isinstance(v, Tensor)), None)
     condition = own_tensor(condition, like)
     if type(input) is Tensor and type(other) is Tensor and input._dtype is other._dtype:
@@ -368,20 +363,18 @@ def add_n(inputs):
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True (a 0-d bool tensor) when |x - y| <= atol + rtol * |y| everywhere."""
-    from .reduction import all as _all
     close = less_equal(abs(input - other), atol + rtol * abs(other))  # noqa: F821
     if equal_nan:
         close = logical_or(close, logical_and(isnan(input), isnan(other)))  # noqa: F821
-    return _all(close)
+    return close.all()
 
 
 def equal_all(x, y):
     """True (a 0-d bool tensor) when x and y have the same shape and values."""
-    from .reduction import all as _all
     if tuple(x.shape) != tuple(y.shape):
         from ..creation import full
         from ..sbp import broadcast
         if x.is_local:
             return full((), False, dtype="bool")
         return full((), False, dtype="bool", placement=x.placement, sbp=(broadcast,) * x.placement.ndim)
-    return _all(equal(x, y))  # noqa: F821
+    return equal(x, y).all()  # noqa: F821
