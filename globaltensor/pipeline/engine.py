@@ -10,29 +10,19 @@ the stage on such hollow tensors, which computes nothing and is cached per input
 import contextlib
 import hashlib
 
-from .. import _C, autograd, creation, layout
+from .. import _C, autograd, creation, ops
 from .. import random as gt_random
-from ..backends.devices import device
 from ..distributed import CollectiveError
 from ..env import get_rank
 from ..placement import placement as Placement
 from ..sbp import broadcast, partial_sum
 from ..tensor import Tensor
 from . import schedules as sched
+from .microbatch import Cut, hollow as _hollow, meta as _meta
 
 
 class PipelineError(RuntimeError):
     """A stage raised, or a rank it exchanges with did: says which stage, micro-batch and action."""
-
-
-def _hollow(shape, dtype, placement, sbp):
-    """A global tensor this rank holds no piece of: metadata only."""
-    piece = device(placement.type).empty((0,) * max(1, len(shape)), dtype.np)
-    return Tensor(piece, shape, dtype, placement, sbp)
-
-
-def _meta(t):
-    return (tuple(t.shape), t.dtype, t.placement, t.sbp)
 
 
 def _sbp_on(t, placement):
@@ -54,79 +44,6 @@ def _move(t, placement, sbp):
         with autograd.no_grad():
             return t.detach().to_global(placement=placement, sbp=sbp)
     return _hollow(t.shape, t.dtype, placement, sbp)
-
-
-def _dim0_shards(shape, placement, sbp):
-    """The distinct row ranges (dim 0) that the ranks of the placement hold, in order."""
-    return sorted({layout.local_box(shape, placement.hierarchy, sbp, placement.mesh_coord(r))[0]
-                   for r in placement.rank_list()})
-
-
-class Cut:
-    """How the batch is cut into micro-batches: each shard of rows (a data-parallel rank's
-    piece) is cut into m chunks, and micro-batch j is chunk j of every shard, so the pieces
-    stay where they are. Row order within the batch changes, which a mean loss does not see;
-    outputs are put back in order."""
-
-    def __init__(self, x, m):
-        n = x.shape[0]
-        if not 1 <= m <= n:
-            raise ValueError(f"micro_batches={m} must be between 1 and the batch size {n} (dim 0 of the input)")
-        self.m, self.n = m, n
-        self.shards = _dim0_shards(x.shape, x.placement, x.sbp)
-        self.ranges = [[(lo + sum(layout.split_sizes(hi - lo, m)[:j]),
-                         lo + sum(layout.split_sizes(hi - lo, m)[:j + 1])) for lo, hi in self.shards]
-                       for j in range(m)]
-        self.sizes = [sum(b - a for a, b in r) for r in self.ranges]
-        self.local_ok = all(self._keeps_layout(x, j) for j in range(m)) and min(self.sizes) > 0
-
-    def _keeps_layout(self, t, j):
-        """Does chunk j of every piece form a tensor of the same SBP (pieces where its layout puts them)?"""
-        shape = (self.sizes[j],) + tuple(t.shape[1:])
-        return _dim0_shards(shape, t.placement, t.sbp) == [
-            (sum(b - a for a, b in self.ranges[j][:i]), sum(b - a for a, b in self.ranges[j][:i + 1]))
-            for i in range(len(self.shards))]
-
-    def take(self, t, j):
-        """Micro-batch j of t (a tensor with the batch's rows): from the pieces when t is laid
-        out like the input, else by global slicing."""
-        from .. import ops
-        if self.local_ok and _dim0_shards(t.shape, t.placement, t.sbp) == self.shards:
-            shape = (self.sizes[j],) + tuple(t.shape[1:])
-            coord = t.placement.mesh_coord(get_rank())
-            if coord is None:
-                return _hollow(shape, t.dtype, t.placement, t.sbp)
-            lo, hi = layout.local_box(t.shape, t.placement.hierarchy, t.sbp, coord)[0]
-            i = self.shards.index((lo, hi))
-            a, b = self.ranges[j][i]
-            return Tensor(t._local[a - lo:b - lo], shape, t.dtype, t.placement, t.sbp)
-        parts = [t[a:b] for a, b in self.ranges[j]]
-        return parts[0] if len(parts) == 1 else ops.cat(parts, 0)
-
-    def join(self, outs):
-        """The micro-batches' outputs as one tensor, rows back in the batch's order: from the
-        pieces when each output is laid out as its micro-batch was cut (no communication, same
-        SBP), else by global ops."""
-        from .. import ops
-        first = outs[0]
-        if (self.local_ok and all((o.placement, o.sbp) == (first.placement, first.sbp) for o in outs)
-                and all(self._keeps_layout(o, j) for j, o in enumerate(outs))):
-            shape = (self.n,) + tuple(first.shape[1:])
-            if _dim0_shards(shape, first.placement, first.sbp) == self.shards:
-                if get_rank() not in first.placement:
-                    return _hollow(shape, first.dtype, first.placement, first.sbp)
-                xp = device(first.placement.type).xp
-                piece = xp.concatenate([o._local for o in outs], axis=0)
-                return Tensor(piece, shape, first.dtype, first.placement, first.sbp)
-        whole = ops.cat(outs, 0) if len(outs) > 1 else outs[0]
-        order = [r for ranges in self.ranges for a, b in ranges for r in range(a, b)]
-        if order == list(range(self.n)):
-            return whole
-        inverse = [0] * self.n
-        for i, r in enumerate(order):
-            inverse[r] = i
-        index = creation.tensor(inverse, placement=whole.placement, sbp=(broadcast,) * whole.placement.ndim)
-        return ops.index_select(whole, 0, index)
 
 
 class Pipeline:
@@ -409,7 +326,6 @@ class _Run:
         """The batch's loss, broadcast on every rank of the pipeline."""
         final = self.pipe.placements[self.last]
         if self.holds(self.last):
-            from .. import ops
             total = self.losses[0]
             for j in range(1, len(self.losses)):
                 total = ops.add(total, self.losses[j])
