@@ -85,6 +85,7 @@ void Arena::insert_free(size_t off, Block b) {
   if (next != free_.end() && off + b.size == next->first) {
     b.size += next->second.size;
     b.committed = b.committed && next->second.committed;
+    b.zero = b.zero && next->second.zero;
     next = free_.erase(next);
   }
   if (next != free_.begin()) {
@@ -92,6 +93,7 @@ void Arena::insert_free(size_t off, Block b) {
     if (prev->first + prev->second.size == off) {
       prev->second.size += b.size;
       prev->second.committed = prev->second.committed && b.committed;
+      prev->second.zero = prev->second.zero && b.zero;
       return;
     }
   }
@@ -106,13 +108,14 @@ int64_t Arena::alloc(size_t nbytes, bool* zeroed) {
     if (it->second.size >= size && (best == free_.end() || it->second.size < best->second.size))
       best = it;
   size_t off;
-  bool committed = false;
+  bool committed = false, zero = true;
   if (best != free_.end()) {
     off = best->first;
     Block b = best->second;
     committed = b.committed;
+    zero = b.zero;
     free_.erase(best);
-    if (b.size > size) free_.emplace(off + size, Block{b.size - size, b.committed});
+    if (b.size > size) free_.emplace(off + size, Block{b.size - size, b.committed, b.zero});
   } else {
     if (top_ + size > reserve_)
       throw ShmExhausted("shared-memory arena '" + name_ + "' is out of address space (" +
@@ -123,12 +126,12 @@ int64_t Arena::alloc(size_t nbytes, bool* zeroed) {
   if (!committed) {
     int err = posix_fallocate(fd_, off_t(off), off_t(size));
     if (err != 0) {
-      insert_free(off, Block{size, false});
+      insert_free(off, Block{size, false, zero});
       throw ShmExhausted("could not reserve " + std::to_string(size) +
                          " bytes of shared memory in /dev/shm: " + std::strerror(err));
     }
   }
-  if (zeroed) *zeroed = !committed;  // fresh or punched pages read as zeros
+  if (zeroed) *zeroed = zero;
   used_.emplace(off, size);
   size_t now = allocated_ += size;
   if (now > peak_.load()) peak_.store(now);
@@ -142,7 +145,7 @@ void Arena::free(int64_t offset) {
   size_t size = it->second;
   used_.erase(it);
   allocated_ -= size;
-  insert_free(size_t(offset), Block{size, true});
+  insert_free(size_t(offset), Block{size, true, false});
 }
 
 size_t Arena::size_of(int64_t offset) const {
@@ -157,6 +160,7 @@ void Arena::release_cached() {
     if (!b.committed) continue;
     fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(off), off_t(b.size));
     b.committed = false;
+    b.zero = true;
   }
 }
 

@@ -47,7 +47,9 @@ class Arena {
   }
 
  private:
-  struct Block { size_t size; bool committed; };
+  // committed: every page has backing store; zero: every page is known to read as zeros
+  // (never handed out, or punched since). A merge keeps a flag only when both halves had it.
+  struct Block { size_t size; bool committed; bool zero; };
   void insert_free(size_t off, Block b);
   std::string name_;
   int fd_ = -1;

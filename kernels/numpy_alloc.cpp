@@ -7,6 +7,7 @@
 #include "numpy_alloc.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -153,7 +154,14 @@ bool install_numpy_allocator(std::shared_ptr<Node> node, size_t min_bytes) {
     g = new State;
     g->node = node;
     g->arena = &node->arena();
-    pthread_atfork(nullptr, nullptr, [] { g->forked.store(true); });
+    pthread_atfork(nullptr, nullptr, [] {
+      g->forked.store(true);
+      // The child gets its own copy of the arrays it inherits, as with memory of its own: the
+      // arena is mapped again over the same addresses, copy-on-write (a write no longer
+      // reaches the parent).
+      Arena* a = g->arena;
+      mmap(a->base(), a->reserve(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, a->fd(), 0);
+    });
   } else if (g->node != node) {
     throw std::runtime_error("numpy's allocator is already this process's arena of another node");
   }

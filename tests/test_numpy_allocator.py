@@ -103,12 +103,18 @@ def _fork_child_uses_the_heap():
     parent = np.full(1 << 20, 3.0)
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: its large arrays on the heap, its frees of the parent's blocks ignored
-        child = np.ones(1 << 20)
-        ok = (not node.contains(child)) and node.contains(parent) and parent[5] == 3.0
-        del parent, child
-        os.write(w, b"1" if ok else b"0")
-        os._exit(0)
+    if pid == 0:  # the child: its large arrays on the heap, its frees of the parent's blocks ignored,
+        ok = False  # and its writes to what it inherited its own (the parent's values stay)
+        try:
+            child = np.ones(1 << 20)
+            ok = (not node.contains(child)) and node.contains(parent) and parent[5] == 3.0
+            parent[...] = 7.0
+            ok = ok and parent[5] == 7.0
+            del parent, child
+        finally:
+            os.write(w, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(w)
     os.waitpid(pid, 0)
     child_ok = os.read(r, 1) == b"1"
     again = np.full(1 << 20, 4.0)  # the parent's blocks are still its own
@@ -143,3 +149,18 @@ def _probe():
 def test_the_allocator_can_be_turned_off():
     for installed, contains in run_ranks(_probe, 2, env={"GLOBALTENSOR_NUMPY_ALLOCATOR": "0"}):
         assert not installed and not contains
+
+
+def _zeros_after_a_merge_with_a_dirty_block():
+    _node()
+    n = (8 << 20) // 8  # two neighbouring 8 MiB blocks, then one 16 MiB request over both
+    a, b = np.full(n, 5.0), np.full(n, 5.0)
+    del a
+    gt.empty_cache()  # a's pages go back to the system (they read as zeros again)
+    del b  # b's pages, still holding 5.0, join them in one free block
+    z = np.zeros(2 * n)
+    return float(np.abs(z).max())
+
+
+def test_zeros_from_a_block_merged_with_a_dirty_neighbour_are_zeros():
+    assert run_ranks(_zeros_after_a_merge_with_a_dirty_block, 2) == [0.0, 0.0]
