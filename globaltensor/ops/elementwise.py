@@ -13,6 +13,7 @@ from .registry import op
 from .. import dtype as _dtype
 from ..backends import devices
 from ..tensor import Tensor
+from ..creation import full
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -372,7 +373,6 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def equal_all(x, y):
     """True (a 0-d bool tensor) when x and y have the same shape and values."""
     if tuple(x.shape) != tuple(y.shape):
-        from ..creation import full
         from ..sbp import broadcast
         if x.is_local:
             return full((), False, dtype="bool")

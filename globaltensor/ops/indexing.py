@@ -13,6 +13,7 @@ from ._front import apply, tensors
 from .reduction import return_type
 from .registry import op
 from .shape import _rows
+from ..creation import zeros, zeros_like
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -55,7 +56,6 @@ def _scatter_meta(name):
 
 
 def _gather_backward(ctx, g):
-    from ..creation import zeros_like
     x, index = ctx.inputs
     return scatter_add_(zeros_like(x), ctx.static["dim"], index, g), None
 
@@ -132,7 +132,6 @@ def _index_select(x, index, dim=0):
 
 
 def _index_add(ctx, g):
-    from ..creation import zeros_like
     return apply("index_add", [zeros_like(ctx.inputs[0]), ctx.inputs[1], g], {"dim": ctx.static["dim"]})
 
 
@@ -159,7 +158,6 @@ def index_select(input, dim, index):
 def _index_sample_backward(ctx, g):
     """As gather along dim 1: g is added into zeros like x at the sampled columns (repeats add
     up); dims that the kernel broadcast (a size-1 index or x) are expanded, then summed back."""
-    from ..creation import zeros_like
     from .reduction import sum as sum_
     from .shape import expand
     x, index = ctx.inputs
@@ -196,7 +194,6 @@ def _gather_nd_meta(s, dt, st):
 
 def _gather_nd_backward(ctx, g):
     """g is added into zeros like x at the positions index addresses (repeats add up)."""
-    from ..creation import zeros_like
     from .reduction import sum as sum_
     x, index = ctx.inputs
     if not x.requires_grad:
@@ -251,7 +248,6 @@ def scatter_nd_add(x, index, updates):
 
 def scatter_nd(index, updates, shape):
     """Zeros of `shape` with updates added at the positions index addresses."""
-    from ..creation import zeros
     index, updates = tensors(index, updates)
     if updates.is_global:
         base = zeros(shape, dtype=updates.dtype, placement=updates.placement,
@@ -271,7 +267,6 @@ def _data_dependent(backward=None):
 
 def _masked_select_backward(ctx, g):
     """The gradient goes back to the selected positions: scatter_nd_add into zeros like x."""
-    from ..creation import zeros_like
     from .shape import expand
     x, mask = ctx.inputs
     where = nonzero(expand(mask, x.shape))
@@ -328,7 +323,6 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
 
 
 def _sort_backward(ctx, g, g_idx=None):
-    from ..creation import zeros_like
     if g is None:
         return (None,)
     return scatter_add_(zeros_like(ctx.inputs[0]), ctx.static["dim"], ctx.outputs[1], g)
@@ -425,7 +419,6 @@ def _multiplex_meta(s, dt, st):
 def _multiplex_backward(ctx, g):
     """Input k gets g on the rows that selected it (index == k), zeros on the others (and on
     the rows past index's, when index has fewer rows than the inputs)."""
-    from ..creation import zeros_like
     from .elementwise import equal, where
     from .shape import concat, reshape
     *inputs, index = ctx.inputs
@@ -464,7 +457,6 @@ def _getitem_rows(s, o, st):
 def _getitem_backward(ctx, g):
     """g added into zeros like x at the positions the key selected (setitem_add; with index
     tensors, repeated positions add up)."""
-    from ..creation import zeros_like
     x, *index = ctx.inputs
     if not x.requires_grad:
         return (None,) * len(ctx.inputs)

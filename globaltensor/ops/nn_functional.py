@@ -11,6 +11,7 @@ from ._front import apply, tensors
 from .elementwise import exp, gelu, log, relu, sigmoid  # noqa: F401 - part of this family
 from .reduction import _as, logsumexp, max, mean, sum  # noqa: A004
 from .registry import op
+from ..creation import rand, zeros_like
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -42,7 +43,6 @@ def dropout(input, p=0.5, training=True):
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     if not training or p == 0:
         return input
-    from ..creation import rand
     from ..sbp import broadcast
     if input.is_global:
         u = rand(*input.shape, dtype=input.dtype, placement=input.placement, sbp=tuple(
@@ -170,7 +170,6 @@ def _embedding_rows(s, o, st):
 
 
 def _embedding_backward(ctx, g):
-    from ..creation import zeros_like
     indices, weight = ctx.inputs
     flat_idx = indices.reshape(-1)
     flat_g = g.reshape(-1, weight.shape[1])

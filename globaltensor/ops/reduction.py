@@ -9,6 +9,7 @@ from ..backends.devices import array_module
 from . import rules
 from ._front import apply, dims_arg, tensors
 from .registry import op
+from ..creation import arange, eye
 
 
 def _axis(dims):
@@ -77,7 +78,6 @@ def _extreme_backward(ctx, g, *rest):
 def _at_index(ctx, g, index):
     """The output gradient where `index` points along the reduced dim (a flat index when all
     dims are reduced), zero elsewhere: the backward of max/min/median with indices."""
-    from ..creation import arange
     from .elementwise import cast, equal
     from .shape import reshape, unsqueeze
     x, dims = ctx.inputs[0], ctx.static["dims"]
@@ -390,7 +390,6 @@ def _trace(x):
 
 
 def _eye_like(x):
-    from ..creation import eye
     from ..sbp import broadcast
     if x.is_local:
         return eye(x.shape[0], x.shape[1], dtype=x.dtype)

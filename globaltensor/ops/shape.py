@@ -11,6 +11,7 @@ from . import rules
 from . import _front
 from ._front import apply, dims_arg, tensors
 from .registry import op
+from ..creation import zeros_like
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -359,7 +360,6 @@ def _split_rows(s, o, st):
 
 
 def _split_backward(ctx, *grads):
-    from ..creation import zeros_like
     parts = [g if g is not None else zeros_like(o) for g, o in zip(grads, ctx.outputs)]
     return concat(parts, ctx.static["dim"])
 
@@ -441,7 +441,6 @@ def _slice_index(shape, axes, starts, ends, strides):
 
 
 def _slice_back(ctx, g):
-    from ..creation import zeros_like
     x = ctx.inputs[0]
     st = ctx.static
     base = zeros_like(x)
