@@ -82,8 +82,7 @@ class Pipeline:
         self.my_prank = mine[0] if mine else None
         everyone = sorted({r for p in self.rank_placements for r in p.rank_list()})
         self.all_placement = Placement(self.placements[0].type, everyone)
-        self._plans = {}
-        self._metas = {}
+        self._plans, self._metas, self._cuts = {}, {}, {}
         self.plan(micro_batches)  # validated now, on every rank: a bad schedule raises before any step
 
     # --- set-up ----------------------------------------------------------------------------------
@@ -105,20 +104,18 @@ class Pipeline:
         return found[0]
 
     def plan(self, m):
-        """(compute orders, events per pipeline rank, blocking timeline) for m micro-batches."""
+        """(events per pipeline rank, their blocking timeline) for m micro-batches."""
         if m not in self._plans:
             orders = self.schedule.orders(self.stage_ranks, m)
-            timeline = sched.simulate(orders, self.stage_ranks, m)
-            events = sched.with_transfers(orders, self.stage_ranks, m, timeline)
-            real = sched.simulate_blocking(events, self.stage_ranks)
-            self._plans[m] = (orders, events, real)
+            events = sched.with_transfers(orders, self.stage_ranks, m, sched.simulate(orders, self.stage_ranks, m))
+            self._plans[m] = (events, sched.simulate_blocking(events, self.stage_ranks))
         return self._plans[m]
 
     def explain(self, micro_batches=None):
         """Print (on rank 0) and return the schedule as a grid of pipeline ranks x time, with its
         bubble fraction and the activations each rank holds at most. Not collective."""
         m = micro_batches or self.micro_batches
-        _, _, timeline = self.plan(m)
+        _, timeline = self.plan(m)
         names = [f"{p.rank_list()}" for p in self.rank_placements]
         head = (f"{type(self.schedule).__name__}: {len(self.stages)} stages on {len(self.rank_placements)} "
                 f"pipeline ranks, {m} micro-batches (F = 1, B = 2 time units)")
@@ -146,6 +143,13 @@ class Pipeline:
         run = _Run(self, x, target, forward_only=False)
         run.go()
         return run.loss()
+
+    def cut(self, x, m):
+        """How a batch laid out like x is cut into m micro-batches (cached per layout)."""
+        key = (_meta(x), m)
+        if key not in self._cuts:
+            self._cuts[key] = Cut(x, m)
+        return self._cuts[key]
 
     def stage_output_meta(self, s, inp):
         """Metadata of stage s's output for an input laid out like `inp` (run on hollow tensors)."""
@@ -209,11 +213,11 @@ class _Run:
         self.step_key = gt_random.next_counter()  # one draw of the job's stream, on every rank
         first, final = pipe.placements[0], pipe.placements[self.last]
         self.x = _move(x, first, _sbp_on(x, first))
-        self.cut = Cut(self.x, m)
+        self.cut = pipe.cut(self.x, m)
         self.target = None if target is None else _move(target, final, _sbp_on(target, final))
         reduction = getattr(pipe.loss_fn, "reduction", "mean")
         self.weights = [1.0 if reduction == "sum" else n / self.cut.n for n in self.cut.sizes]
-        _, events, _ = pipe.plan(m)
+        events, _ = pipe.plan(m)
         if forward_only:
             events = _forward_events(len(pipe.stages), pipe.stage_ranks, m)
         self.events = [] if pipe.my_prank is None else events[pipe.my_prank]
@@ -295,7 +299,8 @@ class _Run:
         if self.holds(s):
             raise RuntimeError(f"internal: rank {get_rank()} needs stage {s}'s output for micro-batch {j} before running it")
         inp = self.stage_input(s, j) if s == 0 else _hollow(*self.input_meta(s, j))
-        return self.pipe.stage_output_meta(s, inp)
+        self.out_metas[(s, j)] = self.pipe.stage_output_meta(s, inp)  # the grad transfer asks again
+        return self.out_metas[(s, j)]
 
     def input_meta(self, s, j):
         """Metadata of stage s's input for micro-batch j (s > 0): the previous output, moved."""
@@ -335,9 +340,13 @@ class _Run:
         return _move(total, self.pipe.all_placement, (broadcast,))
 
     def _loss_dtype(self):
-        shape, dtype, pl, sbp = self.output_meta(self.last, 0)
-        with autograd.no_grad():
-            return self.pipe.loss_fn(_hollow(shape, dtype, pl, sbp), self.cut.take(self.target, 0)).dtype
+        """The loss's dtype, on a rank that does not hold the last stage (cached per layout)."""
+        out, target = self.output_meta(self.last, 0), self.cut.take(self.target, 0)
+        key = ("loss", out, _meta(target))
+        if key not in self.pipe._metas:
+            with autograd.no_grad():
+                self.pipe._metas[key] = self.pipe.loss_fn(_hollow(*out), target).dtype
+        return self.pipe._metas[key]
 
     def output(self):
         """pipe(x): the last stage's outputs joined in the batch's order (global ops: every rank)."""
@@ -372,9 +381,8 @@ def _forward_events(n_stages, stage_ranks, m):
 def _what(ev):
     if isinstance(ev, sched.Action):
         return f"{'forward' if ev.kind == 'F' else 'backward'} of stage {ev.stage}, micro-batch {ev.mb}"
-    if ev.kind == "act":
-        return f"sending micro-batch {ev.mb}'s activation from stage {ev.src_stage} to stage {ev.dst_stage}"
-    return f"sending micro-batch {ev.mb}'s gradient from stage {ev.src_stage} to stage {ev.dst_stage}"
+    what = "activation" if ev.kind == "act" else "gradient"
+    return f"sending micro-batch {ev.mb}'s {what} from stage {ev.src_stage} to stage {ev.dst_stage}"
 
 
 def _give_up(text):

@@ -1,5 +1,8 @@
 """Micro-batches: the batch cut along dim 0 without moving pieces, and hollow tensors (the
 metadata of a global tensor on a rank that holds no piece of it)."""
+import functools
+import itertools
+
 from .. import creation, layout, ops
 from ..backends.devices import device
 from ..env import get_rank
@@ -18,6 +21,7 @@ def meta(t):
     return (tuple(t.shape), t.dtype, t.placement, t.sbp)
 
 
+@functools.lru_cache(maxsize=1024)
 def _dim0_shards(shape, placement, sbp):
     """The distinct row ranges (dim 0) that the ranks of the placement hold, in order."""
     return sorted({layout.local_box(shape, placement.hierarchy, sbp, placement.mesh_coord(r))[0]
@@ -31,14 +35,10 @@ class Cut:
     outputs are put back in order."""
 
     def __init__(self, x, m):
-        n = x.shape[0]
-        if not 1 <= m <= n:
-            raise ValueError(f"micro_batches={m} must be between 1 and the batch size {n} (dim 0 of the input)")
-        self.m, self.n = m, n
-        self.shards = _dim0_shards(x.shape, x.placement, x.sbp)
-        self.ranges = [[(lo + sum(layout.split_sizes(hi - lo, m)[:j]),
-                         lo + sum(layout.split_sizes(hi - lo, m)[:j + 1])) for lo, hi in self.shards]
-                       for j in range(m)]
+        self.m, self.n = m, x.shape[0]
+        self.shards = _dim0_shards(tuple(x.shape), x.placement, x.sbp)
+        starts = [list(itertools.accumulate(layout.split_sizes(hi - lo, m), initial=lo)) for lo, hi in self.shards]
+        self.ranges = [[(at[j], at[j + 1]) for at in starts] for j in range(m)]
         self.sizes = [sum(b - a for a, b in r) for r in self.ranges]
         self.local_ok = all(self._keeps_layout(x, j) for j in range(m)) and min(self.sizes) > 0
 
@@ -52,7 +52,7 @@ class Cut:
     def take(self, t, j):
         """Micro-batch j of t (a tensor with the batch's rows): from the pieces when t is laid
         out like the input, else by global slicing."""
-        if self.local_ok and _dim0_shards(t.shape, t.placement, t.sbp) == self.shards:
+        if self.local_ok and _dim0_shards(tuple(t.shape), t.placement, t.sbp) == self.shards:
             shape = (self.sizes[j],) + tuple(t.shape[1:])
             coord = t.placement.mesh_coord(get_rank())
             if coord is None:
