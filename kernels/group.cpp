@@ -240,8 +240,10 @@ void Node::give_up(const std::string& what) {
   RankStatus* st = status(rank_);
   if (st->threads.load() > 1) return;  // with several program threads "this rank" waits nowhere in particular
   copy_text(st->failure, sizeof(st->failure), what.substr(0, what.find('\n')));
-  uint64_t epoch = st->epoch.fetch_add(2, std::memory_order_acq_rel) + 2;  // even: not waiting; nonzero
-  st->failed_epoch.store(epoch, std::memory_order_release);
+  uint64_t failed = st->waiting_for.load() >= 0
+                        ? st->epoch.load() + 1  // inside a wait: its end moves the epoch once more
+                        : st->epoch.fetch_add(2, std::memory_order_acq_rel) + 2;  // even (not waiting), never 0
+  st->failed_epoch.store(failed, std::memory_order_release);
 }
 
 std::vector<int> Node::known_ranks() const {
@@ -317,12 +319,7 @@ bool Group::gave_up(const RankStatus* st) {
 void Group::publish_failure(const std::string& what) {
   // Peers waiting for this rank learn it gave up (until it starts another wait): a rank that
   // catches the error and goes on must not leave them waiting for the timeout.
-  RankStatus* mine = node_->status(node_->rank());
-  if (on_a_worker_thread() || mine->threads.load() > 1) return;
-  copy_text(mine->failure, sizeof(mine->failure), what.substr(0, what.find('\n')));
-  uint64_t epoch = mine->epoch.load();
-  bool waiting = mine->waiting_for.load() >= 0;  // the wait's end will move the epoch once more
-  mine->failed_epoch.store(epoch + (waiting ? 1 : 0), std::memory_order_release);
+  if (!on_a_worker_thread()) node_->give_up(what);
 }
 
 void Group::check_cycle(int p) {

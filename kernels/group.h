@@ -30,7 +30,7 @@ class Node {
   RankStatus* status(int rank) const { return reinterpret_cast<RankStatus*>(base_of(rank)); }
   // Peers waiting for this rank learn that it will not come: its script ended (`how`).
   void mark_finished(const std::string& how);
-  // The program raised outside a collective and goes on: peers waiting for this rank now fail
+  // This rank raised (in a collective, or outside one) and goes on: peers waiting for it now fail
   // at once with `what` (until this rank starts its next wait).
   void give_up(const std::string& what);
   std::vector<int> known_ranks() const;  // this rank and the peers mapped here, ascending
