@@ -42,7 +42,7 @@ def test_orders_are_complete_and_run_both_ways(name, stage_ranks, m):
     orders = schedule_from(name).orders(stage_ranks, m)
     timeline = simulate(orders, stage_ranks, m)
     events = with_transfers(orders, stage_ranks, m, timeline)
-    blocking = simulate_blocking(events, stage_ranks)
+    blocking = simulate_blocking(events, stage_ranks, m)
     assert [[e for e in order if isinstance(e, Action)] for order in events] == orders
     assert blocking.busy == timeline.busy and blocking.makespan >= timeline.makespan
     for t in {e for order in events for e in order if isinstance(e, Transfer)}:
@@ -178,19 +178,19 @@ def test_blocking_transfers_out_of_order_deadlock():
     assert str(first) == "act0>1.0" and str(events[1][0]) == "F1.0"
     events[1].insert(1, first)         # after the forward that needs it
     with pytest.raises(ScheduleError) as error:
-        simulate_blocking(events, stage_ranks)
+        simulate_blocking(events, stage_ranks, m)
     assert str(error.value) == ("deadlock: prank 0 waits at act0>1.0 for prank 1 (at F1.0); "
                                 "prank 1 waits at F1.0 for act0>1.0 (pranks 0 and 1)")
     events[1].remove(first)
     with pytest.raises(ScheduleError, match="prank 1: missing transfers act0>1.0"):
-        simulate_blocking(events, stage_ranks)
+        simulate_blocking(events, stage_ranks, m)
 
 
 def test_blocking_rendezvous_can_be_slower_than_messages():
     stage_ranks, m = [0, 1, 0, 1], 4
     orders = Interleaved1F1B().orders(stage_ranks, m)
     timeline = simulate(orders, stage_ranks, m)
-    blocking = simulate_blocking(with_transfers(orders, stage_ranks, m, timeline), stage_ranks)
+    blocking = simulate_blocking(with_transfers(orders, stage_ranks, m, timeline), stage_ranks, m)
     assert (timeline.makespan, blocking.makespan) == (27, 31)
     assert blocking.bubble > timeline.bubble
 
@@ -257,5 +257,15 @@ def test_orders_check_their_arguments(schedule, stage_ranks, m, message):
 def test_bubble_formula():
     assert bubble_formula("gpipe", 4, 12) == bubble_formula("1f1b", 4, 12) == 3 / 15
     assert bubble_formula("interleaved", 4, 12, v=2) == 3 / 27
-    with pytest.raises(ValueError, match="v = 2"):
-        bubble_formula("1f1b", 4, 12, v=2)
+    for name in ("1f1b", "gpipe"):  # several stages per rank in gpipe's order do not interleave
+        with pytest.raises(ValueError, match="v = 2"):
+            bubble_formula(name, 4, 12, v=2)
+
+
+def test_blocking_simulation_misses_no_micro_batch():
+    stage_ranks, m = [0, 1], 3
+    orders = OneFOneB().orders(stage_ranks, m)
+    events = with_transfers(orders, stage_ranks, m, simulate(orders, stage_ranks, m))
+    without_last = [[e for e in order if e.mb != m - 1] for order in events]
+    with pytest.raises(ScheduleError, match="missing actions: F0.2"):
+        simulate_blocking(without_last, stage_ranks, m)

@@ -108,7 +108,7 @@ class Pipeline:
         if m not in self._plans:
             orders = self.schedule.orders(self.stage_ranks, m)
             events = sched.with_transfers(orders, self.stage_ranks, m, sched.simulate(orders, self.stage_ranks, m))
-            self._plans[m] = (events, sched.simulate_blocking(events, self.stage_ranks))
+            self._plans[m] = (events, sched.simulate_blocking(events, self.stage_ranks, m))
         return self._plans[m]
 
     def explain(self, micro_batches=None):

@@ -1,4 +1,5 @@
 """Pipeline-parallel schedules as data: per-prank action lists, checked and timed by simulation."""
+import collections
 import functools
 import math
 from typing import NamedTuple
@@ -153,8 +154,8 @@ def bubble_formula(name, p, m, v=1):
     """The ideal bubble as a fraction of the step: gpipe and 1f1b (p-1)/(m+p-1), interleaved
     (p-1)/(v*m+p-1) with v chunks per prank; the issue's (p-1)/(v*m) is that same idle time
     relative to the ideal compute instead of to the step."""
-    if schedule_from(name).name == "1f1b" and v != 1:
-        raise ValueError(f"1f1b has one stage per prank (v = 1), got v = {v}")
+    if schedule_from(name).name != "interleaved" and v != 1:  # gpipe's order with v > 1 is no interleaving
+        raise ValueError(f"the formula with v = {v} chunks per prank is interleaved's, not {name}'s")
     return _ideal_bubble(p, m, v)
 
 
@@ -217,12 +218,16 @@ def _check_actions(orders, stage_ranks, m):
 
 def _check_transfers(events, stage_ranks, m):
     """Raise ScheduleError unless each prank holds exactly the transfers that involve it, once."""
+    expected = [[] for _ in events]
+    for t in _all_transfers(stage_ranks, m):
+        for rank in t.pranks:
+            expected[rank].append(t)
     for rank, order in enumerate(events):
-        held = [e for e in order if isinstance(e, Transfer)]
-        expected = [t for t in _all_transfers(stage_ranks, m) if rank in t.pranks]
-        unexpected = [str(t) for t in held if t not in expected]
-        missing = [str(t) for t in expected if t not in held]
-        repeated = sorted({str(t) for t in held if held.count(t) > 1})
+        held = collections.Counter(e for e in order if isinstance(e, Transfer))
+        want = collections.Counter(expected[rank])
+        unexpected = [str(t) for t in held if t not in want]
+        missing = [str(t) for t in want if t not in held]
+        repeated = sorted(str(t) for t, n in held.items() if n > 1)
         for what, names in (("unexpected", unexpected), ("missing", missing),
                             ("repeated", repeated)):
             if names:
@@ -377,10 +382,9 @@ def with_transfers(orders, stage_ranks, m, timeline):
     return [[event for _, event in sorted(keyed, key=lambda pair: pair[0])] for keyed in events]
 
 
-def simulate_blocking(events, stage_ranks, cost=None):
+def simulate_blocking(events, stage_ranks, m, cost=None):
     """Check and time per-prank events whose transfers are blocking rendezvous of both pranks."""
     computes = [[e for e in order if not isinstance(e, Transfer)] for order in events]
-    m = 1 + max((a.mb for order in computes for a in order), default=0)
     _check_actions(computes, stage_ranks, m)
     _check_transfers(events, stage_ranks, m)
     n_stages = len(stage_ranks)
