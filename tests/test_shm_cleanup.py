@@ -2,10 +2,12 @@
 rank's arena has no name once created (peers open /proc/<pid>/fd/<fd>), a group's segment loses
 its name when its last member maps it, and the launcher removes what a crash left."""
 import os
+import queue
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -22,6 +24,21 @@ RANK_SCRIPT = textwrap.dedent("""
     print("ready", flush=True)
     time.sleep(60)
 """)
+
+
+def _lines(proc):
+    """proc's stdout lines through a queue: `.get(timeout=...)` fails a test instead of hanging it."""
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+    return lines
+
+
+def _kill(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _segments(job):
@@ -51,7 +68,7 @@ def test_a_solo_process_killed_leaves_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "GLOBALTENSOR_JOB_ID")}
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
     try:
-        assert proc.stdout.readline().strip() == "ready"
+        assert _lines(proc).get(timeout=60).strip() == "ready"
         assert _segments(f"solo{proc.pid}") == []  # nameless from the start
     finally:
         proc.kill()
@@ -70,9 +87,11 @@ def test_the_launcher_killed_leaves_nothing(tmp_path, stage):
     proc = subprocess.Popen([sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_node", "2",
                              str(script), stage], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=env, start_new_session=True)
+    ranks = []
     try:
+        lines = _lines(proc)
         for _ in range(2):
-            assert "ready" in proc.stdout.readline()
+            assert "ready" in lines.get(timeout=60)
         ranks = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                                 text=True).stdout.split()]
         assert len(ranks) == 2
@@ -81,9 +100,13 @@ def test_the_launcher_killed_leaves_nothing(tmp_path, stage):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         _wait_gone(ranks)
-    finally:
-        if proc.poll() is None:
+    finally:  # whatever failed: neither the launcher nor its ranks (its process group) outlive the test
+        _kill([proc.pid] + ranks)
+        try:
             os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
     assert _segments(job) == []
 
 
