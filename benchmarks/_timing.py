@@ -22,6 +22,13 @@ def median_seconds(fn, iters, barrier, warmup=3):
     return statistics.median(times)
 
 
+def heap_array(shape, dtype):
+    """An array whose memory numpy did not allocate (a bytearray's): collectives stage it."""
+    import numpy as np
+    n = shape[0] if isinstance(shape, tuple) else shape
+    return np.frombuffer(bytearray(n * np.dtype(dtype).itemsize), dtype, count=n)
+
+
 def human_size(n):
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:

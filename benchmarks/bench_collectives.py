@@ -19,21 +19,16 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import (ITERS, SIZES, free_port, human_size, human_time, median_seconds, print_table,  # noqa: E402
-                     write_json)
+from _timing import (ITERS, SIZES, free_port, heap_array, human_size, human_time, median_seconds,  # noqa: E402
+                     print_table, write_json)
 
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
-
-
-def _heap(shape, dtype):
-    n = shape[0]
-    return np.frombuffer(bytearray(n * np.dtype(dtype).itemsize), dtype, count=n)
 
 
 def gt_worker(sizes, kind):
     from globaltensor import distributed as dist
     k = 2
-    make = {"shm": dist.empty_shared, "numpy": np.empty, "heap": _heap}[kind]
+    make = {"shm": dist.empty_shared, "numpy": np.empty, "heap": heap_array}[kind]
     out = {}
     for size in sizes:
         n = max(1, size // 4)

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import human_time, median_seconds, print_table, write_json  # noqa: E402
+from _timing import heap_array, human_time, median_seconds, print_table, write_json  # noqa: E402
 from bench_collectives import run_mpi_script  # noqa: E402
 
 SIZES = [16 << 20, 64 << 20]
@@ -35,7 +35,7 @@ def gt_worker(sizes):
         s = gt.ones(rows, 1024, placement=pl, sbp=gt.sbp.split(0))
         shm = dist.empty_shared((n,), np.float32)
         plain = np.empty(n, np.float32)
-        heap = np.frombuffer(bytearray(size), np.float32)
+        heap = heap_array(n, np.float32)
         for buf in (shm, plain, heap):
             buf[...] = 1
         calls = {"P->B to_global": lambda: p.to_global(sbp=gt.sbp.broadcast),
