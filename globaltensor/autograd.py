@@ -4,6 +4,7 @@ import contextlib
 import weakref
 
 from .boxing import convert
+from .hooks import recorder as _recording
 from .sbp import reducible_axes
 from .tensor import Tensor
 
@@ -247,10 +248,19 @@ def backward(tensor, gradient=None):
     leaves_in_order = [leaf for i in sorted(finishing) for leaf in finishing[i]]
     if tensor._node is None:
         leaves_in_order.append(tensor)
+    capturing = _recording[0] is not None
+    if capturing:  # a graph's backward: its own pass buckets the reductions that _fit records
+        _recording[0].backward_starts(leaves_in_order)
     all_buckets = []
     for planner in bucket_planners:
+        if capturing and getattr(planner, "fit_in_graph", False):
+            continue
         buckets = planner.plan_buckets(leaves_in_order, _sync[0])
         if buckets is not None:
+            if capturing:
+                raise RuntimeError(f"backward inside a graph: {type(planner).__name__} reduces gradients in buckets "
+                                   f"the graph cannot record (DataParallel of local tensors); make the model global "
+                                   f"(to_global with broadcast parameters) to capture it")
             all_buckets.append(buckets)
     owner = {id(leaf): b for b in all_buckets for bucket in b.plan for leaf in bucket}
     offered = _offer_destinations(order, owner)
@@ -258,7 +268,7 @@ def backward(tensor, gradient=None):
     def on_leaf(leaf, g):
         if g is not None and g.dtype != leaf.dtype:
             g = g.cast(leaf.dtype)  # a leaf's gradient has the leaf's dtype
-        if g is not None and leaf.grad is not None and _adds_in_place(leaf.grad, g):
+        if g is not None and leaf.grad is not None and not capturing and _adds_in_place(leaf.grad, g):
             leaf.grad._local += g._local  # accumulate in place, as PyTorch (no fresh pages per micro-batch)
             g, leaf.grad = leaf.grad, None
         elif g is not None and leaf.grad is not None and (leaf.grad.is_local or leaf.grad.sbp == g.sbp):
@@ -277,6 +287,8 @@ def backward(tensor, gradient=None):
         if not _sync[0] and leaf.grad is None and leaf.is_global and _reducible(leaf, g):
             leaf.grad = g.detach()  # stays partial until a backward outside no_sync
             return
+        if capturing and leaf.is_global and _reducible(leaf, g):  # as the buckets would: recorded, then packed
+            g = _recording[0].reduce_grad(leaf, g, reducible_axes(leaf.sbp, g.sbp))
         g = _fit(leaf, g).detach()
         leaf.grad = g if leaf.grad is None else (leaf.grad + g).detach()
 
@@ -291,6 +303,8 @@ def backward(tensor, gradient=None):
             ctx.dests = None
     for buckets in all_buckets:
         buckets.finish()
+    if capturing:
+        _recording[0].backward_ends(leaves_in_order)
 
 
 def _adds_in_place(grad, g):

@@ -10,6 +10,7 @@ from .env import get_rank
 from .layout import holds_value, local_box
 from .placement import placement as Placement
 from .sbp import normalize
+from .hooks import recorder as _recording
 from .tensor import Tensor
 
 
@@ -35,7 +36,7 @@ def build(global_shape, dt, placement, sbp, fill):
     if placement is None:
         if sbp is not None:
             raise ValueError("sbp needs a placement")
-        return Tensor(fill([(0, n) for n in global_shape]), global_shape, dt)
+        return _made(Tensor(fill([(0, n) for n in global_shape]), global_shape, dt))
     if not isinstance(placement, Placement):
         raise TypeError(f"placement must be a gt.placement, got {placement!r}")
     if sbp is None:
@@ -48,7 +49,14 @@ def build(global_shape, dt, placement, sbp, fill):
     else:  # filled on the host (the counter-based generator runs there), then moved
         box = local_box(global_shape, placement.hierarchy, sbp, coord)
         local = dev.from_host(fill(box)) if holds_value(sbp, coord) else dev.zeros(tuple(b - a for a, b in box), dt.np)
-    return Tensor(local, global_shape, dt, placement, sbp)
+    return _made(Tensor(local, global_shape, dt, placement, sbp))
+
+
+def _made(t):
+    """A new tensor of constant values; a graph that captures records it as a constant."""
+    if _recording[0] is not None:
+        _recording[0].constant(t)
+    return t
 
 
 def _constant(value, dt):
@@ -245,14 +253,20 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b):
     code = _dtype.KERNEL_CODES.get(dt.name)
     if code is None:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
-    counter = _random.next_counter()
+    def draw():
+        counter = _random.next_counter()
 
-    def fill(box):
-        out = allocate(tuple(hi - lo for lo, hi in box), dt)
-        _random.fill(out, code, kind, shape, [lo for lo, _ in box], counter, a, b)
-        return out
+        def fill(box):
+            out = allocate(tuple(hi - lo for lo, hi in box), dt)
+            _random.fill(out, code, kind, shape, [lo for lo, _ in box], counter, a, b)
+            return out
 
-    return build(shape, dt, placement, sbp, fill)
+        return build(shape, dt, placement, sbp, fill)
+
+    t = draw()
+    if _recording[0] is not None:  # a graph replays the draw (the counter advances as in eager mode)
+        _recording[0].random(t, lambda: draw()._local)
+    return t
 
 
 def _float(dtype):

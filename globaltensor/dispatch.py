@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 
-from . import autograd
+from . import autograd, hooks
 from . import dtype as _dtype
 from . import layout as layout_lib
 from .backends.devices import device, of_array
@@ -40,6 +40,7 @@ class Decision:
 
 
 _cache = {}
+_recording = hooks.recorder
 
 
 def _freeze(value):
@@ -193,7 +194,9 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
     kernel = opdef.kernel
     if opdef.takes_hints and (out is not None or order is not None):
         kernel = functools.partial(kernel, out=out, order=order)
-    if tensors[0]._placement is None:
+    if _recording[0] is not None:  # a graph captures: it runs the op and records it (graph/capture.py)
+        outs = _recording[0].apply(opdef, kernel, tensors, static)
+    elif tensors[0]._placement is None:
         _check_placements(name, tensors)
         result = kernel(*[t._local for t in tensors], **static)
         dev = of_array(tensors[0]._local)
@@ -208,8 +211,8 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
     return outs if multi else outs[0]
 
 
-def _apply_global(opdef, kernel, tensors, static):
-    """The cached path: one dict lookup keyed by interned layouts, box, kernel, wrap."""
+def decision_for(opdef, tensors, static):
+    """The cached decision for these inputs (made on a miss): one dict lookup keyed by interned layouts."""
     skey = _static_key(static) if static else ()
     if len(tensors) == 2:
         a, b = tensors
@@ -222,6 +225,12 @@ def _apply_global(opdef, kernel, tensors, static):
     if decision is None:
         _check_placements(opdef.name, tensors)
         decision = _cache[key] = _decide(opdef, tensors, static)
+    return decision
+
+
+def _apply_global(opdef, kernel, tensors, static):
+    """The cached path: the decision, box, kernel, wrap."""
+    decision = decision_for(opdef, tensors, static)
     plans = decision.plans
     if plans is None:
         pieces = [t._local for t in tensors]

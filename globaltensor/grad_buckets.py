@@ -212,7 +212,11 @@ def _add(a, b):
 
 class _GlobalPlanner:
     """Buckets of the broadcast global leaves whose gradients come out partial. Registered with
-    autograd when this module loads, before any DataParallel, so its buckets start first."""
+    autograd when this module loads, before any DataParallel, so its buckets start first. A
+    graph's backward skips it (fit_in_graph): each reduction is recorded as a conversion and the
+    graph's bucketing pass packs them."""
+
+    fit_in_graph = True
 
     def plan_buckets(self, leaves_in_order, sync):
         if not sync:

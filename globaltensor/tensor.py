@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import dtype as _dtype
+from .hooks import readback, recorder as _recording
 
 
 class Layout:
@@ -30,7 +31,7 @@ class device(str):  # noqa: N801 - torch.device's name
 
 class Tensor:
     """A local tensor (numpy semantics) or a global one: this rank's piece of a value laid out
-    over `placement` as `sbp` says. Conversions live in boxing.py; no op logic here."""
+    over `placement` as `sbp` says. Conversions live in boxing/; no op logic here."""
 
     __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
                  "_source", "_grad_sbp", "_layout", "_read_at", "_past", "__weakref__")
@@ -81,6 +82,8 @@ class Tensor:
         if old is not None and self._read_at > (self._past[-1][0] if self._past else 0):
             self._past = (self._past or []) + [(now, old)]
         self._local = new._local
+        if _recording[0] is not None:
+            _recording[0].became(self)
         node = new._node
         if node is not None:
             node.ctx.outputs = tuple(self if o is new else o for o in node.ctx.outputs)
@@ -142,9 +145,11 @@ class Tensor:
         return Tensor(self._local) if self.is_global else self
 
     def tolist(self):
+        readback("tolist()", self)
         return self.numpy().tolist()
 
     def item(self):
+        readback("item()", self)
         if self.numel() != 1:
             raise ValueError(f"item() needs a tensor of one element, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
@@ -163,6 +168,7 @@ class Tensor:
         return self._node is None
 
     def __repr__(self):
+        readback("repr() (print)", self)
         value = np.array2string(np.asarray(self.numpy()), separator=", ", prefix="tensor(")
         if self.is_local:
             return f"tensor({value}, dtype={self._dtype!r})"
@@ -172,14 +178,18 @@ class Tensor:
     __str__ = __repr__
 
     def __bool__(self):
+        readback("bool(x)", self)
         return bool(self.item())
 
     def __float__(self):
+        readback("float(x)", self)
         return float(self.item())
 
     def __int__(self):
+        readback("int(x)", self)
         return int(self.item())
 
     def __array__(self, dtype=None, copy=None):
+        readback("np.asarray(x)", self)
         value = self.numpy()
         return value if dtype is None else value.astype(dtype)

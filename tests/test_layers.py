@@ -10,7 +10,7 @@ ROOT = os.path.dirname(globaltensor.__file__)
 
 # Bottom to top; a module belongs to the longest prefix that names it.
 LAYERS = [
-    ("L0 values", ["_C", "sbp", "layout", "dtype", "random"]),
+    ("L0 values", ["_C", "sbp", "layout", "dtype", "random", "hooks"]),
     ("L1 the job", ["env", "placement", "backends", "distributed"]),
     ("L2 tensor", ["tensor"]),
     ("L3 creation and conversion", ["creation", "boxing"]),
@@ -18,8 +18,8 @@ LAYERS = [
     ("L5 op registry", ["ops.registry", "ops.rules", "ops.keywords"]),
     ("L6 dispatch", ["dispatch"]),
     ("L7 ops", ["ops"]),
-    ("L8 parallel training", ["grad_buckets", "data_parallel", "pipeline"]),
-    ("L9 libraries", ["nn", "optim", "serialization", "debug", "utils", "memory"]),
+    ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "graph"]),
+    ("L9 libraries", ["nn", "optim", "serialization", "debug", "utils", "memory", "jit"]),
     ("L10 the package", [""]),
 ]
 

@@ -3,8 +3,9 @@ from . import functional, init
 from .layers import (GELU, CrossEntropyLoss, Dropout, Embedding, LayerNorm, Linear, ModuleList, MSELoss, ReLU,
                      Sequential)
 from .module import Module, Parameter
+from ..graph import Graph
 from . import utils  # noqa: E402
 
 
-__all__ = ["Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", "Embedding", "LayerNorm", "Sequential",
+__all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", "Embedding", "LayerNorm", "Sequential",
            "ModuleList", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils"]

@@ -10,7 +10,7 @@ from ..dispatch import apply
 from ..dtype import DIM, SCALAR, ZERO, scalar_dtype
 from ..sbp import broadcast
 from ..tensor import Tensor
-from ..creation import host_array, tensor
+from ..creation import _made, host_array, tensor
 
 
 _scalars = {}  # (value, type, dtype name, placement) -> a 0-d broadcast tensor, reused
@@ -23,7 +23,7 @@ def _scalar(value, dt, like):
     if placement is None:
         local = like._local
         array = np.asarray(value, dt.np)
-        return Tensor(array if type(local) is np.ndarray else array_module(local).asarray(array), None, dt)
+        return _made(Tensor(array if type(local) is np.ndarray else array_module(local).asarray(array), None, dt))
     key = (value, type(value), dt.name, placement)
     if value == 0 and type(value) is float and math.copysign(1.0, value) < 0:
         key += ("-0",)  # -0.0 == 0.0: keep their tensors apart
@@ -50,7 +50,7 @@ def as_tensor(value, like):
     if like.is_global:
         # an array is checked like gt.tensor's data: ranks that pass different values raise
         return tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim)
-    return Tensor(array_module(like._local).asarray(array))
+    return _made(Tensor(array_module(like._local).asarray(array)))
 
 
 def own_tensor(value, like=None):
@@ -60,7 +60,7 @@ def own_tensor(value, like=None):
         return value
     dt = scalar_dtype(value)
     if like is None:
-        return Tensor(np.asarray(value, dt.np) if dt is not None else host_array(value))
+        return _made(Tensor(np.asarray(value, dt.np) if dt is not None else host_array(value)))
     return _scalar(value, dt, like) if dt is not None else as_tensor(value, like)
 
 
@@ -69,7 +69,7 @@ def tensors(*values):
     each keeps its dtype; see `promoted` for the ops that combine their inputs' dtypes)."""
     like = next((v for v in values if isinstance(v, Tensor)), None)
     if like is None:
-        return [Tensor(host_array(v)) for v in values]
+        return [_made(Tensor(host_array(v))) for v in values]
     return [as_tensor(v, like) for v in values]
 
 
@@ -127,13 +127,13 @@ def promoted(*values, mode=None, like=None, name="op"):
     for i, v in enumerate(values):
         k = kind(v)
         if k is None:  # data: a tensor as gt.tensor makes it
-            v = values[i] = as_tensor(v, like) if like is not None else Tensor(host_array(v))
+            v = values[i] = as_tensor(v, like) if like is not None else _made(Tensor(host_array(v)))
             like = like if like is not None else v
             k = kind(v)
         kinds.append(k)
     dt = result_dtype(kinds, mode, name)
     if like is None:  # scalars only: local 0-d tensors
-        return [Tensor(np.asarray(v, dt.np)) for v in values]
+        return [_made(Tensor(np.asarray(v, dt.np))) for v in values]
     return [cast_to(v, dt) if isinstance(v, Tensor) else _scalar(v, dt, like) for v in values]
 
 

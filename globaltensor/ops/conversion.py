@@ -2,6 +2,7 @@
 backward), to() between devices and dtypes, contiguous(); and the Tensor methods that convert
 (to_global, numpy, to, cpu, cuda, contiguous), bound here: tensor.py imports nothing above it."""
 from .. import autograd, layout
+from ..hooks import host_step, readback
 from ..backends import devices
 from ..backends.devices import of_array
 from ..boxing import convert, full_value
@@ -48,6 +49,7 @@ def _to_global_method(self, placement=None, sbp=None, grad_sbp=None):
 
 def _numpy(self):
     """The whole value as a numpy array; on a global tensor every rank must call it."""
+    readback("numpy()", self)
     if self.is_local:
         return of_array(self._local).to_host(self._local)
     return full_value(self)
@@ -94,10 +96,15 @@ def _contiguous(self):
     piece is (the same layout; no collective)."""
     if self._local.flags.c_contiguous:
         return self
-    out = Tensor(self._local.copy(), self._global_shape, self._dtype, self._placement, self._sbp)
+    out = Tensor(host_step("contiguous", _copy, self), self._global_shape, self._dtype, self._placement,
+                 self._sbp)
     if self.requires_grad:
         autograd.record("contiguous", lambda ctx, g: (g,), [self], [out], {})
     return out
+
+
+def _copy(piece):
+    return piece.copy()
 
 
 def _moved(x, where):

@@ -5,6 +5,7 @@ from .. import dtype as _dtype
 from .. import random as _random
 from ._front import tensors
 from ..creation import allocate, build, rand
+from ..hooks import recorder as _recording
 
 
 def _like_layout(x):
@@ -50,15 +51,22 @@ def multinomial(input, num_samples, replacement=False):
 def randperm(n, dtype=None, placement=None, sbp=None):
     """A random permutation of 0..n-1 (the argsort of n uniform draws), int64 by default."""
     dt = _dtype.to_dtype(dtype, _dtype.int64)
-    counter = _random.next_counter()
-    keys = np.empty(n, np.float64)
-    _random.fill(keys, 1, _random.UNIFORM, (n,), (0,), counter)
-    perm = np.argsort(keys, kind="stable")
 
-    def fill(box):
-        (lo, hi), = box
-        out = allocate((hi - lo,), dt)
-        out[...] = perm[lo:hi]
-        return out
+    def draw():
+        counter = _random.next_counter()
+        keys = np.empty(n, np.float64)
+        _random.fill(keys, 1, _random.UNIFORM, (n,), (0,), counter)
+        perm = np.argsort(keys, kind="stable")
 
-    return build((n,), dt, placement, sbp, fill)
+        def fill(box):
+            (lo, hi), = box
+            out = allocate((hi - lo,), dt)
+            out[...] = perm[lo:hi]
+            return out
+
+        return build((n,), dt, placement, sbp, fill)
+
+    t = draw()
+    if _recording[0] is not None:  # a graph replays the draw
+        _recording[0].random(t, lambda: draw()._local)
+    return t

@@ -1,0 +1,299 @@
+"""Capture: run a step eagerly once while recording every kernel, boxing plan, draw and update."""
+import functools
+import gc
+
+import numpy as np
+
+from .. import dispatch, hooks
+from ..backends.devices import device, of_array
+from ..boxing import _group, run as run_plan
+from ..env import get_rank
+from ..tensor import Layout, Tensor
+from .program import Instr, Program, Reg
+
+
+class CaptureError(RuntimeError):
+    """A step that a graph cannot record (a value read into Python, a data-dependent shape, a
+    tensor computed outside the dispatcher)."""
+
+
+class Recorder:
+    """The target of globaltensor.hooks while a step runs eagerly: every value is a register,
+    known by the identity of its array; a tensor alive before the capture began is state, read
+    from the tensor at each replay; one made during it by a factory is a constant."""
+
+    def __init__(self, inputs, names=None):
+        self.regs, self.instrs = [], []
+        self._by_array = {}  # id(array) -> register (the arrays are kept alive by their Reg)
+        self._names = names or {}
+        self._alive = {id(t): t for t in gc.get_objects() if isinstance(t, Tensor)}
+        self._grad_leaves, self._grad_regs, self._became = {}, {}, {}
+        self.inputs = [self._new_reg("input", t) for t in inputs]
+
+    # --- registers ------------------------------------------------------------------------------
+    def _new_reg(self, kind, t=None, array=None, layout=None):
+        array = t._local if array is None else array
+        if layout is None and t is not None and t._placement is not None:
+            layout = t.layout()
+        reg = Reg(len(self.regs), kind, layout, array)
+        self.regs.append(reg)
+        self._by_array[id(array)] = reg.index
+        return reg.index
+
+    def _known(self, array):
+        r = self._by_array.get(id(array))
+        return r if r is not None and self.regs[r].array is array else None
+
+    def reg_of(self, t, user):
+        """The register holding t's piece; a state tensor's is read here, at its first use."""
+        r = self._known(t._local)
+        if r is not None:
+            return r
+        if id(t) in self._alive:
+            r = self._new_reg("state", t)
+            self._emit(Instr("read", self._name(t), t, [], [r]))
+            return r
+        where = "" if t._placement is None else f" {t.placement} {t.sbp}"
+        raise CaptureError(f"{user}: an input of shape {tuple(t.shape)}{where} was computed outside the dispatcher "
+                           f"during the capture (a step the graph cannot record); compute it with gt ops, or run "
+                           f"this step eagerly (GLOBALTENSOR_GRAPH=0)")
+
+    def _name(self, t):
+        return self._names.get(id(t)) or f"tensor{len([i for i in self.instrs if i.kind == 'read'])}"
+
+    def _emit(self, instr):
+        self.instrs.append(instr)
+        return instr
+
+    def _outputs(self, kind, arrays, layouts):
+        return [self._new_reg(kind, array=a, layout=lay) for a, lay in zip(arrays, layouts)]
+
+    # --- what the lower layers report ------------------------------------------------------------
+    def apply(self, opdef, kernel, tensors, static):
+        """An op, run as replay will run it: boxing plans, then one prepared kernel call."""
+        name = opdef.name
+        if opdef.data_dependent:
+            raise CaptureError(f"{name}: its output shape depends on the values, which a graph cannot capture "
+                               f"(its program has fixed shapes); run it outside the graph")
+        ins = [self.reg_of(t, name) for t in tensors]
+        if tensors[0]._placement is None:
+            dispatch._check_placements(name, tensors)
+            call = functools.partial(kernel, **static) if static else kernel
+            raw = call(*[t._local for t in tensors])
+            plain = type(raw) is np.ndarray
+            fn = call if plain else _LocalCall(call, of_array(tensors[0]._local))
+            arrays = (raw,) if plain else fn.finish(raw)
+            outs = self._outputs("value", arrays, [None] * len(arrays))
+            self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static))
+            return tuple(Tensor(a) for a in arrays)
+        decision = dispatch.decision_for(opdef, tensors, static)
+        pieces = [t._local for t in tensors]
+        for i, (t, p) in enumerate(zip(tensors, decision.plans or ())):
+            if p is not None:
+                pieces[i], ins[i] = self._box(p, t, ins[i])
+        fn, plain, arrays = _global_call(kernel, static, decision, pieces)
+        for j, a in enumerate(arrays):
+            if decision.participates and a.shape != decision.pieces[j]:
+                dispatch._wrong_piece(opdef, decision, j, a, tensors)
+        outs = self._outputs("value", arrays, decision.out_layouts)
+        self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static))
+        return tuple(Tensor._wrap(a, lay) for a, lay in zip(arrays, decision.out_layouts))
+
+    def _box(self, p, t, r):
+        fn = functools.partial(_run_box, p, t._dtype)
+        array = fn(t._local)
+        out = self._new_reg("value", array=array, layout=Layout.of(t.shape, t.dtype, p.dst_placement, p.dst_sbp))
+        self._emit(Instr("box", "to_global", fn, [r], [out], plain=True, detail=p))
+        return array, out
+
+    def convert(self, x, p):
+        """boxing.convert between layouts of a global tensor."""
+        array, _ = self._box(p, x, self.reg_of(x, "to_global"))
+        return Tensor(array, x.shape, x.dtype, p.dst_placement, p.dst_sbp)
+
+    def from_local(self, x, make):
+        """to_global of a local tensor: a constant's conversion is a constant; a value of the step
+        cannot be converted inside a graph (from_local exchanges its shapes)."""
+        if self._known(x._local) is not None:
+            raise CaptureError("to_global of a local tensor inside a graph: pass global tensors to the graph (convert "
+                               "them before the call)")
+        t = make()
+        self.constant(t)
+        return t
+
+    def constant(self, t):
+        r = self._new_reg("const", t)
+        self._emit(Instr("const", f"{tuple(t.shape)}", t._local, [], [r]))
+
+    def random(self, t, draw):
+        """A factory's random draw: replayed, so the generator advances as in eager mode."""
+        last = self.instrs[-1] if self.instrs else None
+        if last is not None and last.kind == "const" and self.regs[last.outs[0]].array is t._local:
+            self.instrs.pop()  # the factory reported it as a constant first
+        r = self._new_reg("value", t)
+        self._emit(Instr("random", "draw", draw, [], [r], plain=True))
+
+    def reduce_grad(self, leaf, g, axes):
+        """A leaf's partial gradient summed over `axes` into the leaf's layout: one all_reduce over
+        those axes, as eager mode's gradient buckets sum it (the bucketing pass packs these)."""
+        placement = leaf.placement
+        coord = placement.mesh_coord(get_rank())
+        group = None if coord is None else _group(placement.axes_ranks(axes, coord))
+        fn = _AllReduce(device(placement.type), group)
+        array = fn(g._local)
+        lay = Layout.of(leaf.shape, g.dtype, placement, leaf.sbp)
+        out = self._new_reg("value", array=array, layout=lay)
+        self._emit(Instr("reduce", "all_reduce", fn, [self.reg_of(g, "backward")], [out], plain=True, detail=axes))
+        return Tensor._wrap(array, lay)
+
+    def host_step(self, name, fn, tensors):
+        ins = [self.reg_of(t, name) for t in tensors]
+        array = fn(*[t._local for t in tensors])
+        out = self._new_reg("value", array=array, layout=None)
+        self._emit(Instr("host", name, fn, ins, [out], plain=True))
+        return array
+
+    def became(self, t):
+        """t took a new piece (an in-place op): a state tensor takes it at every replay."""
+        if id(t) in self._alive:
+            self._became.setdefault(id(t), t)
+
+    def backward_starts(self, leaves):
+        for leaf in leaves:
+            if leaf.grad is not None:
+                raise CaptureError(f"backward inside a graph: {self._names.get(id(leaf), 'a leaf')} already has a .grad; a "
+                                   f"graph's backward assigns gradients, so clear them before the call "
+                                   f"(optimizer.zero_grad(), or add_optimizer, which clears them after each step)")
+
+    def backward_ends(self, leaves):
+        for leaf in leaves:
+            self._grad_leaves.setdefault(id(leaf), leaf)
+        self.sync_grads()
+
+    def sync_grads(self):
+        """Record leaf.grad = register for each leaf whose gradient changed since last recorded."""
+        for key, leaf in self._grad_leaves.items():
+            g = leaf.grad
+            r = None if g is None else self.reg_of(g, "backward")
+            if r is not None and self._grad_regs.get(key) != r:
+                first = key not in self._grad_regs
+                self._grad_regs[key] = r
+                self._emit(Instr("grad", self._names.get(key, "leaf"), _GradSetter(leaf, g, first, self._names.get(key)),
+                                 [r], []))
+
+    def step(self, name, fn):
+        """The optimizer's update, run now (outside the recording) and at every replay."""
+        self.sync_grads()
+        self._emit(Instr("step", name, fn, [], []))
+        hooks.recorder[0] = None
+        try:
+            fn()
+        finally:
+            hooks.recorder[0] = self
+        self._grad_regs.clear()
+
+    def refuse_readback(self, what, t):
+        r = self._known(t._local)
+        made = ""
+        if r is not None:
+            producer = next((i for i in reversed(self.instrs) if r in i.outs), None)
+            made = f", made by {producer.name}" if producer is not None else " (an input of the graph)"
+        raise CaptureError(f"{what} reads the value of a tensor ({tuple(t.shape)}{made}) into Python inside a graph: "
+                           f"a replay runs no Python between its ops. Return the tensor from build() and read it "
+                           f"after the call, or run the graph eagerly (GLOBALTENSOR_GRAPH=0)")
+
+    # --- the program --------------------------------------------------------------------------
+    def finish(self, outputs, label):
+        """The Program: the recorded steps, the state tensors' new pieces and the outputs."""
+        self.sync_grads()
+        for t in self._became.values():
+            r = self._known(t._local)
+            if r is not None and self.regs[r].kind != "state":
+                self._emit(Instr("set", self._name(t), _StateSetter(t), [r], []))
+        outs = [self.reg_of(t, "output") for t in outputs]
+        for r in outs:
+            self.regs[r].escapes = True
+        for ins in self.instrs:
+            if ins.kind in ("grad", "set"):
+                self.regs[ins.ins[0]].escapes = True
+        self._alive = None
+        return Program(self.regs, self.instrs, self.inputs, outs, label)
+
+
+def _run_box(p, dt, piece):
+    return run_plan(p, piece, dt)
+
+
+class _LocalCall:
+    """A kernel on local tensors' pieces, as dispatch runs it (outputs made arrays of the device)."""
+
+    def __init__(self, call, dev):
+        self.call, self.dev = call, dev
+
+    def __call__(self, *pieces):
+        return self.finish(self.call(*pieces))
+
+    def finish(self, out):
+        return tuple(self.dev.asarray(o) for o in (out if isinstance(out, tuple) else (out,)))
+
+
+def _global_call(kernel, static, decision, pieces):
+    """(fn, plain, arrays): the prepared call of a kernel on this rank's pieces, doing what
+    dispatch._apply_global does after the kernel; plain when it returns one array as it is."""
+    dev = decision.device
+    if not decision.participates:
+        empties = tuple(dev.empty((0,) * max(1, len(lay.shape)), lay.dtype.np) for lay in decision.out_layouts)
+        return (lambda *_: empties), False, empties
+    call = functools.partial(kernel, **static) if static else kernel
+    raw = call(*pieces)
+    wanted = [lay.dtype.np for lay in decision.out_layouts]
+    if decision.single and type(raw) is np.ndarray and raw.dtype == wanted[0]:
+        return call, True, (raw,)
+    finish = functools.partial(_finish, dev, wanted, decision.single)
+    return (lambda *p: finish(call(*p))), False, finish(raw)
+
+
+def _finish(dev, wanted, single, out):
+    if single:
+        if type(out) is tuple:
+            out = out[0]
+        out = (out,)
+    return tuple(o if o.dtype == w else o.astype(w) for o, w in zip((dev.asarray(o) for o in out), wanted))
+
+
+class _AllReduce:
+    """A piece summed over a group in one all_reduce (the piece itself off the placement)."""
+
+    def __init__(self, dev, group):
+        self.dev, self.group = dev, group
+
+    def __call__(self, piece):
+        if self.group is None:
+            return piece
+        out = self.dev.empty(piece.shape, piece.dtype)
+        self.dev.collectives.all_reduce(piece if piece.flags.c_contiguous else piece.copy(), group=self.group, out=out)
+        return out
+
+
+class _GradSetter:
+    """leaf.grad = the register's piece. A graph's backward assigns, never adds: the first
+    assignment of a step checks that the gradient was cleared (eager mode would add to it)."""
+
+    def __init__(self, leaf, like, first, name):
+        self.leaf, self.like, self.first, self.name = leaf, like, first, name or "a leaf"
+
+    def __call__(self, piece):
+        like, leaf = self.like, self.leaf
+        if self.first and leaf.grad is not None:
+            raise RuntimeError(f"graph: {self.name} has a .grad from before this call; a graph's backward assigns "
+                               f"gradients (eager mode would add to it): clear them first (optimizer.zero_grad(), "
+                               f"or add_optimizer, which clears them after each step)")
+        leaf.grad = Tensor(piece, like.shape, like.dtype, like.placement, like.sbp)
+
+
+class _StateSetter:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self, piece):
+        self.t._local = piece

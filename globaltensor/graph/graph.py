@@ -1,0 +1,252 @@
+"""gt.nn.Graph and gt.jit.trace: one program captured per input signature, replayed after."""
+import logging
+import os
+
+from .. import hooks
+from ..tensor import Tensor
+from . import passes
+from .capture import CaptureError, Recorder
+from .replay import compile_program
+
+log = logging.getLogger("globaltensor.graph")
+
+
+class Captured:
+    """Programs cached by input signature (shapes, dtypes, placements, SBPs, other arguments):
+    the first call of a signature runs eagerly while recording, later ones replay. A new
+    signature captures again, logging what changed; past `max_programs` it raises with the history."""
+
+    max_programs = 8
+
+    def _cache(self):
+        found = self.__dict__.get("_gt_programs")
+        if found is None:
+            found = self.__dict__["_gt_programs"] = {"programs": {}, "history": [], "last": None}
+        return found
+
+    def _call(self, args, kwargs):
+        if os.environ.get("GLOBALTENSOR_GRAPH", "1") == "0" or hooks.recorder[0] is not None:
+            return self._body(args, kwargs)  # eager (debugging), or inside another graph's capture
+        tensors, described = [], []
+        key = (_flatten((args, kwargs), tensors, "", described), self._mode())
+        cache = self._cache()
+        entry = cache["programs"].get(key)
+        if entry is None:
+            return self._capture(cache, key, tensors, described, args, kwargs)
+        program, tree = entry
+        return _unflatten(tree, program.fn(*[t._local for t in tensors]))
+
+    def _capture(self, cache, key, tensors, described, args, kwargs):
+        reason = _reason(cache["history"][-1][0] if cache["history"] else None, described)
+        label = f"{self._label()} #{len(cache['programs']) + 1}"
+        if len(cache["programs"]) >= self.max_programs:
+            history = "; ".join(f"{i + 1}. {r}" for i, (_, r) in enumerate(cache["history"]))
+            raise RuntimeError(f"{self._label()}: a new input signature ({reason}) after {len(cache['programs'])} "
+                               f"captured programs, its bound (max_programs); the captures so far: {history}. Give "
+                               f"the graph inputs of fixed shapes and layouts, or raise max_programs")
+        log.info("%s: capturing (%s)", label, reason)
+        rec = Recorder(tensors, self._state_names())
+        hooks.recorder[0] = rec
+        try:
+            out = self._body(args, kwargs)
+            outputs = []
+            tree = _flatten_output(out, outputs)
+            program = rec.finish(outputs, label)
+        finally:
+            hooks.recorder[0] = None
+        passes.plan(program)
+        compile_program(program)
+        result = _unflatten(tree, [program.regs[r].array for r in program.outputs])
+        for reg in program.regs:  # the arrays capture saw: planning is done
+            reg.array = None
+        cache["programs"][key] = (program, tree)
+        cache["history"].append((described, reason))
+        cache["last"] = program
+        return result
+
+    # --- what a subclass gives ----------------------------------------------------------------
+    def _body(self, args, kwargs):
+        raise NotImplementedError
+
+    def _label(self):
+        return type(self).__name__
+
+    def _mode(self):
+        return None
+
+    def _state_names(self):
+        return {}
+
+    # --- reading it ---------------------------------------------------------------------------
+    @property
+    def captures(self):
+        """Why each program was captured, in order (the first: "first call")."""
+        return [reason for _, reason in self._cache()["history"]]
+
+    def program(self, rank=None):
+        """The latest captured program as text: the serial program (global shapes and SBPs), or
+        with rank=r, that rank's (piece shapes, collectives, buffer reuse and frees)."""
+        last = self._cache()["last"]
+        if last is None:
+            return f"{self._label()}: no program captured yet (call it once)"
+        return last.text(rank)
+
+    def __repr__(self):
+        return self.program()
+
+
+class Graph(Captured):
+    """OneFlow's nn.Graph: subclass it, set modules as attributes, write build(); add_optimizer
+    makes every call also run the optimizer's step and clear the gradients. Calling it captures
+    (first call of a signature) or replays."""
+
+    def __init__(self):
+        self._optimizers = []
+
+    def add_optimizer(self, optimizer, *, lr_sch=None):
+        """After build() (which calls backward), each call runs optimizer.step(), zero_grad() and
+        lr_sch.step() when given, as OneFlow's nn.Graph."""
+        self.__dict__.setdefault("_optimizers", []).append((optimizer, lr_sch))
+
+    def build(self, *args, **kwargs):
+        raise NotImplementedError("a Graph subclass defines build(*inputs)")
+
+    def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs)
+
+    def _body(self, args, kwargs):
+        out = self.build(*args, **kwargs)
+        for optimizer, lr_sch in self.__dict__.get("_optimizers", ()):
+            step = _OptimizerStep(optimizer, lr_sch)
+            if hooks.recorder[0] is not None:
+                hooks.recorder[0].step(f"{type(optimizer).__name__}.step", step)
+            else:
+                step()
+        return out
+
+    def _modules(self):
+        return [(name, m) for name, m in self.__dict__.items() if hasattr(m, "named_parameters") and hasattr(m, "training")]
+
+    def _mode(self):
+        return tuple(m.training for _, m in self._modules())
+
+    def _state_names(self):
+        names = {}
+        for attr, m in self._modules():
+            for name, t in list(m.named_parameters()) + list(getattr(m, "named_buffers", lambda: [])()):
+                names.setdefault(id(t), f"{attr}.{name}")
+        return names
+
+
+class _OptimizerStep:
+    """optimizer.step(), zero_grad(), lr_sch.step(): what add_optimizer adds to a graph's step."""
+
+    def __init__(self, optimizer, lr_sch):
+        self.optimizer, self.lr_sch = optimizer, lr_sch
+
+    def __call__(self):
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        if self.lr_sch is not None:
+            self.lr_sch.step()
+
+
+class Traced(Captured):
+    """gt.jit.trace(fn): fn(*tensors) captured per signature and replayed."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "fn")
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs)
+
+    def _body(self, args, kwargs):
+        return self.fn(*args, **kwargs)
+
+    def _label(self):
+        return f"trace({self.__name__})"
+
+
+def trace(fn):
+    """fn, a function of global (or local) tensors, as a captured program: the first call with an
+    input signature runs fn eagerly while recording; later calls replay the program."""
+    return Traced(fn)
+
+
+# --- signatures -------------------------------------------------------------------------------
+
+def _tensor_text(t):
+    if t.is_local:
+        return f"local tensor {tuple(t.shape)} {t.dtype.name}" + (" requires_grad" if t.requires_grad else "")
+    return (f"tensor {tuple(t.shape)} {t.dtype.name} on {t.placement} sbp {t.sbp}"
+            + (" requires_grad" if t.requires_grad else ""))
+
+
+def _flatten(value, tensors, path, described):
+    """The hashable key of an argument tree; tensors are appended, their layout in the key."""
+    if isinstance(value, Tensor):
+        tensors.append(value)
+        described.append((path, _tensor_text(value)))
+        if value._placement is None:
+            return ("T", tuple(value.shape), value.dtype.name, str(value.device), value.requires_grad)
+        return ("G", value.layout(), value.requires_grad)
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__,) + tuple(_flatten(v, tensors, f"{path}[{i}]", described)
+                                               for i, v in enumerate(value))
+    if isinstance(value, dict):
+        return ("dict",) + tuple((k, _flatten(v, tensors, f"{path}[{k!r}]", described)) for k, v in value.items())
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"graph argument {path or 'value'}: {type(value).__name__} is neither a tensor nor a hashable "
+                        f"value (the graph keys its programs by its arguments)") from None
+    described.append((path, repr(value)))
+    return ("V", type(value).__name__, value)
+
+
+def _reason(before, now):
+    """What differs between two signatures' descriptions, as text."""
+    if before is None:
+        return "first call"
+    old, new = dict(before), dict(now)
+    parts = [f"{_path(p)}: {old[p]} -> {new[p]}" for p in new if p in old and old[p] != new[p]]
+    parts += [f"{_path(p)}: new, {new[p]}" for p in new if p not in old]
+    parts += [f"{_path(p)}: gone" for p in old if p not in new]
+    return "; ".join(parts) or "the modules' train/eval mode changed"
+
+
+def _path(p):
+    """"[0][1]" -> "args[1]", "[1]['lr']" -> "kwargs['lr']"."""
+    if p.startswith("[0]"):
+        return "args" + p[3:]
+    return "kwargs" + p[3:]
+
+
+def _flatten_output(value, tensors):
+    """The output tree with tensors replaced by their position in `tensors` (and layout)."""
+    if isinstance(value, Tensor):
+        tensors.append(value)
+        return ("T", len(tensors) - 1, value.layout() if value.is_global else None)
+    if isinstance(value, (tuple, list)):
+        return (type(value),) + tuple(_flatten_output(v, tensors) for v in value)
+    if isinstance(value, dict):
+        return (dict,) + tuple((k, _flatten_output(v, tensors)) for k, v in value.items())
+    return ("V", value)
+
+
+def _unflatten(tree, pieces):
+    head = tree[0]
+    if head == "T":
+        _, i, lay = tree
+        return Tensor(pieces[i]) if lay is None else Tensor._wrap(pieces[i], lay)
+    if head == "V":
+        return tree[1]
+    if head is dict:
+        return {k: _unflatten(v, pieces) for k, v in tree[1:]}
+    items = [_unflatten(v, pieces) for v in tree[1:]]
+    return head(*items) if hasattr(head, "_fields") else head(items)
+
+
+__all__ = ["CaptureError", "Graph", "Traced", "trace"]

@@ -1,0 +1,168 @@
+"""A captured program: registers (the values a step holds) and instructions over them, and its text."""
+import math
+
+from .. import layout as layout_lib
+from ..boxing.planning import _text as sbp_text
+
+# Instruction kinds. Each reads registers `ins` and defines registers `outs`.
+#   input    (no instruction: the call's tensors)       read   a state tensor's piece (parameter, buffer)
+#   const    a value made during capture (factories)    op     a kernel on local pieces
+#   box      a boxing plan (collectives)                 random a draw of the generator (advances it)
+#   host     a step outside the dispatcher (a copy)      grad   leaf.grad takes a register
+#   set      a state tensor takes a register (in-place)  step   the optimizer's update (and zero_grad)
+#   reduce   a leaf's partial gradient summed (all_reduce over the mesh axes where it is partial)
+#   start    a bucket's all_reduce starts (async)       wait   it lands: one register per gradient
+EFFECTS = frozenset({"random", "grad", "set", "step", "start", "wait"})  # never removed
+
+
+class Reg:
+    """One value of the program: its global layout (None when local), this rank's piece shape
+    and dtype, where it comes from, and (during planning only) the array capture saw."""
+
+    __slots__ = ("index", "kind", "layout", "local_shape", "dtype", "array", "escapes", "note")
+
+    def __init__(self, index, kind, layout, array):
+        self.index, self.kind, self.layout, self.array = index, kind, layout, array
+        self.local_shape, self.dtype = tuple(array.shape), array.dtype
+        self.escapes = False  # returned to the caller or kept by a tensor: its buffer is never reused
+        self.note = ""
+
+    @property
+    def nbytes(self):
+        return math.prod(self.local_shape) * self.dtype.itemsize
+
+    def global_text(self):
+        if self.layout is None:
+            return f"{self.local_shape} {self.dtype.name} local"
+        lay = self.layout
+        return f"{lay.shape} {lay.dtype.name} {sbp_text(lay.sbp)}"
+
+    def local_text(self, rank):
+        """The piece shape on `rank` (from the layout: every rank's program has the same steps)."""
+        if self.layout is None:
+            return f"{self.local_shape} {self.dtype.name}"
+        lay = self.layout
+        coord = lay.placement.mesh_coord(rank)
+        if coord is None:
+            return f"(no piece) {self.dtype.name}"
+        return f"{layout_lib.local_shape(lay.shape, lay.placement.hierarchy, lay.sbp, coord)} {self.dtype.name}"
+
+
+class Instr:
+    """One prepared call: fn(*ins) -> outs (a bare array when `plain`, else a tuple)."""
+
+    __slots__ = ("kind", "name", "fn", "ins", "outs", "plain", "detail", "reuse", "drops", "target")
+
+    def __init__(self, kind, name, fn, ins, outs, plain=False, detail=None, target=None):
+        self.kind, self.name, self.fn, self.ins, self.outs = kind, name, fn, list(ins), list(outs)
+        self.plain, self.detail, self.target = plain, detail, target
+        self.reuse = None  # a register whose dead buffer this op writes into (liveness pass)
+        self.drops = []  # registers whose last use is here (liveness pass)
+
+    def __repr__(self):
+        return f"Instr({self.kind} {self.name} {self.ins} -> {self.outs})"
+
+
+class Program:
+    """The registers and instructions of one captured signature, with what planning reported."""
+
+    def __init__(self, regs, instrs, inputs, outputs, label):
+        self.regs, self.instrs, self.inputs, self.outputs = regs, instrs, inputs, outputs
+        self.label = label
+        self.report = {}  # pass name -> what it did (counts, bytes)
+        self.fn = self.source = None  # the replay function and its source (replay.compile_program)
+
+    def uses(self):
+        """{register: [instruction positions that read it]}."""
+        found = {}
+        for i, ins in enumerate(self.instrs):
+            for r in ins.ins:
+                found.setdefault(r, []).append(i)
+        return found
+
+    def count(self, kind=None, name=None):
+        return sum(1 for ins in self.instrs if (kind is None or ins.kind == kind) and (name is None or ins.name == name))
+
+    def collectives(self):
+        """The collectives one replay runs on this rank, in order (kind names)."""
+        found = []
+        for ins in self.instrs:
+            if ins.kind == "box":
+                found += [s.kind for s in ins.detail.steps if s.kind not in ("slice", "broadcast_to_partial",
+                                                                             "split_to_partial")]
+            elif ins.kind in ("start", "reduce"):
+                found.append("all_reduce")
+        return found
+
+    # --- text ---------------------------------------------------------------------------------
+    def text(self, rank=None):
+        """The serial program (global shapes and SBPs), or rank's (piece shapes, collectives,
+        buffer reuse, frees) when rank is given."""
+        regs = self.regs
+        head = f"program {self.label}: {len(self.inputs)} inputs, {len(self.instrs)} steps"
+        if rank is not None:
+            head += f", rank {rank}"
+            if "liveness" in self.report:
+                rep = self.report["liveness"]
+                head += f", peak {rep['peak_bytes']} bytes ({rep['peak_bytes_without_reuse']} without buffer reuse)"
+        lines = [head]
+        shape = (lambda r: regs[r].global_text()) if rank is None else (lambda r: regs[r].local_text(rank))
+        for j, r in enumerate(self.inputs):
+            lines.append(f"  %{r} = input {j}: {shape(r)}")
+        for ins in self.instrs:
+            args = ", ".join(f"%{r}" for r in ins.ins)
+            outs = ", ".join(f"%{r}" for r in ins.outs)
+            lhs = f"{outs} = " if outs else ""
+            what = _describe(ins, args, rank)
+            typed = "; ".join(shape(r) for r in ins.outs)
+            line = f"  {lhs}{what}" + (f" : {typed}" if typed else "")
+            if rank is not None:
+                if ins.reuse is not None:
+                    line += f"  [in the buffer of %{ins.reuse}]"
+                if ins.drops:
+                    line += "  [free " + ", ".join(f"%{r}" for r in ins.drops) + "]"
+            lines.append(line)
+        lines.append("  return " + ", ".join(f"%{r}" for r in self.outputs))
+        if self.report:
+            lines.append("  passes: " + "; ".join(f"{k}: {_report_text(v)}" for k, v in self.report.items()))
+        return "\n".join(lines)
+
+
+def _describe(ins, args, rank):
+    if ins.kind == "box":
+        p = ins.detail
+        what = f"to_global({args}) {sbp_text(p.src_sbp)} -> {sbp_text(p.dst_sbp)}"
+        if p.dst_placement != p.src_placement:
+            what += f" on {p.dst_placement}"
+        steps = [s.kind + ("" if s.mesh_dim is None else f"@{s.mesh_dim}") for s in p.steps]
+        return what + (f" [{', '.join(steps)}]" if steps else "")
+    if ins.kind == "read":
+        return f"state {ins.name}"
+    if ins.kind == "const":
+        return f"constant {ins.name}"
+    if ins.kind == "grad":
+        return f"{ins.name}.grad = {args}"
+    if ins.kind == "set":
+        return f"{ins.name} <- {args}"
+    if ins.kind == "step":
+        return f"{ins.name}()"
+    if ins.kind == "reduce":
+        return f"all_reduce({args}) over mesh axes {ins.detail}"
+    if ins.kind == "start":
+        return f"all_reduce_start({args}) [{ins.detail}]"
+    if ins.kind == "wait":
+        return f"all_reduce_wait({args})"
+    static = ins.detail or {}
+    extra = "".join(f", {k}={_short(v)}" for k, v in static.items()) if isinstance(static, dict) else ""
+    return f"{ins.name}({args}{extra})"
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def _report_text(value):
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)

@@ -1,0 +1,18 @@
+"""Cells the capture layer (graph/) sets while it records a step; lower layers report to it here."""
+
+recorder = [None]  # the graph.capture.Recorder while a graph captures, else None
+
+
+def readback(what, tensor):
+    """Called where a tensor's value is read into Python (item(), numpy(), bool(x), ...): inside a
+    capture this raises, naming the read and the op that made the tensor."""
+    rec = recorder[0]
+    if rec is not None:
+        rec.refuse_readback(what, tensor)
+
+
+def host_step(name, fn, *tensors):
+    """fn(*their pieces): a computation on local pieces made outside the dispatcher (a copy, a
+    move); inside a capture it is recorded as a step of the program."""
+    rec = recorder[0]
+    return fn(*[t._local for t in tensors]) if rec is None else rec.host_step(name, fn, tensors)
