@@ -32,6 +32,8 @@ class Reg:
         return math.prod(self.local_shape) * self.dtype.itemsize
 
     def global_text(self):
+        if self.kind == "handle":
+            return "pending"
         if self.layout is None:
             return f"{self.local_shape} {self.dtype.name} local"
         lay = self.layout
@@ -39,6 +41,8 @@ class Reg:
 
     def local_text(self, rank):
         """The piece shape on `rank` (from the layout: every rank's program has the same steps)."""
+        if self.kind == "handle":
+            return "pending"
         if self.layout is None:
             return f"{self.local_shape} {self.dtype.name}"
         lay = self.layout

@@ -2,6 +2,7 @@
 each started (asynchronously) where its last gradient is final and awaited where the first
 reduced gradient is used."""
 import math
+import sys
 
 import numpy as np
 
@@ -86,14 +87,25 @@ def _bucket(program, key, bucket):
 
 
 class _Start:
-    """Pack the gradients into one flat buffer and start its all_reduce."""
+    """Pack the gradients into the bucket's flat buffer and start its all_reduce. The buffer is
+    kept from replay to replay (the collectives know its memory: no fresh pages, no new
+    mapping on the peers); a new one is made while a view from the last replay is still held
+    (a .grad somebody kept)."""
 
     def __init__(self, dev, group, shapes, dtype):
         self.dev, self.group, self.dtype = dev, group, dtype
         self.total = sum(math.prod(s) for s in shapes)
+        self.flat, self._baseline = None, 0
+
+    def _buffer(self):
+        flat = self.flat
+        if flat is None or sys.getrefcount(flat) > self._baseline:
+            flat = self.flat = self.dev.empty((self.total,), self.dtype)
+            self._baseline = sys.getrefcount(flat)
+        return flat
 
     def __call__(self, *pieces):
-        flat = self.dev.empty((self.total,), self.dtype)
+        flat = self._buffer()
         self.dev.xp.concatenate([p.reshape(-1) for p in pieces], out=flat)
         return self.dev.collectives.all_reduce_async(flat, group=self.group), flat
 

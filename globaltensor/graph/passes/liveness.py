@@ -70,7 +70,9 @@ def run(program):
             if r in reusable:
                 free.setdefault((regs[r].local_shape, regs[r].dtype), []).append(r)
     peak, peak_plain = _peak(program, True), _peak(program, False)
-    return {"reused": reused, "peak_bytes": peak, "peak_bytes_without_reuse": peak_plain}
+    kept_all = sum(r.nbytes for r in regs if r.kind in ("value", "input") and getattr(r.array, "base", None) is None)
+    return {"reused": reused, "peak_bytes": peak, "peak_bytes_without_reuse": peak_plain,
+            "bytes_without_frees": kept_all}
 
 
 def _peak(program, with_reuse):
