@@ -280,15 +280,16 @@ class _GradSetter:
     assignment of a step checks that the gradient was cleared (eager mode would add to it)."""
 
     def __init__(self, leaf, like, first, name):
-        self.leaf, self.like, self.first, self.name = leaf, like, first, name or "a leaf"
+        self.leaf, self.first, self.name = leaf, first, name or "a leaf"
+        self.layout = like.layout() if like.is_global else None
 
     def __call__(self, piece):
-        like, leaf = self.like, self.leaf
+        leaf = self.leaf
         if self.first and leaf.grad is not None:
             raise RuntimeError(f"graph: {self.name} has a .grad from before this call; a graph's backward assigns "
                                f"gradients (eager mode would add to it): clear them first (optimizer.zero_grad(), "
                                f"or add_optimizer, which clears them after each step)")
-        leaf.grad = Tensor(piece, like.shape, like.dtype, like.placement, like.sbp)
+        leaf.grad = Tensor(piece) if self.layout is None else Tensor._wrap(piece, self.layout)
 
 
 class _StateSetter:

@@ -27,12 +27,19 @@ class Captured:
     def _call(self, args, kwargs):
         if os.environ.get("GLOBALTENSOR_GRAPH", "1") == "0" or hooks.recorder[0] is not None:
             return self._body(args, kwargs)  # eager (debugging), or inside another graph's capture
-        tensors, described = [], []
-        key = (_flatten((args, kwargs), tensors, "", described), self._mode())
+        if not kwargs and all(type(a) is Tensor for a in args):  # the common call: tensors only
+            tensors = args
+            key = (tuple((a._layout or a.layout(), a.requires_grad) if a._placement is not None else
+                         (a.shape, a._dtype, a.requires_grad) for a in args), self._mode())
+        else:
+            tensors = []
+            key = (_flatten((args, kwargs), tensors, None, None), self._mode())
         cache = self._cache()
         entry = cache["programs"].get(key)
         if entry is None:
-            return self._capture(cache, key, tensors, described, args, kwargs)
+            described = []
+            _flatten((args, kwargs), [], "", described)
+            return self._capture(cache, key, list(tensors), described, args, kwargs)
         program, tree = entry
         return _unflatten(tree, program.fn(*[t._local for t in tensors]))
 
@@ -128,7 +135,12 @@ class Graph(Captured):
         return [(name, m) for name, m in self.__dict__.items() if hasattr(m, "named_parameters") and hasattr(m, "training")]
 
     def _mode(self):
-        return tuple(m.training for _, m in self._modules())
+        """The train/eval flags of the graph's modules (dropout draws or not: another program)."""
+        modules = self.__dict__.get("_gt_modules")
+        if modules is None or len(self.__dict__) != self.__dict__.get("_gt_attrs"):
+            modules = self.__dict__["_gt_modules"] = [m for _, m in self._modules()]
+            self.__dict__["_gt_attrs"] = len(self.__dict__) + (0 if "_gt_attrs" in self.__dict__ else 1)
+        return tuple(m.training for m in modules)
 
     def _state_names(self):
         names = {}
@@ -146,7 +158,9 @@ class _OptimizerStep:
 
     def __call__(self):
         self.optimizer.step()
-        self.optimizer.zero_grad()
+        for group in self.optimizer.param_groups:  # zero_grad(set_to_none=True), without its no_grad block
+            for p in group["params"]:
+                p.grad = None
         if self.lr_sch is not None:
             self.lr_sch.step()
 
@@ -185,25 +199,32 @@ def _tensor_text(t):
 
 
 def _flatten(value, tensors, path, described):
-    """The hashable key of an argument tree; tensors are appended, their layout in the key."""
+    """The hashable key of an argument tree; tensors are appended, their layout in the key; with
+    `described` (a list), each leaf's (path, text) too (for the reasons of a capture)."""
     if isinstance(value, Tensor):
         tensors.append(value)
-        described.append((path, _tensor_text(value)))
+        if described is not None:
+            described.append((path, _tensor_text(value)))
         if value._placement is None:
             return ("T", tuple(value.shape), value.dtype.name, str(value.device), value.requires_grad)
         return ("G", value.layout(), value.requires_grad)
     if isinstance(value, (tuple, list)):
-        return (type(value).__name__,) + tuple(_flatten(v, tensors, f"{path}[{i}]", described)
+        return (type(value).__name__,) + tuple(_flatten(v, tensors, _at(path, i), described)
                                                for i, v in enumerate(value))
     if isinstance(value, dict):
-        return ("dict",) + tuple((k, _flatten(v, tensors, f"{path}[{k!r}]", described)) for k, v in value.items())
+        return ("dict",) + tuple((k, _flatten(v, tensors, _at(path, repr(k)), described)) for k, v in value.items())
     try:
         hash(value)
     except TypeError:
         raise TypeError(f"graph argument {path or 'value'}: {type(value).__name__} is neither a tensor nor a hashable "
                         f"value (the graph keys its programs by its arguments)") from None
-    described.append((path, repr(value)))
+    if described is not None:
+        described.append((path, repr(value)))
     return ("V", type(value).__name__, value)
+
+
+def _at(path, index):
+    return None if path is None else f"{path}[{index}]"
 
 
 def _reason(before, now):

@@ -123,4 +123,4 @@ class _Wait:
     def __call__(self, handle):
         work, flat = handle
         work.wait()
-        return tuple(flat[a:b].reshape(s) for a, b, s in self.cuts)
+        return [flat[a:b].reshape(s) for a, b, s in self.cuts]
