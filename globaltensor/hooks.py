@@ -16,3 +16,10 @@ def host_step(name, fn, *tensors):
     move); inside a capture it is recorded as a step of the program."""
     rec = recorder[0]
     return fn(*[t._local for t in tensors]) if rec is None else rec.host_step(name, fn, tensors)
+
+
+def effect(name, fn):
+    """fn(): a step that changes state outside the dispatcher (an optimizer's update, zero_grad, a
+    scheduler's step); inside a capture it runs once and is recorded whole, to run at each replay."""
+    rec = recorder[0]
+    return fn() if rec is None else rec.step(name, fn)

@@ -242,3 +242,72 @@ def test_print_shows_the_serial_program_and_rank_programs():
     assert text.startswith("program TrainGraph #1: 2 inputs")
     assert "state model.net1.weight" in text and "linear(" in text and "model.net1.weight.grad = " in text
     assert "free" in g.program(rank=0)
+
+
+def _train_inside(graph, steps=4):
+    """The optimizer, its zero_grad, gradient clipping and an lr scheduler called inside the step."""
+    gt.manual_seed(0)
+    model = ToyModel()
+    opt = gt.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+    sched = gt.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+    def step(x, y):
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+        return loss
+
+    if graph:
+        step = gt.jit.trace(step)
+    losses = [step(gt.randn(8, 10), gt.randn(8, 16)).numpy().tolist() for _ in range(steps)]
+    return losses, {k: v.numpy() for k, v in model.state_dict().items()}, opt.param_groups[0]["lr"]
+
+
+def test_optimizer_clipping_and_scheduler_inside_a_traced_step_replay():
+    eager, graph = _train_inside(False), _train_inside(True)
+    assert graph[0] == eager[0] and graph[2] == eager[2] == 0.1 * 0.5 ** 4
+    assert all(eager[1][k].tobytes() == graph[1][k].tobytes() for k in eager[1])
+
+
+def _on_subsets():
+    """Ops on a placement this rank is outside of, and a move between placements."""
+    p0, p1 = gt.placement("cpu", [0]), gt.placement("cpu", [1])
+    x = gt.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), placement=p0, sbp=B)
+
+    @gt.jit.trace
+    def f(x):
+        return (x * 2).to_global(placement=p1, sbp=S1) + 1
+
+    f(x)
+    return f(x).numpy(), f(x * 3).numpy()
+
+
+def test_ops_outside_a_rank_and_moves_between_placements_replay():
+    want = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for first, second in run_ranks(_on_subsets, 2):
+        np.testing.assert_array_equal(first, want * 2 + 1)
+        np.testing.assert_array_equal(second, want * 6 + 1)
+
+
+def test_eval_mode_captures_another_program():
+    gt.manual_seed(0)
+    model = ToyModel(dropout=0.5)
+
+    class Forward(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            return self.model(x)
+
+    g, x = Forward(), gt.randn(4, 10)
+    g(x)
+    model.eval()
+    out = g(x)
+    assert g.captures == ["first call", "the modules' train/eval mode changed"]
+    with gt.no_grad():
+        np.testing.assert_array_equal(out.numpy(), model(x).numpy())

@@ -27,7 +27,7 @@ class Recorder:
         self._by_array = {}  # id(array) -> register (the arrays are kept alive by their Reg)
         self._names = names or {}
         self._alive = {id(t): t for t in gc.get_objects() if isinstance(t, Tensor)}
-        self._grad_leaves, self._grad_regs, self._became = {}, {}, {}
+        self._grad_leaves, self._grad_regs, self._grad_set, self._became = {}, {}, set(), {}
         self.inputs = [self._new_reg("input", t) for t in inputs]
 
     # --- registers ------------------------------------------------------------------------------
@@ -176,21 +176,25 @@ class Recorder:
             g = leaf.grad
             r = None if g is None else self.reg_of(g, "backward")
             if r is not None and self._grad_regs.get(key) != r:
-                first = key not in self._grad_regs
+                first = key not in self._grad_set
+                self._grad_set.add(key)
                 self._grad_regs[key] = r
                 self._emit(Instr("grad", self._names.get(key, "leaf"), _GradSetter(leaf, g, first, self._names.get(key)),
                                  [r], []))
 
     def step(self, name, fn):
-        """The optimizer's update, run now (outside the recording) and at every replay."""
+        """An effect outside the dispatcher (optimizer step, zero_grad, scheduler step): run now,
+        outside the recording, and at every replay, after the gradients it may read are set."""
         self.sync_grads()
         self._emit(Instr("step", name, fn, [], []))
         hooks.recorder[0] = None
         try:
-            fn()
+            result = fn()
         finally:
             hooks.recorder[0] = self
-        self._grad_regs.clear()
+        for key, leaf in self._grad_leaves.items():  # it may have cleared or replaced gradients
+            self._grad_regs[key] = None if leaf.grad is None else self._known(leaf.grad._local)
+        return result
 
     def refuse_readback(self, what, t):
         r = self._known(t._local)

@@ -124,11 +124,7 @@ class Graph(Captured):
     def _body(self, args, kwargs):
         out = self.build(*args, **kwargs)
         for optimizer, lr_sch in self.__dict__.get("_optimizers", ()):
-            step = _OptimizerStep(optimizer, lr_sch)
-            if hooks.recorder[0] is not None:
-                hooks.recorder[0].step(f"{type(optimizer).__name__}.step", step)
-            else:
-                step()
+            hooks.effect(f"{type(optimizer).__name__}.step", _OptimizerStep(optimizer, lr_sch))
         return out
 
     def _modules(self):

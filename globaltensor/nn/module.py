@@ -1,6 +1,7 @@
 """Module and Parameter: parameters, buffers, children, state_dict, to_global."""
 import collections
 
+from .. import hooks
 from ..tensor import Tensor
 
 
@@ -164,7 +165,13 @@ class Module:
 
 
 def zero_grads(params, set_to_none=True):
-    """p.grad = None for each parameter, or p.grad zeroed in place (Module's and Optimizer's zero_grad)."""
+    """p.grad = None for each parameter, or p.grad zeroed in place (Module's and Optimizer's zero_grad);
+    inside a graph's capture, recorded whole and run at each replay."""
+    params = list(params)
+    hooks.effect("zero_grad", lambda: _zero_grads(params, set_to_none))
+
+
+def _zero_grads(params, set_to_none):
     with _no_grad():
         for p in params:
             if set_to_none or p.grad is None:

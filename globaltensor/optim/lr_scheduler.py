@@ -1,6 +1,8 @@
 """Learning-rate schedules: StepLR, CosineAnnealingLR, LinearLR (warm-up)."""
 import math
 
+from .. import hooks
+
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch=-1):
@@ -13,6 +15,10 @@ class LRScheduler:
         raise NotImplementedError
 
     def step(self):
+        """The next epoch's learning rates (inside a graph's capture: recorded, run at each replay)."""
+        hooks.effect(f"{type(self).__name__}.step", self._step)
+
+    def _step(self):
         self.last_epoch += 1
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = lr

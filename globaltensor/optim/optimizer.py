@@ -1,15 +1,30 @@
 """Optimizers: SGD, Adam, AdamW. Updates act on each parameter's local piece in place; state
 tensors have the parameter's placement and SBP."""
 
+import functools
+
 import numpy as np
 
-from .. import _C
+from .. import _C, hooks
 from ..creation import zeros_like
 from ..sbp import partial_sum
 
 
 class Optimizer:
-    """Parameter groups, per-parameter state, zero_grad and the state_dict round trip."""
+    """Parameter groups, per-parameter state, zero_grad and the state_dict round trip. A
+    subclass's step() inside a graph's capture is recorded whole (hooks.effect) and replayed."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        inner = cls.__dict__.get("step")
+        if inner is not None:
+            @functools.wraps(inner)
+            def step(self, closure=None):
+                if closure is not None and hooks.recorder[0] is not None:
+                    raise RuntimeError(f"{cls.__name__}.step(closure) inside a graph: a closure re-runs the step in "
+                                       f"Python; call step() without one")
+                return hooks.effect(f"{type(self).__name__}.step", functools.partial(inner, self, closure))
+            cls.step = step
 
     def __init__(self, params, defaults):
         params = list(params)
