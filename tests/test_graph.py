@@ -123,7 +123,7 @@ def _dp_program():
 def test_data_parallel_program_buckets_its_gradient_all_reduces():
     text = run_ranks(_dp_program, 2)[0]
     assert "all_reduce_start" in text and "all_reduce_wait" in text
-    assert "bucket_grads: buckets 1, all_reduces 4" in text
+    assert "bucket_grads: buckets 1, all_reduces 4, written_in_place 2" in text
     assert "SGD.step()" in text and "peak" in text
 
 

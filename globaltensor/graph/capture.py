@@ -27,7 +27,7 @@ class Recorder:
         self._by_array = {}  # id(array) -> register (the arrays are kept alive by their Reg)
         self._names = names or {}
         self._alive = {id(t): t for t in gc.get_objects() if isinstance(t, Tensor)}
-        self._grad_leaves, self._grad_regs, self._grad_set, self._became = {}, {}, set(), {}
+        self._grad_leaves, self._grad_regs, self._grad_set, self._became = {}, {}, {}, {}
         self.inputs = [self._new_reg("input", t) for t in inputs]
 
     # --- registers ------------------------------------------------------------------------------
@@ -96,7 +96,8 @@ class Recorder:
             if decision.participates and a.shape != decision.pieces[j]:
                 dispatch._wrong_piece(opdef, decision, j, a, tensors)
         outs = self._outputs("value", arrays, decision.out_layouts)
-        self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static))
+        self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static,
+                         target=opdef if decision.participates else None))
         return tuple(Tensor._wrap(a, lay) for a, lay in zip(arrays, decision.out_layouts))
 
     def _box(self, p, t, r):
@@ -176,11 +177,9 @@ class Recorder:
             g = leaf.grad
             r = None if g is None else self.reg_of(g, "backward")
             if r is not None and self._grad_regs.get(key) != r:
-                first = key not in self._grad_set
-                self._grad_set.add(key)
+                self._grad_set.setdefault(key, leaf)
                 self._grad_regs[key] = r
-                self._emit(Instr("grad", self._names.get(key, "leaf"), _GradSetter(leaf, g, first, self._names.get(key)),
-                                 [r], []))
+                self._emit(Instr("grad", self._names.get(key, "leaf"), _GradSetter(leaf, g), [r], []))
 
     def step(self, name, fn):
         """An effect outside the dispatcher (optimizer step, zero_grad, scheduler step): run now,
@@ -214,6 +213,10 @@ class Recorder:
             r = self._known(t._local)
             if r is not None and self.regs[r].kind != "state":
                 self._emit(Instr("set", self._name(t), _StateSetter(t), [r], []))
+        if self._grad_set:  # before anything runs: a gradient left from before raises on every rank
+            leaves = list(self._grad_set.values())
+            names = [self._names.get(id(leaf), f"leaf {i}") for i, leaf in enumerate(leaves)]
+            self.instrs.insert(0, Instr("step", "check_gradients_cleared", _CheckCleared(leaves, names), [], []))
         outs = [self.reg_of(t, "output") for t in outputs]
         for r in outs:
             self.regs[r].escapes = True
@@ -280,20 +283,29 @@ class _AllReduce:
 
 
 class _GradSetter:
-    """leaf.grad = the register's piece. A graph's backward assigns, never adds: the first
-    assignment of a step checks that the gradient was cleared (eager mode would add to it)."""
+    """leaf.grad = the register's piece (a graph's backward assigns, never adds)."""
 
-    def __init__(self, leaf, like, first, name):
-        self.leaf, self.first, self.name = leaf, first, name or "a leaf"
+    def __init__(self, leaf, like):
+        self.leaf = leaf
         self.layout = like.layout() if like.is_global else None
 
     def __call__(self, piece):
-        leaf = self.leaf
-        if self.first and leaf.grad is not None:
-            raise RuntimeError(f"graph: {self.name} has a .grad from before this call; a graph's backward assigns "
-                               f"gradients (eager mode would add to it): clear them first (optimizer.zero_grad(), "
-                               f"or add_optimizer, which clears them after each step)")
-        leaf.grad = Tensor(piece) if self.layout is None else Tensor._wrap(piece, self.layout)
+        self.leaf.grad = Tensor(piece) if self.layout is None else Tensor._wrap(piece, self.layout)
+
+
+class _CheckCleared:
+    """A replay's first step: the leaves whose .grad it assigns have none (eager mode would add
+    to it), checked before any kernel or collective runs."""
+
+    def __init__(self, leaves, names):
+        self.leaves, self.names = leaves, names
+
+    def __call__(self):
+        for leaf, name in zip(self.leaves, self.names):
+            if leaf.grad is not None:
+                raise RuntimeError(f"graph: {name} has a .grad from before this call; a graph's backward assigns "
+                                   f"gradients (eager mode would add to it): clear them first (optimizer.zero_grad(), "
+                                   f"or add_optimizer, which clears them after each step)")
 
 
 class _StateSetter:

@@ -35,24 +35,25 @@ def run(program):
         if key is not None:
             members.setdefault(key, []).append(i)
     limit = autograd.BUCKET_BYTES[0]
-    starts, waits, gone = {}, {}, set()
-    count = 0
+    starts, waits, gone, flats = {}, {}, set(), []
+    written = 0
     for key in sorted(members, key=lambda k: members[k][0]):
         for bucket in _pack(program, members[key], limit):
-            start, wait = _bucket(program, key, bucket)
+            start, wait, flat = _bucket(program, key, bucket)
+            written += _write_in_place(program, bucket, flat, uses)
             starts.setdefault(bucket[-1], []).append(start)
             first_use = min(k for i in bucket for k in uses[program.instrs[i].outs[0]])
             waits.setdefault(first_use, []).append(wait)
             gone.update(bucket)
-            count += 1
-    instrs = []
+            flats.append(flat)
+    instrs = [Instr("step", "bucket_buffers", _Prepare(flats), [], [])] if flats else []
     for i, ins in enumerate(program.instrs):
         instrs += waits.get(i, [])
         if i not in gone:
             instrs.append(ins)
         instrs += starts.get(i, [])
     program.instrs = instrs
-    return {"buckets": count, "all_reduces": len(gone)}
+    return {"buckets": len(flats), "all_reduces": len(gone), "written_in_place": written}
 
 
 def _pack(program, positions, limit):
@@ -79,46 +80,94 @@ def _bucket(program, key, bucket):
     group = _group(placement.axes_ranks(mesh_dims, placement.mesh_coord(get_rank())))
     handle = Reg(len(program.regs), "handle", None, np.empty(0, dtype))
     program.regs.append(handle)
-    text = f"{len(bucket)} gradients, {sum(math.prod(s) for s in shapes) * np.dtype(dtype).itemsize} bytes, ranks {group.ranks}"
-    start = Instr("start", "all_reduce", _Start(device(placement.type), group, shapes, dtype), ins, [handle.index],
-                  plain=True, detail=text)
-    wait = Instr("wait", "all_reduce", _Wait(shapes), [handle.index], outs)
-    return start, wait
+    flat = _Flat(device(placement.type), shapes, dtype)
+    text = f"{len(bucket)} gradients, {flat.total * np.dtype(dtype).itemsize} bytes, ranks {group.ranks}"
+    start = Instr("start", "all_reduce", _Start(flat, group), ins, [handle.index], plain=True, detail=text)
+    wait = Instr("wait", "all_reduce", _Wait(flat), [handle.index], outs)
+    return start, wait, flat
+
+
+def _write_in_place(program, bucket, flat, uses):
+    """Let the kernels that make the gradients write them into the bucket's buffer (out=, as
+    eager mode's backward does): a matmul whose result only goes to the bucket. Returns how many."""
+    producer = {r: ins for ins in program.instrs for r in ins.outs}
+    count = 0
+    for j, i in enumerate(bucket):
+        r = program.instrs[i].ins[0]
+        ins = producer.get(r)
+        opdef = None if ins is None else ins.target
+        if (ins is None or ins.kind != "op" or not ins.plain or opdef is None or not opdef.takes_hints
+                or len(uses.get(r, ())) != 1 or program.regs[r].escapes or type(program.regs[r].array) is not np.ndarray):
+            continue
+        ins.fn = _IntoBucket(ins.fn, flat, j)
+        program.regs[r].escapes = True  # its buffer is the bucket's: liveness never hands it out
+        count += 1
+    return count
+
+
+class _Flat:
+    """A bucket's flat buffer and its views, kept from replay to replay (the collectives know its
+    memory: no fresh pages); prepare() makes a new one while a view handed out by the last replay
+    is still held (a .grad somebody kept)."""
+
+    def __init__(self, dev, shapes, dtype):
+        self.dev, self.shapes, self.dtype = dev, shapes, dtype
+        self.total = sum(math.prod(s) for s in shapes)
+        self.cuts, start = [], 0
+        for shape in shapes:
+            n = math.prod(shape)
+            self.cuts.append((start, start + n, shape))
+            start += n
+        self.flat, self.views, self._baseline = None, None, 0
+
+    def prepare(self):
+        if self.flat is None or sys.getrefcount(self.flat) > self._baseline:
+            flat = self.dev.empty((self.total,), self.dtype)
+            self.views = [flat[a:b].reshape(s) for a, b, s in self.cuts]
+            self.flat = flat
+            self._baseline = sys.getrefcount(flat)
+
+
+class _Prepare:
+    """At the start of a replay: each bucket's buffer ready (before any kernel writes into it)."""
+
+    def __init__(self, flats):
+        self.flats = flats
+
+    def __call__(self):
+        for flat in self.flats:
+            flat.prepare()
+
+
+class _IntoBucket:
+    """A takes_hints kernel given its gradient's view of the bucket buffer as out=."""
+
+    def __init__(self, fn, flat, j):
+        self.fn, self.flat, self.j = fn, flat, j
+
+    def __call__(self, *pieces):
+        return self.fn(*pieces, out=self.flat.views[self.j])
 
 
 class _Start:
-    """Pack the gradients into the bucket's flat buffer and start its all_reduce. The buffer is
-    kept from replay to replay (the collectives know its memory: no fresh pages, no new
-    mapping on the peers); a new one is made while a view from the last replay is still held
-    (a .grad somebody kept)."""
+    """Copy into the bucket's buffer the gradients not written there already; start its all_reduce."""
 
-    def __init__(self, dev, group, shapes, dtype):
-        self.dev, self.group, self.dtype = dev, group, dtype
-        self.total = sum(math.prod(s) for s in shapes)
-        self.flat, self._baseline = None, 0
-
-    def _buffer(self):
-        flat = self.flat
-        if flat is None or sys.getrefcount(flat) > self._baseline:
-            flat = self.flat = self.dev.empty((self.total,), self.dtype)
-            self._baseline = sys.getrefcount(flat)
-        return flat
+    def __init__(self, flat, group):
+        self.flat, self.group = flat, group
 
     def __call__(self, *pieces):
-        flat = self._buffer()
-        self.dev.xp.concatenate([p.reshape(-1) for p in pieces], out=flat)
-        return self.dev.collectives.all_reduce_async(flat, group=self.group), flat
+        views = self.flat.views
+        for piece, view in zip(pieces, views):
+            if piece is not view:
+                view[...] = piece
+        return self.flat.dev.collectives.all_reduce_async(self.flat.flat, group=self.group), self.flat.flat
 
 
 class _Wait:
     """Wait for the bucket; each gradient is its view of the reduced buffer."""
 
-    def __init__(self, shapes):
-        self.cuts, start = [], 0
-        for s in shapes:
-            n = math.prod(s)
-            self.cuts.append((start, start + n, s))
-            start += n
+    def __init__(self, flat):
+        self.cuts = flat.cuts
 
     def __call__(self, handle):
         work, flat = handle
