@@ -117,7 +117,7 @@ class Program:
             args = ", ".join(f"%{r}" for r in ins.ins)
             outs = ", ".join(f"%{r}" for r in ins.outs)
             lhs = f"{outs} = " if outs else ""
-            what = _describe(ins, args, rank)
+            what = _describe(ins, args)
             typed = "; ".join(shape(r) for r in ins.outs)
             line = f"  {lhs}{what}" + (f" : {typed}" if typed else "")
             if rank is not None:
@@ -132,7 +132,17 @@ class Program:
         return "\n".join(lines)
 
 
-def _describe(ins, args, rank):
+_FORMS = {  # how an instruction reads, by kind (ops and conversions are written out below)
+    "read": "state {name}", "const": "constant {name}", "grad": "{name}.grad = {args}", "set": "{name} <- {args}",
+    "step": "{name}()", "reduce": "all_reduce({args}) over mesh axes {detail}",
+    "start": "all_reduce_start({args}) [{detail}]", "wait": "all_reduce_wait({args})",
+}
+
+
+def _describe(ins, args):
+    form = _FORMS.get(ins.kind)
+    if form is not None:
+        return form.format(name=ins.name, args=args, detail=ins.detail)
     if ins.kind == "box":
         p = ins.detail
         what = f"to_global({args}) {sbp_text(p.src_sbp)} -> {sbp_text(p.dst_sbp)}"
@@ -140,22 +150,6 @@ def _describe(ins, args, rank):
             what += f" on {p.dst_placement}"
         steps = [s.kind + ("" if s.mesh_dim is None else f"@{s.mesh_dim}") for s in p.steps]
         return what + (f" [{', '.join(steps)}]" if steps else "")
-    if ins.kind == "read":
-        return f"state {ins.name}"
-    if ins.kind == "const":
-        return f"constant {ins.name}"
-    if ins.kind == "grad":
-        return f"{ins.name}.grad = {args}"
-    if ins.kind == "set":
-        return f"{ins.name} <- {args}"
-    if ins.kind == "step":
-        return f"{ins.name}()"
-    if ins.kind == "reduce":
-        return f"all_reduce({args}) over mesh axes {ins.detail}"
-    if ins.kind == "start":
-        return f"all_reduce_start({args}) [{ins.detail}]"
-    if ins.kind == "wait":
-        return f"all_reduce_wait({args})"
     static = ins.detail or {}
     extra = "".join(f", {k}={_short(v)}" for k, v in static.items()) if isinstance(static, dict) else ""
     return f"{ins.name}({args}{extra})"

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from ... import autograd
+from ...grad_buckets import pack
 from ...backends.devices import device
 from ...boxing import _group
 from ...env import get_rank
@@ -58,18 +59,11 @@ def run(program):
 
 def _pack(program, positions, limit):
     """Consecutive members in buckets of at most `limit` bytes of global value (alike on every rank)."""
-    buckets, current, size = [], [], 0
+    sizes = []
     for i in positions:
         lay = program.regs[program.instrs[i].outs[0]].layout
-        n = math.prod(lay.shape) * lay.dtype.itemsize
-        if current and size + n > limit:
-            buckets.append(current)
-            current, size = [], 0
-        current.append(i)
-        size += n
-    if current:
-        buckets.append(current)
-    return buckets
+        sizes.append(math.prod(lay.shape) * lay.dtype.itemsize)
+    return pack(positions, sizes, lambda _: limit)
 
 
 def _bucket(program, key, bucket):
