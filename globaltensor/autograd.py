@@ -129,6 +129,7 @@ def _topological(roots):
 
 
 _seeds = {}
+IMPLICIT_ONES = [False]  # Paddle's rule (set by globaltensor.paddle): backward of a non-scalar seeds ones
 
 
 def _seed_sbp(t):
@@ -166,7 +167,7 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
         if not r.requires_grad:
             raise RuntimeError("backward: the tensor does not require grad (no input of it requires grad)")
         if g is None:
-            if r.numel() != 1:
+            if r.numel() != 1 and not IMPLICIT_ONES[0]:
                 raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
             key = (r.shape, r.dtype.np, r.placement, r.sbp)
             g = _seeds.get(key)

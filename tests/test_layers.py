@@ -21,6 +21,7 @@ LAYERS = [
     ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "graph"]),
     ("L9 libraries", ["nn", "optim", "serialization", "debug", "utils", "memory", "jit"]),
     ("L10 the package", [""]),
+    ("L11 faces", ["paddle"]),
 ]
 
 def _modules():

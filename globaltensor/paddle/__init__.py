@@ -1,0 +1,140 @@
+"""Paddle's face: `import globaltensor.paddle as paddle` runs Paddle code on globaltensor (SPEC §10).
+
+A thin layer of aliases and adapters over the runtime, one module per Paddle namespace. Every op of
+globaltensor is here under its name (Paddle's keyword spellings accepted: x=, y=, axis=, shape=);
+where Paddle's positional meaning differs from PyTorch's (shape-first factories, `split`'s number
+of sections, `max` returning values, `transpose`'s permutation, `sum`'s dtype before keepdim,
+`matmul`'s transpose flags) the function here is Paddle's.
+"""
+import numpy as _np
+
+from .. import ops as _ops
+from .. import dtype as _dtype
+from .. import autograd as _autograd
+from ..autograd import enable_grad, no_grad
+from ..creation import tensor as _tensor
+from ..random import manual_seed as _manual_seed
+from ..serialization import load as _load, save as _save
+from ..tensor import Tensor
+from ..dtype import bfloat16, bool, float16, float32, float64, int8, int32, int64, uint8  # noqa: A004
+from ..dtype import get_default_dtype, set_default_dtype
+
+for _name in _ops.PUBLIC:
+    globals()[_name] = getattr(_ops, _name)
+
+from . import autograd, io, nn, optimizer  # noqa: E402 - after the ops they use
+from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_enabled, set_device,  # noqa: E402
+                        stop_gradient_property)
+
+Tensor.stop_gradient = stop_gradient_property
+_autograd.IMPLICIT_ONES[0] = True  # Paddle: y.backward() of a non-scalar y seeds a gradient of ones
+
+
+def seed(value):
+    """paddle.seed: seeds the sharding-invariant generator (the same values on any layout)."""
+    _manual_seed(value)
+
+
+def to_tensor(data, dtype=None, place=None, stop_gradient=True):
+    """A local tensor from data (a list, an array, a scalar or a tensor); stop_gradient=False
+    makes it require grad."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    t = _tensor(_np.asarray(data) if not isinstance(data, (list, tuple)) else data, dtype=dtype)
+    t.requires_grad = not stop_gradient
+    return t
+
+
+def _shape(shape):
+    return tuple(int(s) for s in ([shape] if isinstance(shape, int) else shape))
+
+
+def zeros(shape, dtype=None, name=None):
+    return _ops.zeros(*_shape(shape), dtype=dtype)
+
+
+def ones(shape, dtype=None, name=None):
+    return _ops.ones(*_shape(shape), dtype=dtype)
+
+
+def empty(shape, dtype=None, name=None):
+    return _ops.empty(*_shape(shape), dtype=dtype)
+
+
+def full(shape, fill_value, dtype=None, name=None):
+    return _ops.full(_shape(shape), fill_value, dtype=dtype)
+
+
+def randn(shape, dtype=None, name=None):
+    return _ops.randn(*_shape(shape), dtype=dtype)
+
+
+def rand(shape, dtype=None, name=None):
+    return _ops.rand(*_shape(shape), dtype=dtype)
+
+
+def randint(low=0, high=None, shape=(1,), dtype=None, name=None):
+    return _ops.randint(low, high, _shape(shape), dtype=dtype)
+
+
+def normal(mean=0.0, std=1.0, shape=None, name=None):
+    return _ops.normal(mean, std, _shape(shape))
+
+
+def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0, name=None):  # noqa: A002 - Paddle's names
+    return _ops.uniform(_shape(shape), min, max, dtype=dtype)
+
+
+def split(x, num_or_sections, axis=0, name=None):
+    """Paddle's split: an int is the number of equal sections (PyTorch's is a section size)."""
+    return _ops.split(x, num_or_sections=num_or_sections, dim=axis)
+
+
+def max(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
+    """The largest values (Paddle's max returns values only; argmax gives the indices)."""
+    return _ops.amax(x, dim=axis, keepdim=keepdim) if axis is not None else _ops.amax(x)
+
+
+def min(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
+    return _ops.amin(x, dim=axis, keepdim=keepdim) if axis is not None else _ops.amin(x)
+
+
+def sum(x, axis=None, dtype=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
+    return _ops.sum(x, dim=axis, keepdim=keepdim, dtype=dtype)
+
+
+def transpose(x, perm, name=None):
+    """Paddle's transpose takes the whole permutation (PyTorch's swaps two dims)."""
+    return _ops.permute(x, list(perm))
+
+
+def matmul(x, y, transpose_x=False, transpose_y=False, name=None):
+    if transpose_x:
+        x = _ops.transpose(x, -1, -2)
+    if transpose_y:
+        y = _ops.transpose(y, -1, -2)
+    return _ops.matmul(x, y)
+
+
+def concat(x, axis=0, name=None):
+    return _ops.concat(list(x), dim=axis)
+
+
+def stack(x, axis=0, name=None):
+    return _ops.stack(list(x), dim=axis)
+
+
+def save(obj, path, **configs):
+    """paddle.save: a state dict (or any tree of tensors) to path, atomically."""
+    _save(obj, path)
+
+
+def load(path, **configs):
+    return _load(path)
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+__all__ = sorted(n for n in globals() if not n.startswith("_"))

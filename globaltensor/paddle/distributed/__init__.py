@@ -1,0 +1,56 @@
+"""paddle.distributed: the job (init_parallel_env, spawn, ranks), the auto-parallel API
+(ProcessMesh, Shard / Replicate / Partial, shard_tensor, reshard, shard_dataloader, to_static ->
+DistModel) and collectives on local tensors."""
+from ...distributed import barrier as _barrier
+from ...distributed import collectives as _collectives
+from ...distributed import spawn as _spawn
+from ...env import get_rank, get_world_size
+from .auto_parallel import Partial, Placement, ProcessMesh, Replicate, Shard, reshard, shard_dataloader, shard_tensor
+from .dist_model import DistModel, Strategy, to_static
+
+__all__ = ["init_parallel_env", "spawn", "get_rank", "get_world_size", "barrier", "all_reduce", "ReduceOp",
+           "ParallelEnv", "ProcessMesh", "Placement", "Shard", "Replicate", "Partial", "shard_tensor", "reshard",
+           "shard_dataloader", "to_static", "DistModel", "Strategy"]
+
+
+class ReduceOp:
+    SUM, MAX, MIN, PROD, AVG = "sum", "max", "min", "prod", "avg"
+
+
+class ParallelEnv:
+    """The rank and world size of this process, as Paddle names them."""
+
+    rank = property(lambda self: get_rank())
+    world_size = property(lambda self: get_world_size())
+    local_rank = property(lambda self: get_rank())
+    nranks = world_size
+
+
+def init_parallel_env():
+    """Join the job (the launcher or spawn set its variables): the shared-memory collectives
+    start here, as Paddle's process group does. Idempotent; nothing to do on one process."""
+    if get_world_size() > 1:
+        from ...distributed import world
+        world.world()
+    return ParallelEnv()
+
+
+def spawn(func, args=(), nprocs=-1, join=True, daemon=False, **options):
+    """Run func(*args) in nprocs new processes (-1: 2 on this machine's CPUs); returns their
+    results in rank order (a failing rank's traceback is raised here)."""
+    return _spawn(func, args=tuple(args), nprocs=2 if nprocs in (-1, None) else nprocs,
+                  timeout=options.get("timeout"))
+
+
+def barrier(group=None):
+    _barrier()
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, sync_op=True):
+    """Sum (or max/min/prod/avg) a local tensor over the ranks, in place."""
+    if op not in (ReduceOp.SUM, ReduceOp.AVG):
+        raise NotImplementedError(f"all_reduce: op {op!r}; SUM and AVG are supported")
+    _collectives.all_reduce(tensor._local)
+    if op == ReduceOp.AVG:
+        tensor._local /= get_world_size()
+    return tensor

@@ -1,0 +1,2 @@
+"""paddle.distributed.fleet.utils."""
+from . import hybrid_parallel_util  # noqa: F401

@@ -1,0 +1,40 @@
+"""fused_allreduce_gradients: average the parameters' gradients over the ranks, in buckets."""
+import numpy as np
+
+from .....distributed import collectives
+from .....env import get_world_size
+
+BUCKET_BYTES = 128 << 20
+
+
+def fused_allreduce_gradients(parameter_list, hcg=None):
+    """Each local parameter's .grad becomes the mean over the ranks (Paddle's data-parallel
+    average): the gradients are packed into flat buffers of at most 128 MB, one all_reduce each."""
+    grads = [p.grad for p in parameter_list if p.grad is not None]
+    world = get_world_size()
+    if world == 1 or not grads:
+        return
+    if any(g.is_global for g in grads):
+        raise ValueError("fused_allreduce_gradients averages local gradients (paddle.DataParallel's); a global "
+                         "model's gradients are reduced by its backward")
+    by_dtype = {}
+    for g in grads:
+        by_dtype.setdefault(g._local.dtype, []).append(g)
+    for dtype, group in by_dtype.items():
+        start = 0
+        while start < len(group):
+            size, end = 0, start
+            while end < len(group) and (end == start or size + group[end]._local.nbytes <= BUCKET_BYTES):
+                size += group[end]._local.nbytes
+                end += 1
+            chunk = group[start:end]
+            flat = collectives.empty_shared((sum(g._local.size for g in chunk),), dtype)
+            np.concatenate([g._local.reshape(-1) for g in chunk], out=flat)
+            collectives.all_reduce(flat)
+            flat /= world
+            at = 0
+            for g in chunk:
+                n = g._local.size
+                g._local = flat[at:at + n].reshape(g._local.shape).copy()
+                at += n
+            start = end

@@ -1,0 +1,133 @@
+"""paddle.nn: Layer (gt's Module with Paddle's methods) and layers under Paddle's names and
+parameter layouts (Linear's weight is [in_features, out_features])."""
+import math
+
+from ... import nn as _nn
+from ... import ops as _ops
+from ...nn import init as _init
+from ...nn.module import Module, Parameter
+from . import functional  # noqa: F401 - paddle.nn.functional
+
+__all__ = ["Layer", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "Softmax", "Dropout", "Embedding", "LayerNorm",
+           "Sequential", "LayerList", "MSELoss", "CrossEntropyLoss", "Parameter", "functional"]
+
+
+class Layer(Module):
+    """paddle.nn.Layer: a Module with Paddle's method names as well. Assigning a distributed
+    parameter (dist.shard_tensor) replicates the layer's other, dense parameters on its mesh, in
+    place (Paddle's rule: a dense parameter next to distributed ones is replicated)."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if isinstance(value, Parameter) and value.is_global:
+            from ..distributed.auto_parallel import replicate_in_place
+            for p in self._parameters.values():
+                if p is not None and p.is_local:
+                    replicate_in_place(p, value.placement)
+
+    def set_state_dict(self, state_dict, use_structured_name=True):
+        """Copy the values in (each keeps its parameter's placement and SBP); returns the
+        (missing, unexpected) keys, as Paddle."""
+        return self.load_state_dict(state_dict, strict=False)
+
+    set_dict = set_state_dict
+
+    def clear_gradients(self, set_to_zero=True):
+        self.zero_grad(set_to_none=not set_to_zero)
+
+    def sublayers(self, include_self=False):
+        found = list(self.modules())
+        return found if include_self else found[1:]
+
+    def named_sublayers(self, prefix="", include_self=False):
+        found = list(self.named_modules(prefix))
+        return found if include_self else found[1:]
+
+    def add_sublayer(self, name, sublayer):
+        self.add_module(name, sublayer)
+        return sublayer
+
+    def create_parameter(self, shape, dtype=None, is_bias=False, default_initializer=None, attr=None):
+        """A new Parameter of this shape: zeros for a bias, Xavier-uniform otherwise (Paddle's defaults)."""
+        from ...creation import zeros
+        p = Parameter(zeros(*shape, dtype=dtype))
+        if default_initializer is not None:
+            default_initializer(p)
+        elif not is_bias:
+            _xavier_uniform(p, shape[0], shape[-1])
+        return p
+
+
+def _xavier_uniform(p, fan_in, fan_out):
+    bound = math.sqrt(6.0 / (fan_in + fan_out)) if fan_in + fan_out else 0.0
+    _init.uniform_(p, -bound, bound)
+
+
+class Linear(Layer):
+    """y = x @ weight + bias, weight [in_features, out_features] (Paddle's layout: Shard(1) on it
+    splits the output features), Xavier-uniform weight and zero bias as Paddle initializes them."""
+
+    def __init__(self, in_features, out_features, weight_attr=None, bias_attr=None, name=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = self.create_parameter((in_features, out_features))
+        if bias_attr is False:
+            self.register_parameter("bias", None)
+        else:
+            self.bias = self.create_parameter((out_features,), is_bias=True)
+
+    def forward(self, x):
+        y = _ops.matmul(x, self.weight)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}"
+
+
+def _paddle_class(name, base, doc):
+    return type(name, (base, Layer), {"__doc__": doc, "__module__": __name__})
+
+
+ReLU = _paddle_class("ReLU", _nn.ReLU, "max(x, 0)")
+Dropout = _paddle_class("Dropout", _nn.Dropout, "Zero elements with probability p, scale the rest by 1/(1-p)")
+Embedding = _paddle_class("Embedding", _nn.Embedding, "Rows of a [num_embeddings, embedding_dim] table")
+Sequential = _paddle_class("Sequential", _nn.Sequential, "Layers applied in order")
+LayerList = _paddle_class("LayerList", _nn.ModuleList, "A list of layers")
+MSELoss = _paddle_class("MSELoss", _nn.MSELoss, "Mean squared error")
+
+
+class GELU(_nn.GELU, Layer):
+    def __init__(self, approximate=False, name=None):
+        super().__init__("tanh" if approximate else "none")
+
+
+class LayerNorm(_nn.LayerNorm, Layer):
+    def __init__(self, normalized_shape, epsilon=1e-05, weight_attr=None, bias_attr=None, name=None):
+        super().__init__(normalized_shape, eps=epsilon)
+
+
+class CrossEntropyLoss(_nn.CrossEntropyLoss, Layer):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", soft_label=False, axis=-1, name=None):
+        if weight is not None or soft_label or axis != -1:
+            raise NotImplementedError("CrossEntropyLoss: weight=, soft_label=True and axis= other than -1 are not "
+                                      "supported")
+        super().__init__(reduction=reduction, ignore_index=ignore_index)
+
+
+class Tanh(Layer):
+    def forward(self, x):
+        return _ops.tanh(x)
+
+
+class Sigmoid(Layer):
+    def forward(self, x):
+        return _ops.sigmoid(x)
+
+
+class Softmax(Layer):
+    def __init__(self, axis=-1, name=None):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        return _ops.softmax(x, self.axis)

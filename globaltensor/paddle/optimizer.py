@@ -1,0 +1,68 @@
+"""paddle.optimizer: SGD, Momentum, Adam, AdamW with Paddle's arguments (learning_rate=,
+parameters=) and methods (step, clear_grad, minimize, get_lr, set_lr, set_state_dict)."""
+from ..optim import optimizer as _optim
+
+__all__ = ["SGD", "Momentum", "Adam", "AdamW"]
+
+
+class _PaddleMethods:
+    """What Paddle calls on an optimizer, over gt.optim's."""
+
+    def clear_grad(self, set_to_zero=True):
+        """Zero the gradients in place (Paddle's default), or forget them (set_to_zero=False)."""
+        self.zero_grad(set_to_none=not set_to_zero)
+
+    def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
+        """The update from the gradients backward() left (Paddle's dygraph minimize)."""
+        self.step()
+        return None, [(p, p.grad) for g in self.param_groups for p in g["params"]]
+
+    def get_lr(self):
+        return self.param_groups[0]["lr"]
+
+    def set_lr(self, value):
+        for group in self.param_groups:
+            group["lr"] = float(value)
+
+    def set_state_dict(self, state_dict):
+        self.load_state_dict(state_dict)
+
+
+def _params(parameters):
+    if parameters is None:
+        raise ValueError("parameters= is needed in dygraph mode (the list of parameters to update)")
+    return list(parameters)
+
+
+def _decay(weight_decay):
+    if weight_decay is None:
+        return 0.0
+    if not isinstance(weight_decay, (int, float)):
+        raise TypeError("weight_decay: a float (L2 coefficient) is supported; regularizer objects are not")
+    return float(weight_decay)
+
+
+class SGD(_PaddleMethods, _optim.SGD):
+    def __init__(self, learning_rate=0.001, parameters=None, weight_decay=None, grad_clip=None, name=None):
+        super().__init__(_params(parameters), lr=learning_rate, weight_decay=_decay(weight_decay))
+
+
+class Momentum(_PaddleMethods, _optim.SGD):
+    def __init__(self, learning_rate=0.001, momentum=0.9, parameters=None, use_nesterov=False, weight_decay=None,
+                 grad_clip=None, name=None):
+        super().__init__(_params(parameters), lr=learning_rate, momentum=momentum, nesterov=use_nesterov,
+                         weight_decay=_decay(weight_decay))
+
+
+class Adam(_PaddleMethods, _optim.Adam):
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-08, parameters=None, weight_decay=None,
+                 grad_clip=None, name=None, lazy_mode=False, amsgrad=False):
+        super().__init__(_params(parameters), lr=learning_rate, betas=(beta1, beta2), eps=epsilon,
+                         weight_decay=_decay(weight_decay), amsgrad=amsgrad)
+
+
+class AdamW(_PaddleMethods, _optim.AdamW):
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-08, parameters=None, weight_decay=0.01,
+                 grad_clip=None, name=None, lazy_mode=False, amsgrad=False):
+        super().__init__(_params(parameters), lr=learning_rate, betas=(beta1, beta2), eps=epsilon,
+                         weight_decay=_decay(weight_decay), amsgrad=amsgrad)

@@ -1,0 +1,243 @@
+"""Paddle's face (SPEC §10): the seed examples under the launcher (only imports changed) and the
+names they use, against numpy and against one-process runs."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import run_ranks
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples", "paddle")
+LAUNCH = [sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_node", "2"]
+
+
+@pytest.fixture(autouse=True)
+def _torch_rules_after():
+    """Importing globaltensor.paddle turns on Paddle's backward of a non-scalar (a seed of ones) for
+    the process; the tests after these expect PyTorch's rule again."""
+    from globaltensor import autograd
+    before = autograd.IMPLICIT_ONES[0]
+    yield
+    autograd.IMPLICIT_ONES[0] = before
+
+
+def _run(cmd, cwd):
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout
+
+
+def _by_rank(out, pattern):
+    """{rank: [floats]} of the lines matching pattern (rank 0's lines have no prefix)."""
+    found = {}
+    for line in out.splitlines():
+        m = re.search(pattern, line)
+        if m:
+            rank = int(line[6]) if line.startswith("[rank ") else 0
+            found.setdefault(rank, []).append(float(m.group(1)))
+    return found
+
+
+# --- the seed examples ----------------------------------------------------------------------------
+
+def test_dist_model_example_trains_evaluates_and_predicts(tmp_path):
+    out = _run(LAUNCH + [os.path.join(EXAMPLES, "dist_model.py")], tmp_path)
+    train = _by_rank(out, r"train batch \d+ loss ([0-9.]+)")
+    evals = _by_rank(out, r"eval batch \d+ loss ([0-9.]+)")
+    assert train[0] == train[1] and evals[0] == evals[1] and len(train[0]) == 1
+    assert evals[0][0] < train[0][0]  # evaluated after the update
+    assert out.count("out0 (4, 8)") == 2
+
+
+def test_no_sync_example_equals_one_process(tmp_path):
+    script = os.path.join(EXAMPLES, "data_parallel_no_sync.py")
+    two = _by_rank(_run(LAUNCH + [script], tmp_path), r"weight grad sum ([-0-9.]+)")
+    one = _by_rank(_run([sys.executable, script], tmp_path), r"weight grad sum ([-0-9.]+)")
+    assert two[0] == two[1]
+    np.testing.assert_allclose(two[0], one[0], rtol=1e-6)  # every rank drew the same inputs: the mean is theirs
+
+
+def test_spawn_example_equals_one_process(tmp_path):
+    script = os.path.join(EXAMPLES, "data_parallel_spawn.py")
+    two = _run([sys.executable, script], tmp_path)
+    one = _run([sys.executable, "-c", f"import runpy; runpy.run_path({script!r}, run_name='one')['train']()"], tmp_path)
+    pattern = r"loss ([-0-9.]+) weight"
+    assert _by_rank(two, pattern)[0] == _by_rank(two, pattern)[1] == _by_rank(one, pattern)[0]
+
+
+def test_pylayer_no_sync_fused_allreduce_example_runs(tmp_path):
+    losses = _by_rank(_run(LAUNCH + [os.path.join(EXAMPLES, "data_parallel_pylayer.py")], tmp_path),
+                      r"step \d+ loss ([-0-9.]+)")
+    assert len(losses[0]) == len(losses[1]) == 10  # each rank its own random batch, its own loss
+
+
+def test_state_dict_example_round_trips(tmp_path):
+    out = _run(LAUNCH + [os.path.join(EXAMPLES, "state_dict.py")], tmp_path)
+    sums = _by_rank(out, r"weight sum ([-0-9.]+)")
+    assert sums[0] == sums[1] and "reloaded 1 tensors" in out
+    assert (tmp_path / "paddle_dy.pdparams").exists()
+
+
+# --- DistModel against one process --------------------------------------------------------------
+
+def _demo(graph_ranks):
+    """DemoNet (Linear weights Shard(1) / Shard(0)) trained, evaluated and predicted through
+    dist.to_static on 2 ranks, or the same model as plain dygraph on one process."""
+    import globaltensor.paddle as paddle
+    import globaltensor.paddle.distributed as dist
+    from globaltensor.paddle import nn
+    paddle.seed(3)
+    rng = np.random.default_rng(0)
+    data = [(rng.random((4, 16), np.float32), rng.random((4, 8), np.float32)) for _ in range(3)]
+
+    class DemoNet(nn.Layer):
+        def __init__(self, mesh):
+            super().__init__()
+            self.linear_0, self.linear_1, self.relu = nn.Linear(16, 16), nn.Linear(16, 8), nn.ReLU()
+            if mesh is not None:
+                self.linear_0.weight = dist.shard_tensor(self.linear_0.weight, mesh, [dist.Shard(1)],
+                                                         stop_gradient=False)
+                self.linear_1.weight = dist.shard_tensor(self.linear_1.weight, mesh, [dist.Shard(0)],
+                                                         stop_gradient=False)
+
+        def forward(self, x):
+            return self.linear_1(self.relu(self.linear_0(x)))
+
+    mesh = dist.ProcessMesh([0, 1], dim_names=["x"]) if graph_ranks else None
+    layer = DemoNet(mesh)
+    opt = paddle.optimizer.SGD(learning_rate=0.1, parameters=layer.parameters())
+    loss_fn = nn.MSELoss()
+    train, evals = [], []
+    if graph_ranks:
+        model = dist.to_static(layer, None, loss_fn, opt)
+        rep = [dist.Replicate()]
+        batches = [(dist.shard_tensor(paddle.to_tensor(x), mesh, rep), dist.shard_tensor(paddle.to_tensor(y), mesh, rep))
+                   for x, y in data]
+        for x, y in batches:
+            train.append(float(model(x, y).numpy()))
+        model.eval()
+        evals = [float(model(x, y).numpy()) for x, y in batches]
+        model.predict()
+        out = model(batches[0][0])["out0"].numpy()
+        return train, evals, out, model.serial_main_program("train"), model.dist_main_program("train")
+    for x, y in data:
+        loss = loss_fn(layer(paddle.to_tensor(x)), paddle.to_tensor(y))
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        train.append(float(loss.numpy()))
+    with paddle.no_grad():
+        evals = [float(loss_fn(layer(paddle.to_tensor(x)), paddle.to_tensor(y)).numpy()) for x, y in data]
+        out = layer(paddle.to_tensor(data[0][0])).numpy()
+    return train, evals, out, None, None
+
+
+def test_dist_model_equals_one_process_and_prints_its_programs():
+    want = _demo(False)
+    for train, evals, out, serial, mine in run_ranks(_demo, 2, True):
+        np.testing.assert_allclose(train, want[0], rtol=1e-5)
+        np.testing.assert_allclose(evals, want[1], rtol=1e-5)
+        np.testing.assert_allclose(out, want[2], rtol=1e-5, atol=1e-6)
+        assert serial.startswith("program DistModel[train] #1") and "SGD.step()" in serial
+        assert "rank" in mine.splitlines()[0] and "all_reduce" in mine  # the row-split matmul's partial sum
+
+
+# --- the names the examples use --------------------------------------------------------------------
+
+def test_paddle_positional_meanings():
+    import globaltensor.paddle as paddle
+    x = paddle.to_tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    assert [tuple(p.shape) for p in paddle.split(x, 2, axis=1)] == [(3, 2), (3, 2)]  # 2 sections
+    np.testing.assert_array_equal(paddle.max(x, axis=1).numpy(), [3, 7, 11])  # values only
+    assert tuple(paddle.transpose(x, [1, 0]).shape) == (4, 3)
+    np.testing.assert_array_equal(paddle.sum(x, 0, "float64").numpy(), np.arange(12.).reshape(3, 4).sum(0))
+    assert tuple(paddle.zeros([2, 3], "float64").shape) == (2, 3) and paddle.zeros([2], "int64").dtype.name == "int64"
+    np.testing.assert_array_equal(paddle.matmul(x, x, transpose_y=True).numpy(), x.numpy() @ x.numpy().T)
+    assert x.stop_gradient
+    x.stop_gradient = False
+    assert x.requires_grad
+
+
+def test_linear_has_paddles_weight_layout_and_pylayer_its_backward():
+    import globaltensor.paddle as paddle
+    from globaltensor.paddle.autograd import PyLayer
+
+    class Cube(PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x * x
+
+        @staticmethod
+        def backward(ctx, dy):
+            x, = ctx.saved_tensor()
+            return dy * 3 * x * x
+
+    lin = paddle.nn.Linear(3, 2)
+    assert tuple(lin.weight.shape) == (3, 2) and tuple(lin.bias.shape) == (2,)
+    xv = np.array([[0.5, -1.0, 2.0]], np.float32)
+    x = paddle.to_tensor(xv, stop_gradient=False)
+    y = lin(Cube.apply(x))
+    np.testing.assert_allclose(y.numpy(), (xv ** 3) @ lin.weight.numpy() + lin.bias.numpy(), rtol=1e-6)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * xv ** 2 * lin.weight.numpy().sum(1), rtol=1e-6)
+    opt = paddle.optimizer.SGD(learning_rate=0.1, parameters=lin.parameters())
+    opt.clear_grad()  # Paddle's default: zeroed in place
+    assert float(lin.weight.grad.abs().sum()) == 0.0
+
+
+def _fused(world_values):
+    import globaltensor.paddle as paddle
+    import globaltensor.paddle.distributed as dist
+    from globaltensor.paddle.distributed.fleet.utils.hybrid_parallel_util import fused_allreduce_gradients
+    dist.init_parallel_env()
+    params = [paddle.nn.Linear(4, 3).weight, paddle.nn.Linear(2, 2).bias]
+    for i, p in enumerate(params):
+        p.grad = paddle.full(p.shape, world_values[dist.get_rank()] + i, "float32")
+    fused_allreduce_gradients(params, None)
+    return [p.grad.numpy() for p in params]
+
+
+def test_fused_allreduce_gradients_averages_over_ranks():
+    for grads in run_ranks(_fused, 2, [1.0, 4.0]):
+        np.testing.assert_array_equal(grads[0], np.full((4, 3), 2.5, np.float32))
+        np.testing.assert_array_equal(grads[1], np.full((2,), 3.5, np.float32))
+
+
+def test_io_dataloader_and_distributed_batch_sampler():
+    from globaltensor.paddle import io
+
+    class Squares(io.Dataset):
+        def __getitem__(self, i):
+            return np.float32([i]), np.float32([i * i])
+
+        def __len__(self):
+            return 7
+
+    batches = list(io.DataLoader(Squares(), batch_size=3))
+    assert [tuple(b[0].shape) for b in batches] == [(3, 1), (3, 1), (1, 1)]
+    np.testing.assert_array_equal(batches[1][1].numpy().ravel(), [9, 16, 25])
+    shares = [list(io.DistributedBatchSampler(Squares(), 2, num_replicas=2, rank=r)) for r in (0, 1)]
+    assert shares == [[[0, 2], [4, 6]], [[1, 3], [5, 0]]]  # padded with the first index, as Paddle
+
+
+@pytest.mark.parametrize("placements,sbp", [("r", "B"), ("s0", "S(0)"), ("p", "P")])
+def test_shard_tensor_from_the_full_value(placements, sbp):
+    got = run_ranks(_shard, 2, placements)
+    for value, text in got:
+        np.testing.assert_array_equal(value, np.arange(6, dtype=np.float32).reshape(2, 3))
+        assert text == f"({sbp},)"
+
+
+def _shard(kind):
+    import globaltensor.paddle as paddle
+    import globaltensor.paddle.distributed as dist
+    mesh = dist.ProcessMesh([0, 1], dim_names=["x"])
+    placement = {"r": dist.Replicate(), "s0": dist.Shard(0), "p": dist.Partial()}[kind]
+    t = dist.shard_tensor(paddle.to_tensor(np.arange(6, dtype=np.float32).reshape(2, 3)), mesh, [placement])
+    back = dist.reshard(t, mesh, [dist.Replicate()])
+    return back.numpy(), "(" + ", ".join(str(s) for s in t.sbp) + ",)"
