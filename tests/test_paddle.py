@@ -241,3 +241,41 @@ def _shard(kind):
     t = dist.shard_tensor(paddle.to_tensor(np.arange(6, dtype=np.float32).reshape(2, 3)), mesh, [placement])
     back = dist.reshard(t, mesh, [dist.Replicate()])
     return back.numpy(), "(" + ", ".join(str(s) for s in t.sbp) + ",)"
+
+
+PADDLE_LAUNCH = [sys.executable, "-m", "globaltensor.paddle.distributed.launch"]
+
+
+def test_fleet_example_under_paddles_launcher_equals_one_process(tmp_path):
+    script = os.path.join(EXAMPLES, "fleet_collective.py")
+    two = _by_rank(_run(PADDLE_LAUNCH + ["--nproc_per_node", "2", script], tmp_path), r"loss:([-0-9.]+)")
+    one = _by_rank(_run([sys.executable, script], tmp_path), r"loss:([-0-9.]+)")
+    assert len(two[0]) == 20 and two[0] == two[1] == one[0]
+
+
+def test_paddle_launcher_flags_and_variables(tmp_path):
+    from globaltensor.paddle.distributed.launch import translate
+    assert translate(["--gpus", "0,1", "--log_dir", "logs", "train.py", "--lr", "1"]) == [
+        "--nproc_per_node", "2", "--nnodes", "1", "--node_rank", "0", "--log_dir", "logs", "train.py", "--lr", "1"]
+    script = tmp_path / "env.py"
+    script.write_text("import os\nprint('env', os.environ['PADDLE_TRAINER_ID'], os.environ['PADDLE_TRAINERS_NUM'], "
+                      "len(os.environ['PADDLE_TRAINER_ENDPOINTS'].split(',')), "
+                      "os.environ['PADDLE_CURRENT_ENDPOINT'] in os.environ['PADDLE_TRAINER_ENDPOINTS'])\n")
+    out = _run(PADDLE_LAUNCH + ["--devices", "0,1", str(script)], tmp_path)
+    assert "env 0 2 2 True" in out and "env 1 2 2 True" in out
+
+
+def _fleet_names():
+    from globaltensor.paddle.distributed import fleet
+    fleet.init(is_collective=True)
+    strategy = fleet.DistributedStrategy()
+    strategy.fuse_grad_size_in_MB = 16
+    with pytest.raises(NotImplementedError, match="amp"):
+        strategy.amp = True
+    role = fleet.PaddleCloudRoleMaker(is_collective=True)
+    return fleet.worker_index(), fleet.worker_num(), fleet.is_first_worker(), strategy.fuse_grad_size_in_MB, \
+        role._worker_num()
+
+
+def test_fleet_names():
+    assert run_ranks(_fleet_names, 2) == [(0, 2, True, 16, 2), (1, 2, False, 16, 2)]

@@ -1,7 +1,8 @@
 """python -m globaltensor.distributed.launch: start one process per rank and supervise them.
 
 Sets torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK,
-MASTER_ADDR, MASTER_PORT) for each rank. On the first failure every other rank is stopped
+MASTER_ADDR, MASTER_PORT) for each rank, and Paddle's (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM,
+PADDLE_CURRENT_ENDPOINT, PADDLE_TRAINER_ENDPOINTS: names only, nothing listens there). On the first failure every other rank is stopped
 (SIGTERM, then SIGKILL after the grace period), the failing rank and its last stderr lines
 are printed, and the launcher exits with that rank's code. No rank outlives the launcher.
 """
@@ -62,6 +63,11 @@ def rank_environment(args, local_rank, port, secret, job_id):
                NODE_RANK=str(args.node_rank), GROUP_RANK=str(args.node_rank), MASTER_ADDR=args.master_addr,
                MASTER_PORT=str(port), GLOBALTENSOR_SECRET=secret, GLOBALTENSOR_STORE_HOSTED="1",
                GLOBALTENSOR_JOB_ID=job_id, GLOBALTENSOR_NNODES=str(args.nnodes))
+    rank = args.node_rank * args.nproc_per_node + local_rank  # Paddle's names for the same facts
+    endpoints = [f"{args.master_addr}:{port + 1 + r}" for r in range(world_size)]
+    env.update(PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=str(world_size), PADDLE_RANK_IN_NODE=str(local_rank),
+               PADDLE_LOCAL_SIZE=str(args.nproc_per_node), PADDLE_CURRENT_ENDPOINT=endpoints[rank],
+               PADDLE_TRAINER_ENDPOINTS=",".join(endpoints))
     env.setdefault("PYTHONUNBUFFERED", "1")
     if args.nproc_per_node > 1:
         env.setdefault("OMP_NUM_THREADS", "1")

@@ -1,0 +1,48 @@
+"""python -m globaltensor.paddle.distributed.launch: Paddle's launcher flags over globaltensor's launcher.
+
+Accepts --nproc_per_node, --devices / --gpus / --selected_gpus (a comma list: one rank per device
+when --nproc_per_node is not given; exported as CUDA_VISIBLE_DEVICES, each rank takes the one at
+its LOCAL_RANK), --log_dir, --nnodes, --master ip:port, --rank (this node's index), --job_id and
+--run_mode (accepted, unused). Every rank gets Paddle's variables (PADDLE_TRAINER_ID, ...) and
+torchrun's.
+"""
+import argparse
+import os
+import sys
+
+from ...distributed import launch as _launch
+
+
+def translate(argv):
+    """Paddle's argv -> globaltensor.distributed.launch's argv (and the environment it sets)."""
+    p = argparse.ArgumentParser(prog="python -m globaltensor.paddle.distributed.launch")
+    p.add_argument("--nproc_per_node", "--nproc-per-node", type=int, default=None)
+    p.add_argument("--devices", "--gpus", "--selected_gpus", dest="devices", default=None)
+    p.add_argument("--log_dir", "--log-dir", default=None)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--master", default=None, help="ip:port of node 0")
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--job_id", default=None)
+    p.add_argument("--run_mode", default="collective")
+    p.add_argument("script")
+    p.add_argument("script_args", nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    devices = [d for d in (args.devices or "").split(",") if d != ""]
+    nproc = args.nproc_per_node or len(devices) or 1
+    if devices:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    out = ["--nproc_per_node", str(nproc), "--nnodes", str(args.nnodes), "--node_rank", str(args.rank)]
+    if args.master:
+        addr, _, port = args.master.rpartition(":")
+        out += ["--master_addr", addr, "--master_port", port]
+    if args.log_dir:
+        out += ["--log_dir", args.log_dir]
+    return out + [args.script] + args.script_args
+
+
+def main(argv=None):
+    return _launch.main(translate(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
