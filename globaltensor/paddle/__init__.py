@@ -19,7 +19,7 @@ from ..tensor import Tensor
 from ..dtype import bfloat16, bool, float16, float32, float64, int8, int32, int64, uint8  # noqa: A004
 from ..dtype import get_default_dtype, set_default_dtype
 
-for _name in _ops.PUBLIC:
+for _name in _ops.PUBLIC + ["arange", "linspace", "eye", "full_like", "empty_like", "ones_like", "zeros_like"]:
     globals()[_name] = getattr(_ops, _name)
 
 from . import autograd, io, nn, optimizer  # noqa: E402 - after the ops they use
@@ -124,6 +124,75 @@ def stack(x, axis=0, name=None):
     return _ops.stack(list(x), dim=axis)
 
 
+def gather(x, index, axis=None, name=None):
+    """Paddle's gather: whole slices along axis at the 1-D index (PyTorch's index_select)."""
+    return _ops.index_select(x, 0 if axis is None else axis, index)
+
+
+def index_select(x, index, axis=0, name=None):
+    return _ops.index_select(x, axis, index)
+
+
+def scatter(x, index, updates, overwrite=True, name=None):
+    """Rows `index` of x replaced by `updates` (overwrite), or set to the sum of the updates that
+    name them (overwrite=False), as Paddle's scatter."""
+    rows = index.reshape([-1, 1]).expand(*updates.shape[:1], *x.shape[1:]) if x.ndim > 1 else index
+    if overwrite:
+        return _ops.scatter(x, 0, rows, updates)
+    cleared = _ops.scatter(x, 0, rows, _ops.zeros_like(updates))
+    return _ops.scatter_nd_add(cleared, index.reshape([-1, 1]), updates)
+
+
+def sort(x, axis=-1, descending=False, stable=False, name=None):
+    """Paddle's sort: the sorted values only (argsort gives the indices)."""
+    return _ops.sort(x, axis, descending, stable=stable)[0]
+
+
+def median(x, axis=None, keepdim=False, name=None):
+    """Paddle's median: the mean of the two middle values when their count is even."""
+    if axis is None:
+        x, axis = x.reshape([-1]), 0
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    s = _ops.sort(x, axis)[0]
+    mid = _ops.index_select(s, axis, to_tensor([n // 2], dtype="int64"))
+    if n % 2 == 0:
+        mid = (mid + _ops.index_select(s, axis, to_tensor([n // 2 - 1], dtype="int64"))) / 2
+    return mid if keepdim else mid.squeeze(axis)
+
+
+def unique(x, return_index=False, return_inverse=False, return_counts=False, axis=None, dtype="int64", name=None):
+    if return_index:
+        raise NotImplementedError("unique(return_index=True) is not supported (return_inverse and return_counts are)")
+    return _ops.unique(x, True, return_inverse, return_counts, axis)
+
+
+def unsqueeze(x, axis, name=None):
+    """axis may be a list: the new dims in order, as Paddle."""
+    for a in ([axis] if isinstance(axis, int) else list(axis)):
+        x = _ops.unsqueeze(x, a)
+    return x
+
+
+def squeeze(x, axis=None, name=None):
+    if axis is None or isinstance(axis, int):
+        return _ops.squeeze(x, axis)
+    for a in sorted((a % x.ndim for a in axis), reverse=True):
+        x = _ops.squeeze(x, a)
+    return x
+
+
+def trace(x, offset=0, axis1=0, axis2=1, name=None):
+    if (offset, axis1 % x.ndim, axis2 % x.ndim) != (0, 0, 1) or x.ndim != 2:
+        raise NotImplementedError("trace: the main diagonal of a 2-D tensor is supported")
+    return _ops.trace(x)
+
+
+def linear(x, weight, bias=None, name=None):
+    """x @ weight + bias, weight [in_features, out_features] (Paddle's layout)."""
+    return nn.functional.linear(x, weight, bias)
+
+
 def save(obj, path, **configs):
     """paddle.save: a state dict (or any tree of tensors) to path, atomically."""
     _save(obj, path)
@@ -135,6 +204,22 @@ def load(path, **configs):
 
 def is_tensor(x):
     return isinstance(x, Tensor)
+
+
+def in_dynamic_mode():
+    """Always True: static mode (enable_static) is not built; dist.to_static and gt.jit.trace
+    capture whole programs instead."""
+    return True
+
+
+def disable_static(place=None):
+    """Dygraph mode is the only mode: nothing to switch."""
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=False, no_grad_vars=None):
+    from ..autograd import grad as _grad
+    return list(_grad(outputs, inputs, grad_outputs, allow_unused=allow_unused))
 
 
 __all__ = sorted(n for n in globals() if not n.startswith("_"))
