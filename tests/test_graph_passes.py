@@ -37,7 +37,7 @@ def _fused():
 
 def test_boxing_fusion_makes_one_reduce_scatter_and_drops_conversions_that_cancel():
     for report, collectives, counted, a, b, boxes in run_ranks(_fused, 2):
-        assert report == {"fused": 1, "cancelled": 1}
+        assert report == {"fused": 1, "cancelled": 1, "shared": 0}
         assert collectives == ["reduce_scatter"] and boxes == 1
         assert counted.get("reduce_scatter") == 1 and "all_reduce" not in counted and "all_gather" not in counted
         whole = np.arange(15, dtype=np.float32).reshape(5, 3) * 3
@@ -130,3 +130,28 @@ def test_liveness_reuses_dead_buffers_and_reports_the_peak():
     assert "in the buffer of" in program.text(rank=0)
     np.testing.assert_array_equal(chain(a, b).numpy(), (np.ones((64, 64), np.float32) + 25) * 2)
     np.testing.assert_array_equal(a.numpy(), np.ones((64, 64), np.float32))  # inputs are never written
+
+
+def _shared():
+    """One partial value needed whole by two ops: converted once."""
+    placement = gt.placement("cpu", [0, 1])
+    rank = gt.env.get_rank()
+    partial = gt.Tensor(np.full((2, 2), rank + 1.0, np.float32)).to_global(placement, P)
+    w = gt.tensor(np.eye(2, dtype=np.float32), placement=placement, sbp=B)
+
+    @gt.jit.trace
+    def step(p, w):
+        return p.exp() @ w, p.sin()  # exp and sin each need p summed: converted once
+
+    step(partial, w)
+    with gt.debug.count_collectives() as counted:
+        a, b = step(partial, w)
+    program = _program(step)
+    return program.report["fuse_boxing"]["shared"], dict(counted), a.numpy(), b.numpy()
+
+
+def test_a_value_converted_twice_the_same_way_is_converted_once():
+    for shared, counted, a, b in run_ranks(_shared, 2):
+        assert shared == 1 and sum(counted.values()) == 1  # one reduce_scatter serves both
+        np.testing.assert_allclose(a, np.exp(np.full((2, 2), 3.0)), rtol=1e-6)
+        np.testing.assert_allclose(b, np.sin(np.full((2, 2), 3.0)), rtol=1e-6)

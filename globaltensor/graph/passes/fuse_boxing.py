@@ -1,5 +1,6 @@
 """Boxing fusion: a conversion whose input only feeds another becomes one conversion, planned
-whole (P->B then a split is a reduce_scatter; conversions that cancel are dropped)."""
+whole (P->B then a split is a reduce_scatter; conversions that cancel are dropped), and one
+value converted the same way twice (two ops needing it whole) is converted once."""
 import functools
 
 from ...boxing import plan
@@ -44,7 +45,24 @@ def run(program):
                 fused += 1
             changed = True
             break
-    return {"fused": fused, "cancelled": cancelled}
+    return {"fused": fused, "cancelled": cancelled, "shared": _share(program)}
+
+
+def _share(program):
+    """The second conversion of a register by the same plan reads the first one's result."""
+    first, kept, shared = {}, [], 0
+    for ins in program.instrs:
+        if ins.kind == "box":
+            key = (ins.ins[0], id(ins.detail))
+            done = first.get(key)
+            if done is not None:
+                _rename(program, ins.outs[0], done)
+                shared += 1
+                continue
+            first.setdefault(key, ins.outs[0])
+        kept.append(ins)
+    program.instrs = kept
+    return shared
 
 
 def _rename(program, old, new):
