@@ -22,6 +22,8 @@ from ..dtype import get_default_dtype, set_default_dtype
 for _name in _ops.PUBLIC + ["arange", "linspace", "eye", "full_like", "empty_like", "ones_like", "zeros_like"]:
     globals()[_name] = getattr(_ops, _name)
 
+from . import static  # noqa: E402
+from .static.program import recordable  # noqa: E402
 from . import autograd, io, nn, optimizer  # noqa: E402 - after the ops they use
 from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_enabled, set_device,  # noqa: E402
                         stop_gradient_property)
@@ -206,14 +208,18 @@ def is_tensor(x):
     return isinstance(x, Tensor)
 
 
-def in_dynamic_mode():
-    """Always True: static mode (enable_static) is not built; dist.to_static and gt.jit.trace
-    capture whole programs instead."""
-    return True
+def enable_static():
+    """Static mode: paddle.static.data placeholders, calls recorded into the default main program,
+    run by paddle.static.Executor (see globaltensor/paddle/static)."""
+    static.STATIC[0] = True
 
 
 def disable_static(place=None):
-    """Dygraph mode is the only mode: nothing to switch."""
+    static.STATIC[0] = False
+
+
+def in_dynamic_mode():
+    return not static.STATIC[0]
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
@@ -221,5 +227,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     from ..autograd import grad as _grad
     return list(_grad(outputs, inputs, grad_outputs, allow_unused=allow_unused))
 
+
+_NOT_RECORDED = {"seed", "to_tensor", "save", "load", "is_tensor", "enable_static", "disable_static",
+                 "in_dynamic_mode", "set_device", "get_device", "is_grad_enabled", "get_default_dtype",
+                 "set_default_dtype", "enable_grad", "no_grad", "grad", "DataParallel", "CPUPlace", "CUDAPlace",
+                 "recordable"}
+for _name, _fn in list(globals().items()):  # in static mode, a call on placeholders is recorded
+    if not _name.startswith("_") and _name not in _NOT_RECORDED and callable(_fn) and not isinstance(_fn, type) \
+            and not hasattr(_fn, "__path__") and getattr(_fn, "__module__", "") != "numpy":
+        globals()[_name] = recordable(_fn)
 
 __all__ = sorted(n for n in globals() if not n.startswith("_"))

@@ -13,7 +13,11 @@ class _PaddleMethods:
         self.zero_grad(set_to_none=not set_to_zero)
 
     def minimize(self, loss, startup_program=None, parameters=None, no_grad_set=None):
-        """The update from the gradients backward() left (Paddle's dygraph minimize)."""
+        """Dygraph: the update from the gradients backward() left. Static mode: the update is
+        recorded in the program (after its calls, at every Executor.run)."""
+        from . import static
+        if static.in_static_mode():
+            return static.record_minimize(self, loss)
         self.step()
         return None, [(p, p.grad) for g in self.param_groups for p in g["params"]]
 
@@ -30,6 +34,9 @@ class _PaddleMethods:
 
 def _params(parameters):
     if parameters is None:
+        from .static import in_static_mode
+        if in_static_mode():
+            return []  # minimize(loss) gives it the program's parameters
         raise ValueError("parameters= is needed in dygraph mode (the list of parameters to update)")
     return list(parameters)
 

@@ -25,6 +25,12 @@ class Layer(Module):
                 if p is not None and p.is_local:
                     replicate_in_place(p, value.placement)
 
+    def __call__(self, *args, **kwargs):
+        from ..static.program import STATIC, has_variable, record
+        if STATIC[0] and (has_variable(args) or has_variable(kwargs)):  # a static program's layer call
+            return record(super().__call__, args, kwargs, label=type(self).__name__)
+        return super().__call__(*args, **kwargs)
+
     def set_state_dict(self, state_dict, use_structured_name=True):
         """Copy the values in (each keeps its parameter's placement and SBP); returns the
         (missing, unexpected) keys, as Paddle."""

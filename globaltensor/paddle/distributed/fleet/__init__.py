@@ -3,7 +3,7 @@ distributed_model (DataParallel), distributed_optimizer, role makers, worker_ind
 from ....env import get_rank, get_world_size
 from .. import init_parallel_env
 from . import utils  # noqa: F401
-from .role_maker import PaddleCloudRoleMaker, Role, UserDefinedRoleMaker
+from .base.role_maker import PaddleCloudRoleMaker, Role, UserDefinedRoleMaker
 
 __all__ = ["init", "DistributedStrategy", "distributed_model", "distributed_optimizer", "worker_index", "worker_num",
            "is_worker", "is_first_worker", "worker_endpoints", "barrier_worker", "PaddleCloudRoleMaker",

@@ -33,8 +33,8 @@ def fused_allreduce_gradients(parameter_list, hcg=None):
             collectives.all_reduce(flat)
             flat /= world
             at = 0
-            for g in chunk:
+            for g in chunk:  # written back into each gradient's own array (a graph keeps knowing it)
                 n = g._local.size
-                g._local = flat[at:at + n].reshape(g._local.shape).copy()
+                g._local[...] = flat[at:at + n].reshape(g._local.shape)
                 at += n
             start = end

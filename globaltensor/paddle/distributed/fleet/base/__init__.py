@@ -1,0 +1,2 @@
+"""paddle.distributed.fleet.base: role_maker."""
+from . import role_maker  # noqa: F401
