@@ -727,3 +727,21 @@ def test_getitem_with_index_tensors_is_differentiable_local_and_global():
             assert other.keys() == results[0].keys()
             for k, (value, grad) in other.items():
                 check(grad, results[0][k][1], err_msg=f"{k}: another rank's x.grad")
+
+
+def test_loss_modules_take_pytorchs_arguments():
+    """nn.CrossEntropyLoss / nn.MSELoss with PyTorch's signatures, against numpy."""
+    logits = np.array([[1.0, 2.0, 0.5], [0.1, -1.0, 3.0]], np.float32)
+    target = np.array([1, 2])
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    want = -logp[np.arange(2), target]
+    got = gt.nn.CrossEntropyLoss()(gt.tensor(logits), gt.tensor(target))
+    np.testing.assert_allclose(got.numpy(), want.mean(), rtol=1e-6)
+    got = gt.nn.CrossEntropyLoss(reduction="sum", ignore_index=2)(gt.tensor(logits), gt.tensor(target))
+    np.testing.assert_allclose(got.numpy(), want[0], rtol=1e-6)
+    w = np.array([1.0, 2.0, 0.5], np.float32)
+    got = gt.nn.CrossEntropyLoss(gt.tensor(w))(gt.tensor(logits), gt.tensor(target))
+    np.testing.assert_allclose(got.numpy(), (want * w[target]).sum() / w[target].sum(), rtol=1e-6)
+    y = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(gt.nn.MSELoss(reduction="sum")(gt.tensor(logits), gt.tensor(y)).numpy(),
+                               ((logits - y) ** 2).sum(), rtol=1e-6)

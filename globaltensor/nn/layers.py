@@ -146,18 +146,27 @@ class ModuleList(Module):
 
 
 class MSELoss(Module):
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        self.reduction = reduction
+    """PyTorch's signature (size_average and reduce are the legacy spellings of reduction)."""
 
-    def forward(self, x, y):
-        return ops.mse_loss(x, y, self.reduction)
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        self.size_average, self.reduce, self.reduction = size_average, reduce, reduction
+
+    def forward(self, input, target):
+        return ops.mse_loss(input, target, size_average=self.size_average, reduce=self.reduce,
+                            reduction=self.reduction)
 
 
 class CrossEntropyLoss(Module):
-    def __init__(self, reduction="mean", ignore_index=-100):
-        super().__init__()
-        self.reduction, self.ignore_index = reduction, ignore_index
+    """PyTorch's signature: class weights, ignore_index, reduction, label_smoothing."""
 
-    def forward(self, logits, target):
-        return ops.cross_entropy(logits, target, self.reduction, self.ignore_index)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__()
+        self.weight, self.size_average, self.ignore_index = weight, size_average, ignore_index
+        self.reduce, self.reduction, self.label_smoothing = reduce, reduction, label_smoothing
+
+    def forward(self, input, target):
+        return ops.cross_entropy(input, target, weight=self.weight, size_average=self.size_average,
+                                 ignore_index=self.ignore_index, reduce=self.reduce, reduction=self.reduction,
+                                 label_smoothing=self.label_smoothing)
