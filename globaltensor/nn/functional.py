@@ -1,6 +1,9 @@
 """nn.functional: the functional forms of the layers."""
 from ..ops import cross_entropy, dropout, embedding, gelu, layer_norm, linear, log_softmax, mse_loss, relu, sigmoid, \
-    softmax
+    softmax, tanh
+from .activation import leaky_relu, silu
+from .loss import binary_cross_entropy_with_logits, kl_div, l1_loss, nll_loss, smooth_l1_loss
 
 __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "relu",
-           "sigmoid", "softmax"]
+           "sigmoid", "softmax", "tanh", "silu", "leaky_relu", "l1_loss", "smooth_l1_loss", "nll_loss",
+           "binary_cross_entropy_with_logits", "kl_div"]
