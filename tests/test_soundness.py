@@ -117,6 +117,8 @@ def samples(name):
         "linear": [([f(5, 4), f(3, 4), f(3)], {}), ([f(2, 5, 4), f(3, 4)], {})],
         "linear_weight_grad": [([f(5, 3), f(5, 4)], {})],
         "mse_mean": [([f(5, 4), f(5, 4)], {"count": 20})],
+        "split_heads": [([f(5, 4, 12)], {"head_dim": 2})],  # 6 heads: they divide over 2 and 3 ranks
+        "merge_heads": [([f(5, 6, 4, 2)], {})],
     }
     for name_ in ("max", "min", "prod", "median", "argmax", "argmin"):
         table[name_] = [([f(5, 4)], {"dims": (1,), "keepdim": False}), ([f(5, 4)], {"dims": None, "keepdim": False})]

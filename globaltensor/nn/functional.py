@@ -2,8 +2,9 @@
 from ..ops import cross_entropy, dropout, embedding, gelu, layer_norm, linear, log_softmax, mse_loss, relu, sigmoid, \
     softmax, tanh
 from .activation import leaky_relu, silu
+from .attention import scaled_dot_product_attention
 from .loss import binary_cross_entropy_with_logits, kl_div, l1_loss, nll_loss, smooth_l1_loss
 
 __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "relu",
            "sigmoid", "softmax", "tanh", "silu", "leaky_relu", "l1_loss", "smooth_l1_loss", "nll_loss",
-           "binary_cross_entropy_with_logits", "kl_div"]
+           "binary_cross_entropy_with_logits", "kl_div", "scaled_dot_product_attention"]

@@ -19,7 +19,8 @@ from .shape import (broadcast_to, chunk, concat, diag, expand, expand_as, flatte
 from .indexing import (argsort, gather, gather_nd, getitem, histogram, index_sample, index_select, masked_select,
                        multiplex, nonzero, scatter, scatter_, scatter_nd, scatter_nd_add, shard_index, sort, topk,
                        unique)
-from .nn_functional import cross_entropy, dropout, embedding, layer_norm, linear, log_softmax, mse_loss, softmax
+from .nn_functional import (cross_entropy, dropout, embedding, layer_norm, linear, log_softmax, merge_heads, mse_loss,
+                            softmax, split_heads)
 from .random_ops import bernoulli, multinomial, randperm
 from ..creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
                        randint, randn, uniform, zeros, zeros_like)
@@ -43,6 +44,7 @@ PUBLIC = sorted(set(UNARY) | set(BINARY) | {
     "cross_entropy", "dropout", "embedding", "layer_norm", "linear", "log_softmax", "mse_loss", "softmax",
     "bernoulli", "multinomial", "randperm", "diag", "meshgrid", "tril", "triu",
     "amax", "amin", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "cat", "clone", "masked_fill",
+    "split_heads", "merge_heads",
 })
 FACTORIES = ("arange", "empty", "empty_like", "eye", "full", "full_like", "linspace", "normal", "ones", "ones_like",
              "rand", "randint", "randn", "uniform", "zeros", "zeros_like")

@@ -1,0 +1,139 @@
+"""Attention and transformer layers (issue 19) against numpy, and the same numbers with heads and
+feed-forward split Megatron's way or the batch split, on 2 ranks."""
+import numpy as np
+import pytest
+
+import globaltensor as gt
+import globaltensor.nn as nn
+import globaltensor.nn.functional as F
+from conftest import run_ranks
+
+S0, S1, B = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast
+
+
+def _np_sdpa(q, k, v, allowed=None, causal=False):
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    keep = np.ones(scores.shape, bool)
+    if causal:
+        keep &= np.tril(np.ones(scores.shape[-2:], bool))
+    if allowed is not None:
+        keep &= allowed
+    scores = np.where(keep, scores, -np.inf)
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("causal,padded", [(False, False), (True, False), (False, True), (True, True)])
+def test_sdpa_values_and_gradient_against_numpy(causal, padded):
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((2, 3, 4, 5)) for _ in range(3))
+    allowed = np.ones((2, 1, 1, 4), bool)
+    allowed[1, ..., 3] = False  # the second sequence's last key is padding
+    mask = gt.tensor(allowed) if padded else None
+    want = _np_sdpa(q, k, v, allowed if padded else None, causal)
+    qt = gt.tensor(q).requires_grad_()
+    out = F.scaled_dot_product_attention(qt, gt.tensor(k), gt.tensor(v), attn_mask=mask, is_causal=causal)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-10, atol=1e-12)
+    out.sum().backward()
+    eps, numeric = 1e-6, np.zeros_like(q)
+    for i in np.ndindex(q.shape):
+        up, down = q.copy(), q.copy()
+        up[i] += eps
+        down[i] -= eps
+        numeric[i] = (_np_sdpa(up, k, v, allowed if padded else None, causal).sum()
+                      - _np_sdpa(down, k, v, allowed if padded else None, causal).sum()) / (2 * eps)
+    np.testing.assert_allclose(qt.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_float_mask_is_added_to_the_scores():
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, 2, 3, 4)) for _ in range(3))
+    bias = rng.standard_normal((3, 3))
+    got = F.scaled_dot_product_attention(gt.tensor(q), gt.tensor(k), gt.tensor(v), attn_mask=gt.tensor(bias))
+    scores = q @ np.swapaxes(k, -1, -2) / 2 + bias
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(got.numpy(), (w / w.sum(-1, keepdims=True)) @ v, rtol=1e-10)
+
+
+def test_multi_head_attention_against_numpy():
+    gt.manual_seed(0)
+    m = nn.MultiHeadAttention(8, 2)
+    x = np.random.default_rng(3).standard_normal((3, 5, 8)).astype(np.float32)
+    p = {name: t.numpy() for name, t in m.state_dict().items()}
+
+    def proj(name, a):
+        return a @ p[f"{name}.weight"].T + p[f"{name}.bias"]
+
+    def heads(a):
+        return a.reshape(3, 5, 2, 4).transpose(0, 2, 1, 3)
+
+    att = _np_sdpa(heads(proj("q_proj", x)), heads(proj("k_proj", x)), heads(proj("v_proj", x)), causal=True)
+    want = proj("out_proj", att.transpose(0, 2, 1, 3).reshape(3, 5, 8))
+    np.testing.assert_allclose(m(gt.tensor(x), is_causal=True).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def _encoder(layout, norm_first=False):
+    """A 2-layer encoder's output and gradients on `layout`: local, DP (batch split) or TP (heads
+    and feed-forward split, Megatron)."""
+    gt.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="gelu", batch_first=True,
+                                       norm_first=norm_first)
+    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8))
+    x = gt.randn(4, 6, 8)
+    pad = gt.tensor(np.array([[False] * 6, [False] * 4 + [True] * 2, [False] * 6, [False] * 5 + [True]]))
+    if layout != "local":
+        placement = gt.placement("cpu", [0, 1])
+        enc.to_global(placement, B)
+        x, pad = x.to_global(placement, B), pad.to_global(placement, B)
+        if layout == "dp":
+            x, pad = x.to_global(sbp=S0), pad.to_global(sbp=S0)
+        else:
+            for blk in enc.layers:
+                attn = blk.self_attn
+                for lin in (attn.q_proj, attn.k_proj, attn.v_proj, blk.linear1):  # column parallel
+                    lin.weight = nn.Parameter(lin.weight.to_global(sbp=S0))
+                    lin.bias = nn.Parameter(lin.bias.to_global(sbp=S0))
+                for lin in (attn.out_proj, blk.linear2):  # row parallel
+                    lin.weight = nn.Parameter(lin.weight.to_global(sbp=S1))
+    out = enc(x, src_key_padding_mask=pad, is_causal=True)
+    (out * out).sum().backward()
+    return out.numpy(), {name: p.grad.numpy() for name, p in enc.named_parameters()}
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_on_two_ranks_dp_and_tp_equals_one_process(norm_first):
+    want_out, want_grads = _encoder("local", norm_first)
+    assert not np.isnan(want_out).any()
+    for layout in ("dp", "tp"):
+        for out, grads in run_ranks(_encoder, 2, layout, norm_first):
+            np.testing.assert_allclose(out, want_out, rtol=1e-4, atol=1e-5, err_msg=layout)
+            for name in want_grads:
+                np.testing.assert_allclose(grads[name], want_grads[name], rtol=1e-3, atol=1e-5,
+                                           err_msg=f"{layout}: {name}")
+
+
+def test_encoder_layers_are_copies_and_decoder_runs():
+    gt.manual_seed(0)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, 0.0), 2)
+    a, b = enc.layers[0].linear1.weight, enc.layers[1].linear1.weight
+    assert a is not b and np.array_equal(a.numpy(), b.numpy())
+    x = gt.randn(5, 3, 8)  # (seq, batch, features): batch_first=False, PyTorch's default
+    assert tuple(enc(x).shape) == (5, 3, 8)
+    dec = nn.TransformerDecoderLayer(8, 2, 16, 0.0, batch_first=True, norm_first=True)
+    y = dec(gt.randn(3, 4, 8), gt.randn(3, 6, 8), tgt_is_causal=True)
+    assert tuple(y.shape) == (3, 4, 8) and not np.isnan(y.numpy()).any()
+
+
+def test_heads_that_do_not_divide_over_the_ranks_say_so():
+    assert run_ranks(_three_heads, 2)[0].startswith("split_heads: this rank's piece has")
+
+
+def _three_heads():
+    m = nn.MultiHeadAttention(6, 3).to_global(gt.placement("cpu", [0, 1]), B)
+    m.q_proj.weight = nn.Parameter(m.q_proj.weight.to_global(sbp=S0))
+    m.q_proj.bias = nn.Parameter(m.q_proj.bias.to_global(sbp=S0))
+    try:
+        m(gt.randn(2, 4, 6).to_global(gt.placement("cpu", [0, 1]), B))
+    except ValueError as e:
+        return str(e)
+    return "no error"
