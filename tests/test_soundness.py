@@ -119,6 +119,10 @@ def samples(name):
         "mse_mean": [([f(5, 4), f(5, 4)], {"count": 20})],
         "split_heads": [([f(5, 4, 12)], {"head_dim": 2})],  # 6 heads: they divide over 2 and 3 ranks
         "merge_heads": [([f(5, 6, 4, 2)], {})],
+        "unfold2d": [([f(5, 3, 5, 6)], {"kernel": (3, 2), "stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
+                                        "pad_value": 0.0})],
+        "fold2d": [([f(5, 3, 6, 12)], {"size": (5, 6), "kernel": (3, 2), "stride": (2, 1), "padding": (1, 0),
+                                      "dilation": (1, 2)})],
     }
     for name_ in ("max", "min", "prod", "median", "argmax", "argmin"):
         table[name_] = [([f(5, 4)], {"dims": (1,), "keepdim": False}), ([f(5, 4)], {"dims": None, "keepdim": False})]

@@ -7,6 +7,8 @@ from .activation import Flatten, Identity, LeakyReLU, LogSoftmax, Sigmoid, SiLU,
 from .attention import MultiHeadAttention
 from .transformer import TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 from .container import ModuleDict, ParameterList
+from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
+from .norm import BatchNorm1d, BatchNorm2d, GroupNorm
 from .loss import BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
 from ..graph import Graph
 from . import utils  # noqa: E402
@@ -16,4 +18,10 @@ __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", 
            "ModuleList", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "SiLU", "Softmax", "LogSoftmax",
            "Tanh", "Sigmoid", "LeakyReLU", "Identity", "Flatten", "ModuleDict", "ParameterList", "L1Loss",
            "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss", "MultiHeadAttention",
-           "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer"]
+           "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "Conv1d", "Conv2d",
+           "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "GroupNorm",
+           "Conv1D", "Conv2D", "MaxPool2D", "AvgPool2D", "AdaptiveAvgPool2D", "BatchNorm1D", "BatchNorm2D"]
+
+# Paddle's spellings of the same layers (PyTorch's weight layouts agree with Paddle's for these)
+Conv1D, Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D = Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d
+BatchNorm1D, BatchNorm2D = BatchNorm1d, BatchNorm2d

@@ -119,6 +119,27 @@ class Module:
         .grad keeps its placement and SBP), as PyTorch."""
         zero_grads(self.parameters(), set_to_none)
 
+    def to(self, *args, dtype=None):
+        """Module.to(dtype): every floating parameter and buffer cast in place (the same objects,
+        so optimizers keep them); a device of "cpu" changes nothing."""
+        from .. import dtype as _dtype
+        for a in args:
+            if not (isinstance(a, str) and a.split(":")[0] == "cpu"):
+                dtype = a
+        if dtype is None:
+            return self
+        dt = _dtype.to_dtype(dtype)
+        for t in list(self.parameters()) + [b for b in self.buffers() if isinstance(b, Tensor)]:
+            if t.dtype.is_floating and t.dtype != dt:
+                t._local, t._dtype, t._layout = t._local.astype(dt.np), dt, None
+        return self
+
+    def double(self):
+        return self.to("float64")
+
+    def float(self):
+        return self.to("float32")
+
     def state_dict(self):
         """Name -> tensor for every parameter and buffer (global tensors stay global)."""
         out = collections.OrderedDict()

@@ -1,0 +1,71 @@
+"""Convolution and pooling layers (PyTorch's names and signatures; Paddle's spellings too):
+Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, over ops/conv.py's unfolded patches."""
+import math
+
+from ..creation import empty
+from ..ops import conv as F
+from . import init
+from .module import Module, Parameter
+
+__all__ = ["Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"]
+
+
+class _ConvNd(Module):
+    def __init__(self, in_channels, out_channels, kernel, stride, padding, dilation, groups, bias):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must divide by groups {groups}")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.weight = Parameter(empty(out_channels, in_channels // groups, *kernel))
+        fan_in = in_channels // groups * math.prod(kernel)
+        bound = 1 / math.sqrt(fan_in) if fan_in else 0.0  # PyTorch's kaiming_uniform(a=sqrt(5)) bound
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(empty(out_channels))
+            init.uniform_(self.bias, -bound, bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, groups={self.groups}")
+
+
+class Conv2d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True):
+        super().__init__(in_channels, out_channels, F._pair(kernel_size), stride, padding, dilation, groups, bias)
+
+    def forward(self, input):
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class Conv1d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True):
+        super().__init__(in_channels, out_channels, (int(kernel_size),), stride, padding, dilation, groups, bias)
+
+    def forward(self, input):
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class MaxPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, input):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool2d(MaxPool2d):
+    def forward(self, input):
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.adaptive_avg_pool2d(input, self.output_size)
