@@ -1,0 +1,33 @@
+"""The real-model examples: examples/gpt.py gives the same losses on one process, 2 ranks DP and
+TP (Megatron layouts, the vocabulary split) and a 2x2 mesh (DP x TP); examples/cnn.py (conv
+blocks with BatchNorm) data-parallel gives one process's losses."""
+import importlib.util
+import os
+
+import numpy as np
+
+from conftest import run_ranks
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+def _train(layout, steps=6, script="gpt.py"):
+    spec = importlib.util.spec_from_file_location(script[:-3] + "_example", os.path.join(EXAMPLES, script))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.train(layout, steps=steps, quiet=True)
+
+
+def test_gpt_losses_agree_on_every_layout():
+    want = run_ranks(_train, 1, "local")[0]
+    assert want[-1] < want[0]
+    for layout, nprocs in (("dp", 2), ("tp", 2), ("2d", 4)):
+        for got in run_ranks(_train, nprocs, layout):
+            np.testing.assert_allclose(got, want, rtol=2e-5, err_msg=layout)
+
+
+def test_cnn_data_parallel_equals_one_process():
+    want = run_ranks(_train, 1, "local", 12, "cnn.py")[0]
+    assert want[-1] < want[0]
+    for got in run_ranks(_train, 2, "dp", 12, "cnn.py"):
+        np.testing.assert_allclose(got, want, rtol=2e-5)
