@@ -91,8 +91,15 @@ def unfold2d(input, kernel_size, stride=1, padding=0, dilation=1, pad_value=0.0)
 def fold2d(input, output_size, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """unfold2d's adjoint: [N, C, kh * kw, L] -> [N, C, H, W], overlapping elements summed."""
     (input,) = tensors(input)
-    return apply("fold2d", [input], {"size": tuple(int(s) for s in output_size), "kernel": _pair(kernel),
-                                     "stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation)})
+    st = {"size": tuple(int(s) for s in output_size), "kernel": _pair(kernel), "stride": _pair(stride),
+          "padding": _pair(padding), "dilation": _pair(dilation)}
+    oh, ow = _geometry(*st["size"], st)
+    want = (st["kernel"][0] * st["kernel"][1], oh * ow)
+    if input.ndim != 4 or tuple(input.shape[2:]) != want:
+        raise ValueError(f"fold2d: a [N, C, {want[0]}, {want[1]}] tensor of patches is needed for output size "
+                         f"{st['size']} (kernel {st['kernel']}, stride {st['stride']}, padding {st['padding']}, "
+                         f"dilation {st['dilation']}), got shape {tuple(input.shape)}")
+    return apply("fold2d", [input], st)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
