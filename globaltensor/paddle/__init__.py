@@ -9,7 +9,6 @@ of sections, `max` returning values, `transpose`'s permutation, `sum`'s dtype be
 import numpy as _np
 
 from .. import ops as _ops
-from .. import dtype as _dtype
 from .. import autograd as _autograd
 from ..autograd import enable_grad, no_grad
 from ..creation import tensor as _tensor
