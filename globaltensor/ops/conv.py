@@ -85,7 +85,9 @@ def unfold2d(input, kernel_size, stride=1, padding=0, dilation=1, pad_value=0.0)
     (input,) = tensors(input)
     if input.ndim != 4:
         raise ValueError(f"unfold2d expects a [N, C, H, W] tensor, got shape {tuple(input.shape)}")
-    return unfold2d_raw(input, _pair(kernel_size), _pair(stride), _pair(padding), _pair(dilation), pad_value)
+    st = {"kernel": _pair(kernel_size), "stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation)}
+    _unfold_meta([tuple(input.shape)], [input.dtype], st)  # a kernel larger than the padded input raises here
+    return unfold2d_raw(input, st["kernel"], st["stride"], st["padding"], st["dilation"], pad_value)
 
 
 def fold2d(input, output_size, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)):

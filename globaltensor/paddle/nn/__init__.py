@@ -9,7 +9,9 @@ from ...nn.module import Module, Parameter
 from . import functional  # noqa: F401 - paddle.nn.functional
 
 __all__ = ["Layer", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "Softmax", "Dropout", "Embedding", "LayerNorm",
-           "Sequential", "LayerList", "MSELoss", "CrossEntropyLoss", "Parameter", "functional"]
+           "Sequential", "LayerList", "MSELoss", "CrossEntropyLoss", "Parameter", "functional", "SiLU", "LeakyReLU",
+           "Identity", "Flatten", "Conv1D", "Conv2D", "MaxPool2D", "AvgPool2D", "AdaptiveAvgPool2D",
+           "MultiHeadAttention", "BatchNorm1D", "BatchNorm2D"]
 
 
 class Layer(Module):
@@ -120,20 +122,32 @@ class CrossEntropyLoss(_nn.CrossEntropyLoss, Layer):
         super().__init__(reduction=reduction, ignore_index=ignore_index)
 
 
-class Tanh(Layer):
-    def forward(self, x):
-        return _ops.tanh(x)
+Tanh = _paddle_class("Tanh", _nn.Tanh, "tanh(x)")
+Sigmoid = _paddle_class("Sigmoid", _nn.Sigmoid, "1 / (1 + exp(-x))")
+Softmax = _paddle_class("Softmax", _nn.Softmax, "softmax over axis (default the last)")
+SiLU = _paddle_class("SiLU", _nn.SiLU, "x * sigmoid(x)")
+LeakyReLU = _paddle_class("LeakyReLU", _nn.LeakyReLU, "x, or negative_slope * x where x < 0")
+Identity = _paddle_class("Identity", _nn.Identity, "the input itself")
+Flatten = _paddle_class("Flatten", _nn.Flatten, "dims start_axis..stop_axis as one")
+Conv1D = _paddle_class("Conv1D", _nn.Conv1d, "1-D convolution, weight [out, in / groups, k]")
+Conv2D = _paddle_class("Conv2D", _nn.Conv2d, "2-D convolution, weight [out, in / groups, kh, kw]")
+MaxPool2D = _paddle_class("MaxPool2D", _nn.MaxPool2d, "the largest value of each window")
+AvgPool2D = _paddle_class("AvgPool2D", _nn.AvgPool2d, "the mean of each window")
+AdaptiveAvgPool2D = _paddle_class("AdaptiveAvgPool2D", _nn.AdaptiveAvgPool2d, "means over output_size bins")
+MultiHeadAttention = _paddle_class("MultiHeadAttention", _nn.MultiHeadAttention, "attention over num_heads heads")
 
 
-class Sigmoid(Layer):
-    def forward(self, x):
-        return _ops.sigmoid(x)
+class _PaddleBatchNorm(Layer):
+    """Paddle's momentum keeps that much of the running statistics (PyTorch's momentum is 1 - it)."""
+
+    def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
+                 data_format=None, use_global_stats=None, name=None):
+        super().__init__(num_features, eps=epsilon, momentum=1.0 - momentum)
 
 
-class Softmax(Layer):
-    def __init__(self, axis=-1, name=None):
-        super().__init__()
-        self.axis = axis
+class BatchNorm1D(_PaddleBatchNorm, _nn.BatchNorm1d):
+    pass
 
-    def forward(self, x):
-        return _ops.softmax(x, self.axis)
+
+class BatchNorm2D(_PaddleBatchNorm, _nn.BatchNorm2d):
+    pass
