@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../kernels/axpby.h"
+#include "../kernels/special.h"
 #ifdef GLOBALTENSOR_WITH_CUDA
 #include "../kernels/cuda_ipc.h"
 #endif
@@ -167,10 +168,20 @@ PYBIND11_MODULE(_C, m) {
     gt::copy_bytes(d.ptr, s.ptr, d.nbytes, nontemporal);
   }, py::arg("dst"), py::arg("src"), py::arg("nontemporal") = false, "memcpy, optionally with streaming stores.");
 
+  m.def("erf", [](py::array out, py::array x) {
+    View vo = contiguous(out, "out", true), vx = contiguous(x, "x", false);
+    if (!out.dtype().equal(x.dtype()) || vo.nbytes != vx.nbytes) throw py::value_error("out and x must match in dtype and size");
+    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
+    if (dtype < 0) throw py::type_error("erf takes float32 or float64 arrays");
+    size_t count = vx.nbytes / (dtype == 0 ? 4 : 8);
+    py::gil_scoped_release release;
+    gt::erf(vo.ptr, vx.ptr, count, dtype);
+  }, py::arg("out"), py::arg("x"), "out = erf(x) element-wise (libm's erf; float32 through double, as math.erf).");
+
   m.def("axpby", [](py::array y, py::array x, double a, double b) {
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);
-    if (!y.dtype().is(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y and x must match in dtype and size");
-    int dtype = y.dtype().is(py::dtype::of<float>()) ? 0 : y.dtype().is(py::dtype::of<double>()) ? 1 : -1;
+    if (!y.dtype().equal(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y and x must match in dtype and size");
+    int dtype = y.dtype().equal(py::dtype::of<float>()) ? 0 : y.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
     if (dtype < 0) throw py::type_error("axpby takes float32 or float64 arrays");
     if (vy.ptr < vx.ptr + vx.nbytes && vx.ptr < vy.ptr + vy.nbytes) throw py::value_error("y and x must not overlap");
     py::gil_scoped_release release;

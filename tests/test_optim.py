@@ -105,3 +105,17 @@ def test_clip_grad_norm():
     p.grad = gt.tensor(np.array([3.0, 4.0]))
     total = gt.nn.utils.clip_grad_norm_([p], 1.0)
     assert total == pytest.approx(5.0) and np.linalg.norm(p.grad.numpy()) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_sgd_updates_parameters_of_a_deep_copied_module():
+    """copy.deepcopy (TransformerEncoder's layers) gives arrays whose dtype objects are equal but not
+    the same object: the fused update compared them by identity and refused."""
+    import copy
+    import numpy as np
+    import globaltensor as gt
+    layer = copy.deepcopy(gt.nn.Linear(3, 2))
+    opt = gt.optim.SGD(layer.parameters(), lr=0.5)
+    before = layer.weight.numpy().copy()
+    layer(gt.ones(4, 3)).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(layer.weight.numpy(), before - 0.5 * 4, rtol=1e-6)
