@@ -118,6 +118,7 @@ def samples(name):
         "linear_weight_grad": [([f(5, 3), f(5, 4)], {})],
         "mse_mean": [([f(5, 4), f(5, 4)], {"count": 20})],
         "split_heads": [([f(5, 4, 12)], {"head_dim": 2})],  # 6 heads: they divide over 2 and 3 ranks
+        "softmax": [([f(5, 4, 3)], {"dim": 1}), ([f(5, 4)], {"dim": 0})],
         "merge_heads": [([f(5, 6, 4, 2)], {})],
         "unfold2d": [([f(5, 3, 5, 6)], {"kernel": (3, 2), "stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
                                         "pad_value": 0.0})],

@@ -16,15 +16,37 @@ from ..creation import rand, zeros_like
 B, P, S = rules.B, rules.P, rules.split
 
 
+def _softmax_backward(ctx, g):
+    """y * (g - sum(g * y)) along dim."""
+    y, dim = ctx.outputs[0], ctx.static["dim"]
+    return (y * (g - sum(g * y, dim, keepdim=True)),)
+
+
+@op("softmax", rules.along_dims(lambda i, o, st: [(d, d) for d in range(len(i)) if d != st["dim"]]),
+    _softmax_backward, meta=lambda s, dt, st: ([tuple(s[0])], [dt[0]]))
+def _softmax(x, dim=-1):
+    """One primitive: exp(x - max) / sum(exp(x - max)) along dim, in two passes of numpy over x
+    (slices along the other dims are independent, so their splits pass through)."""
+    xp = array_module(x)
+    e = xp.exp(x - x.max(axis=dim, keepdims=True))
+    e /= e.sum(axis=dim, keepdims=True)
+    return e
+
+
 def softmax(input, dim=-1, *, dtype=None):
-    """exp(x - max) / sum(exp(x - max)) along dim (in dtype when given); the max is detached
-    (it cancels)."""
+    """exp(x - max) / sum(exp(x - max)) along dim (in dtype when given)."""
     input = _as(input, dtype)
     dim = dim % input.ndim
     if input.shape[dim] == 0:  # nothing to normalise (and no max of an empty dim)
         return input * 1
-    e = exp(input - max(input, (dim,), keepdim=True).detach())  # a tuple of dims: the values alone
-    return e / sum(e, dim, keepdim=True)
+    if not input.dtype.is_floating:
+        input = input.astype(_default_float())
+    return apply("softmax", [input], {"dim": dim})
+
+
+def _default_float():
+    from ..dtype import get_default_dtype
+    return get_default_dtype()
 
 
 def log_softmax(input, dim=-1, *, dtype=None):
