@@ -1,7 +1,7 @@
 """Losses beyond MSE and cross-entropy, as composites of registered ops (PyTorch's formulas and
 signatures): L1, smooth L1, NLL, BCE with logits, KL divergence."""
 from .. import ops
-from ..ops.nn_functional import legacy_reduction
+from ..ops.nn_functional import legacy_reduction, nll_loss
 from .module import Module
 
 __all__ = ["l1_loss", "smooth_l1_loss", "nll_loss", "binary_cross_entropy_with_logits", "kl_div", "L1Loss",
@@ -27,19 +27,6 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     d = ops.abs(input - target)
     losses = d - 0.5 * beta if beta == 0 else ops.where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta)
     return _reduce(losses, legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
-
-
-def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    """-input[n, target[n]] (classes on dim 1), weighted, ignore_index counting for nothing; the
-    mean divides by the weights of the counted targets, as PyTorch."""
-    reduction = legacy_reduction(size_average, reduce, reduction)
-    safe = target.clip(0, None)
-    valid = (target != ignore_index).astype(input.dtype)
-    counted = valid if weight is None else ops.index_select(weight, 0, safe.reshape(-1)).reshape(tuple(target.shape)) * valid
-    losses = -ops.gather(input, 1, safe.unsqueeze(1)).squeeze(1) * counted
-    if reduction == "mean":
-        return losses.sum() / counted.sum()
-    return _reduce(losses, reduction, "nll_loss")
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",

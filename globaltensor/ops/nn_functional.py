@@ -297,31 +297,58 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     dim 1), as PyTorch: class weights (the mean divides by the weights of the counted targets),
     targets equal to ignore_index count for nothing, label_smoothing mixes in the uniform
     distribution over the classes."""
-    from .indexing import gather, index_select
-    from .shape import reshape, squeeze, unsqueeze
+    from .shape import reshape
     reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
     input, target = tensors(input, target)
     logp = log_softmax(input, 1)
+    if weight is not None:
+        weight = tensors(input, weight)[1]
+    losses, counted, valid = _nll_terms(logp, target, weight, ignore_index)
+    if label_smoothing:
+        if weight is None:
+            smooth = -sum(logp, 1)
+        else:
+            shape = [1] * input.ndim
+            shape[1] = input.shape[1]
+            smooth = -sum(logp * reshape(weight, shape), 1)
+        losses = losses * (1.0 - label_smoothing) + smooth * valid * (label_smoothing / input.shape[1])
+    return _nll_reduced(losses, counted, reduction)
+
+
+def _nll_terms(logp, target, weight, ignore_index):
+    """(losses, counted, valid): -logp[n, target[n]] weighted by its class weight, targets equal
+    to ignore_index counting for nothing (classes on dim 1)."""
+    from .indexing import gather, index_select
+    from .shape import reshape, squeeze, unsqueeze
     safe = target.clip(0, None)
     valid = (target != ignore_index).astype(logp.dtype)
-    if weight is None:
-        counted, smooth = valid, -sum(logp, 1)
-    else:
-        weight = tensors(input, weight)[1]
-        counted = reshape(index_select(weight, 0, reshape(safe, -1)), tuple(target.shape)) * valid
-        shape = [1] * input.ndim
-        shape[1] = input.shape[1]
-        smooth = -sum(logp * reshape(weight, shape), 1)
-    losses = -squeeze(gather(logp, 1, unsqueeze(safe, 1)), 1) * counted
-    if label_smoothing:
-        losses = losses * (1.0 - label_smoothing) + smooth * valid * (label_smoothing / input.shape[1])
+    counted = valid if weight is None else \
+        reshape(index_select(weight, 0, reshape(safe, -1)), tuple(target.shape)) * valid
+    return -squeeze(gather(logp, 1, unsqueeze(safe, 1)), 1) * counted, counted, valid
+
+
+def _nll_reduced(losses, counted, reduction):
+    """PyTorch's reductions of weighted NLL terms: the mean divides by the counted weights."""
     if reduction == "none":
         return losses
     if reduction == "sum":
         return sum(losses)
     return sum(losses) / sum(counted)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """-input[n, target[n]] of log-probabilities (classes on dim 1), weighted, ignore_index counting
+    for nothing; the mean divides by the weights of the counted targets, as PyTorch."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"nll_loss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    input, target = tensors(input, target)
+    if weight is not None:
+        weight = tensors(input, weight)[1]
+    losses, counted, _ = _nll_terms(input, target, weight, ignore_index)
+    return _nll_reduced(losses, counted, reduction)
 
 
 def _mse_rows(in_shapes, out_shapes, static):
