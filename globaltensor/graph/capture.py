@@ -25,7 +25,7 @@ class Recorder:
     def __init__(self, inputs, names=None):
         self.regs, self.instrs = [], []
         self._by_array = {}  # id(array) -> register (the arrays are kept alive by their Reg)
-        self._names = names or {}
+        self._names = dict(names or {})  # id(state tensor) -> its name in the program text
         self._alive = {id(t): t for t in gc.get_objects() if isinstance(t, Tensor)}
         self._grad_leaves, self._grad_regs, self._grad_set, self._became = {}, {}, {}, {}
         self.inputs = [self._new_reg("input", t) for t in inputs]
@@ -59,7 +59,10 @@ class Recorder:
                            f"this step eagerly (GLOBALTENSOR_GRAPH=0)")
 
     def _name(self, t):
-        return self._names.get(id(t)) or f"tensor{len([i for i in self.instrs if i.kind == 'read'])}"
+        name = self._names.get(id(t))
+        if name is None:
+            name = self._names[id(t)] = f"tensor{len(self._names)}"
+        return name
 
     def _emit(self, instr):
         self.instrs.append(instr)

@@ -132,11 +132,11 @@ class Graph(Captured):
 
     def _mode(self):
         """The train/eval flags of the graph's modules (dropout draws or not: another program)."""
-        modules = self.__dict__.get("_gt_modules")
-        if modules is None or len(self.__dict__) != self.__dict__.get("_gt_attrs"):
-            modules = self.__dict__["_gt_modules"] = [m for _, m in self._modules()]
-            self.__dict__["_gt_attrs"] = len(self.__dict__) + (0 if "_gt_attrs" in self.__dict__ else 1)
-        return tuple(m.training for m in modules)
+        attrs = self.__dict__
+        found = attrs.get("_gt_modules")  # (attributes seen, modules): found again when attributes change
+        if found is None or found[0] != len(attrs):
+            found = attrs["_gt_modules"] = (len(attrs) + ("_gt_modules" not in attrs), [m for _, m in self._modules()])
+        return tuple(m.training for m in found[1])
 
     def _state_names(self):
         names = {}

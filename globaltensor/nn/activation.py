@@ -21,22 +21,25 @@ class SiLU(Module):
         return silu(input)
 
 
-class Softmax(Module):
+class _AlongDim(Module):
+    """A layer applying `fn` along one dim (the last by default)."""
+
+    fn = None
+
     def __init__(self, dim=None):
         super().__init__()
         self.dim = -1 if dim is None else dim
 
     def forward(self, input):
-        return ops.softmax(input, self.dim)
+        return type(self).fn(input, self.dim)
 
 
-class LogSoftmax(Module):
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = -1 if dim is None else dim
+class Softmax(_AlongDim):
+    fn = ops.softmax
 
-    def forward(self, input):
-        return ops.log_softmax(input, self.dim)
+
+class LogSoftmax(_AlongDim):
+    fn = ops.log_softmax
 
 
 class Tanh(Module):

@@ -36,12 +36,13 @@ def run(program):
         if key is not None:
             members.setdefault(key, []).append(i)
     limit = autograd.BUCKET_BYTES[0]
+    producer = {r: ins for ins in program.instrs for r in ins.outs}
     starts, waits, gone, flats = {}, {}, set(), []
     written = 0
     for key in sorted(members, key=lambda k: members[k][0]):
         for bucket in _pack(program, members[key], limit):
             start, wait, flat = _bucket(program, key, bucket)
-            written += _write_in_place(program, bucket, flat, uses)
+            written += _write_in_place(program, bucket, flat, uses, producer)
             starts.setdefault(bucket[-1], []).append(start)
             first_use = min(k for i in bucket for k in uses[program.instrs[i].outs[0]])
             waits.setdefault(first_use, []).append(wait)
@@ -81,10 +82,9 @@ def _bucket(program, key, bucket):
     return start, wait, flat
 
 
-def _write_in_place(program, bucket, flat, uses):
+def _write_in_place(program, bucket, flat, uses, producer):
     """Let the kernels that make the gradients write them into the bucket's buffer (out=, as
     eager mode's backward does): a matmul whose result only goes to the bucket. Returns how many."""
-    producer = {r: ins for ins in program.instrs for r in ins.outs}
     count = 0
     for j, i in enumerate(bucket):
         r = program.instrs[i].ins[0]

@@ -3,6 +3,7 @@ import numpy as np
 
 from .....distributed import collectives
 from .....env import get_world_size
+from .....grad_buckets import pack
 
 BUCKET_BYTES = 128 << 20
 
@@ -21,13 +22,7 @@ def fused_allreduce_gradients(parameter_list, hcg=None):
     for g in grads:
         by_dtype.setdefault(g._local.dtype, []).append(g)
     for dtype, group in by_dtype.items():
-        start = 0
-        while start < len(group):
-            size, end = 0, start
-            while end < len(group) and (end == start or size + group[end]._local.nbytes <= BUCKET_BYTES):
-                size += group[end]._local.nbytes
-                end += 1
-            chunk = group[start:end]
+        for chunk in pack(group, [g._local.nbytes for g in group], lambda i: BUCKET_BYTES):
             flat = collectives.empty_shared((sum(g._local.size for g in chunk),), dtype)
             np.concatenate([g._local.reshape(-1) for g in chunk], out=flat)
             collectives.all_reduce(flat)
@@ -37,4 +32,3 @@ def fused_allreduce_gradients(parameter_list, hcg=None):
                 n = g._local.size
                 g._local[...] = flat[at:at + n].reshape(g._local.shape)
                 at += n
-            start = end
