@@ -22,6 +22,22 @@ def median_seconds(fn, iters, barrier, warmup=3):
     return statistics.median(times)
 
 
+def window_rate(step, iters, barrier, warmup=3, windows=5):
+    """Calls per second: the median over `windows` timed windows of `iters` calls, after `warmup`
+    calls, every window between barriers (so ranks time the same work)."""
+    for _ in range(warmup):
+        step()
+    rates = []
+    for _ in range(windows):
+        barrier()
+        t = time.perf_counter()
+        for _ in range(iters):
+            step()
+        barrier()
+        rates.append(iters / (time.perf_counter() - t))
+    return statistics.median(rates)
+
+
 def heap_array(shape, dtype):
     """An array whose memory numpy did not allocate (a bytearray's): collectives stage it."""
     import numpy as np

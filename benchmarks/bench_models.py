@@ -16,10 +16,9 @@ import importlib.util
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import print_table, run_torch_peer, write_json  # noqa: E402
+from _timing import print_table, run_torch_peer, window_rate, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPT_CFG = dict(vocab=64, d_model=256, heads=8, layers=12, seq=128)
@@ -33,17 +32,8 @@ def _example(name):
     return module
 
 
-def _rate(step, iters, barrier, rounds=3):
-    step()
-    rates = []
-    for _ in range(rounds):
-        barrier()
-        t = time.perf_counter()
-        for _ in range(iters):
-            step()
-        barrier()
-        rates.append(iters / (time.perf_counter() - t))
-    return statistics.median(rates)
+def _rate(step, iters, barrier):
+    return window_rate(step, iters, barrier, warmup=1, windows=3)  # few, long steps
 
 
 def gt_gpt(layout):

@@ -14,26 +14,15 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import print_table, run_torch_peer, write_json  # noqa: E402
+from _timing import print_table, run_torch_peer, window_rate, write_json  # noqa: E402
 
 MODELS = {"toy": ((10, 20, 16), 20, 600), "mlp": ((1024, 4096, 1024), 128, 6)}  # sizes, batch per rank, iters
 
 
 def _rate(step, iters, barrier):
-    for _ in range(max(3, iters // 10)):
-        step()
-    rates = []
-    for _ in range(5):
-        barrier()
-        t = time.perf_counter()
-        for _ in range(iters):
-            step()
-        barrier()
-        rates.append(iters / (time.perf_counter() - t))
-    return statistics.median(rates)
+    return window_rate(step, iters, barrier, warmup=max(3, iters // 10))
 
 
 def gt_worker(name, world, batch_ranks=None):
