@@ -112,16 +112,50 @@ def test_encoder_on_two_ranks_dp_and_tp_equals_one_process(norm_first):
                                            err_msg=f"{layout}: {name}")
 
 
-def test_encoder_layers_are_copies_and_decoder_runs():
+def test_encoder_layers_are_copies_and_take_sequence_first_inputs():
     gt.manual_seed(0)
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, 0.0), 2)
     a, b = enc.layers[0].linear1.weight, enc.layers[1].linear1.weight
     assert a is not b and np.array_equal(a.numpy(), b.numpy())
     x = gt.randn(5, 3, 8)  # (seq, batch, features): batch_first=False, PyTorch's default
-    assert tuple(enc(x).shape) == (5, 3, 8)
-    dec = nn.TransformerDecoderLayer(8, 2, 16, 0.0, batch_first=True, norm_first=True)
-    y = dec(gt.randn(3, 4, 8), gt.randn(3, 6, 8), tgt_is_causal=True)
-    assert tuple(y.shape) == (3, 4, 8) and not np.isnan(y.numpy()).any()
+    first = enc(x)
+    enc_bf = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=True), 2)
+    enc_bf.load_state_dict(enc.state_dict())
+    np.testing.assert_allclose(np.swapaxes(enc_bf(gt.tensor(np.swapaxes(x.numpy(), 0, 1).copy())).numpy(), 0, 1),
+                               first.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _np_layer_norm(x, w, b, eps=1e-5):
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def _np_mha(p, prefix, q_in, kv_in, heads, causal):
+    def proj(name, a):
+        return a @ p[f"{prefix}.{name}.weight"].T + p[f"{prefix}.{name}.bias"]
+
+    def split(a):
+        b, n, e = a.shape
+        return a.reshape(b, n, heads, e // heads).transpose(0, 2, 1, 3)
+
+    att = _np_sdpa(split(proj("q_proj", q_in)), split(proj("k_proj", kv_in)), split(proj("v_proj", kv_in)),
+                   causal=causal)
+    b, h, n, d = att.shape
+    return proj("out_proj", att.transpose(0, 2, 1, 3).reshape(b, n, h * d))
+
+
+def test_decoder_layer_against_numpy():
+    gt.manual_seed(0)
+    dec = nn.TransformerDecoderLayer(8, 2, 16, 0.0, batch_first=True)
+    rng = np.random.default_rng(5)
+    tgt, mem = rng.standard_normal((3, 4, 8)).astype(np.float32), rng.standard_normal((3, 6, 8)).astype(np.float32)
+    p = {k: v.numpy() for k, v in dec.state_dict().items()}
+    x = _np_layer_norm(tgt + _np_mha(p, "self_attn", tgt, tgt, 2, True), p["norm1.weight"], p["norm1.bias"])
+    x = _np_layer_norm(x + _np_mha(p, "multihead_attn", x, mem, 2, False), p["norm2.weight"], p["norm2.bias"])
+    ff = np.maximum(x @ p["linear1.weight"].T + p["linear1.bias"], 0) @ p["linear2.weight"].T + p["linear2.bias"]
+    want = _np_layer_norm(x + ff, p["norm3.weight"], p["norm3.bias"])
+    got = dec(gt.tensor(tgt), gt.tensor(mem), tgt_is_causal=True).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_heads_that_do_not_divide_over_the_ranks_say_so():

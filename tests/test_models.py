@@ -31,3 +31,9 @@ def test_cnn_data_parallel_equals_one_process():
     assert want[-1] < want[0]
     for got in run_ranks(_train, 2, "dp", 12, "cnn.py"):
         np.testing.assert_allclose(got, want, rtol=2e-5)
+
+
+def test_gpt_on_the_2x2_mesh_runs_again_alike():
+    """Every rank decides alike: three runs of the mixed layout give the same bits."""
+    runs = [run_ranks(_train, 4, "2d", 3)[0] for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
