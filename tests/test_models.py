@@ -1,6 +1,6 @@
 """The real-model examples: examples/gpt.py gives the same losses on one process, 2 ranks DP and
-TP (Megatron layouts, the vocabulary split) and a 2x2 mesh (DP x TP); examples/cnn.py (conv
-blocks with BatchNorm) data-parallel gives one process's losses."""
+TP (Megatron layouts, the vocabulary split), a 2x2 mesh (DP x TP) and 2 pipeline stages (1F1B);
+examples/cnn.py (conv blocks with BatchNorm) data-parallel gives one process's losses."""
 import importlib.util
 import os
 
@@ -24,6 +24,13 @@ def test_gpt_losses_agree_on_every_layout():
     for layout, nprocs in (("dp", 2), ("tp", 2), ("2d", 4)):
         for got in run_ranks(_train, nprocs, layout):
             np.testing.assert_allclose(got, want, rtol=2e-5, err_msg=layout)
+
+
+def test_gpt_pipeline_losses_equal_one_process():
+    """--layout pp: embeddings and the first blocks on rank 0, the rest on rank 1, 4 micro-batches."""
+    want = run_ranks(_train, 1, "local")[0]
+    for got in run_ranks(_train, 2, "pp"):
+        np.testing.assert_allclose(got, want, rtol=2e-5, err_msg="pp")
 
 
 def test_cnn_data_parallel_equals_one_process():
