@@ -99,6 +99,12 @@ def lay_out(model, mesh, layout):
             split(lin, "bias", S0)
         split(blk.self_attn.out_proj, "weight", S1)
         split(blk.linear2, "weight", S1)
+        nn.tensor_parallel.reduce_input_grad(blk.self_attn)  # Megatron's f and g: one all_reduce per
+        nn.tensor_parallel.reduce_input_grad(blk.linear1)  # sublayer forward and one backward
+        nn.tensor_parallel.reduce_output(blk.self_attn.out_proj)
+        nn.tensor_parallel.reduce_output(blk.linear2)
+    nn.tensor_parallel.reduce_output(model.tok)  # the vocabulary-split lookup is partial too
+    nn.tensor_parallel.reduce_input_grad(model.head)
     return (S0, B) if layout == "2d" else (B,)
 
 

@@ -13,7 +13,7 @@ from globaltensor import ops
 B, P, S0, S1 = gt.sbp.broadcast, gt.sbp.partial_sum, gt.sbp.split(0), gt.sbp.split(1)
 
 
-def megatron_block(mesh, d_model=16, heads=4):
+def megatron_block(mesh, d_model=16, heads=4, hooks=False):
     gt.manual_seed(0)
     blk = nn.TransformerEncoderLayer(d_model, heads, 4 * d_model, 0.0, activation="gelu", batch_first=True,
                                      norm_first=True).to_global(mesh, (B, B))
@@ -23,6 +23,11 @@ def megatron_block(mesh, d_model=16, heads=4):
         lin.bias = nn.Parameter(lin.bias.to_global(sbp=(B, S0)))
     for lin in (attn.out_proj, blk.linear2):  # row parallel: weight columns split, output partial
         lin.weight = nn.Parameter(lin.weight.to_global(sbp=(B, S1)))
+        if hooks:  # Megatron's g (and f on the inputs, which acts in backward only)
+            nn.tensor_parallel.reduce_output(lin)
+    if hooks:
+        nn.tensor_parallel.reduce_input_grad(attn)
+        nn.tensor_parallel.reduce_input_grad(blk.linear1)
     return blk
 
 
@@ -30,9 +35,8 @@ def text(sbp):
     return "(" + ", ".join(str(s) for s in sbp) + ")"
 
 
-def main():
-    mesh = gt.placement("cpu", [[0, 1], [2, 3]])
-    blk = megatron_block(mesh)
+def table(mesh, hooks):
+    blk = megatron_block(mesh, hooks=hooks)
     attn = blk.self_attn
     x = gt.randn(8, 12, 16).to_global(mesh, (B, B)).to_global(sbp=(S0, B))
     rows = []
@@ -57,11 +61,20 @@ def main():
     f = step("gelu(linear1(h)) (column parallel)", lambda t: blk.activation(blk.linear1(t)), h)
     g = step("linear2 (row parallel)", blk.linear2, f)
     step("x + feed-forward", lambda s, t: s + t, x, g)
-    if gt.env.get_rank() == 0:
-        print("| step | global shape | SBP (axis 0: data, axis 1: tensor) | collectives on this rank |")
-        print("|---|---|---|---|")
-        for name, shape, sbp, coll in rows:
-            print(f"| {name} | {shape} | {sbp} | {coll} |")
+    return rows
+
+
+def main():
+    mesh = gt.placement("cpu", [[0, 1], [2, 3]])
+    for title, hooks in (("Eager mode's choice, op by op", False),
+                         ("With Megatron's f and g (nn.tensor_parallel hooks)", True)):
+        rows = table(mesh, hooks)
+        if gt.env.get_rank() == 0:
+            print(f"\n{title}:\n")
+            print("| step | global shape | SBP (axis 0: data, axis 1: tensor) | collectives on this rank |")
+            print("|---|---|---|---|")
+            for name, shape, sbp, coll in rows:
+                print(f"| {name} | {shape} | {sbp} | {coll} |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from .backends.devices import device, of_array
 from .boxing import plan, run
 from .env import get_rank
 from .ops.registry import REGISTRY
-from .sbp import broadcast
+from .sbp import broadcast, partial_sum
 from .tensor import Layout, Tensor
 
 
@@ -28,7 +28,7 @@ class Decision:
     output shapes are read from each call's results."""
 
     __slots__ = ("in_sbps", "out_sbps", "out_shapes", "out_dtypes", "plans", "out_layouts", "participates",
-                 "single", "device", "pieces")
+                 "single", "device", "pieces", "offsets")
 
     def __init__(self, in_sbps, out_sbps, out_shapes, out_dtypes, plans):
         self.in_sbps, self.out_sbps, self.out_shapes = in_sbps, out_sbps, out_shapes
@@ -37,6 +37,7 @@ class Decision:
         self.single = out_shapes is not None and len(out_shapes) == 1
         self.device = None
         self.pieces = None  # this rank's piece shape of each output, as its layout says
+        self.offsets = None  # for ops taking offsets: where each input's piece starts, per dim
 
 
 _cache = {}
@@ -141,9 +142,10 @@ def _decide(opdef, tensors, static):
         out_sbps = [tuple(row[1][j] for row in combo) for j in range(len(out_shapes))]
         plans = [plan(placement, t.sbp, placement, s, t.shape, t.dtype.itemsize) if s != t.sbp else None
                  for t, s in zip(tensors, in_sbps)]
-        cost = sum(p.bytes for p in plans if p is not None)
+        cost = sum(p.bytes for p in plans if p is not None) + _deferral(placement, current, in_sbps, out_sbps,
+                                                                        out_shapes, out_dtypes)
         moved = sum(1 for s, c in zip(in_sbps, current) if s != c)
-        key = (cost, moved, order)  # fewest bytes, then keep inputs as they are, then row order
+        key = (cost, moved, order)  # fewest bytes (now and deferred), then keep inputs as they are, then row order
         if best_key is None or key < best_key:
             best, best_key = Decision(in_sbps, out_sbps, out_shapes, out_dtypes, plans), key
     best.out_layouts = [Layout.of(sh, dt, placement, sbp) for sh, dt, sbp in zip(out_shapes, out_dtypes, best.out_sbps)]
@@ -152,10 +154,31 @@ def _decide(opdef, tensors, static):
     if coord is not None:
         best.pieces = [layout_lib.local_shape(sh, placement.hierarchy, sbp, coord)
                        for sh, sbp in zip(out_shapes, best.out_sbps)]
+        if opdef.takes_offsets:
+            best.offsets = tuple(tuple(a for a, _ in layout_lib.local_box(t.shape, placement.hierarchy, s, coord))
+                                 for t, s in zip(tensors, best.in_sbps))
     best.device = device(placement.type)
     if all(p is None for p in best.plans):
         best.plans = None
     return best
+
+
+def _deferral(placement, current, in_sbps, out_sbps, out_shapes, out_dtypes):
+    """The price of keeping a partial sum unreduced by making another input partial too (free
+    to convert, B or S -> P): on a mesh axis where an input is P already and another is made
+    P, the P output's reduction is put off, so it is charged here (plus a byte: putting off is
+    never free). Reducing the P input now then wins unless the output is smaller: a residual
+    stream stays whole where a row-parallel layer's sum meets it (Megatron's one all_reduce),
+    rather than turning P and making every op after it pay."""
+    from .boxing.planning import reduction_bytes
+    total = 0
+    for axis in range(placement.ndim):
+        pairs = [(c[axis], s[axis]) for c, s in zip(current, in_sbps)]
+        if any(c is partial_sum and s is partial_sum for c, s in pairs) and \
+                any(c is not partial_sum and s is partial_sum for c, s in pairs):
+            total += sum(1 + reduction_bytes(placement, sbp, axis, shape, _dtype.to_dtype(dt).itemsize)
+                         for sbp, shape, dt in zip(out_sbps, out_shapes, out_dtypes) if sbp[axis] is partial_sum)
+    return total
 
 
 def _decide_data_dependent(opdef, tensors, placement):
@@ -243,6 +266,8 @@ def _apply_global(opdef, kernel, tensors, static):
     if not decision.participates:
         return tuple(Tensor._wrap(dev.empty((0,) * max(1, len(lay.shape)), lay.dtype.np), lay)
                      for lay in decision.out_layouts)
+    if decision.offsets is not None:
+        kernel = functools.partial(kernel, offsets=decision.offsets)
     out = kernel(*pieces, **static)
     if decision.single:
         lay = decision.out_layouts[0]

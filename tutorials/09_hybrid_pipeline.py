@@ -116,8 +116,8 @@ for inside in ("dp", "tp"):
 # here into a plain one-process model, with exactly the values the pipeline had.
 #
 # `nn.utils.clip_grad_norm_` takes the parameters of every stage at once, although they live
-# on two placements: each stage's sum of squares goes to the first one's placement, and the
-# total norm (the one-process run's) scales every gradient. Its `.item()`, like the loss's, is
+# on two placements: each placement's sum of squares moves once to a placement holding every
+# rank involved, and the total norm (the one-process run's, on every rank) scales every gradient. Its `.item()`, like the loss's, is
 # collective: every rank calls it.
 
 # %%

@@ -92,6 +92,11 @@ def _axis_bytes(kind, placement, state, axis, global_shape, itemsize):
     return cost(shared, placement.hierarchy[axis]) * (placement.size // placement.hierarchy[axis])
 
 
+def reduction_bytes(placement, sbp, axis, global_shape, itemsize):
+    """What reducing a value partial on mesh axis `axis` costs (an all_reduce there)."""
+    return _axis_bytes("all_reduce", placement, sbp, axis, global_shape, itemsize)
+
+
 def _plan_axes(placement, src, dst, global_shape, itemsize):
     """Steps along one mesh axis at a time.
 

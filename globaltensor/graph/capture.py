@@ -94,6 +94,8 @@ class Recorder:
         for i, (t, p) in enumerate(zip(tensors, decision.plans or ())):
             if p is not None:
                 pieces[i], ins[i] = self._box(p, t, ins[i])
+        if decision.offsets is not None:
+            kernel = functools.partial(kernel, offsets=decision.offsets)
         fn, plain, arrays = _global_call(kernel, static, decision, pieces)
         for j, a in enumerate(arrays):
             if decision.participates and a.shape != decision.pieces[j]:

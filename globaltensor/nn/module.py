@@ -22,6 +22,16 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+class _HookHandle:
+    """What register_forward_hook returns: remove() takes the hook off."""
+
+    def __init__(self, table, key):
+        self._table, self._key = table, key
+
+    def remove(self):
+        self._table.pop(self._key, None)
+
+
 class Module:
     """Base class of layers: assign Parameters, Modules and buffers as attributes."""
 
@@ -63,7 +73,37 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hooks_ = self.__dict__.get("_forward_hooks")
+        if not hooks_:
+            return self.forward(*args, **kwargs)
+        for hook in list(hooks_["pre"].values()):
+            changed = hook(self, args)
+            if changed is not None:
+                args = changed if isinstance(changed, tuple) else (changed,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(hooks_["post"].values()):
+            changed = hook(self, args, out)
+            if changed is not None:
+                out = changed
+        return out
+
+    def register_forward_hook(self, hook):
+        """hook(module, args, output) runs after forward; a value it returns replaces the output
+        (PyTorch's API). Returns a handle whose remove() takes the hook off. Layouts use it: a
+        row-parallel layer's partial output reduced at once (Megatron's all_reduce)."""
+        return self._add_hook("post", hook)
+
+    def register_forward_pre_hook(self, hook):
+        """hook(module, args) runs before forward; a value it returns replaces the arguments."""
+        return self._add_hook("pre", hook)
+
+    def _add_hook(self, kind, hook):
+        if "_forward_hooks" not in self.__dict__:
+            object.__setattr__(self, "_forward_hooks", {"pre": {}, "post": {}})
+        table = self._forward_hooks[kind]
+        key = max(table, default=-1) + 1
+        table[key] = hook
+        return _HookHandle(table, key)
 
     def named_modules(self, prefix=""):
         yield prefix, self

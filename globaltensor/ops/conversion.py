@@ -8,7 +8,7 @@ from ..backends.devices import of_array
 from ..boxing import convert, full_value
 from ..dtype import DType, to_dtype
 from ..placement import placement as Placement
-from ..sbp import broadcast, normalize
+from ..sbp import broadcast, normalize, partial_sum
 from ..tensor import Tensor
 from .elementwise import cast, clone
 
@@ -20,7 +20,9 @@ def to_global(x, placement=None, sbp=None, grad_sbp=None):
     if grad_sbp is not None and isinstance(where, Placement):  # checked before any collective
         grad_sbp = normalize(grad_sbp, where.ndim, x.ndim)
     out = convert(x, placement, sbp)
-    if out is not x and x.requires_grad and autograd.is_grad_enabled():
+    if x.requires_grad and autograd.is_grad_enabled() and (out is not x or grad_sbp is not None):
+        if out is x:  # the layout stays; the gradient's changes (Megatron's f: all_reduce in backward)
+            out = Tensor(x._local, x.shape, x.dtype, x.placement, x.sbp)
         autograd.record("to_global", _to_global_backward, [x], [out], {"grad_sbp": grad_sbp})
     return out
 
@@ -37,6 +39,9 @@ def _to_global_backward(ctx, g):
         if box is None or not counts:
             return Tensor(of_array(whole).xp.zeros(x.shape, x.dtype.np))
         return Tensor(whole[layout.box_slices(box)].copy())
+    if g.placement == x.placement:  # a whole (B) gradient is the gradient of every summand of a
+        # partial x: it stays whole there (converting it to P would only be undone by the next reduction)
+        return g.to_global(sbp=tuple(gs if xs is partial_sum and gs is broadcast else xs for xs, gs in zip(x.sbp, g.sbp)))
     return g.to_global(placement=x.placement, sbp=x.sbp)
 
 

@@ -60,9 +60,31 @@ def _gather_backward(ctx, g):
     return scatter_add_(zeros_like(x), ctx.static["dim"], index, g), None
 
 
-@op("gather", _other_dims(), _gather_backward, meta=_along_axis_meta("gather"))
-def _gather(x, index, dim=0):
-    return np.take_along_axis(x, index, axis=dim)
+def _gather_rows(s, o, st):
+    """_other_dims, and x split on the gathered dim with the index whole -> partial sum: each
+    rank takes the indices inside its slice and leaves zeros for the rest (the Megatron pattern:
+    a loss over a vocabulary split by ranks picks its target logits without gathering them)."""
+    return _other_dims()(s, o, st) + [((S(st["dim"]), B), (P,))]
+
+
+def _in_slice(index, start, length):
+    """(index - start clipped into the slice, mask of the indices that fall in it), or (index, None)
+    when every index falls in it."""
+    local = index - start if start else index
+    inside = (local >= 0) & (local < length)
+    if inside.all():
+        return local, None
+    return local.clip(0, builtins.max(length - 1, 0)), inside
+
+
+@op("gather", _gather_rows, _gather_backward, meta=_along_axis_meta("gather"), takes_offsets=True)
+def _gather(x, index, dim=0, offsets=None):
+    local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
+    if inside is None:
+        return np.take_along_axis(x, local, axis=dim)
+    if x.shape[dim] == 0:
+        return np.zeros(np.broadcast_shapes(index.shape, x.shape[:dim] + (1,) + x.shape[dim + 1:]), x.dtype)
+    return np.where(inside, np.take_along_axis(x, local, axis=dim), 0).astype(x.dtype, copy=False)
 
 
 def gather(input, dim, index):
@@ -71,13 +93,24 @@ def gather(input, dim, index):
     return apply("gather", [input, index], {"dim": dim % input.ndim})
 
 
-@op("scatter_add", _other_dims(), lambda ctx, g: (g, None, gather(g, ctx.static["dim"], ctx.inputs[1])),
-    meta=_scatter_meta("scatter_add"))
-def _scatter_add(x, index, src, dim=0):
+def _scatter_add_rows(s, o, st):
+    """_other_dims, and x split on the scattered dim with index and src whole -> split alike:
+    each rank adds the entries whose index falls in its slice."""
+    return _other_dims()(s, o, st) + [((S(st["dim"]), B, B), (S(st["dim"]),))]
+
+
+@op("scatter_add", _scatter_add_rows, lambda ctx, g: (g, None, gather(g, ctx.static["dim"], ctx.inputs[1])),
+    meta=_scatter_meta("scatter_add"), takes_offsets=True)
+def _scatter_add(x, index, src, dim=0, offsets=None):
     out = x.copy()
+    local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
     idx = _open_grid(array_module(index), index.shape)
-    idx[dim] = index
-    np.add.at(out, tuple(idx), src[tuple(slice(0, n) for n in index.shape)])
+    idx[dim] = local
+    src = src[tuple(slice(0, n) for n in index.shape)]
+    if inside is None:
+        np.add.at(out, tuple(idx), src)
+    else:
+        np.add.at(out, tuple(np.broadcast_to(i, index.shape)[inside] for i in idx), src[inside])
     return out
 
 

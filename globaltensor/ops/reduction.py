@@ -10,6 +10,7 @@ from . import rules
 from ._front import apply, dims_arg, tensors
 from .registry import op
 from ..creation import arange, eye
+from ..sbp import broadcast as B, partial_sum as P, split
 
 
 def _axis(dims):
@@ -17,10 +18,17 @@ def _axis(dims):
 
 
 def _expand_back(g, ctx):
-    """The output gradient broadcast back over the reduced dims of the input."""
+    """The output gradient broadcast back over the reduced dims of the input. Where the input
+    was split along a reduced dim (forward S(d) -> P), the gradient comes back B -> S(d): a
+    partial gradient is reduced while it has the reduced shape, before it is expanded."""
     from .shape import expand, reshape
     x = ctx.inputs[0]
     dims, keep = ctx.static["dims"], ctx.static["keepdim"]
+    if g.is_global and x.is_global and g.placement == x.placement:
+        whole = tuple(B if gs is P and isinstance(xs, split) and (dims is None or xs.dim in dims) else gs
+                      for gs, xs in zip(g.sbp, x.sbp))
+        if whole != g.sbp:
+            g = g.to_global(sbp=whole)
     if not keep:
         shape = [1 if (dims is None or d in dims) else n for d, n in enumerate(x.shape)]
         g = reshape(g, shape)
@@ -311,13 +319,29 @@ def logsumexp(input, dim=None, keepdim=False):
     from .elementwise import isfinite, where
     if not input.dtype.is_floating:  # integers and bools: the default float dtype, as PyTorch
         input = _float(input)
-    m = amax(input, dims, keepdim=True).detach()
-    m = where(isfinite(m), m, 0.0)  # a group of -inf (or one inf): exp(x - m) must not be nan
-    out = log(sum(exp(input - m), dims, keepdim=True)) + m
+    if input.is_global and builtins.any(isinstance(s, split) and (dims is None or s.dim in dims) for s in input.sbp):
+        out = _logsumexp_split(input, dims)
+    else:
+        m = amax(input, dims, keepdim=True).detach()
+        m = where(isfinite(m), m, 0.0)  # a group of -inf (or one inf): exp(x - m) must not be nan
+        out = log(sum(exp(input - m), dims, keepdim=True)) + m
     if not keepdim:
         from .shape import squeeze
         out = squeeze(out, dims if dims is not None else tuple(range(input.ndim)))
     return out
+
+
+def _logsumexp_split(x, dims):
+    """logsumexp over dims that x is split along, without moving x: the shift is the mean (a
+    partial sum, reduced while it has the reduced shape) rather than the max
+    (which would gather the slices), and the sum of exp runs in float64, where a shifted value
+    overflows only past 709 (a logit 709 above its row's mean). Each rank sums exp over its slice;
+    the partial sums meet in one all_reduce of the reduced shape (the Megatron cross-entropy)."""
+    from .elementwise import cast, exp, isfinite, log, where
+    def whole(t):  # the partial sums reduced while small (else x - m would run on partial values)
+        return t.to_global(sbp=tuple(B if s is P else s for s in t.sbp))
+    m = whole(mean(where(isfinite(x), x, 0.0), dims, keepdim=True).detach())  # -inf (masked) counts as 0
+    return cast(log(whole(sum(exp(cast(x - m, np.float64)), dims, keepdim=True))), x.dtype.np) + m
 
 
 def norm(input, p=2, dim=None, keepdim=False):

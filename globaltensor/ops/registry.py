@@ -45,14 +45,18 @@ class OpDef:
     kernel accepts this rank's hints, out= (a destination it writes its one output into when
     shape and dtype fit) and order= ("F": the caller wants a column-major piece). Hints may
     differ between ranks: they change how a piece is laid out in memory, never the signature
-    or a collective.
+    or a collective. takes_offsets: the kernel accepts offsets= (per input, the global index
+    where its piece starts on every dim; None on a local tensor: all zeros), for rows whose
+    kernel must know where its piece lies (gather along a split dim gives a partial sum: each
+    rank takes the indices that fall in its slice).
     """
 
-    __slots__ = ("name", "kernel", "rules", "backward", "meta", "data_dependent", "takes_hints")
+    __slots__ = ("name", "kernel", "rules", "backward", "meta", "data_dependent", "takes_hints", "takes_offsets")
 
-    def __init__(self, name, kernel, rules, backward, meta, data_dependent, takes_hints=False):
+    def __init__(self, name, kernel, rules, backward, meta, data_dependent, takes_hints=False, takes_offsets=False):
         self.name, self.kernel, self.rules, self.backward = name, kernel, rules, backward
         self.meta, self.data_dependent, self.takes_hints = meta, data_dependent, takes_hints
+        self.takes_offsets = takes_offsets
 
     def __repr__(self):
         return f"OpDef({self.name})"
@@ -61,7 +65,7 @@ class OpDef:
 REGISTRY = {}
 
 
-def op(name, rules, backward=None, meta=None, data_dependent=False, takes_hints=False):
+def op(name, rules, backward=None, meta=None, data_dependent=False, takes_hints=False, takes_offsets=False):
     """Register the decorated kernel as op `name`; returns the kernel unchanged. `meta` and
     `data_dependent` declare how its output shapes are found (see the module docstring)."""
     if data_dependent and meta is not None:
@@ -77,7 +81,7 @@ def op(name, rules, backward=None, meta=None, data_dependent=False, takes_hints=
         if found is None and not data_dependent:
             if getattr(rules, "out_shape", None) is not None:
                 found = family_meta(rules.out_shape, kernel)
-        REGISTRY[name] = OpDef(name, kernel, rules, backward, found, data_dependent, takes_hints)
+        REGISTRY[name] = OpDef(name, kernel, rules, backward, found, data_dependent, takes_hints, takes_offsets)
         return kernel
     return register
 

@@ -43,6 +43,22 @@ def _same_prefix_pairs(in_shape, out_shape):
     return pairs
 
 
+def _same_suffix_pairs(in_shape, out_shape, keep):
+    """Dims whose size and every size after them agree (past the `keep` prefix dims): splitting
+    them is the same cut too (the dims before merge or part alike on every piece)."""
+    pairs = []
+    for k in range(1, min(len(in_shape), len(out_shape)) - keep + 1):
+        if in_shape[-k:] != out_shape[-k:]:
+            break
+        pairs.append((len(in_shape) - k, len(out_shape) - k))
+    return pairs
+
+
+def _reshape_pairs(in_shape, out_shape):
+    prefix = _same_prefix_pairs(in_shape, out_shape)
+    return prefix, _same_suffix_pairs(in_shape, out_shape, len(prefix))
+
+
 def _reshape_shape(s, st):
     shape = tuple(st["shape"])
     if math.prod(shape) != math.prod(s[0]):
@@ -50,11 +66,12 @@ def _reshape_shape(s, st):
     return shape
 
 
-@op("reshape", lambda s, o, st: _rows(_same_prefix_pairs(s[0], o[0])),
+@op("reshape", lambda s, o, st: _rows(sum(_reshape_pairs(s[0], o[0]), [])),
     lambda ctx, g: reshape(g, ctx.inputs[0].shape), meta=_meta(_reshape_shape))
-def _reshape(x, shape=(), keep=0):
-    """The first `keep` dims (the ones that may be split) come from the piece itself."""
-    return np.reshape(x, x.shape[:keep] + tuple(shape[keep:]))
+def _reshape(x, shape=(), keep=0, tail=0):
+    """The first `keep` and the last `tail` dims (the ones that may be split) come from the piece
+    itself; the dims between are never split."""
+    return np.reshape(x, x.shape[:keep] + tuple(shape[keep:len(shape) - tail]) + x.shape[x.ndim - tail:])
 
 
 def _shape_arg(shape, numel):
@@ -76,7 +93,8 @@ def reshape(input, *shape):
     shape = _shape_arg(shape, input.numel())
     if shape == tuple(input.shape):
         return input
-    return apply("reshape", [input], {"shape": shape, "keep": len(_same_prefix_pairs(input.shape, shape))})
+    prefix, suffix = _reshape_pairs(tuple(input.shape), shape)
+    return apply("reshape", [input], {"shape": shape, "keep": len(prefix), "tail": len(suffix)})
 
 
 def reshape_(input, *shape):
