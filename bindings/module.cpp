@@ -178,6 +178,27 @@ PYBIND11_MODULE(_C, m) {
     gt::erf(vo.ptr, vx.ptr, count, dtype);
   }, py::arg("out"), py::arg("x"), "out = erf(x) element-wise (libm's erf; float32 through double, as math.erf).");
 
+  m.def("gelu", [](py::array out, py::array x) {
+    View vo = contiguous(out, "out", true), vx = contiguous(x, "x", false);
+    if (!out.dtype().equal(x.dtype()) || vo.nbytes != vx.nbytes) throw py::value_error("out and x must match in dtype and size");
+    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
+    if (dtype < 0) throw py::type_error("gelu takes float32 or float64 arrays");
+    size_t count = vx.nbytes / (dtype == 0 ? 4 : 8);
+    py::gil_scoped_release release;
+    gt::gelu(vo.ptr, vx.ptr, count, dtype);
+  }, py::arg("out"), py::arg("x"), "out = x * Phi(x) element-wise (exact GELU; float32 through glibc's vector erff).");
+
+  m.def("gelu_backward", [](py::array out, py::array g, py::array x) {
+    View vo = contiguous(out, "out", true), vg = contiguous(g, "g", false), vx = contiguous(x, "x", false);
+    if (!out.dtype().equal(x.dtype()) || !g.dtype().equal(x.dtype()) || vo.nbytes != vx.nbytes || vg.nbytes != vx.nbytes)
+      throw py::value_error("out, g and x must match in dtype and size");
+    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
+    if (dtype < 0) throw py::type_error("gelu_backward takes float32 or float64 arrays");
+    size_t count = vx.nbytes / (dtype == 0 ? 4 : 8);
+    py::gil_scoped_release release;
+    gt::gelu_backward(vo.ptr, vg.ptr, vx.ptr, count, dtype);
+  }, py::arg("out"), py::arg("g"), py::arg("x"), "out = g * (Phi(x) + x * phi(x)): GELU's gradient.");
+
   m.def("axpby", [](py::array y, py::array x, double a, double b) {
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);
     if (!y.dtype().equal(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y and x must match in dtype and size");

@@ -171,3 +171,106 @@ def _three_heads():
     except ValueError as e:
         return str(e)
     return "no error"
+
+
+def _sdpa_both_ways(q, k, v, mask=None, causal=False, scale=None):
+    """(values, gradients of q, k, v) of the fused primitive and of the composite (its fallback)."""
+    from globaltensor.nn import attention
+    rng = np.random.default_rng(9)
+    weight = None
+    results = []
+    for fn in (attention.scaled_dot_product_attention, attention._composite_attention):
+        ts = [gt.tensor(a).requires_grad_() for a in (q, k, v)]
+        out = fn(*ts, attn_mask=None if mask is None else gt.tensor(mask), is_causal=causal, scale=scale)
+        if weight is None:
+            weight = rng.standard_normal(tuple(out.shape))
+        with np.errstate(invalid="ignore"):
+            (out * gt.tensor(weight)).sum().backward()
+        results.append((out.numpy(), [t.grad.numpy() for t in ts]))
+    return results
+
+
+@pytest.mark.parametrize("lq,lk,causal,mask", [
+    (4, 4, False, None), (4, 4, True, None), (3, 6, True, None), (6, 3, True, None), (3, 6, False, "bool"),
+    (5, 4, True, "bool"), (3, 6, True, "float"), (4, 4, False, "float_heads")])
+def test_fused_attention_equals_the_composite(lq, lk, causal, mask):
+    """The primitive gives the composite's values and gradients (float64, 1e-6), is_causal with
+    Lq != Lk included (Lq > Lk: the first rows see no key, nan as the composite's softmax)."""
+    rng = np.random.default_rng(lq * 10 + lk)
+    q, k, v = rng.standard_normal((2, 3, lq, 5)), rng.standard_normal((2, 3, lk, 5)), rng.standard_normal((2, 3, lk, 4))
+    m = {None: None, "bool": rng.uniform(size=(2, 1, 1, lk)) > 0.3, "float": rng.standard_normal((lq, lk)),
+         "float_heads": rng.standard_normal((3, lq, lk))}[mask]
+    if mask == "bool":
+        m[..., 0] = True  # every row keeps a key
+    with np.errstate(invalid="ignore"):
+        (fused, fused_grads), (composite, composite_grads) = _sdpa_both_ways(q, k, v, m, causal, 0.6)
+    np.testing.assert_allclose(fused, composite, rtol=1e-6, atol=1e-6)
+    assert np.isnan(fused).any() == (lq > lk and causal)
+    for got, want in zip(fused_grads, composite_grads):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def _count_kernels(monkeypatch, names):
+    """{op name: how many times its kernel ran}, filled in as ops run."""
+    from globaltensor.ops.registry import REGISTRY
+    calls = {}
+    for name in names:
+        def counted(*args, _name=name, _kernel=REGISTRY[name].kernel, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _kernel(*args, **kwargs)
+        monkeypatch.setattr(REGISTRY[name], "kernel", counted)
+    return calls
+
+
+def test_a_gpt_block_runs_attention_as_one_primitive(monkeypatch):
+    """A GPT-like block (pre-norm, causal, padding mask) issues one "attention" op forward and one
+    "attention_backward" backward, and none of the composite's softmax / masked fill."""
+    calls = _count_kernels(monkeypatch, ("attention", "attention_backward", "softmax", "where"))
+    gt.manual_seed(0)
+    block = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+    x = gt.randn(3, 5, 8)
+    pad = gt.tensor(np.array([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]]))
+    out = block(x, src_key_padding_mask=pad, is_causal=True)
+    assert calls == {"attention": 1}
+    out.sum().backward()
+    assert calls == {"attention": 1, "attention_backward": 1}
+    assert block.self_attn.q_proj.weight.grad is not None
+
+
+def test_dropout_and_a_mask_that_needs_a_gradient_take_the_composite(monkeypatch):
+    calls = _count_kernels(monkeypatch, ("attention", "softmax"))
+    q = gt.tensor(np.random.default_rng(4).standard_normal((1, 2, 3, 4)))
+    mask = gt.zeros(3, 3, dtype=gt.float64).requires_grad_()
+    F.scaled_dot_product_attention(q, q, q, attn_mask=mask).sum().backward()
+    assert mask.grad is not None and calls == {"softmax": 1}
+    gt.manual_seed(0)
+    F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    assert calls == {"softmax": 2}
+    F.scaled_dot_product_attention(q, q, q, attn_mask=mask.detach())
+    assert calls == {"softmax": 2, "attention": 1}
+
+
+def _query_rows_split(q, k, v):
+    """Causal attention with the query rows split over 2 ranks (k, v broadcast): each rank's
+    causal mask is placed by its piece's offset along Lq. Output and gradients, gathered."""
+    placement = gt.placement("cpu", [0, 1])
+    qt = gt.tensor(q).to_global(placement, B).to_global(sbp=gt.sbp.split(2)).requires_grad_()
+    kt, vt = (gt.tensor(a).to_global(placement, B).requires_grad_() for a in (k, v))
+    out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+    sbp = out.sbp
+    (out * out).sum().backward()
+    grads = [t.grad.to_global(sbp=B).to_local().numpy() for t in (qt, kt, vt)]
+    return sbp, out.to_global(sbp=B).to_local().numpy(), grads
+
+
+def test_query_rows_split_over_two_ranks_equals_one_process():
+    rng = np.random.default_rng(6)
+    q, k, v = rng.standard_normal((2, 2, 6, 4)), rng.standard_normal((2, 2, 8, 4)), rng.standard_normal((2, 2, 8, 3))
+    ts = [gt.tensor(a).requires_grad_() for a in (q, k, v)]
+    want = F.scaled_dot_product_attention(*ts, is_causal=True)
+    (want * want).sum().backward()
+    for sbp, out, grads in run_ranks(_query_rows_split, 2, q, k, v):
+        assert sbp == (gt.sbp.split(2),)
+        np.testing.assert_allclose(out, want.numpy(), rtol=1e-10, atol=1e-12)
+        for got, t in zip(grads, ts):
+            np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -339,6 +339,21 @@ CASES = {
     "kl_div": C([F(4, 3), POS(4, 3)], lambda x, p: F_.kl_div(x, p, reduction="batchmean")),
     "scaled_dot_product_attention": C([F(2, 2, 3, 4), F(2, 2, 3, 4), F(2, 2, 3, 4)],
                                       lambda q, k, v: F_.scaled_dot_product_attention(q, k, v, is_causal=True)),
+    # the fused primitive ("attention" / "attention_backward") with Lq != Lk, masks, a scale; the composite
+    # (the way for dropout and masks that need a gradient) with a float mask that requires grad
+    "scaled_dot_product_attention[causal_lq_lt_lk]": C(
+        [F(2, 2, 3, 4), F(2, 2, 5, 4), F(2, 2, 5, 3)],
+        lambda q, k, v: F_.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.8)),
+    "scaled_dot_product_attention[bool_mask]": C(
+        [F(2, 2, 3, 4), F(2, 2, 4, 4), F(2, 2, 4, 2), np.array([True, False, True, True]).reshape(1, 1, 1, 4)],
+        lambda q, k, v, m: F_.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+    "scaled_dot_product_attention[float_mask]": C(
+        [F(2, 2, 3, 4), F(2, 2, 4, 4), F(2, 2, 4, 2), F(3, 4)],
+        lambda q, k, v, m: F_.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=True),
+        wrt=(0, 1, 2)),
+    "scaled_dot_product_attention[mask_grad]": C(
+        [F(2, 2, 3, 4), F(2, 2, 4, 4), F(2, 2, 4, 2), F(2, 1, 3, 4)],
+        lambda q, k, v, m: F_.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=True)),
     "split_heads": C([F(2, 3, 6)], lambda x: gt.split_heads(x, 3)),
     "merge_heads": C([F(2, 3, 4, 2)], lambda x: gt.merge_heads(x)),
     "unfold2d": C([F(2, 2, 4, 5)], lambda x: F_.unfold2d(x, (2, 3), 1, 1)),

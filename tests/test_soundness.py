@@ -44,6 +44,12 @@ def _unary_domain(name):
     return [f(5, 3)]
 
 
+def _softmax_rows(*shape):
+    """Attention weights: positive rows that sum to 1."""
+    e = np.exp(f(*shape))
+    return e / e.sum(-1, keepdims=True)
+
+
 def samples(name):
     """(inputs, static) cases for op `name`."""
     from globaltensor.ops.elementwise import BINARY, UNARY
@@ -63,6 +69,8 @@ def samples(name):
         "clip": [([f(5, 3)], {"min": -0.5, "max": 0.7})],
         "cast": [([f(5, 3)], {"dtype": np.dtype(np.float32)})],
         "scale": [([f(5, 3)], {"scale": 2.0, "bias": 1.0, "bias_after_scale": True})],
+        "gelu": [([f(5, 3)], {})],
+        "gelu_backward": [([f(5, 3), f(5, 3)], {})],
         "sum": [([f(5, 4)], {"dims": (0,), "keepdim": False}), ([f(5, 4)], {"dims": None, "keepdim": False}),
                 ([f(5, 4, 2)], {"dims": (1, 2), "keepdim": True})],
         "cumsum": [([f(5, 4)], {"dim": 1})],
@@ -119,6 +127,21 @@ def samples(name):
         "mse_mean": [([f(5, 4), f(5, 4)], {"count": 20})],
         "split_heads": [([f(5, 4, 12)], {"head_dim": 2})],  # 6 heads: they divide over 2 and 3 ranks
         "softmax": [([f(5, 4, 3)], {"dim": 1}), ([f(5, 4)], {"dim": 0})],
+        # q [batch, heads, Lq, E], k, v [batch, heads, Lk, .]; masks: bool padding [batch, 1, 1, Lk], float
+        # [Lq, Lk], float per head [heads, Lq, Lk]; causal with Lq != Lk (diagonal: the global Lk - Lq)
+        "attention": [([f(4, 3, 5, 2), f(4, 3, 6, 2), f(4, 3, 6, 3)], {"scale": 0.7, "is_causal": False}),
+                      ([f(4, 3, 5, 2), f(4, 3, 6, 2), f(4, 3, 6, 3)], {"scale": 0.7, "is_causal": True,
+                                                                          "diagonal": 1}),
+                      ([f(4, 3, 6, 2), f(4, 3, 6, 2), f(4, 3, 6, 3), ints(4, 1, 1, 6, hi=4) > 0],
+                       {"scale": 0.5, "is_causal": True, "diagonal": 0}),
+                      ([f(4, 3, 5, 2), f(4, 3, 6, 2), f(4, 3, 6, 3), f(5, 6)], {"scale": 1.0, "is_causal": False}),
+                      ([f(4, 3, 5, 2), f(4, 3, 6, 2), f(4, 3, 6, 3), f(3, 5, 6)],
+                       {"scale": 1.0, "is_causal": True, "diagonal": 1})],
+        "attention_backward": [([f(4, 3, 5, 3), f(4, 3, 5, 2), f(4, 3, 6, 2), f(4, 3, 6, 3),
+                                 _softmax_rows(4, 3, 5, 6)], {"scale": 0.7}),
+                               ([f(4, 3, 5, 3), f(4, 3, 5, 2), f(4, 3, 6, 2), f(4, 3, 6, 3),
+                                 _softmax_rows(4, 3, 5, 6), ints(4, 1, 5, 6, hi=4) > 0],
+                                {"scale": 0.7, "is_causal": True, "diagonal": 1})],
         "merge_heads": [([f(5, 6, 4, 2)], {})],
         "unfold2d": [([f(5, 3, 5, 6)], {"kernel": (3, 2), "stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
                                         "pad_value": 0.0})],

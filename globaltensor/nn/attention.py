@@ -1,9 +1,13 @@
-"""Attention: scaled_dot_product_attention (causal and padding masks) and MultiHeadAttention,
-composites of registered ops (their SBP rows and backward are those of matmul, softmax, ...):
-with the heads split over a mesh axis every op of attention stays local to its heads."""
+"""Attention: scaled_dot_product_attention (causal and padding masks), one registered primitive
+("attention", ops/attention.py: its SBP rows keep heads, batch or query rows local) or, for what
+it does not take, a composite of registered ops; and MultiHeadAttention."""
 import math
 
+import numpy as np
+
 from .. import ops
+from ..ops._front import apply
+from ..tensor import Tensor
 from ..creation import arange
 from .layers import Linear
 from .module import Module
@@ -31,7 +35,49 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """softmax(q k^T * scale + mask) v over the last two dims, PyTorch's semantics: a bool
     attn_mask is True where attention is allowed (a padding mask), a float one is added to the
     scores; is_causal lets each query see the keys at or before its position. scale defaults to
-    1/sqrt(head dim). dropout_p drops attention weights (training)."""
+    1/sqrt(head dim). dropout_p drops attention weights (training).
+
+    One primitive, "attention" (its backward one "attention_backward"), where it can be: q, k, v
+    of one floating dtype (float32/float64) and one batch shape, a mask of bool or q's dtype that
+    needs no gradient, no dropout. Anything else takes the composite of matmul, masked_fill,
+    softmax, ... (_composite_attention), with the same values."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if not dropout_p and _fusable(query, key, value, attn_mask):
+        inputs = [query, key, value] if attn_mask is None else [query, key, value, attn_mask]
+        static = {"scale": float(scale), "is_causal": bool(is_causal)}
+        if is_causal:
+            static["diagonal"] = int(key.shape[-2] - query.shape[-2])
+        return apply("attention", inputs, static, multi=True)[0]
+    return _composite_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def _fusable(query, key, value, attn_mask):
+    """Whether the "attention" primitive takes these inputs (its meta's conditions, checked here
+    so that anything else goes the composite way)."""
+    ts = (query, key, value)
+    if not all(isinstance(t, Tensor) for t in ts) or query.dtype.name not in ("float32", "float64") or \
+            key.dtype is not query.dtype or value.dtype is not query.dtype:
+        return False
+    q, k, v = (tuple(t.shape) for t in ts)
+    if len(q) < 2 or len(k) != len(q) or len(v) != len(q) or q[:-2] != k[:-2] or q[:-2] != v[:-2] or \
+            q[-1] != k[-1] or k[-2] != v[-2]:
+        return False
+    if attn_mask is None:
+        return True
+    if not isinstance(attn_mask, Tensor) or attn_mask.requires_grad or \
+            (attn_mask.dtype.name != "bool" and attn_mask.dtype is not query.dtype):
+        return False
+    scores, m = q[:-1] + (k[-2],), tuple(attn_mask.shape)
+    try:
+        return len(m) <= len(scores) and tuple(np.broadcast_shapes(scores, m)) == scores
+    except ValueError:
+        return False
+
+
+def _composite_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """scaled_dot_product_attention as a composite of registered ops (their SBP rows and
+    backward are those of matmul, masked_fill, softmax, ...): the way for what the primitive
+    does not take (dropout, a mask that needs a gradient, mixed dtypes or batch shapes)."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = ops.matmul(query, key.transpose(-2, -1)) * scale
     allowed = causal_mask(query, key) if is_causal else None

@@ -7,6 +7,7 @@ import numpy as np
 from . import bitwise, elementwise, indexing, linalg, nn_functional, random_ops, reduction, shape  # noqa: F401
 from . import conversion  # noqa: F401 - binds Tensor.to_global, numpy, to, cpu, cuda, contiguous
 from . import conv  # noqa: F401 - registers unfold2d / fold2d (nn.functional has the convolutions)
+from . import attention  # noqa: F401 - registers attention / attention_backward (nn.attention calls them)
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import (BINARY, RAW_BINARY, UNARY, add_n, allclose, cast, clip, clone, equal_all, gelu, increment,
                           masked_fill, scale, stanh, where)
