@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../kernels/axpby.h"
+#include "../kernels/norm.h"
 #include "../kernels/special.h"
 #ifdef GLOBALTENSOR_WITH_CUDA
 #include "../kernels/cuda_ipc.h"
@@ -198,6 +199,60 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     gt::gelu_backward(vo.ptr, vg.ptr, vx.ptr, count, dtype);
   }, py::arg("out"), py::arg("g"), py::arg("x"), "out = g * (Phi(x) + x * phi(x)): GELU's gradient.");
+
+  m.def("layer_norm", [](py::array y, py::array mean, py::array rstd, py::array x, py::object w, py::object b,
+                         double eps) {
+    View vy = contiguous(y, "y", true), vm = contiguous(mean, "mean", true), vr = contiguous(rstd, "rstd", true);
+    View vx = contiguous(x, "x", false);
+    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
+    if (dtype < 0) throw py::type_error("layer_norm takes float32 or float64 arrays");
+    size_t item = dtype == 0 ? 4 : 8, rows = vm.nbytes / item, count = vx.nbytes / item;
+    size_t cols = rows ? count / rows : 0;
+    auto optional = [&](const py::object& o, const char* what) -> const void* {
+      if (o.is_none()) return nullptr;
+      py::array a = o.cast<py::array>();
+      View v = contiguous(a, what, false);
+      if (!a.dtype().equal(x.dtype()) || v.nbytes != cols * item) throw py::value_error(std::string(what) + " must hold one value per column, in x's dtype");
+      return v.ptr;
+    };
+    const void* pw = optional(w, "w");
+    const void* pb = optional(b, "b");
+    for (const py::array* a : {&y, &mean, &rstd})
+      if (!a->dtype().equal(x.dtype())) throw py::value_error("layer_norm's outputs must be in x's dtype");
+    if (vy.nbytes != vx.nbytes || vr.nbytes != vm.nbytes || rows * cols != count)
+      throw py::value_error("layer_norm: y like x, mean and rstd one value per row");
+    py::gil_scoped_release release;
+    gt::layer_norm(vy.ptr, vm.ptr, vr.ptr, vx.ptr, pw, pb, rows, cols, eps, dtype);
+  }, py::arg("y"), py::arg("mean"), py::arg("rstd"), py::arg("x"), py::arg("w"), py::arg("b"), py::arg("eps"),
+     "LayerNorm over the last dim of x [rows, cols] (mean and rstd one per row), one row at a time.");
+
+  m.def("layer_norm_backward", [](py::object dx, py::object dw, py::object db, py::array g, py::array x,
+                                  py::array mean, py::array rstd, py::object w) {
+    View vg = contiguous(g, "g", false), vx = contiguous(x, "x", false);
+    View vm = contiguous(mean, "mean", false), vr = contiguous(rstd, "rstd", false);
+    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
+    if (dtype < 0) throw py::type_error("layer_norm_backward takes float32 or float64 arrays");
+    size_t item = dtype == 0 ? 4 : 8, rows = vm.nbytes / item, count = vx.nbytes / item;
+    size_t cols = rows ? count / rows : 0;
+    for (const py::array* a : {&g, &mean, &rstd})
+      if (!a->dtype().equal(x.dtype())) throw py::value_error("layer_norm_backward's inputs must share x's dtype");
+    if (vg.nbytes != vx.nbytes || vr.nbytes != vm.nbytes || rows * cols != count)
+      throw py::value_error("layer_norm_backward: g like x, mean and rstd one value per row");
+    auto optional = [&](const py::object& o, const char* what, bool writable, size_t nbytes) -> void* {
+      if (o.is_none()) return nullptr;
+      py::array a = o.cast<py::array>();
+      View v = contiguous(a, what, writable);
+      if (!a.dtype().equal(x.dtype()) || v.nbytes != nbytes) throw py::value_error(std::string(what) + " has the wrong size or dtype");
+      return v.ptr;
+    };
+    void* pdx = optional(dx, "dx", true, vx.nbytes);
+    void* pdw = optional(dw, "dw", true, cols * item);
+    void* pdb = optional(db, "db", true, cols * item);
+    const void* pw = optional(w, "w", false, cols * item);
+    py::gil_scoped_release release;
+    gt::layer_norm_backward(pdx, pdw, pdb, vg.ptr, vx.ptr, vm.ptr, vr.ptr, pw, rows, cols, dtype);
+  }, py::arg("dx"), py::arg("dw"), py::arg("db"), py::arg("g"), py::arg("x"), py::arg("mean"), py::arg("rstd"),
+     py::arg("w"), "LayerNorm's gradient: dx (or None), and dw, db (or None) summed over the rows.");
 
   m.def("axpby", [](py::array y, py::array x, double a, double b) {
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);

@@ -380,7 +380,8 @@ def _gelu(x):
     return (x * 0.5 * (1 + _erf_kernel(x * (1 / math.sqrt(2))))).astype(x.dtype, copy=False)
 
 
-@op("gelu_backward", lambda s, o, st: rules.elementwise()(s, o, st) + [((rules.P, rules.B), (rules.P,))])  # linear in g
+@op("gelu_backward", lambda s, o, st: rules.elementwise()(s, o, st) + [((rules.P, rules.B), (rules.P,))],  # linear in g
+    meta=lambda s, dt, st: ([rules.broadcast_shape([s[0], s[1]])], [dt[1]]))
 def _gelu_backward(g, x):
     """g * (Phi(x) + x * phi(x)) in one C++ pass."""
     if _fused(x) and g.dtype == x.dtype and g.shape == x.shape:

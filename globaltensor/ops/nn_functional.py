@@ -4,6 +4,7 @@ import builtins
 
 import numpy as np
 
+from .. import _C
 from ..backends import cuda_kernels
 from ..backends.devices import array_module
 from . import rules
@@ -14,6 +15,7 @@ from .registry import op
 from ..creation import rand, zeros_like
 
 B, P, S = rules.B, rules.P, rules.split
+_C_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _softmax_backward(ctx, g):
@@ -76,19 +78,118 @@ def dropout(input, p=0.5, training=True):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """(x - mean) / sqrt(var + eps) over the last len(normalized_shape) dims, then * weight + bias."""
-    from .elementwise import rsqrt
+    """(x - mean) / sqrt(var + eps) over the last len(normalized_shape) dims, then * weight + bias:
+    one primitive (a C++ pass per row for float32/float64 on the CPU)."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    dims = tuple(range(input.ndim - len(shape), input.ndim))
-    mu = mean(input, dims, keepdim=True)
-    centered = input - mu
-    var = mean(centered * centered, dims, keepdim=True)
-    out = centered * rsqrt(var + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    input = tensors(input)[0]
+    if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
+        raise ValueError(f"layer_norm: normalized_shape {shape} is not the end of the input's shape {tuple(input.shape)}")
+    if not input.dtype.is_floating:
+        input = input.astype(_default_float())
+    extra = [t for t in (weight, bias) if t is not None]
+    ins = tensors(input, *extra) if extra else [input]
+    static = {"ndims": len(shape), "eps": float(eps), "has_weight": weight is not None, "has_bias": bias is not None}
+    return apply("layer_norm", ins, static, multi=True)[0]
+
+
+def _layer_norm_rows(s, o, st):
+    """x (..., *normalized) (, weight, bias of the normalized shape) -> y, mean, rstd.
+    all B -> B, B, B
+    x split on a leading dim d, weight and bias B -> S(d), S(d), S(d)   rows are normalised alone
+    No P row: the normalisation is not linear."""
+    lead, extra = len(s[0]) - st["ndims"], len(s) - 1
+    return [((B,) * len(s), (B,) * 3)] + [((S(d),) + (B,) * extra, (S(d),) * 3) for d in range(lead)]
+
+
+def _layer_norm_meta(s, dt, st):
+    x = tuple(s[0])
+    stats = x[:len(x) - st["ndims"]] + (1,) * st["ndims"]
+    for t in s[1:]:
+        if tuple(t) != x[len(x) - st["ndims"]:]:
+            raise ValueError(f"layer_norm: weight and bias must have the normalized shape {x[len(x) - st['ndims']:]}, "
+                             f"got {tuple(t)}")
+    return [x, stats, stats], [dt[0]] * 3
+
+
+def _rows_cols(x, ndims):
+    cols = int(np.prod(x.shape[x.ndim - ndims:])) if ndims else 1
+    return x.size // cols if cols else 0, cols
+
+
+def _layer_norm_backward(ctx, g, *_):
+    x, st = ctx.inputs[0], ctx.static
+    w = ctx.inputs[1] if st["has_weight"] else None
+    ins = [g, x, ctx.outputs[1], ctx.outputs[2]] + ([w] if w is not None else [])
+    dx, dw, db = apply("layer_norm_backward", ins, {"ndims": st["ndims"]}, multi=True)
+    grads = [dx if x.requires_grad else None]
+    for flag, t, grad in (("has_weight", w, dw), ("has_bias", ctx.inputs[-1], db)):
+        if st[flag]:
+            grads.append(grad if t.requires_grad else None)
+    return tuple(grads)
+
+
+@op("layer_norm", _layer_norm_rows, _layer_norm_backward, meta=_layer_norm_meta)
+def _layer_norm(x, *affine, ndims=1, eps=1e-5, has_weight=False, has_bias=False):
+    w = affine[0] if has_weight else None
+    b = affine[-1] if has_bias else None
+    stats = x.shape[:x.ndim - ndims] + (1,) * ndims
+    if x.size == 0:  # an empty piece (rows split over more ranks than there are)
+        xp = array_module(x)
+        return xp.empty(x.shape, x.dtype), xp.empty(stats, x.dtype), xp.empty(stats, x.dtype)
+    if type(x) is np.ndarray and x.dtype in _C_FLOATS:
+        x = np.ascontiguousarray(x)
+        y, mean, rstd = np.empty(x.shape, x.dtype), np.empty(stats, x.dtype), np.empty(stats, x.dtype)
+        _C.layer_norm(y, mean, rstd, x, None if w is None else np.ascontiguousarray(w, x.dtype),
+                      None if b is None else np.ascontiguousarray(b, x.dtype), eps)
+        return y, mean, rstd
+    xp = array_module(x)
+    dims = tuple(range(x.ndim - ndims, x.ndim))
+    mean = x.mean(axis=dims, keepdims=True, dtype=np.float32 if x.itemsize < 4 else x.dtype)
+    centered = x - mean
+    rstd = 1 / xp.sqrt((centered * centered).mean(axis=dims, keepdims=True) + eps)
+    y = centered * rstd
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+def _layer_norm_backward_rows(s, o, st):
+    """g, x, mean, rstd (, weight) -> dx, dweight, dbias.
+    all B -> B, B, B
+    a leading dim d split on g, x, mean, rstd; weight B -> S(d), P, P   dweight, dbias sum over rows
+    g P, the rest B -> P, P, P                                       every gradient is linear in g"""
+    lead, w = len(s[1]) - st["ndims"], len(s) - 4
+    rows = [((B,) * len(s), (B,) * 3), ((P, B, B, B) + (B,) * w, (P,) * 3)]
+    return rows + [((S(d),) * 4 + (B,) * w, (S(d), P, P)) for d in range(lead)]
+
+
+def _layer_norm_backward_meta(s, dt, st):
+    x = tuple(s[1])
+    return [x, x[len(x) - st["ndims"]:], x[len(x) - st["ndims"]:]], [dt[1]] * 3
+
+
+@op("layer_norm_backward", _layer_norm_backward_rows, meta=_layer_norm_backward_meta)
+def _layer_norm_backward_kernel(g, x, mean, rstd, w=None, ndims=1):
+    """dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * w; dw = sum of g * xhat and
+    db = sum of g over the rows."""
+    norm_shape = x.shape[x.ndim - ndims:]
+    if x.size == 0:  # no rows here: nothing to add to the weight's and bias's sums
+        xp = array_module(x)
+        return xp.empty(x.shape, x.dtype), xp.zeros(norm_shape, x.dtype), xp.zeros(norm_shape, x.dtype)
+    if type(x) is np.ndarray and x.dtype in _C_FLOATS and g.dtype == x.dtype:
+        dx, dw, db = np.empty(x.shape, x.dtype), np.empty(norm_shape, x.dtype), np.empty(norm_shape, x.dtype)
+        _C.layer_norm_backward(dx, dw, db, np.ascontiguousarray(g), np.ascontiguousarray(x),
+                               np.ascontiguousarray(mean), np.ascontiguousarray(rstd),
+                               None if w is None else np.ascontiguousarray(w, x.dtype))
+        return dx, dw, db
+    dims = tuple(range(x.ndim - ndims, x.ndim))
+    lead = tuple(range(x.ndim - ndims))
+    xhat = (x - mean) * rstd
+    gw = g if w is None else g * w
+    dx = rstd * (gw - gw.mean(axis=dims, keepdims=True) - xhat * (gw * xhat).mean(axis=dims, keepdims=True))
+    return dx.astype(x.dtype), (g * xhat).sum(axis=lead).astype(x.dtype), g.sum(axis=lead).astype(x.dtype)
 
 
 def _linear_rows(in_shapes, out_shapes, static):
