@@ -125,7 +125,7 @@ def samples(name):
                     ([f(5, 4), ints(3, hi=5)], {"key": ("tensor",), "kept": (), "n_index": 1})],
         "setitem_add": [([f(5, 4), f(3, 4)], {"key": (("slice", 1, 4, None),)}),
                         ([f(5, 4), f(4, 3), np.array([0, 3, 3, 1])], {"key": ("tensor", ("slice", 1, None, None))})],
-        "embedding": [([ints(5, 2, hi=6), f(6, 4)], {})],
+        "embedding": [([ints(5, 2, hi=6), f(6, 4)], {"num": 6})],
         "linear": [([f(5, 4), f(3, 4), f(3)], {}), ([f(2, 5, 4), f(3, 4)], {})],
         "linear_weight_grad": [([f(5, 3), f(5, 4)], {})],
         "mse_mean": [([f(5, 4), f(5, 4)], {"count": 20})],

@@ -173,10 +173,18 @@ def _index_add_meta(s, dt, st):
     return [tuple(s[0])], [dt[0]]
 
 
-@op("index_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,))], meta=_index_add_meta)
-def _index_add_kernel(x, index, src, dim=0):
+@op("index_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,)), ((S(st["dim"]), B, B), (S(st["dim"]),))],
+    meta=_index_add_meta, takes_offsets=True)
+def _index_add_kernel(x, index, src, dim=0, offsets=None):
+    """x with src's slices added at the indices along dim; a piece of x split along dim (from
+    offsets[0][dim]) adds only the indices inside it."""
     out = x.copy()
-    np.add.at(np.moveaxis(out, dim, 0), index, np.moveaxis(src, dim, 0))
+    local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
+    src = np.moveaxis(src, dim, 0)
+    if inside is None:
+        np.add.at(np.moveaxis(out, dim, 0), local, src)
+    else:
+        np.add.at(np.moveaxis(out, dim, 0), local[inside], src[inside])
     return out
 
 

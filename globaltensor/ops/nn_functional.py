@@ -287,8 +287,14 @@ def linear(input, weight, bias=None):
 
 
 def _embedding_rows(s, o, st):
+    """indices, weight (num, dim) -> rows of weight at the indices.
+    indices S(d), weight B -> S(d)           each position looks up its own row
+    weight S(1) (columns) -> S(last)         each rank holds a slice of every row
+    weight P -> P                            the lookup is linear in the table
+    weight S(0) (rows), indices B -> P       each rank looks up the ids in its rows, zeros for
+                                             the rest (the vocabulary-parallel embedding)"""
     n = len(s[0])
-    return ([((B, B), (B,)), ((B, P), (P,)), ((B, S(1)), (S(n),))] +
+    return ([((B, B), (B,)), ((B, P), (P,)), ((B, S(1)), (S(n),)), ((B, S(0)), (P,))] +
             [((S(d), B), (S(d),)) for d in range(n)])
 
 
@@ -307,80 +313,34 @@ def _embedding_meta(s, dt, st):
     return [indices + weight[1:]], [dt[1]]
 
 
-@op("embedding", _embedding_rows, _embedding_backward, meta=_embedding_meta)
-def _embedding(indices, weight):
-    return np.take(weight, indices, axis=0)
+@op("embedding", _embedding_rows, _embedding_backward, meta=_embedding_meta, takes_offsets=True)
+def _embedding(indices, weight, num=None, offsets=None):
+    """The table's rows at the indices; a piece of the table (rows from offsets[1][0]) gives zeros
+    for the indices outside it. Indices outside the whole table (num rows) raise IndexError."""
+    from .indexing import _in_slice
+    num = weight.shape[0] if num is None else num
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= num):
+        raise IndexError(f"embedding: indices must be in [0, {num}), got values in [{int(indices.min())}, "
+                         f"{int(indices.max())}]")
+    local, inside = _in_slice(indices, offsets[1][0] if offsets else 0, weight.shape[0])
+    if inside is None:
+        return np.take(weight, local, axis=0)
+    if weight.shape[0] == 0:
+        return np.zeros(indices.shape + weight.shape[1:], weight.dtype)
+    return np.where(inside[..., None], np.take(weight, local, axis=0), 0).astype(weight.dtype, copy=False)
 
 
 def embedding(input, weight, padding_idx=None):
     """Rows of weight at the indices x. Rows: indices split -> output split alike; weight split
     by columns (S(1)) -> output split on its last dim; partial weight -> partial output. A
     table split by rows (S(0)) gives a partial output: each rank looks up the indices that
-    fall in its rows and leaves zeros elsewhere (the model-parallel embedding)."""
+    fall in its rows and leaves zeros elsewhere (the model-parallel embedding). Indices outside
+    the table raise IndexError."""
     input, weight = tensors(input, weight)
-    if weight.is_global and any(getattr(sp, "dim", None) == 0 for sp in weight.sbp):
-        out = _row_split_embedding(input, weight)
-    else:
-        out = apply("embedding", [input, weight])
+    out = apply("embedding", [input, weight], {"num": weight.shape[0]})
     if padding_idx is not None:
         out = out * (input != padding_idx).astype(out.dtype).unsqueeze(-1)
     return out
-
-
-def _row_split_embedding(x, weight):
-    """Look up the rows this rank holds; the sum over the row-split axes is the embedding."""
-    from .. import autograd, layout
-    from ..env import get_rank
-    from ..tensor import Tensor
-    if x.is_local:
-        raise RuntimeError("embedding: a global table needs global indices (to_global them first)")
-    # per mesh axis, by the table's SBP: S(0) rows or P -> every index here, the output partial;
-    # S(1) columns -> every index here, the output split on its last dim; B -> the indices keep
-    # their split, and the output follows it
-    kinds = [getattr(sp, "dim", "P" if sp is P else "B") for sp in weight.sbp]
-    idx = x.to_global(placement=weight.placement, sbp=tuple(
-        sp if kind == "B" and sp is not P else B for kind, sp in zip(kinds, x.sbp)))
-    out_sbp = tuple(P if kind in (0, "P") else S(idx.ndim) if kind == 1 else idx.sbp[a]
-                    for a, kind in enumerate(kinds))
-    coord = weight.placement.mesh_coord(get_rank())
-    shape = tuple(idx.shape) + (weight.shape[1],)
-    xp = array_module(weight._local)
-    if coord is None:
-        local = xp.empty((0,) * len(shape), weight.dtype.np)
-    else:
-        (lo, hi) = layout.local_box(weight.shape, weight.placement.hierarchy, weight.sbp, coord)[0]
-        ids = idx._local
-        inside = (ids >= lo) & (ids < hi)
-        table = weight._local
-        local = np.where(inside[..., None], table[np.clip(ids - lo, 0, builtins.max(hi - lo - 1, 0))], 0).astype(table.dtype) \
-            if hi > lo else xp.zeros(ids.shape + (table.shape[1],), table.dtype)
-    out = Tensor(local, shape, weight.dtype, weight.placement, out_sbp)
-    autograd.record("embedding_rows", _row_split_backward, [idx, weight], [out], {})
-    return out
-
-
-def _row_split_backward(ctx, g):
-    """d table rows held here: the gradients of the positions that looked them up."""
-    from .. import layout
-    from ..env import get_rank
-    from ..tensor import Tensor
-    idx, weight = ctx.inputs
-    # every position counts for every row: indices whole, the gradient whole except where the
-    # table is split by columns (S(1)), where it follows that split on its last dim
-    idx = idx.to_global(sbp=(B,) * weight.placement.ndim)
-    last = len(g.shape) - 1
-    whole = g.to_global(sbp=tuple(S(last) if getattr(ws, "dim", None) == 1 else B for ws in weight.sbp))
-    grad = np.zeros_like(weight._local)
-    coord = weight.placement.mesh_coord(get_rank())
-    if coord is not None:
-        (lo, hi) = layout.local_box(weight.shape, weight.placement.hierarchy, weight.sbp, coord)[0]
-        ids = idx._local.reshape(-1)
-        rows = whole._local.reshape(len(ids), -1) if whole._local.size else whole._local.reshape(0, grad.shape[1])
-        inside = (ids >= lo) & (ids < hi)
-        np.add.at(grad, ids[inside] - lo, rows[inside])
-    # along a partial_sum axis of the table every piece has the whole gradient: broadcast there
-    sbp = tuple(B if sp is P else sp for sp in weight.sbp)
-    return None, Tensor(grad, weight.shape, weight.dtype, weight.placement, sbp)
 
 
 def legacy_reduction(size_average, reduce, reduction):
