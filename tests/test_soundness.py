@@ -151,6 +151,13 @@ def samples(name):
                                         "pad_value": 0.0})],
         "fold2d": [([f(5, 3, 6, 12)], {"size": (5, 6), "kernel": (3, 2), "stride": (2, 1), "padding": (1, 0),
                                       "dilation": (1, 2)})],
+        "conv2d": [([f(5, 4, 5, 6), f(6, 4, 3, 2), f(6)], {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
+                                                           "groups": 1}),
+                   ([f(5, 4, 5, 6), f(6, 2, 3, 3)], {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 2})],
+        "conv2d_backward": [([f(5, 6, 3, 4), f(5, 4, 5, 6), f(6, 4, 3, 2)], {"stride": (2, 1), "padding": (1, 0),
+                                                                             "dilation": (1, 2), "groups": 1}),
+                            ([f(5, 6, 5, 6), f(5, 4, 5, 6), f(6, 2, 3, 3)], {"stride": (1, 1), "padding": (1, 1),
+                                                                             "dilation": (1, 1), "groups": 2})],
     }
     for name_ in ("max", "min", "prod", "median", "argmax", "argmin"):
         table[name_] = [([f(5, 4)], {"dims": (1,), "keepdim": False}), ([f(5, 4)], {"dims": None, "keepdim": False})]

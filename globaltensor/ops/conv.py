@@ -105,20 +105,122 @@ def fold2d(input, output_size, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dil
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """PyTorch's conv2d (cross-correlation): weight [O, C / groups, kh, kw]; the patches of
-    unfold2d times the weight matrix, per group."""
+    """PyTorch's conv2d (cross-correlation): weight [O, C / groups, kh, kw]. One primitive: the
+    patches of the whole batch unfolded channel-major, then one matrix product per group."""
     input, weight = tensors(input, weight)
     n, c, h, w = input.shape
     o, cg, kh, kw = weight.shape
-    if c != cg * groups or o % groups:
-        raise ValueError(f"conv2d: input has {c} channels, weight {tuple(weight.shape)} with groups={groups}")
-    oh, ow = (_out_size(h, kh, s, p, d) for h, kh, s, p, d in
-              zip((h, w), (kh, kw), _pair(stride), _pair(padding), _pair(dilation)))
-    cols = unfold2d(input, (kh, kw), stride, padding, dilation)  # [N, C, kk, L]
-    cols = cols.reshape(n, groups, cg * kh * kw, oh * ow)
-    wmat = weight.reshape(groups, o // groups, cg * kh * kw)
-    out = (wmat @ cols).reshape(n, o, oh, ow)  # [N, g, O/g, L]
-    return out if bias is None else out + bias.reshape(1, o, 1, 1)
+    if input.ndim != 4 or c != cg * groups or o % groups:
+        raise ValueError(f"conv2d: input {tuple(input.shape)} [N, C, H, W] with weight {tuple(weight.shape)} and "
+                         f"groups={groups} do not fit")
+    st = {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation), "groups": int(groups)}
+    _unfold_meta([tuple(input.shape)], [input.dtype], dict(st, kernel=(kh, kw)))  # a kernel too large raises here
+    ins = [input, weight] if bias is None else tensors(input, weight, bias)
+    return apply("conv2d", ins, st)
+
+
+def _conv_rows(s, o, st):
+    """x [N, C, H, W], w [O, C/g, kh, kw] (, b [O]) -> y [N, O, oh, ow].
+    x S(0), w B (, b B) -> S(0)          images are independent
+    x B, w S(0), b S(0) -> S(1)          output channels come from their filters (groups=1)
+    x S(1), w S(1), b P -> P             a sum over input-channel pieces; b added once (groups=1)
+    x P, w B, b P / x B, w P, b P -> P   bilinear"""
+    has_b = len(s) == 3
+    rows = [((B,) * len(s), (B,)), ((S(0), B) + ((B,) if has_b else ()), (S(0),)),
+            ((P, B) + ((P,) if has_b else ()), (P,)), ((B, P) + ((P,) if has_b else ()), (P,))]
+    if st["groups"] == 1:
+        rows += [((B, S(0)) + ((S(0),) if has_b else ()), (S(1),)), ((S(1), S(1)) + ((P,) if has_b else ()), (P,))]
+    return rows
+
+
+def _conv_meta(s, dt, st):
+    (n, c, h, w), (o, cg, kh, kw) = s[0], s[1]
+    oh, ow = _geometry(h, w, dict(st, kernel=(kh, kw)))
+    return [(n, o, oh, ow)], [rules.result_dtype(*dt)]
+
+
+def _windows(h, w, kh, kw, st):
+    """(oh, ow, [(i, j, rows slice, cols slice)]) of each kernel tap over the padded input."""
+    (sh, sw), (dh, dw) = st["stride"], st["dilation"]
+    oh, ow = _geometry(h, w, dict(st, kernel=(kh, kw)))
+    return oh, ow, [(i, j, slice(i * dh, i * dh + sh * (oh - 1) + 1, sh), slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+                    for i in range(kh) for j in range(kw)]
+
+
+def _channel_major_patches(x, kh, kw, st):
+    """[C * kh * kw, N * oh * ow]: every window of the batch, a column each (im2col, channel-major,
+    so one matrix product covers the whole batch)."""
+    xp = array_module(x)
+    n, c, h, w = x.shape
+    (ph, pw) = st["padding"]
+    oh, ow, taps = _windows(h, w, kh, kw, st)
+    if ph or pw:
+        padded = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), x.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = x.transpose(1, 0, 2, 3)
+    else:
+        padded = xp.ascontiguousarray(x.transpose(1, 0, 2, 3))
+    cols = xp.empty((c, kh, kw, n, oh, ow), x.dtype)
+    for i, j, rs, cs in taps:
+        cols[:, i, j] = padded[:, :, rs, cs]
+    return cols.reshape(c * kh * kw, n * oh * ow), oh, ow
+
+
+def _conv_backward(ctx, g):
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    grads = apply("conv2d_backward", [g, x, w], dict(ctx.static, need_dx=x.requires_grad), multi=True)
+    wanted = [t.requires_grad for t in ctx.inputs]
+    return tuple(gr if want else None for gr, want in zip(grads, wanted))
+
+
+@op("conv2d", _conv_rows, _conv_backward, meta=_conv_meta)
+def _conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    xp = array_module(x)
+    n, o, (_, cg, kh, kw) = x.shape[0], w.shape[0], w.shape
+    st = {"stride": stride, "padding": padding, "dilation": dilation}
+    cols, oh, ow = _channel_major_patches(x.astype(np.result_type(x, w), copy=False), kh, kw, st)
+    out = xp.matmul(w.reshape(groups, o // groups, cg * kh * kw), cols.reshape(groups, cg * kh * kw, -1))
+    out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
+    if b is not None:
+        out = out + b.reshape(1, o, 1, 1)
+    return xp.ascontiguousarray(out)
+
+
+def _conv_backward_rows(s, o, st):
+    """g [N, O, oh, ow], x, w -> dx, dw, db.
+    g S(0), x S(0), w B -> S(0), P, P       dw and db sum over images
+    g S(1), x B, w S(0) -> P, S(0), S(0)    dx sums over output-channel pieces (groups=1)
+    g B, x S(1), w S(1) -> S(1), S(1), B    each input-channel piece's own (groups=1)
+    g P, x B, w B -> P, P, P                every gradient is linear in g"""
+    rows = [((B, B, B), (B, B, B)), ((S(0), S(0), B), (S(0), P, P)), ((P, B, B), (P, P, P))]
+    if st["groups"] == 1:
+        rows += [((S(1), B, S(0)), (P, S(0), S(0))), ((B, S(1), S(1)), (S(1), S(1), B))]
+    return rows
+
+
+@op("conv2d_backward", _conv_backward_rows,
+    meta=lambda s, dt, st: ([tuple(s[1]), tuple(s[2]), (s[2][0],)], [dt[1], dt[2], dt[0]]))
+def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, need_dx=True):
+    """dw = g . patches^T and db = the sum of g per output channel; dx: w^T . g folded back
+    onto the (padded) input, each tap added where its window came from (zeros when not
+    need_dx: the images of a first layer)."""
+    xp = array_module(x)
+    (n, c, h, wd), (o, cg, kh, kw) = x.shape, w.shape
+    st = {"stride": stride, "padding": padding, "dilation": dilation}
+    gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)  # [g, O/g, N * L]
+    cols, oh, ow = _channel_major_patches(x, kh, kw, st)
+    k = cg * kh * kw
+    dw = xp.matmul(gm, cols.reshape(groups, k, -1).transpose(0, 2, 1)).reshape(w.shape).astype(w.dtype, copy=False)
+    db = g.sum(axis=(0, 2, 3))
+    if not need_dx:
+        return xp.zeros(x.shape, x.dtype), dw, db.astype(g.dtype, copy=False)
+    dcols = xp.matmul(w.reshape(groups, o // groups, k).transpose(0, 2, 1), gm).reshape(c, kh, kw, n, oh, ow)
+    (ph, pw) = padding
+    _, _, taps = _windows(h, wd, kh, kw, st)
+    dx = xp.zeros((c, n, h + 2 * ph, wd + 2 * pw), dcols.dtype)
+    for i, j, rs, cs in taps:
+        dx[:, :, rs, cs] += dcols[:, i, j]
+    dx = dx[:, :, ph:ph + h, pw:pw + wd].transpose(1, 0, 2, 3)
+    return xp.ascontiguousarray(dx).astype(x.dtype, copy=False), dw, db.astype(g.dtype, copy=False)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
