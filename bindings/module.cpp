@@ -254,6 +254,59 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("dx"), py::arg("dw"), py::arg("db"), py::arg("g"), py::arg("x"), py::arg("mean"), py::arg("rstd"),
      py::arg("w"), "LayerNorm's gradient: dx (or None), and dw, db (or None) summed over the rows.");
 
+  // BatchNorm's per-channel passes over x viewed as [n, c, hw] (C-contiguous, float32/float64).
+  auto channel_dtype = [](const py::array& x, const char* what) {
+    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
+    if (dtype < 0) throw py::type_error(std::string(what) + " takes float32 or float64 arrays");
+    if (x.ndim() < 2) throw py::value_error(std::string(what) + " needs x of at least 2 dims [N, C, ...]");
+    return dtype;
+  };
+  auto nchw = [](const py::array& x) {
+    size_t hw = 1;
+    for (py::ssize_t d = 2; d < x.ndim(); ++d) hw *= size_t(x.shape(d));
+    return std::array<size_t, 3>{size_t(x.shape(0)), size_t(x.shape(1)), hw};
+  };
+  auto per_channel = [](const py::array& v, const py::array& x, size_t c, const char* what, bool writable, bool f64) {
+    View view = contiguous(v, what, writable);
+    bool ok = f64 ? v.dtype().equal(py::dtype::of<double>()) : v.dtype().equal(x.dtype());
+    if (!ok || view.nbytes != c * (f64 ? 8 : size_t(x.itemsize())))
+      throw py::value_error(std::string(what) + " must hold one value per channel (" + (f64 ? "float64" : "x's dtype") + ")");
+    return view.ptr;
+  };
+  m.def("channel_sums", [=](py::array s1, py::array s2, py::array x) {
+    int dtype = channel_dtype(x, "channel_sums");
+    View vx = contiguous(x, "x", false);
+    auto d = nchw(x);
+    auto* p1 = reinterpret_cast<double*>(per_channel(s1, x, d[1], "s1", true, true));
+    auto* p2 = reinterpret_cast<double*>(per_channel(s2, x, d[1], "s2", true, true));
+    py::gil_scoped_release release;
+    gt::channel_sums(p1, p2, vx.ptr, d[0], d[1], d[2], dtype);
+  }, py::arg("s1"), py::arg("s2"), py::arg("x"), "Per channel (dim 1) of x: the sum and the sum of squares (float64).");
+  m.def("channel_affine", [=](py::array y, py::array x, py::array a, py::array b) {
+    int dtype = channel_dtype(x, "channel_affine");
+    View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);
+    if (!y.dtype().equal(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y must be like x");
+    auto d = nchw(x);
+    void* pa = per_channel(a, x, d[1], "a", false, false);
+    void* pb = per_channel(b, x, d[1], "b", false, false);
+    py::gil_scoped_release release;
+    gt::channel_affine(vy.ptr, vx.ptr, pa, pb, d[0], d[1], d[2], dtype);
+  }, py::arg("y"), py::arg("x"), py::arg("a"), py::arg("b"), "y = x * a[c] + b[c] per channel (dim 1).");
+  m.def("channel_affine_backward", [=](py::array dx, py::array sum_g, py::array sum_gx, py::array g, py::array x,
+                                       py::array a) {
+    int dtype = channel_dtype(x, "channel_affine_backward");
+    View vd = contiguous(dx, "dx", true), vg = contiguous(g, "g", false), vx = contiguous(x, "x", false);
+    if (!dx.dtype().equal(x.dtype()) || !g.dtype().equal(x.dtype()) || vd.nbytes != vx.nbytes || vg.nbytes != vx.nbytes)
+      throw py::value_error("dx and g must be like x");
+    auto d = nchw(x);
+    auto* p1 = reinterpret_cast<double*>(per_channel(sum_g, x, d[1], "sum_g", true, true));
+    auto* p2 = reinterpret_cast<double*>(per_channel(sum_gx, x, d[1], "sum_gx", true, true));
+    void* pa = per_channel(a, x, d[1], "a", false, false);
+    py::gil_scoped_release release;
+    gt::channel_affine_backward(vd.ptr, p1, p2, vg.ptr, vx.ptr, pa, d[0], d[1], d[2], dtype);
+  }, py::arg("dx"), py::arg("sum_g"), py::arg("sum_gx"), py::arg("g"), py::arg("x"), py::arg("a"),
+     "dx = g * a[c]; per channel the sums of g and of g * x (float64): channel_affine's gradient.");
+
   m.def("axpby", [](py::array y, py::array x, double a, double b) {
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);
     if (!y.dtype().equal(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y and x must match in dtype and size");

@@ -64,7 +64,81 @@ void backward(T* dx, T* dw, T* db, const T* g, const T* x, const T* mean, const 
   for (size_t c = 0; c < acc_b.size(); ++c) db[c] = static_cast<T>(acc_b[c]);
 }
 
+template <typename T>
+void sums(double* s1, double* s2, const T* x, size_t n, size_t c, size_t hw) {
+  for (size_t k = 0; k < c; ++k) s1[k] = s2[k] = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < c; ++k) {
+      const T* p = x + (i * c + k) * hw;
+      double a = 0.0, b = 0.0;
+      for (size_t j = 0; j < hw; ++j) {
+        const double v = p[j];
+        a += v;
+        b += v * v;
+      }
+      s1[k] += a;
+      s2[k] += b;
+    }
+}
+
+template <typename T>
+void affine(T* y, const T* x, const T* a, const T* b, size_t n, size_t c, size_t hw) {
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < c; ++k) {
+      const size_t at = (i * c + k) * hw;
+      const T s = a[k], t = b[k];
+      for (size_t j = 0; j < hw; ++j) y[at + j] = x[at + j] * s + t;
+    }
+}
+
+template <typename T>
+void affine_backward(T* dx, double* sum_g, double* sum_gx, const T* g, const T* x, const T* a, size_t n, size_t c,
+                     size_t hw) {
+  for (size_t k = 0; k < c; ++k) sum_g[k] = sum_gx[k] = 0.0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < c; ++k) {
+      const size_t at = (i * c + k) * hw;
+      const T s = a[k];
+      double sg = 0.0, sgx = 0.0;
+      for (size_t j = 0; j < hw; ++j) {
+        const T v = g[at + j];
+        dx[at + j] = v * s;
+        sg += v;
+        sgx += static_cast<double>(v) * x[at + j];
+      }
+      sum_g[k] += sg;
+      sum_gx[k] += sgx;
+    }
+}
+
 }  // namespace
+
+void channel_sums(double* s1, double* s2, const void* x, size_t n, size_t c, size_t hw, int32_t dtype) {
+  if (dtype == 0)
+    sums(s1, s2, static_cast<const float*>(x), n, c, hw);
+  else
+    sums(s1, s2, static_cast<const double*>(x), n, c, hw);
+}
+
+void channel_affine(void* y, const void* x, const void* a, const void* b, size_t n, size_t c, size_t hw,
+                    int32_t dtype) {
+  if (dtype == 0)
+    affine(static_cast<float*>(y), static_cast<const float*>(x), static_cast<const float*>(a),
+           static_cast<const float*>(b), n, c, hw);
+  else
+    affine(static_cast<double*>(y), static_cast<const double*>(x), static_cast<const double*>(a),
+           static_cast<const double*>(b), n, c, hw);
+}
+
+void channel_affine_backward(void* dx, double* sum_g, double* sum_gx, const void* g, const void* x, const void* a,
+                             size_t n, size_t c, size_t hw, int32_t dtype) {
+  if (dtype == 0)
+    affine_backward(static_cast<float*>(dx), sum_g, sum_gx, static_cast<const float*>(g),
+                    static_cast<const float*>(x), static_cast<const float*>(a), n, c, hw);
+  else
+    affine_backward(static_cast<double*>(dx), sum_g, sum_gx, static_cast<const double*>(g),
+                    static_cast<const double*>(x), static_cast<const double*>(a), n, c, hw);
+}
 
 void layer_norm(void* y, void* mean, void* rstd, const void* x, const void* w, const void* b, size_t rows,
                 size_t cols, double eps, int32_t dtype) {

@@ -1,8 +1,8 @@
-"""BatchNorm1d/2d and GroupNorm, composites of registered ops. On global tensors with the batch
-split over ranks, BatchNorm's statistics are over the global batch (SyncBatchNorm by
-construction: the means come out partial and the dispatcher sums them)."""
+"""BatchNorm1d/2d (ops.batch_norm: two per-channel primitives) and GroupNorm (a composite). On
+global tensors with the batch split over ranks, BatchNorm's statistics are over the global batch
+(SyncBatchNorm by construction: the per-channel sums come out partial and the dispatcher sums
+them)."""
 from .. import ops
-from ..autograd import no_grad
 from ..creation import ones, zeros
 from .module import Module, Parameter
 
@@ -29,29 +29,10 @@ class _BatchNorm(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
 
-    def _shape(self, x):
-        return (1, self.num_features) + (1,) * (x.ndim - 2)
-
     def forward(self, input):
-        dims = (0,) + tuple(range(2, input.ndim))
-        shape = self._shape(input)
-        if self.training or not self.track_running_stats:
-            mean = input.mean(dims, keepdim=True)
-            centered = input - mean
-            var = (centered * centered).mean(dims, keepdim=True)
-            if self.training and self.track_running_stats:
-                count = input.numel() // self.num_features
-                with no_grad():
-                    m = self.momentum
-                    self.running_mean.mul_(1 - m).add_(mean.reshape(self.num_features) * m)
-                    self.running_var.mul_(1 - m).add_(var.reshape(self.num_features) * (m * count / max(count - 1, 1)))
-        else:
-            centered = input - self.running_mean.reshape(shape)
-            var = self.running_var.reshape(shape)
-        out = centered * ops.rsqrt(var + self.eps)
-        if self.affine:
-            out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
-        return out
+        use_batch = self.training or not self.track_running_stats
+        return ops.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                              training=use_batch, momentum=self.momentum if self.training else 0.0, eps=self.eps)
 
 
 class BatchNorm1d(_BatchNorm):

@@ -192,6 +192,114 @@ def _layer_norm_backward_kernel(g, x, mean, rstd, w=None, ndims=1):
     return dx.astype(x.dtype), (g * xhat).sum(axis=lead).astype(x.dtype), g.sum(axis=lead).astype(x.dtype)
 
 
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Normalise each channel (dim 1) by the batch's mean and (biased) variance in training,
+    updating running_mean / running_var in place (the unbiased variance, by momentum), or by the
+    running statistics otherwise; then * weight + bias (PyTorch's F.batch_norm). Two passes
+    over x: the per-channel sums (on a batch split over ranks they are partial: the statistics
+    are the global batch's, SyncBatchNorm by construction) and x * a + b per channel."""
+    from ..autograd import no_grad
+    from .elementwise import rsqrt
+    input = tensors(input)[0]
+    c = input.shape[1] if input.ndim >= 2 else 0
+    if input.ndim < 2 or c == 0:
+        raise ValueError(f"batch_norm expects [N, C, ...] input with C > 0, got shape {tuple(input.shape)}")
+    if not input.dtype.is_floating:
+        input = input.astype(_default_float())
+    count = input.numel() // c
+    if training:
+        if count < 2 and running_mean is not None:
+            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
+                             f"{tuple(input.shape)}")
+        s1, s2 = apply("channel_sums", [input], multi=True)
+        mean = s1 * (1.0 / count)
+        var = (s2 * (1.0 / count) - mean * mean).clip(0, None)
+        if running_mean is not None and running_var is not None:
+            with no_grad():
+                m = momentum
+                running_mean.mul_(1 - m).add_((mean * m).astype(running_mean.dtype))
+                running_var.mul_(1 - m).add_((var * (m * count / builtins.max(count - 1, 1))).astype(running_var.dtype))
+    else:
+        mean, var = running_mean, running_var
+    scale = rsqrt(var + eps)
+    if weight is not None:
+        scale = scale * weight
+    shift = -mean * scale if bias is None else bias - mean * scale
+    return apply("channel_affine", [input, scale.astype(input.dtype), shift.astype(input.dtype)])
+
+
+def _channel_sums_meta(s, dt, st):
+    return [(s[0][1],), (s[0][1],)], [np.dtype(np.float64)] * 2
+
+
+def _channel_sums_backward(ctx, g1, g2):
+    x = ctx.inputs[0]
+    zeros_c = lambda: zeros_like(ctx.outputs[0])  # noqa: E731
+    g1 = zeros_c() if g1 is None else g1
+    g2 = zeros_c() if g2 is None else g2
+    return (apply("channel_affine", [x, (g2 * 2.0).astype(x.dtype), g1.astype(x.dtype)]),)
+
+
+@op("channel_sums", lambda s, o, st: [((B,), (B, B)), ((S(1),), (S(0), S(0)))] +
+    [((S(d),), (P, P)) for d in [0] + list(range(2, len(s[0])))],
+    _channel_sums_backward, meta=_channel_sums_meta)
+def _channel_sums(x):
+    """Per channel (dim 1): the sum and the sum of squares, in float64.
+    x S(0) or a spatial S(d) -> P, P (sums over row pieces); x S(1) -> S(0), S(0) (channel pieces)."""
+    c = x.shape[1]
+    if type(x) is np.ndarray and x.dtype in _C_FLOATS:
+        s1, s2 = np.empty(c), np.empty(c)
+        _C.channel_sums(s1, s2, np.ascontiguousarray(x))
+        return s1, s2
+    dims = (0,) + tuple(range(2, x.ndim))
+    wide = x.astype(np.float64)
+    return wide.sum(axis=dims), (wide * wide).sum(axis=dims)
+
+
+def _per_channel(a, x):
+    return a.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def _channel_affine_backward(ctx, g):
+    x, a, b = ctx.inputs
+    dx, sum_g, sum_gx = apply("channel_affine_backward", [g, x, a], multi=True)
+    return (dx if x.requires_grad else None, sum_gx.astype(a.dtype) if a.requires_grad else None,
+            sum_g.astype(b.dtype) if b.requires_grad else None)
+
+
+@op("channel_affine", lambda s, o, st: [((B, B, B), (B,)), ((S(1), S(0), S(0)), (S(1),)), ((P, B, P), (P,))] +
+    [((S(d), B, B), (S(d),)) for d in [0] + list(range(2, len(s[0])))],
+    _channel_affine_backward, meta=lambda s, dt, st: ([tuple(s[0])], [dt[0]]))
+def _channel_affine(x, a, b):
+    """x * a[c] + b[c] per channel (dim 1), one pass.
+    x split anywhere but the channels, a, b B -> split alike; x S(1), a, b S(0) -> S(1) (channel
+    pieces); x P, a B, b P -> P (linear in x and b)."""
+    if type(x) is np.ndarray and x.dtype in _C_FLOATS and a.dtype == x.dtype and b.dtype == x.dtype:
+        y = np.empty(x.shape, x.dtype)
+        _C.channel_affine(y, np.ascontiguousarray(x), np.ascontiguousarray(a), np.ascontiguousarray(b))
+        return y
+    return (x * _per_channel(a, x) + _per_channel(b, x)).astype(x.dtype, copy=False)
+
+
+@op("channel_affine_backward", lambda s, o, st: [((B, B, B), (B, B, B)), ((S(1), S(1), S(0)), (S(1), S(0), S(0))),
+                                                  ((P, B, B), (P, P, P))] +
+    [((S(d), S(d), B), (S(d), P, P)) for d in [0] + list(range(2, len(s[1])))],
+    meta=lambda s, dt, st: ([tuple(s[1]), (s[1][1],), (s[1][1],)], [dt[1], np.dtype(np.float64), np.dtype(np.float64)]))
+def _channel_affine_backward_kernel(g, x, a):
+    """dx = g * a[c]; per channel the sums of g and of g * x (float64), one pass.
+    rows split anywhere but the channels -> dx split alike, the sums P; channels split -> all
+    split by channel; g P -> all P (linear in g)."""
+    if type(x) is np.ndarray and x.dtype in _C_FLOATS and g.dtype == x.dtype and a.dtype == x.dtype:
+        c = x.shape[1]
+        dx, sum_g, sum_gx = np.empty(x.shape, x.dtype), np.empty(c), np.empty(c)
+        _C.channel_affine_backward(dx, sum_g, sum_gx, np.ascontiguousarray(g), np.ascontiguousarray(x),
+                                   np.ascontiguousarray(a))
+        return dx, sum_g, sum_gx
+    dims = (0,) + tuple(range(2, x.ndim))
+    wide = g.astype(np.float64)
+    return (g * _per_channel(a, x)).astype(x.dtype, copy=False), wide.sum(axis=dims), (wide * x).sum(axis=dims)
+
+
 def _linear_rows(in_shapes, out_shapes, static):
     """x (..., k), w (n, k), b (n): y = x @ w.T + b.
     batch S(d) on x -> S(d)                     rows of y come from rows of x
