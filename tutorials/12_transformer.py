@@ -18,7 +18,12 @@
 #
 # On a 2x2 mesh, axis 0 is data parallel and axis 1 tensor parallel: a parameter is `(B, x)` with
 # `x` its TP split, a batch `(S(0), B)`. The dispatcher inserts every collective; the losses are the
-# one-process run's.
+# one-process run's. `lay_out` also fixes Megatron's two reduction points with forward hooks:
+# `nn.tensor_parallel.reduce_output(out_proj)` (g: the row-parallel layer's partial sum reduced at
+# once, so the residual stream stays whole) and `nn.tensor_parallel.reduce_input_grad(self_attn)`
+# (f: the gradient of the column-parallel layers' input reduced where it re-enters the stream).
+# A step then issues Megatron's collectives, one all_reduce per sublayer forward and one backward;
+# the loss over the split vocabulary moves no logits (only a few values per token).
 
 # %%
 import importlib.util
