@@ -240,3 +240,27 @@ def test_a_tensor_parallel_gpt_step_replays_in_graph_mode_with_eager_losses():
     all go through the dispatcher, so a traced step captures and replays them."""
     eager = run_ranks(_gpt_losses, 2, "tp", False)
     assert run_ranks(_gpt_losses, 2, "tp", True) == eager
+
+
+def _merge_leading(rows):
+    import globaltensor as gt
+    from globaltensor.debug import trace_collectives
+    mesh = gt.placement("cpu", [0, 1])
+    xs = np.arange(rows * 4 * 3, dtype=np.float32).reshape(rows, 4, 3)
+    x = gt.tensor(xs).to_global(mesh, gt.sbp.broadcast).to_global(sbp=gt.sbp.split(0))
+    with trace_collectives() as trace:
+        flat = x.reshape(rows * 4, 3)
+        back = flat.reshape(rows, 4, 3)
+    return str(flat.sbp[0]), str(back.sbp[0]), [k for k, _, _ in trace], _full(flat), _full(back), xs
+
+
+def test_reshape_merging_the_split_batch_with_the_next_dim_keeps_the_split():
+    """[batch, seq, d] -> [batch * seq, d] and back (a data-parallel step's reshapes): with the
+    batch a multiple of the ranks each rank's rows stay its own, with nothing moved; otherwise
+    the values are still exact (another route)."""
+    for rows, moves in ((8, False), (7, True)):
+        for flat_sbp, back_sbp, kinds, flat, back, xs in run_ranks(_merge_leading, 2, rows):
+            np.testing.assert_array_equal(flat, xs.reshape(rows * 4, 3))
+            np.testing.assert_array_equal(back, xs)
+            if not moves:
+                assert (flat_sbp, back_sbp, kinds) == ("S(0)", "S(0)", [])

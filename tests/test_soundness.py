@@ -86,6 +86,9 @@ def samples(name):
         "cholesky": [([spd()], {"upper": False})],
         "inverse": [([spd()], {})],
         "reshape": [([f(4, 6)], {"shape": (4, 2, 3), "keep": 1}), ([f(4, 6)], {"shape": (24,), "keep": 0}),
+                    ([f(6, 2, 5)], {"shape": (12, 5), "keep": 0, "tail": 1, "lead": True}),  # 6 rows part evenly
+                    ([f(12, 5)], {"shape": (6, 2, 5), "keep": 0, "tail": 1, "lead": True}),  # over 2 or 3 ranks
+                    ([f(3, 4, 5)], {"shape": (3, 20), "keep": 1, "tail": 0}),
                     ([f(4, 6, 2)], {"shape": (4, 12), "keep": 1})],
         "squeeze": [([f(5, 1, 3)], {"dims": (1,)})],
         "unsqueeze": [([f(5, 3)], {"dim": 1})],

@@ -66,11 +66,41 @@ def _reshape_shape(s, st):
     return shape
 
 
-@op("reshape", lambda s, o, st: _rows(sum(_reshape_pairs(s[0], o[0]), [])),
-    lambda ctx, g: reshape(g, ctx.inputs[0].shape), meta=_meta(_reshape_shape))
-def _reshape(x, shape=(), keep=0, tail=0):
+def _leading_merge(in_shape, out_shape, ranks, tail=0):
+    """Whether the first dim of one side is the first few dims of the other merged (e.g. [8, 128,
+    d] <-> [1024, d]), outside the `tail` dims both sides end with, with the coarser first dim a
+    multiple of `ranks`: then every even split of it over any mesh axes cuts the other side at
+    the same elements, so S(0) stays S(0)."""
+    if not in_shape or not out_shape or in_shape[0] == out_shape[0] or min(in_shape[0], out_shape[0]) == 0:
+        return False
+    short, long_ = (in_shape, out_shape) if in_shape[0] > out_shape[0] else (out_shape, in_shape)
+    merged = 1
+    for m, n in enumerate(long_, 1):
+        merged *= n
+        if merged >= short[0]:
+            return (merged == short[0] and m > 1 and long_[0] % ranks == 0 and m <= len(long_) - tail
+                    and len(short) > tail)
+    return False
+
+
+def _reshape_rows(s, o, st):
+    """B; S(i) -> S(o) for dims whose sizes agree from the start or from the end; S(0) -> S(0)
+    where the first dims merge or part evenly over every rank (static lead); P -> P."""
+    pairs = sum(_reshape_pairs(s[0], o[0]), [])
+    if st.get("lead") and (0, 0) not in pairs:
+        pairs.append((0, 0))
+    return _rows(pairs)
+
+
+@op("reshape", _reshape_rows, lambda ctx, g: reshape(g, ctx.inputs[0].shape), meta=_meta(_reshape_shape))
+def _reshape(x, shape=(), keep=0, tail=0, lead=False):
     """The first `keep` and the last `tail` dims (the ones that may be split) come from the piece
-    itself; the dims between are never split."""
+    itself, and with `lead` the first dim (the leading dims merged or parted); the dims between
+    are never split."""
+    if lead:
+        middle = tuple(shape[1:len(shape) - tail])
+        rest = middle + x.shape[x.ndim - tail:]
+        return np.reshape(x, (x.size // math.prod(rest) if math.prod(rest) else 0,) + rest)
     return np.reshape(x, x.shape[:keep] + tuple(shape[keep:len(shape) - tail]) + x.shape[x.ndim - tail:])
 
 
@@ -94,7 +124,10 @@ def reshape(input, *shape):
     if shape == tuple(input.shape):
         return input
     prefix, suffix = _reshape_pairs(tuple(input.shape), shape)
-    return apply("reshape", [input], {"shape": shape, "keep": len(prefix), "tail": len(suffix)})
+    static = {"shape": shape, "keep": len(prefix), "tail": len(suffix)}
+    if input.is_global and not prefix and _leading_merge(tuple(input.shape), shape, input.placement.size, len(suffix)):
+        static["lead"] = True  # a global fact (shapes, the number of ranks): every rank decides alike
+    return apply("reshape", [input], static)
 
 
 def reshape_(input, *shape):
