@@ -18,7 +18,7 @@ from .backends.devices import device, of_array
 from .boxing import plan, run
 from .env import get_rank
 from .ops.registry import REGISTRY
-from .sbp import broadcast, partial_sum
+from .sbp import broadcast, partial_sum, split
 from .tensor import Layout, Tensor
 
 
@@ -164,18 +164,22 @@ def _decide(opdef, tensors, static):
 
 
 def _deferral(placement, current, in_sbps, out_sbps, out_shapes, out_dtypes):
-    """The price of keeping a partial sum unreduced by making another input partial too (free
-    to convert, B or S -> P): on a mesh axis where an input is P already and another is made
-    P, the P output's reduction is put off, so it is charged here (plus a byte: putting off is
-    never free). Reducing the P input now then wins unless the output is smaller: a residual
-    stream stays whole where a row-parallel layer's sum meets it (Megatron's one all_reduce),
-    rather than turning P and making every op after it pay."""
+    """The price of partial sums made by conversion (free to convert, B or S -> P, but the
+    output's reduction is only put off, and a piece made P is a full-size array of zeros on
+    every rank but one): on a mesh axis where an input is P already and another is made P, or
+    where inputs are made P without a split input whose contraction makes the output partial
+    anyway (a row-parallel layer's bias), the P output's reduction is charged here (plus a
+    byte: putting off is never free). Reducing the P input now then wins unless the output is
+    smaller: a residual stream stays whole where a row-parallel layer's sum meets it (Megatron's
+    one all_reduce), and a split tensor is not turned P to run a linear op on zeros."""
     from .boxing.planning import reduction_bytes
     total = 0
     for axis in range(placement.ndim):
         pairs = [(c[axis], s[axis]) for c, s in zip(current, in_sbps)]
-        if any(c is partial_sum and s is partial_sum for c, s in pairs) and \
-                any(c is not partial_sum and s is partial_sum for c, s in pairs):
+        made = any(c is not partial_sum and s is partial_sum for c, s in pairs)
+        kept = any(c is partial_sum and s is partial_sum for c, s in pairs)
+        contracted = any(isinstance(s, split) for _, s in pairs)  # S x S -> P: partial by the op itself
+        if made and (kept or not contracted):
             total += sum(1 + reduction_bytes(placement, sbp, axis, shape, _dtype.to_dtype(dt).itemsize)
                          for sbp, shape, dt in zip(out_sbps, out_shapes, out_dtypes) if sbp[axis] is partial_sum)
     return total
