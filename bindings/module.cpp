@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../kernels/axpby.h"
+#include "../kernels/conv.h"
 #include "../kernels/norm.h"
 #include "../kernels/special.h"
 #ifdef GLOBALTENSOR_WITH_CUDA
@@ -306,6 +307,48 @@ PYBIND11_MODULE(_C, m) {
     gt::channel_affine_backward(vd.ptr, p1, p2, vg.ptr, vx.ptr, pa, d[0], d[1], d[2], dtype);
   }, py::arg("dx"), py::arg("sum_g"), py::arg("sum_gx"), py::arg("g"), py::arg("x"), py::arg("a"),
      "dx = g * a[c]; per channel the sums of g and of g * x (float64): channel_affine's gradient.");
+
+  // Convolution patches: x [n, c, h, w] <-> cols [c, kh, kw, n, oh, ow] (float32/float64).
+  auto conv_geometry = [](const py::array& x, std::array<size_t, 2> kernel, std::array<size_t, 2> stride,
+                          std::array<size_t, 2> padding, std::array<size_t, 2> dilation) {
+    if (x.ndim() != 4) throw py::value_error("conv patches need x of 4 dims [N, C, H, W]");
+    gt::ConvGeometry g{size_t(x.shape(0)), size_t(x.shape(1)), size_t(x.shape(2)), size_t(x.shape(3)), kernel[0],
+                       kernel[1], 0, 0, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1]};
+    if (!g.sh || !g.sw || !g.dh || !g.dw || !g.kh || !g.kw) throw py::value_error("conv patches: zero kernel, stride or dilation");
+    long oh = (long(g.h + 2 * g.ph) - long(g.dh * (g.kh - 1)) - 1) / long(g.sh) + 1;
+    long ow = (long(g.w + 2 * g.pw) - long(g.dw * (g.kw - 1)) - 1) / long(g.sw) + 1;
+    if (oh <= 0 || ow <= 0) throw py::value_error("conv patches: the kernel is larger than the padded input");
+    g.oh = size_t(oh);
+    g.ow = size_t(ow);
+    return g;
+  };
+  auto conv_dtype = [](const py::array& a, const py::array& b) {
+    int dtype = a.dtype().equal(py::dtype::of<float>()) ? 0 : a.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
+    if (dtype < 0 || !b.dtype().equal(a.dtype())) throw py::type_error("conv patches take float32 or float64 arrays of one dtype");
+    return dtype;
+  };
+  m.def("im2col", [=](py::array cols, py::array x, std::array<size_t, 2> kernel, std::array<size_t, 2> stride,
+                      std::array<size_t, 2> padding, std::array<size_t, 2> dilation) {
+    gt::ConvGeometry g = conv_geometry(x, kernel, stride, padding, dilation);
+    int dtype = conv_dtype(x, cols);
+    View vc = contiguous(cols, "cols", true), vx = contiguous(x, "x", false);
+    if (vc.nbytes != g.c * g.kh * g.kw * g.n * g.oh * g.ow * size_t(x.itemsize()))
+      throw py::value_error("im2col: cols must hold [C, kh, kw, N, oh, ow]");
+    py::gil_scoped_release release;
+    gt::im2col(vc.ptr, vx.ptr, g, dtype);
+  }, py::arg("cols"), py::arg("x"), py::arg("kernel"), py::arg("stride"), py::arg("padding"), py::arg("dilation"),
+     "cols [C, kh, kw, N, oh, ow] = every window tap of x [N, C, H, W] (zeros in the padding).");
+  m.def("col2im", [=](py::array dx, py::array cols, std::array<size_t, 2> kernel, std::array<size_t, 2> stride,
+                      std::array<size_t, 2> padding, std::array<size_t, 2> dilation) {
+    gt::ConvGeometry g = conv_geometry(dx, kernel, stride, padding, dilation);
+    int dtype = conv_dtype(dx, cols);
+    View vd = contiguous(dx, "dx", true), vc = contiguous(cols, "cols", false);
+    if (vc.nbytes != g.c * g.kh * g.kw * g.n * g.oh * g.ow * size_t(dx.itemsize()))
+      throw py::value_error("col2im: cols must hold [C, kh, kw, N, oh, ow]");
+    py::gil_scoped_release release;
+    gt::col2im(vd.ptr, vc.ptr, g, dtype);
+  }, py::arg("dx"), py::arg("cols"), py::arg("kernel"), py::arg("stride"), py::arg("padding"), py::arg("dilation"),
+     "dx [N, C, H, W] = im2col's adjoint of cols (each tap added where it read; the padding dropped).");
 
   m.def("axpby", [](py::array y, py::array x, double a, double b) {
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);

@@ -5,12 +5,14 @@ import math
 
 import numpy as np
 
+from .. import _C
 from . import rules
 from ._front import apply, tensors
 from .registry import op
 from ..backends.devices import array_module
 
 B, P, S = rules.B, rules.P, rules.split
+_C_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 # [N, C, H, W] -> [N, C, kh * kw, L]: batch and channel dims pass through, so their splits do
 _ROWS = [((B,), (B,)), ((S(0),), (S(0),)), ((S(1),), (S(1),)), ((P,), (P,))]
@@ -147,11 +149,20 @@ def _windows(h, w, kh, kw, st):
                     for i in range(kh) for j in range(kw)]
 
 
+def _native(*arrays):
+    return all(type(a) is np.ndarray and a.dtype in _C_FLOATS for a in arrays) and len({a.dtype for a in arrays}) == 1
+
+
 def _channel_major_patches(x, kh, kw, st):
     """[C * kh * kw, N * oh * ow]: every window of the batch, a column each (im2col, channel-major,
-    so one matrix product covers the whole batch)."""
+    so one matrix product covers the whole batch); one C++ pass for float32/float64 on the CPU."""
     xp = array_module(x)
     n, c, h, w = x.shape
+    if _native(x):
+        oh, ow = _geometry(h, w, dict(st, kernel=(kh, kw)))
+        cols = np.empty((c * kh * kw, n * oh * ow), x.dtype)
+        _C.im2col(cols, np.ascontiguousarray(x), (kh, kw), st["stride"], st["padding"], st["dilation"])
+        return cols, oh, ow
     (ph, pw) = st["padding"]
     oh, ow, taps = _windows(h, w, kh, kw, st)
     if ph or pw:
@@ -214,6 +225,10 @@ def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gr
     if not need_dx:
         return xp.zeros(x.shape, x.dtype), dw, db.astype(g.dtype, copy=False)
     dcols = xp.matmul(w.reshape(groups, o // groups, k).transpose(0, 2, 1), gm).reshape(c, kh, kw, n, oh, ow)
+    if _native(dcols) and dcols.dtype == x.dtype:
+        dx = np.empty(x.shape, x.dtype)
+        _C.col2im(dx, dcols, (kh, kw), stride, padding, dilation)
+        return dx, dw, db.astype(g.dtype, copy=False)
     (ph, pw) = padding
     _, _, taps = _windows(h, wd, kh, kw, st)
     dx = xp.zeros((c, n, h + 2 * ph, wd + 2 * pw), dcols.dtype)
