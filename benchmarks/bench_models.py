@@ -9,7 +9,9 @@ layouts). The torch peer is the same architecture written in torch (separate q/k
 GELU, SDPA with is_causal), DDP over gloo, and for TP parallelize_module with ColwiseParallel on
 q/k/v and the first feed-forward Linear, RowwiseParallel on the output projections (embeddings and
 head replicated). CNN: examples/cnn.py's conv blocks widened (3-32-64 channels), 32x32 images,
-batch 32 per rank. SGD steps (forward, loss, backward, update); medians of timed windows.
+batch 32 per rank. SGD steps (forward, loss, backward, update); medians of timed windows. Each
+case runs eagerly and as a graph (the step traced with gt.jit.trace: replayed with buffer reuse
+and no per-op dispatch), against the same torch figure of the round.
 """
 import argparse
 import importlib.util
@@ -36,8 +38,8 @@ def _rate(step, iters, barrier):
     return window_rate(step, iters, barrier, warmup=1, windows=3)  # few, long steps
 
 
-def gt_gpt(layout):
-    """Tokens per second of the GPT on 2 ranks, dp or tp."""
+def gt_gpt(layout, graph=False):
+    """Tokens per second of the GPT on 2 ranks, dp or tp; graph: the step traced (gt.jit.trace)."""
     import numpy as np
     import globaltensor as gt
     from globaltensor import distributed as dist
@@ -55,14 +57,16 @@ def gt_gpt(layout):
         sbp=data_sbp)
     opt = gt.optim.SGD(model.parameters(), lr=0.01)
 
-    def step():
+    def step(x, y):
         loss = gt.nn.functional.cross_entropy(model(x).reshape(batch * c["seq"], c["vocab"]),
                                               y.reshape(batch * c["seq"]))
         loss.backward()
         opt.step()
         opt.zero_grad()
+        return loss
 
-    return _rate(step, STEPS["gpt"], dist.barrier) * batch * c["seq"]
+    run = gt.jit.trace(step) if graph else step
+    return _rate(lambda: run(x, y), STEPS["gpt"], dist.barrier) * batch * c["seq"]
 
 
 def torch_gpt(layout, port):
@@ -143,8 +147,8 @@ def _cnn_layers(nn):
     return [*block(3, 32), *block(32, 64), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
 
 
-def gt_cnn():
-    """Images per second of the CNN, data-parallel on 2 ranks."""
+def gt_cnn(graph=False):
+    """Images per second of the CNN, data-parallel on 2 ranks; graph: the step traced."""
     import globaltensor as gt
     from globaltensor import distributed as dist
     gt.manual_seed(0)
@@ -155,12 +159,15 @@ def gt_cnn():
     y = gt.randint(0, 10, (64,), placement=mesh, sbp=gt.sbp.split(0))
     opt = gt.optim.SGD(net.parameters(), lr=0.01)
 
-    def step():
-        gt.nn.functional.cross_entropy(net(x), y).backward()
+    def step(x, y):
+        loss = gt.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
         opt.step()
         opt.zero_grad()
+        return loss
 
-    return _rate(step, STEPS["cnn"], dist.barrier) * 64
+    run = gt.jit.trace(step) if graph else step
+    return _rate(lambda: run(x, y), STEPS["cnn"], dist.barrier) * 64
 
 
 def torch_cnn(port):
@@ -191,31 +198,34 @@ def main():
     p.add_argument("--json", default="benchmarks/results/models.json")
     args = p.parse_args()
     from globaltensor.distributed import spawn
-    cases = [("GPT DP tokens/s", lambda: spawn(gt_gpt, args=("dp",), nprocs=2, timeout=1800)[0],
-              lambda: run_torch_peer(torch_gpt, ("dp",))[0], "DDP gloo"),
-             ("GPT TP tokens/s", lambda: spawn(gt_gpt, args=("tp",), nprocs=2, timeout=1800)[0],
-              lambda: run_torch_peer(torch_gpt, ("tp",))[0], "DTensor TP"),
-             ("CNN DP images/s", lambda: spawn(gt_cnn, nprocs=2, timeout=1800)[0],
-              lambda: run_torch_peer(torch_cnn, ())[0], "DDP gloo")]
+
+    def ours(fn, *fixed):
+        return lambda graph: spawn(fn, args=fixed + (graph,), nprocs=2, timeout=1800)[0]
+    cases = [("GPT DP tokens/s", ours(gt_gpt, "dp"), lambda: run_torch_peer(torch_gpt, ("dp",))[0], "DDP gloo"),
+             ("GPT TP tokens/s", ours(gt_gpt, "tp"), lambda: run_torch_peer(torch_gpt, ("tp",))[0], "DTensor TP"),
+             ("CNN DP images/s", ours(gt_cnn), lambda: run_torch_peer(torch_cnn, ())[0], "DDP gloo")]
     results, rows = {}, []
-    for label, ours, theirs, peer in cases:
-        mine, peers = [], []
-        for _ in range(args.rounds):
-            mine.append(ours())
+    for label, mine, theirs, peer in cases:
+        eager, graph, peers = [], [], []
+        for _ in range(args.rounds):  # eager, graph and the peer back to back in each round
+            eager.append(mine(False))
+            graph.append(mine(True))
             try:
                 value = theirs()
                 if isinstance(value, (int, float)):
                     peers.append(value)
             except Exception as exc:  # noqa: BLE001 - a torch peer dies now and then: report without it
                 print(f"{label}: torch peer failed: {type(exc).__name__}", file=sys.stderr)
-        r = {"globaltensor": statistics.median(mine)}
-        if peers:
-            r[peer] = statistics.median(peers)
-            r["ratio"] = r["globaltensor"] / r[peer]
-        results[label] = r
-        rows.append([label, f"{r['globaltensor']:.1f}", f"{r.get(peer, float('nan')):.1f}", peer,
-                     f"{r.get('ratio', float('nan')):.2f}x"])
-    print_table("real models on 2 ranks (medians of rounds)", ["case", "globaltensor", "torch", "peer", "ratio"], rows)
+        for mode, values in (("eager", eager), ("graph", graph)):
+            r = {"globaltensor": statistics.median(values), "mode": mode}
+            if peers:
+                r[peer] = statistics.median(peers)
+                r["ratio"] = r["globaltensor"] / r[peer]
+            results[f"{label} ({mode})"] = r
+            rows.append([label, mode, f"{r['globaltensor']:.1f}", f"{r.get(peer, float('nan')):.1f}", peer,
+                         f"{r.get('ratio', float('nan')):.2f}x"])
+    print_table("real models on 2 ranks (medians of rounds)", ["case", "mode", "globaltensor", "torch", "peer", "ratio"],
+                rows)
     write_json(args.json, results)
 
 
