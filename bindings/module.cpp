@@ -350,6 +350,31 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("dx"), py::arg("cols"), py::arg("kernel"), py::arg("stride"), py::arg("padding"), py::arg("dilation"),
      "dx [N, C, H, W] = im2col's adjoint of cols (each tap added where it read; the padding dropped).");
 
+  m.def("max_pool", [=](py::array out, py::array tap, py::array x, std::array<size_t, 2> kernel,
+                        std::array<size_t, 2> stride) {
+    gt::ConvGeometry g = conv_geometry(x, kernel, stride, {0, 0}, {1, 1});
+    int dtype = conv_dtype(x, out);
+    View vo = contiguous(out, "out", true), vt = contiguous(tap, "tap", true), vx = contiguous(x, "x", false);
+    size_t count = g.n * g.c * g.oh * g.ow;
+    if (vo.nbytes != count * size_t(x.itemsize()) || !tap.dtype().equal(py::dtype::of<int64_t>()) || vt.nbytes != count * 8)
+      throw py::value_error("max_pool: out [N, C, oh, ow] in x's dtype, tap [N, C, oh, ow] int64");
+    py::gil_scoped_release release;
+    gt::max_pool(vo.ptr, reinterpret_cast<int64_t*>(vt.ptr), vx.ptr, g, dtype);
+  }, py::arg("out"), py::arg("tap"), py::arg("x"), py::arg("kernel"), py::arg("stride"),
+     "Max pooling without padding: out, and tap (the first largest element's index in its window).");
+  m.def("max_pool_backward", [=](py::array dx, py::array grad, py::array tap, std::array<size_t, 2> kernel,
+                                 std::array<size_t, 2> stride) {
+    gt::ConvGeometry g = conv_geometry(dx, kernel, stride, {0, 0}, {1, 1});
+    int dtype = conv_dtype(dx, grad);
+    View vd = contiguous(dx, "dx", true), vg = contiguous(grad, "grad", false), vt = contiguous(tap, "tap", false);
+    size_t count = g.n * g.c * g.oh * g.ow;
+    if (vg.nbytes != count * size_t(dx.itemsize()) || !tap.dtype().equal(py::dtype::of<int64_t>()) || vt.nbytes != count * 8)
+      throw py::value_error("max_pool_backward: grad [N, C, oh, ow] in dx's dtype, tap int64 alike");
+    py::gil_scoped_release release;
+    gt::max_pool_backward(vd.ptr, vg.ptr, reinterpret_cast<const int64_t*>(vt.ptr), g, dtype);
+  }, py::arg("dx"), py::arg("grad"), py::arg("tap"), py::arg("kernel"), py::arg("stride"),
+     "Max pooling's backward: each window's gradient added at its tap.");
+
   m.def("axpby", [](py::array y, py::array x, double a, double b) {
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);
     if (!y.dtype().equal(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y and x must match in dtype and size");

@@ -1,5 +1,7 @@
-// Patches for convolution (see conv.h): one output row of one tap at a time, bounds checked
-// against the padding, so no padded copy of x is made and dx comes out in x's layout.
+// Patches for convolution and max pooling (see conv.h): one output row of one tap at a time,
+// bounds checked against the padding, so no padded copy of x is made and dx comes out in x's
+// layout. The geometry is passed by value: a copy the outputs cannot alias (int64_t taps could
+// alias a reference's size_t fields), so its sizes stay in registers.
 #include "conv.h"
 
 #include <cstring>
@@ -20,7 +22,7 @@ void valid_columns(const ConvGeometry& g, size_t j, size_t* lo, size_t* hi) {
 }
 
 template <typename T>
-void to_cols(T* cols, const T* x, const ConvGeometry& g) {
+void to_cols(T* cols, const T* x, const ConvGeometry g) {
   const size_t plane = g.h * g.w, out_plane = g.oh * g.ow;
   for (size_t ch = 0; ch < g.c; ++ch)
     for (size_t i = 0; i < g.kh; ++i)
@@ -51,7 +53,7 @@ void to_cols(T* cols, const T* x, const ConvGeometry& g) {
 }
 
 template <typename T>
-void from_cols(T* dx, const T* cols, const ConvGeometry& g) {
+void from_cols(T* dx, const T* cols, const ConvGeometry g) {
   const size_t plane = g.h * g.w, out_plane = g.oh * g.ow;
   std::memset(dx, 0, g.n * g.c * plane * sizeof(T));
   for (size_t ch = 0; ch < g.c; ++ch)
@@ -78,7 +80,76 @@ void from_cols(T* dx, const T* cols, const ConvGeometry& g) {
       }
 }
 
+template <typename T, size_t SW>  // SW: the column stride when known at compile time (0: g.sw)
+void pool(T* out, int64_t* tap, const T* x, const ConvGeometry g) {
+  const size_t sw = SW ? SW : g.sw;
+  // One output row at a time, tap by tap over the whole row: the first
+  // largest wins; a nan wins over numbers, as numpy's max.
+  const size_t plane = g.h * g.w;
+  for (size_t p = 0; p < g.n * g.c; ++p) {
+    const T* src = x + p * plane;
+    for (size_t oy = 0; oy < g.oh; ++oy, out += g.ow, tap += g.ow) {
+      const T* first = src + (oy * g.sh) * g.w;
+      for (size_t ox = 0; ox < g.ow; ++ox) {
+        out[ox] = first[ox * sw];
+        tap[ox] = 0;
+      }
+      for (size_t i = 0; i < g.kh; ++i) {
+        const T* row = src + (oy * g.sh + i * g.dh) * g.w;
+        for (size_t j = (i == 0 ? 1 : 0); j < g.kw; ++j) {
+          const T* at = row + j * g.dw;
+          const int64_t t = int64_t(i * g.kw + j);
+          for (size_t ox = 0; ox < g.ow; ++ox) {  // masks, not branches: random data mispredicts
+            const T v = at[ox * sw], b = out[ox];
+            const int64_t wins = int64_t((v > b) | ((v != v) & (b == b))), mask = -wins;
+            out[ox] = wins ? v : b;
+            tap[ox] = (t & mask) | (tap[ox] & ~mask);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void unpool(T* dx, const T* grad, const int64_t* tap, const ConvGeometry g) {
+  const size_t plane = g.h * g.w;
+  std::memset(dx, 0, g.n * g.c * plane * sizeof(T));
+  for (size_t p = 0; p < g.n * g.c; ++p) {
+    T* dst = dx + p * plane;
+    for (size_t oy = 0; oy < g.oh; ++oy)
+      for (size_t ox = 0; ox < g.ow; ++ox, ++grad, ++tap) {
+        const size_t i = size_t(*tap) / g.kw, j = size_t(*tap) % g.kw;
+        dst[(oy * g.sh + i * g.dh) * g.w + ox * g.sw + j * g.dw] += *grad;
+      }
+  }
+}
+
 }  // namespace
+
+template <typename T>
+void pool_any(T* out, int64_t* tap, const T* x, const ConvGeometry& g) {
+  if (g.sw == 2)
+    pool<T, 2>(out, tap, x, g);
+  else if (g.sw == 1)
+    pool<T, 1>(out, tap, x, g);
+  else
+    pool<T, 0>(out, tap, x, g);
+}
+
+void max_pool(void* out, int64_t* tap, const void* x, const ConvGeometry& g, int32_t dtype) {
+  if (dtype == 0)
+    pool_any(static_cast<float*>(out), tap, static_cast<const float*>(x), g);
+  else
+    pool_any(static_cast<double*>(out), tap, static_cast<const double*>(x), g);
+}
+
+void max_pool_backward(void* dx, const void* grad, const int64_t* tap, const ConvGeometry& g, int32_t dtype) {
+  if (dtype == 0)
+    unpool(static_cast<float*>(dx), static_cast<const float*>(grad), tap, g);
+  else
+    unpool(static_cast<double*>(dx), static_cast<const double*>(grad), tap, g);
+}
 
 void im2col(void* cols, const void* x, const ConvGeometry& g, int32_t dtype) {
   if (dtype == 0)

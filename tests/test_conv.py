@@ -125,3 +125,19 @@ def test_batch_norm_on_a_split_batch_uses_the_global_batch(rows):
         np.testing.assert_allclose(y, want_y, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(rm, want_rm, rtol=1e-12)
         np.testing.assert_allclose(rv, want_rv, rtol=1e-12)
+
+
+def test_max_pool_gradient_goes_to_the_first_largest_of_each_window_and_nan_wins():
+    """PyTorch's semantics: a tie sends the window's gradient to its first largest element (row
+    by row), and a nan in a window is its max."""
+    x = np.array([[[[1.0, 3.0, 2.0, 2.0],
+                    [3.0, 0.0, 2.0, 2.0],
+                    [np.nan, 1.0, 5.0, 4.0],
+                    [0.0, 1.0, 4.0, 5.0]]]])
+    xt = gt.tensor(x, requires_grad=True)
+    out = F.max_pool2d(xt, 2)
+    np.testing.assert_array_equal(np.isnan(out.numpy()), [[[[False, False], [True, False]]]])
+    out.backward(gt.tensor(np.array([[[[1.0, 2.0], [3.0, 4.0]]]])))
+    want = np.zeros((1, 1, 4, 4))
+    want[0, 0, 0, 1], want[0, 0, 0, 2], want[0, 0, 2, 0], want[0, 0, 2, 2] = 1.0, 2.0, 3.0, 4.0
+    np.testing.assert_array_equal(xt.grad.numpy(), want)

@@ -258,8 +258,74 @@ def _pooled(input, kernel_size, stride, padding, pad_value, reduce):
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0):
-    """The largest value of each window (padding never wins)."""
-    return _pooled(input, kernel_size, stride, padding, -math.inf, lambda cols: cols.amax(2))
+    """The largest value of each window (padding never wins); one primitive without padding (its
+    gradient goes to the first largest element of each window, as PyTorch's), else the max over
+    unfolded patches (ties share the gradient)."""
+    (input,) = tensors(input)
+    st = {"kernel": _pair(kernel_size), "stride": _pair(stride if stride is not None else kernel_size),
+          "padding": _pair(padding), "dilation": (1, 1)}
+    if st["padding"] != (0, 0) or input.ndim != 4 or not input.dtype.is_floating:
+        return _pooled(input, kernel_size, stride, padding, -math.inf, lambda cols: cols.amax(2))
+    _unfold_meta([tuple(input.shape)], [input.dtype], st)  # a window larger than the input raises here
+    return apply("max_pool2d", [input], st, multi=True)[0]
+
+
+def _max_pool_meta(s, dt, st):
+    (n, c, h, w) = s[0]
+    oh, ow = _geometry(h, w, st)
+    return [(n, c, oh, ow), (n, c, oh, ow)], [dt[0], np.dtype(np.int64)]
+
+
+def _max_pool_backward(ctx, g, _=None):
+    return (apply("max_pool2d_backward", [g, ctx.outputs[1], ctx.inputs[0]], ctx.static),)
+
+
+@op("max_pool2d", lambda s, o, st: [((B,), (B, B)), ((S(0),), (S(0), S(0))), ((S(1),), (S(1), S(1)))],
+    _max_pool_backward, meta=_max_pool_meta)
+def _max_pool2d(x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
+    """(the max of each window, the tap it came from: the first largest), images and channels
+    independent (their splits pass through)."""
+    xp = array_module(x)
+    n, c = x.shape[:2]
+    if _native(x) and dilation == (1, 1) and padding == (0, 0):
+        oh, ow = _geometry(x.shape[2], x.shape[3], {"kernel": kernel, "stride": stride, "padding": padding,
+                                                    "dilation": dilation})
+        out, tap = np.empty((n, c, oh, ow), x.dtype), np.empty((n, c, oh, ow), np.int64)
+        _C.max_pool(out, tap, np.ascontiguousarray(x), kernel, stride)
+        return out, tap
+    kk = kernel[0] * kernel[1]
+    cols, oh, ow = _channel_major_patches(x, kernel[0], kernel[1], {"stride": stride, "padding": padding,
+                                                                    "dilation": dilation})
+    cols = cols.reshape(c, kk, n * oh * ow)
+    tap = cols.argmax(axis=1)
+    out = xp.take_along_axis(cols, tap[:, None, :], axis=1)[:, 0]
+    return (xp.ascontiguousarray(out.reshape(c, n, oh, ow).transpose(1, 0, 2, 3)),
+            xp.ascontiguousarray(tap.reshape(c, n, oh, ow).transpose(1, 0, 2, 3)))
+
+
+@op("max_pool2d_backward", lambda s, o, st: [((B, B, B), (B,)), ((S(0), S(0), S(0)), (S(0),)),
+                                             ((S(1), S(1), S(1)), (S(1),)), ((P, B, B), (P,))],
+    meta=lambda s, dt, st: ([tuple(s[2])], [dt[0]]))
+def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
+    """Each window's gradient to the tap its max came from, folded back onto x's shape (overlapping
+    windows add up); linear in g."""
+    xp = array_module(g)
+    n, c, oh, ow = g.shape
+    if _native(g, x) and dilation == (1, 1) and padding == (0, 0) and type(tap) is np.ndarray:
+        dx = np.empty(x.shape, g.dtype)
+        _C.max_pool_backward(dx, np.ascontiguousarray(g), np.ascontiguousarray(tap, np.int64), kernel, stride)
+        return dx
+    kk = kernel[0] * kernel[1]
+    dcols = xp.zeros((c, kk, n * oh * ow), g.dtype)
+    xp.put_along_axis(dcols, xp.ascontiguousarray(tap.transpose(1, 0, 2, 3)).reshape(c, 1, -1),
+                      xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(c, 1, -1), axis=1)
+    dcols = dcols.reshape(c, kernel[0], kernel[1], n, oh, ow)
+    if _native(dcols):
+        dx = np.empty(x.shape, g.dtype)
+        _C.col2im(dx, dcols, kernel, stride, padding, dilation)
+        return dx
+    cols = dcols.transpose(3, 0, 1, 2, 4, 5).reshape(n, c, kk, oh * ow)
+    return _fold2d(cols, x.shape[2:], kernel, stride, padding, dilation)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0):
