@@ -21,8 +21,12 @@ void valid_columns(const ConvGeometry& g, size_t j, size_t* lo, size_t* hi) {
   *hi = size_t(last < 0 ? 0 : last);
 }
 
-template <typename T>
-void to_cols(T* cols, const T* x, const ConvGeometry g) {
+// Calls visit(k, plane, y, lo, hi, off) for every output row of every tap: k the row's first
+// element in cols [c, kh, kw, n, oh, ow], plane the first element of its image's channel in x
+// [n, c, h, w], y the input row it reads (outside [0, h): padding), [lo, hi) the output columns
+// that read inside x and off the input column of output column 0 (column ox reads ox * sw + off).
+template <typename F>
+void for_each_tap_row(const ConvGeometry& g, F visit) {
   const size_t plane = g.h * g.w, out_plane = g.oh * g.ow;
   for (size_t ch = 0; ch < g.c; ++ch)
     for (size_t i = 0; i < g.kh; ++i)
@@ -30,54 +34,46 @@ void to_cols(T* cols, const T* x, const ConvGeometry g) {
         size_t lo, hi;
         valid_columns(g, j, &lo, &hi);
         const long off = long(j * g.dw) - long(g.pw);
-        T* dst = cols + ((ch * g.kh + i) * g.kw + j) * g.n * out_plane;
-        for (size_t b = 0; b < g.n; ++b) {
-          const T* src = x + (b * g.c + ch) * plane;
-          for (size_t oy = 0; oy < g.oh; ++oy, dst += g.ow) {
-            const long y = long(oy * g.sh + i * g.dh) - long(g.ph);
-            if (y < 0 || y >= long(g.h) || lo >= hi) {
-              std::memset(dst, 0, g.ow * sizeof(T));
-              continue;
-            }
-            const T* row = src + size_t(y) * g.w;
-            for (size_t ox = 0; ox < lo; ++ox) dst[ox] = T(0);
-            if (g.sw == 1) {
-              std::memcpy(dst + lo, row + long(lo) + off, (hi - lo) * sizeof(T));
-            } else {
-              for (size_t ox = lo; ox < hi; ++ox) dst[ox] = row[long(ox * g.sw) + off];
-            }
-            for (size_t ox = hi; ox < g.ow; ++ox) dst[ox] = T(0);
-          }
-        }
+        size_t k = ((ch * g.kh + i) * g.kw + j) * g.n * out_plane;
+        for (size_t b = 0; b < g.n; ++b)
+          for (size_t oy = 0; oy < g.oh; ++oy, k += g.ow)
+            visit(k, (b * g.c + ch) * plane, long(oy * g.sh + i * g.dh) - long(g.ph), lo, hi, off);
       }
 }
 
 template <typename T>
+void to_cols(T* cols, const T* x, const ConvGeometry g) {
+  for_each_tap_row(g, [&](size_t k, size_t plane, long y, size_t lo, size_t hi, long off) {
+    T* dst = cols + k;
+    if (y < 0 || y >= long(g.h) || lo >= hi) {
+      std::memset(dst, 0, g.ow * sizeof(T));
+      return;
+    }
+    const T* row = x + plane + size_t(y) * g.w;
+    for (size_t ox = 0; ox < lo; ++ox) dst[ox] = T(0);
+    if (g.sw == 1) {
+      std::memcpy(dst + lo, row + long(lo) + off, (hi - lo) * sizeof(T));
+    } else {
+      for (size_t ox = lo; ox < hi; ++ox) dst[ox] = row[long(ox * g.sw) + off];
+    }
+    for (size_t ox = hi; ox < g.ow; ++ox) dst[ox] = T(0);
+  });
+}
+
+template <typename T>
 void from_cols(T* dx, const T* cols, const ConvGeometry g) {
-  const size_t plane = g.h * g.w, out_plane = g.oh * g.ow;
-  std::memset(dx, 0, g.n * g.c * plane * sizeof(T));
-  for (size_t ch = 0; ch < g.c; ++ch)
-    for (size_t i = 0; i < g.kh; ++i)
-      for (size_t j = 0; j < g.kw; ++j) {
-        size_t lo, hi;
-        valid_columns(g, j, &lo, &hi);
-        const long off = long(j * g.dw) - long(g.pw);
-        const T* src = cols + ((ch * g.kh + i) * g.kw + j) * g.n * out_plane;
-        for (size_t b = 0; b < g.n; ++b) {
-          T* dst = dx + (b * g.c + ch) * plane;
-          for (size_t oy = 0; oy < g.oh; ++oy, src += g.ow) {
-            const long y = long(oy * g.sh + i * g.dh) - long(g.ph);
-            if (y < 0 || y >= long(g.h)) continue;
-            T* row = dst + size_t(y) * g.w;
-            if (g.sw == 1) {
-              T* r = row + off;
-              for (size_t ox = lo; ox < hi; ++ox) r[ox] += src[ox];
-            } else {
-              for (size_t ox = lo; ox < hi; ++ox) row[long(ox * g.sw) + off] += src[ox];
-            }
-          }
-        }
-      }
+  std::memset(dx, 0, g.n * g.c * g.h * g.w * sizeof(T));
+  for_each_tap_row(g, [&](size_t k, size_t plane, long y, size_t lo, size_t hi, long off) {
+    if (y < 0 || y >= long(g.h)) return;
+    const T* src = cols + k;
+    T* row = dx + plane + size_t(y) * g.w;
+    if (g.sw == 1) {
+      T* r = row + off;
+      for (size_t ox = lo; ox < hi; ++ox) r[ox] += src[ox];
+    } else {
+      for (size_t ox = lo; ox < hi; ++ox) row[long(ox * g.sw) + off] += src[ox];
+    }
+  });
 }
 
 template <typename T, size_t SW>  // SW: the column stride when known at compile time (0: g.sw)

@@ -161,12 +161,12 @@ def test_forward_hooks_replace_arguments_and_outputs_and_come_off():
     np.testing.assert_allclose(lin(x).numpy(), x.numpy() @ lin.weight.numpy().T + lin.bias.numpy(), rtol=1e-6)
 
 
-def _gpt_step_collectives(layout, layers):
-    import collections
+def _small_gpt(layout, layers):
+    """examples/gpt.py's GPT (vocabulary 64, d_model 32, 4 heads, sequence 16) laid out on 2 ranks,
+    and a batch of 4 (inputs, targets) in the layout's batch SBP."""
     import importlib.util
     import os
     import globaltensor as gt
-    from globaltensor.debug import trace_collectives
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "gpt.py")
     spec = importlib.util.spec_from_file_location("gpt_example", path)
     gpt = importlib.util.module_from_spec(spec)
@@ -176,8 +176,19 @@ def _gpt_step_collectives(layout, layers):
     mesh = gt.placement("cpu", [0, 1])
     sbp = gpt.lay_out(model, mesh, layout)
     rng = np.random.default_rng(0)
-    x, y = (gt.tensor(rng.integers(0, 64, (4, 16))).to_global(mesh, gt.sbp.broadcast).to_global(sbp=sbp)
-            for _ in range(2))
+
+    def batch():
+        return tuple(gt.tensor(rng.integers(0, 64, (4, 16))).to_global(mesh, gt.sbp.broadcast).to_global(sbp=sbp)
+                     for _ in range(2))
+    return model, batch
+
+
+def _gpt_step_collectives(layout, layers):
+    import collections
+    import globaltensor as gt
+    from globaltensor.debug import trace_collectives
+    model, batch = _small_gpt(layout, layers)
+    x, y = batch()
 
     def step():
         loss = gt.nn.functional.cross_entropy(model(x).reshape(64, 64), y.reshape(64))
@@ -205,17 +216,8 @@ def test_a_tensor_parallel_gpt_step_issues_megatrons_collectives():
 
 
 def _gpt_losses(layout, graph):
-    import importlib.util
-    import os
     import globaltensor as gt
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "gpt.py")
-    spec = importlib.util.spec_from_file_location("gpt_example", path)
-    gpt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpt)
-    gt.manual_seed(0)
-    model = gpt.GPT(64, 32, 4, 2, 16)
-    mesh = gt.placement("cpu", [0, 1])
-    sbp = gpt.lay_out(model, mesh, layout)
+    model, batch = _small_gpt(layout, 2)
     opt = gt.optim.SGD(model.parameters(), lr=0.1)
 
     def step(x, y):
@@ -226,12 +228,9 @@ def _gpt_losses(layout, graph):
         return loss
 
     run = gt.jit.trace(step) if graph else step
-    rng = np.random.default_rng(0)
     losses = []
     for _ in range(4):
-        x, y = (gt.tensor(rng.integers(0, 64, (4, 16))).to_global(mesh, gt.sbp.broadcast).to_global(sbp=sbp)
-                for _ in range(2))
-        losses.append(float(run(x, y).to_global(sbp=gt.sbp.broadcast).numpy()))
+        losses.append(float(run(*batch()).to_global(sbp=gt.sbp.broadcast).numpy()))
     return losses
 
 
