@@ -79,8 +79,8 @@ void from_cols(T* dx, const T* cols, const ConvGeometry g) {
 template <typename T, size_t SW>  // SW: the column stride when known at compile time (0: g.sw)
 void pool(T* out, int64_t* tap, const T* x, const ConvGeometry g) {
   const size_t sw = SW ? SW : g.sw;
-  // One output row at a time, tap by tap over the whole row: the first
-  // largest wins; a nan wins over numbers, as numpy's max.
+  // One output row at a time, tap by tap over the whole row: the first largest wins, and a nan
+  // wins (the last of several), as PyTorch's max pooling.
   const size_t plane = g.h * g.w;
   for (size_t p = 0; p < g.n * g.c; ++p) {
     const T* src = x + p * plane;
@@ -97,7 +97,7 @@ void pool(T* out, int64_t* tap, const T* x, const ConvGeometry g) {
           const int64_t t = int64_t(i * g.kw + j);
           for (size_t ox = 0; ox < g.ow; ++ox) {  // masks, not branches: random data mispredicts
             const T v = at[ox * sw], b = out[ox];
-            const int64_t wins = int64_t((v > b) | ((v != v) & (b == b))), mask = -wins;
+            const int64_t wins = int64_t((v > b) | (v != v)), mask = -wins;  // the last nan, as PyTorch
             out[ox] = wins ? v : b;
             tap[ox] = (t & mask) | (tap[ox] & ~mask);
           }

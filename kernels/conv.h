@@ -19,7 +19,7 @@ void im2col(void* cols, const void* x, const ConvGeometry& g, int32_t dtype);
 void col2im(void* dx, const void* cols, const ConvGeometry& g, int32_t dtype);
 
 // out [n, c, oh, ow] = the max of each window of x (no padding), tap = its first largest
-// element's index in the window (i * kw + j): max pooling forward.
+// element's index in the window (i * kw + j; a nan wins, the last of several): max pooling.
 void max_pool(void* out, int64_t* tap, const void* x, const ConvGeometry& g, int32_t dtype);
 
 // dx [n, c, h, w] = each window's gradient added at its tap (zeros elsewhere): max pooling's backward.

@@ -1,5 +1,6 @@
 """Module and Parameter: parameters, buffers, children, state_dict, to_global."""
 import collections
+import itertools
 
 from .. import hooks
 from ..tensor import Tensor
@@ -20,6 +21,9 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+
+_hook_keys = itertools.count()
 
 
 class _HookHandle:
@@ -101,7 +105,7 @@ class Module:
         if "_forward_hooks" not in self.__dict__:
             object.__setattr__(self, "_forward_hooks", {"pre": {}, "post": {}})
         table = self._forward_hooks[kind]
-        key = max(table, default=-1) + 1
+        key = next(_hook_keys)  # never reused, so a removed handle cannot take off a later hook
         table[key] = hook
         return _HookHandle(table, key)
 

@@ -25,14 +25,14 @@ def _whole_input_grad(module, args):
 
 
 def reduce_output(module):
-    """g: the module's partial output (a row-parallel product) reduced at once, one all_reduce,
-    so the residual stream stays whole; its gradient comes back whole, with no collective.
-    Returns the hook's handle."""
+    """g: the module's partial output (a row-parallel product; one global tensor) reduced at
+    once, one all_reduce, so the residual stream stays whole; its gradient comes back whole,
+    with no collective. Returns the hook's handle."""
     return module.register_forward_hook(_whole_output)
 
 
 def reduce_input_grad(module):
-    """f: the module's first argument passes as it is; its gradient (partial: each rank's share
-    of the features of column-parallel layers) is reduced where it leaves, one all_reduce.
-    Returns the hook's handle."""
+    """f: the module's first argument (a global tensor) passes as it is; its gradient (partial:
+    each rank's share of the features of column-parallel layers) is reduced where it leaves, one
+    all_reduce. Returns the hook's handle."""
     return module.register_forward_pre_hook(_whole_input_grad)

@@ -72,6 +72,14 @@ def _fold2d(cols, size=(1, 1), kernel=(1, 1), stride=(1, 1), padding=(0, 0), dil
     return out[:, :, ph:ph + h, pw:pw + w].copy()
 
 
+def _check_geometry(name, st):
+    """ValueError unless strides and dilations are >= 1 and paddings >= 0 (before any collective)."""
+    if min(st["stride"]) < 1 or min(st.get("dilation", (1, 1))) < 1 or min(st["padding"]) < 0 or \
+            ("groups" in st and st["groups"] < 1):
+        raise ValueError(f"{name}: stride and dilation must be >= 1, padding >= 0 and groups >= 1, got "
+                         f"{ {k: v for k, v in st.items() if k != 'kernel'} }")
+
+
 def _pair(v):
     return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
 
@@ -110,12 +118,16 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """PyTorch's conv2d (cross-correlation): weight [O, C / groups, kh, kw]. One primitive: the
     patches of the whole batch unfolded channel-major, then one matrix product per group."""
     input, weight = tensors(input, weight)
+    if input.ndim != 4 or weight.ndim != 4:
+        raise ValueError(f"conv2d expects input [N, C, H, W] and weight [O, C / groups, kh, kw], got shapes "
+                         f"{tuple(input.shape)} and {tuple(weight.shape)}")
     n, c, h, w = input.shape
     o, cg, kh, kw = weight.shape
-    if input.ndim != 4 or c != cg * groups or o % groups:
+    if c != cg * groups or o % groups:
         raise ValueError(f"conv2d: input {tuple(input.shape)} [N, C, H, W] with weight {tuple(weight.shape)} and "
                          f"groups={groups} do not fit")
     st = {"stride": _pair(stride), "padding": _pair(padding), "dilation": _pair(dilation), "groups": int(groups)}
+    _check_geometry("conv2d", st)
     _unfold_meta([tuple(input.shape)], [input.dtype], dict(st, kernel=(kh, kw)))  # a kernel too large raises here
     ins = [input, weight] if bias is None else tensors(input, weight, bias)
     return apply("conv2d", ins, st)
@@ -264,6 +276,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0):
     (input,) = tensors(input)
     st = {"kernel": _pair(kernel_size), "stride": _pair(stride if stride is not None else kernel_size),
           "padding": _pair(padding), "dilation": (1, 1)}
+    _check_geometry("max_pool2d", st)
     if st["padding"] != (0, 0) or input.ndim != 4 or not input.dtype.is_floating:
         return _pooled(input, kernel_size, stride, padding, -math.inf, lambda cols: cols.amax(2))
     _unfold_meta([tuple(input.shape)], [input.dtype], st)  # a window larger than the input raises here

@@ -67,6 +67,14 @@ def _gather_rows(s, o, st):
     return _other_dims()(s, o, st) + [((S(st["dim"]), B), (P,))]
 
 
+def _check_range(name, index, size):
+    """IndexError unless every index is in [0, size) (the whole dim's size: a global fact, so on
+    a split dim every rank raises alike, before any collective), as PyTorch."""
+    if index.size and (int(index.min()) < 0 or int(index.max()) >= size):
+        raise IndexError(f"{name}: index out of range: values in [{int(index.min())}, {int(index.max())}] for a dim "
+                         f"of size {size}")
+
+
 def _in_slice(index, start, length):
     """(index - start clipped into the slice, mask of the indices that fall in it), or (index, None)
     when every index falls in it."""
@@ -78,7 +86,8 @@ def _in_slice(index, start, length):
 
 
 @op("gather", _gather_rows, _gather_backward, meta=_along_axis_meta("gather"), takes_offsets=True)
-def _gather(x, index, dim=0, offsets=None):
+def _gather(x, index, dim=0, size=None, offsets=None):
+    _check_range("gather", index, x.shape[dim] if size is None else size)
     local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
     if inside is None:
         return np.take_along_axis(x, local, axis=dim)
@@ -90,7 +99,8 @@ def _gather(x, index, dim=0, offsets=None):
 def gather(input, dim, index):
     """out[i][j] = x[i][index[i][j]] along dim (PyTorch's gather)."""
     input, index = tensors(input, index)
-    return apply("gather", [input, index], {"dim": dim % input.ndim})
+    dim = dim % input.ndim
+    return apply("gather", [input, index], {"dim": dim, "size": input.shape[dim]})
 
 
 def _scatter_add_rows(s, o, st):
@@ -101,7 +111,8 @@ def _scatter_add_rows(s, o, st):
 
 @op("scatter_add", _scatter_add_rows, lambda ctx, g: (g, None, gather(g, ctx.static["dim"], ctx.inputs[1])),
     meta=_scatter_meta("scatter_add"), takes_offsets=True)
-def _scatter_add(x, index, src, dim=0, offsets=None):
+def _scatter_add(x, index, src, dim=0, size=None, offsets=None):
+    _check_range("scatter_add", index, x.shape[dim] if size is None else size)
     out = x.copy()
     local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
     idx = _open_grid(array_module(index), index.shape)
@@ -120,7 +131,9 @@ def _open_grid(xp, shape):
 
 
 def scatter_add_(input, dim, index, src):
-    return apply("scatter_add", tensors(input, index, src), {"dim": dim % input.ndim})
+    input, index, src = tensors(input, index, src)
+    dim = dim % input.ndim
+    return apply("scatter_add", [input, index, src], {"dim": dim, "size": input.shape[dim]})
 
 
 @op("scatter", _other_dims(), lambda ctx, g: (scatter(g, ctx.static["dim"], ctx.inputs[1], 0.0), None,
@@ -161,11 +174,13 @@ def _index_select_meta(s, dt, st):
 
 @op("index_select", _index_select_rows, lambda ctx, g: (_index_add(ctx, g), None), meta=_index_select_meta)
 def _index_select(x, index, dim=0):
+    _check_range("index_select", index, x.shape[dim])  # x is never split along dim in its rows
     return np.take(x, index, axis=dim)
 
 
 def _index_add(ctx, g):
-    return apply("index_add", [zeros_like(ctx.inputs[0]), ctx.inputs[1], g], {"dim": ctx.static["dim"]})
+    x, dim = ctx.inputs[0], ctx.static["dim"]
+    return apply("index_add", [zeros_like(x), ctx.inputs[1], g], {"dim": dim, "size": x.shape[dim]})
 
 
 def _index_add_meta(s, dt, st):
@@ -175,9 +190,10 @@ def _index_add_meta(s, dt, st):
 
 @op("index_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,)), ((S(st["dim"]), B, B), (S(st["dim"]),))],
     meta=_index_add_meta, takes_offsets=True)
-def _index_add_kernel(x, index, src, dim=0, offsets=None):
+def _index_add_kernel(x, index, src, dim=0, size=None, offsets=None):
     """x with src's slices added at the indices along dim; a piece of x split along dim (from
     offsets[0][dim]) adds only the indices inside it."""
+    _check_range("index_add", index, x.shape[dim] if size is None else size)
     out = x.copy()
     local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
     src = np.moveaxis(src, dim, 0)

@@ -186,8 +186,10 @@ def _layer_norm_backward_kernel(g, x, mean, rstd, w=None, ndims=1):
         return dx, dw, db
     dims = tuple(range(x.ndim - ndims, x.ndim))
     lead = tuple(range(x.ndim - ndims))
-    xhat = (x - mean) * rstd
-    gw = g if w is None else g * w
+    wide = np.float32 if x.dtype.itemsize < 4 else x.dtype  # float16 / bfloat16 accumulate in float32
+    g, xhat = g.astype(wide), (x.astype(wide) - mean.astype(wide)) * rstd.astype(wide)
+    rstd = rstd.astype(wide)
+    gw = g if w is None else g * w.astype(wide)
     dx = rstd * (gw - gw.mean(axis=dims, keepdims=True) - xhat * (gw * xhat).mean(axis=dims, keepdims=True))
     return dx.astype(x.dtype), (g * xhat).sum(axis=lead).astype(x.dtype), g.sum(axis=lead).astype(x.dtype)
 
@@ -207,8 +209,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if not input.dtype.is_floating:
         input = input.astype(_default_float())
     count = input.numel() // c
+    if momentum is None:
+        raise ValueError("batch_norm: momentum=None (a cumulative average) is not supported; give a float")
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: evaluation (training=False) needs running_mean and running_var")
     if training:
-        if count < 2 and running_mean is not None:
+        if count < 2:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
                              f"{tuple(input.shape)}")
         s1, s2 = apply("channel_sums", [input], multi=True)
@@ -410,7 +416,7 @@ def _embedding_backward(ctx, g):
     indices, weight = ctx.inputs
     flat_idx = indices.reshape(-1)
     flat_g = g.reshape(-1, weight.shape[1])
-    return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0})
+    return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0, "size": weight.shape[0]})
 
 
 def _embedding_meta(s, dt, st):

@@ -332,15 +332,20 @@ def logsumexp(input, dim=None, keepdim=False):
 
 
 def _logsumexp_split(x, dims):
-    """logsumexp over dims that x is split along, without moving x: the shift is the mean (a
-    partial sum, reduced while it has the reduced shape) rather than the max
+    """logsumexp over dims that x is split along, without moving x: the shift is the mean of the
+    finite values (partial sums, reduced while they have the reduced shape) rather than the max
     (which would gather the slices), and the sum of exp runs in float64, where a shifted value
-    overflows only past 709 (a logit 709 above its row's mean). Each rank sums exp over its slice;
-    the partial sums meet in one all_reduce of the reduced shape (the Megatron cross-entropy)."""
+    overflows only past 709 above that mean (and a row underflows only where every value lies
+    745 below it): logits masked with -inf are fine, with a huge finite value (-1e9) they are
+    not. Each rank sums exp over its slice; the partial sums meet in small all_reduces of the
+    reduced shape (the Megatron cross-entropy)."""
     from .elementwise import cast, exp, isfinite, log, where
+
     def whole(t):  # the partial sums reduced while small (else x - m would run on partial values)
         return t.to_global(sbp=tuple(B if s is P else s for s in t.sbp))
-    m = whole(mean(where(isfinite(x), x, 0.0), dims, keepdim=True).detach())  # -inf (masked) counts as 0
+    finite = isfinite(x)
+    count = whole(sum(finite.astype(x.dtype), dims, keepdim=True)).clip(1, None)
+    m = (whole(sum(where(finite, x, 0.0), dims, keepdim=True)) / count).detach()  # the finite values' mean
     return cast(log(whole(sum(exp(cast(x - m, np.float64)), dims, keepdim=True))), x.dtype.np) + m
 
 
