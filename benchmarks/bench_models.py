@@ -224,8 +224,8 @@ def main():
             results[f"{label} ({mode})"] = r
             rows.append([label, mode, f"{r['globaltensor']:.1f}", f"{r.get(peer, float('nan')):.1f}", peer,
                          f"{r.get('ratio', float('nan')):.2f}x"])
-    print_table("real models on 2 ranks (medians of rounds)", ["case", "mode", "globaltensor", "torch", "peer", "ratio"],
-                rows)
+    print_table("real models on 2 ranks (medians of rounds)",
+                ["case", "mode", "globaltensor", "torch", "peer", "ratio"], rows)
     write_json(args.json, results)
 
 

@@ -21,8 +21,8 @@ from .shape import (broadcast_to, chunk, concat, diag, expand, expand_as, flatte
 from .indexing import (argsort, gather, gather_nd, getitem, histogram, index_sample, index_select, masked_select,
                        multiplex, nonzero, scatter, scatter_, scatter_nd, scatter_nd_add, shard_index, sort, topk,
                        unique)
-from .nn_functional import (batch_norm, cross_entropy, dropout, embedding, layer_norm, linear, log_softmax, merge_heads, mse_loss,
-                            softmax, split_heads)
+from .nn_functional import (batch_norm, cross_entropy, dropout, embedding, layer_norm, linear, log_softmax,
+                            merge_heads, mse_loss, softmax, split_heads)
 from .random_ops import bernoulli, multinomial, randperm
 from ..creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
                        randint, randn, uniform, zeros, zeros_like)

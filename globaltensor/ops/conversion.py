@@ -41,7 +41,8 @@ def _to_global_backward(ctx, g):
         return Tensor(whole[layout.box_slices(box)].copy())
     if g.placement == x.placement:  # a whole (B) gradient is the gradient of every summand of a
         # partial x: it stays whole there (converting it to P would only be undone by the next reduction)
-        return g.to_global(sbp=tuple(gs if xs is partial_sum and gs is broadcast else xs for xs, gs in zip(x.sbp, g.sbp)))
+        return g.to_global(sbp=tuple(gs if xs is partial_sum and gs is broadcast else xs
+                                     for xs, gs in zip(x.sbp, g.sbp)))
     return g.to_global(placement=x.placement, sbp=x.sbp)
 
 
