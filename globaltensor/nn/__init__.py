@@ -16,7 +16,8 @@ from . import tensor_parallel, utils  # noqa: E402
 
 __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", "Embedding", "LayerNorm", "Sequential",
            "ModuleList", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "tensor_parallel", "SiLU",
-           "Softmax", "LogSoftmax", "Tanh", "Sigmoid", "LeakyReLU", "Identity", "Flatten", "ModuleDict", "ParameterList", "L1Loss",
+           "Softmax", "LogSoftmax", "Tanh", "Sigmoid", "LeakyReLU", "Identity", "Flatten", "ModuleDict",
+           "ParameterList", "L1Loss",
            "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss", "MultiHeadAttention",
            "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "Conv1d", "Conv2d",
            "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "GroupNorm",
