@@ -34,18 +34,24 @@ class FlatBuffer:
     the all_reduce runs in place (no packing copy, no fresh pages). Reused only while nobody else
     holds a view of it."""
 
-    def __init__(self, leaves):
-        shapes = [leaf._local.shape for leaf in leaves]
-        sizes = [math.prod(shape) for shape in shapes]
-        self.flat = of_array(leaves[0]._local).empty((sum(sizes),), leaves[0]._local.dtype)
-        self.views, start = [], 0
-        for shape, n in zip(shapes, sizes):
-            self.views.append(self.flat[start:start + n].reshape(shape))
+    def __init__(self, dev, shapes, dtype, leaves=()):
+        self.cuts, start = [], 0  # (start, stop, shape) of each piece in the flat array
+        for shape in shapes:
+            n = math.prod(shape)
+            self.cuts.append((start, start + n, tuple(shape)))
             start += n
+        self.flat = dev.empty((start,), dtype)
+        self.views = [self.flat[a:b].reshape(shape) for a, b, shape in self.cuts]
         self.index = {id(leaf): j for j, leaf in enumerate(leaves)}
         self._leaves = [weakref.ref(leaf) for leaf in leaves]
         self._owner = self.flat if self.flat.base is None else self.flat.base  # every view refers to it
         self._baseline = sys.getrefcount(self._owner)
+
+    @classmethod
+    def of_leaves(cls, leaves):
+        """The buffer of these leaves' gradient pieces (their local shapes and dtype)."""
+        first = leaves[0]._local
+        return cls(of_array(first), [leaf._local.shape for leaf in leaves], first.dtype, leaves)
 
     def in_use(self):
         """True while a view handed out earlier (a .grad, a user's slice of one) is still alive."""
@@ -69,7 +75,7 @@ def flat_buffers(plan):
             if flat is None and len(_flat_cache) >= 64:  # leaves of models gone: forget their buffers
                 for k in [k for k, v in _flat_cache.items() if not v.alive()]:
                     del _flat_cache[k]
-            flat = _flat_cache[key] = FlatBuffer(bucket)
+            flat = _flat_cache[key] = FlatBuffer.of_leaves(bucket)
         flats.append(flat)
     return flats
 

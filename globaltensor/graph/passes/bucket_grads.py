@@ -2,12 +2,11 @@
 each started (asynchronously) where its last gradient is final and awaited where the first
 reduced gradient is used."""
 import math
-import sys
 
 import numpy as np
 
 from ... import autograd
-from ...grad_buckets import pack
+from ...grad_buckets import FlatBuffer, pack
 from ...backends.devices import device
 from ...boxing import _group
 from ...env import get_rank
@@ -76,9 +75,10 @@ def _bucket(program, key, bucket):
     handle = Reg(len(program.regs), "handle", None, np.empty(0, dtype))
     program.regs.append(handle)
     flat = _Flat(device(placement.type), shapes, dtype)
-    text = f"{len(bucket)} gradients, {flat.total * np.dtype(dtype).itemsize} bytes, ranks {group.ranks}"
+    nbytes = sum(math.prod(s) for s in shapes) * np.dtype(dtype).itemsize
+    text = f"{len(bucket)} gradients, {nbytes} bytes, ranks {group.ranks}"
     start = Instr("start", "all_reduce", _Start(flat, group), ins, [handle.index], plain=True, detail=text)
-    wait = Instr("wait", "all_reduce", _Wait(flat), [handle.index], outs)
+    wait = Instr("wait", "all_reduce", _Wait(), [handle.index], outs)
     return start, wait, flat
 
 
@@ -100,26 +100,21 @@ def _write_in_place(program, bucket, flat, uses, producer):
 
 
 class _Flat:
-    """A bucket's flat buffer and its views, kept from replay to replay (the collectives know its
+    """A bucket's FlatBuffer (grad_buckets), kept from replay to replay (the collectives know its
     memory: no fresh pages); prepare() makes a new one while a view handed out by the last replay
     is still held (a .grad somebody kept)."""
 
     def __init__(self, dev, shapes, dtype):
         self.dev, self.shapes, self.dtype = dev, shapes, dtype
-        self.total = sum(math.prod(s) for s in shapes)
-        self.cuts, start = [], 0
-        for shape in shapes:
-            n = math.prod(shape)
-            self.cuts.append((start, start + n, shape))
-            start += n
-        self.flat, self.views, self._baseline = None, None, 0
+        self.buffer = None
+
+    @property
+    def cuts(self):
+        return self.buffer.cuts
 
     def prepare(self):
-        if self.flat is None or sys.getrefcount(self.flat) > self._baseline:
-            flat = self.dev.empty((self.total,), self.dtype)
-            self.views = [flat[a:b].reshape(s) for a, b, s in self.cuts]
-            self.flat = flat
-            self._baseline = sys.getrefcount(flat)
+        if self.buffer is None or self.buffer.in_use():
+            self.buffer = FlatBuffer(self.dev, self.shapes, self.dtype)
 
 
 class _Prepare:
@@ -140,7 +135,7 @@ class _IntoBucket:
         self.fn, self.flat, self.j = fn, flat, j
 
     def __call__(self, *pieces):
-        return self.fn(*pieces, out=self.flat.views[self.j])
+        return self.fn(*pieces, out=self.flat.buffer.views[self.j])
 
 
 class _Start:
@@ -150,20 +145,18 @@ class _Start:
         self.flat, self.group = flat, group
 
     def __call__(self, *pieces):
-        views = self.flat.views
-        for piece, view in zip(pieces, views):
+        buffer = self.flat.buffer
+        for piece, view in zip(pieces, buffer.views):
             if piece is not view:
                 view[...] = piece
-        return self.flat.dev.collectives.all_reduce_async(self.flat.flat, group=self.group), self.flat.flat
+        return self.flat.dev.collectives.all_reduce_async(buffer.flat, group=self.group), buffer
 
 
 class _Wait:
-    """Wait for the bucket; each gradient is its view of the reduced buffer."""
-
-    def __init__(self, flat):
-        self.cuts = flat.cuts
+    """Wait for the bucket; each gradient is a fresh view of the reduced buffer (so a view still
+    held at the next replay is seen: FlatBuffer.in_use)."""
 
     def __call__(self, handle):
-        work, flat = handle
+        work, buffer = handle
         work.wait()
-        return [flat[a:b].reshape(s) for a, b, s in self.cuts]
+        return [buffer.flat[a:b].reshape(s) for a, b, s in buffer.cuts]
