@@ -40,8 +40,26 @@ class ModuleDict(Module):
         return self._modules.items()
 
 
-class ParameterList(Module):
+class Positional(Module):
+    """Entries by position, registered as "0", "1", ... in the table `_entries` names (ModuleList's
+    modules, ParameterList's parameters)."""
+
+    _entries = "_modules"
+
+    def __getitem__(self, i):
+        return list(getattr(self, self._entries).values())[i]
+
+    def __iter__(self):
+        return iter(getattr(self, self._entries).values())
+
+    def __len__(self):
+        return len(getattr(self, self._entries))
+
+
+class ParameterList(Positional):
     """Parameters by position, registered as "0", "1", ..."""
+
+    _entries = "_parameters"
 
     def __init__(self, parameters=()):
         super().__init__()
@@ -51,12 +69,3 @@ class ParameterList(Module):
     def append(self, p):
         self.register_parameter(str(len(self._parameters)), p if isinstance(p, Parameter) else Parameter(p))
         return self
-
-    def __getitem__(self, i):
-        return list(self._parameters.values())[i]
-
-    def __iter__(self):
-        return iter(self._parameters.values())
-
-    def __len__(self):
-        return len(self._parameters)

@@ -6,6 +6,7 @@ from .. import ops
 from ..autograd import no_grad
 from .. import creation
 from . import init
+from .container import Positional
 from .module import Module, Parameter
 
 
@@ -125,7 +126,7 @@ class Sequential(Module):
         return len(self._modules)
 
 
-class ModuleList(Module):
+class ModuleList(Positional):
     def __init__(self, modules=()):
         super().__init__()
         for m in modules:
@@ -134,15 +135,6 @@ class ModuleList(Module):
     def append(self, m):
         self.add_module(str(len(self._modules)), m)
         return self
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __len__(self):
-        return len(self._modules)
 
 
 class MSELoss(Module):
