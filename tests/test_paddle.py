@@ -26,7 +26,7 @@ def _torch_rules_after():
 
 
 def _run(cmd, cwd):
-    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=240)  # before pytest-timeout (300 s)
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout
 
