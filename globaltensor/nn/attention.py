@@ -3,10 +3,9 @@
 it does not take, a composite of registered ops; and MultiHeadAttention."""
 import math
 
-import numpy as np
-
 from .. import ops
 from ..ops._front import apply
+from ..ops.attention import _check as check_attention
 from ..tensor import Tensor
 from ..creation import arange
 from .layers import Linear
@@ -52,26 +51,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 
 def _fusable(query, key, value, attn_mask):
-    """Whether the "attention" primitive takes these inputs (its meta's conditions, checked here
-    so that anything else goes the composite way)."""
-    ts = (query, key, value)
+    """Whether the "attention" primitive takes these inputs: float32 or float64, a mask that needs
+    no gradient, and the shapes and dtypes its meta accepts (anything else goes the composite way)."""
+    ts = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
     if not all(isinstance(t, Tensor) for t in ts) or query.dtype.name not in ("float32", "float64") or \
-            key.dtype is not query.dtype or value.dtype is not query.dtype:
+            (attn_mask is not None and attn_mask.requires_grad):
         return False
-    q, k, v = (tuple(t.shape) for t in ts)
-    if len(q) < 2 or len(k) != len(q) or len(v) != len(q) or q[:-2] != k[:-2] or q[:-2] != v[:-2] or \
-            q[-1] != k[-1] or k[-2] != v[-2]:
-        return False
-    if attn_mask is None:
-        return True
-    if not isinstance(attn_mask, Tensor) or attn_mask.requires_grad or \
-            (attn_mask.dtype.name != "bool" and attn_mask.dtype is not query.dtype):
-        return False
-    scores, m = q[:-1] + (k[-2],), tuple(attn_mask.shape)
     try:
-        return len(m) <= len(scores) and tuple(np.broadcast_shapes(scores, m)) == scores
-    except ValueError:
+        check_attention([tuple(t.shape) for t in ts], [t.dtype for t in ts])
+    except (ValueError, TypeError):
         return False
+    return True
 
 
 def _composite_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):

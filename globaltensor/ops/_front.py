@@ -16,6 +16,16 @@ from ..creation import _made, host_array, tensor
 _scalars = {}  # (value, type, dtype name, placement) -> a 0-d broadcast tensor, reused
 
 
+_C_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def c_floats(*arrays):
+    """Whether the C++ kernels take these pieces: numpy arrays of one dtype, float32 or float64
+    (other dtypes and GPU pieces take the numpy / cupy steps)."""
+    first = arrays[0].dtype
+    return all(type(a) is np.ndarray and a.dtype == first for a in arrays) and first in _C_FLOATS
+
+
 def _scalar(value, dt, like):
     """A Python/numpy scalar as a 0-d tensor of dtype dt next to `like` (global: broadcast on its
     placement; taken on trust, as checking it would cost a collective per op)."""

@@ -7,12 +7,11 @@ import numpy as np
 
 from .. import _C
 from . import rules
-from ._front import apply, tensors
+from ._front import apply, c_floats, tensors
 from .registry import op
 from ..backends.devices import array_module
 
 B, P, S = rules.B, rules.P, rules.split
-_C_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 # [N, C, H, W] -> [N, C, kh * kw, L]: batch and channel dims pass through, so their splits do
 _ROWS = [((B,), (B,)), ((S(0),), (S(0),)), ((S(1),), (S(1),)), ((P,), (P,))]
@@ -161,16 +160,12 @@ def _windows(h, w, kh, kw, st):
                     for i in range(kh) for j in range(kw)]
 
 
-def _native(*arrays):
-    return all(type(a) is np.ndarray and a.dtype in _C_FLOATS for a in arrays) and len({a.dtype for a in arrays}) == 1
-
-
 def _channel_major_patches(x, kh, kw, st):
     """[C * kh * kw, N * oh * ow]: every window of the batch, a column each (im2col, channel-major,
     so one matrix product covers the whole batch); one C++ pass for float32/float64 on the CPU."""
     xp = array_module(x)
     n, c, h, w = x.shape
-    if _native(x):
+    if c_floats(x):
         oh, ow = _geometry(h, w, dict(st, kernel=(kh, kw)))
         cols = np.empty((c * kh * kw, n * oh * ow), x.dtype)
         _C.im2col(cols, np.ascontiguousarray(x), (kh, kw), st["stride"], st["padding"], st["dilation"])
@@ -202,10 +197,13 @@ def _conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups
     st = {"stride": stride, "padding": padding, "dilation": dilation}
     cols, oh, ow = _channel_major_patches(x.astype(np.result_type(x, w), copy=False), kh, kw, st)
     out = xp.matmul(w.reshape(groups, o // groups, cg * kh * kw), cols.reshape(groups, cg * kh * kw, -1))
-    out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
-    if b is not None:
-        out = out + b.reshape(1, o, 1, 1)
-    return xp.ascontiguousarray(out)
+    out = xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))  # the one copy to [N, O, oh, ow]
+    if b is None:
+        return out
+    if b.dtype == out.dtype:
+        out += b.reshape(1, o, 1, 1)
+        return out
+    return out + b.reshape(1, o, 1, 1)
 
 
 def _conv_backward_rows(s, o, st):
@@ -237,7 +235,7 @@ def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gr
     if not need_dx:
         return xp.zeros(x.shape, x.dtype), dw, db.astype(g.dtype, copy=False)
     dcols = xp.matmul(w.reshape(groups, o // groups, k).transpose(0, 2, 1), gm).reshape(c, kh, kw, n, oh, ow)
-    if _native(dcols) and dcols.dtype == x.dtype:
+    if c_floats(dcols) and dcols.dtype == x.dtype:
         dx = np.empty(x.shape, x.dtype)
         _C.col2im(dx, dcols, (kh, kw), stride, padding, dilation)
         return dx, dw, db.astype(g.dtype, copy=False)
@@ -300,7 +298,7 @@ def _max_pool2d(x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)
     independent (their splits pass through)."""
     xp = array_module(x)
     n, c = x.shape[:2]
-    if _native(x) and dilation == (1, 1) and padding == (0, 0):
+    if c_floats(x) and dilation == (1, 1) and padding == (0, 0):
         oh, ow = _geometry(x.shape[2], x.shape[3], {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation})
         out, tap = np.empty((n, c, oh, ow), x.dtype), np.empty((n, c, oh, ow), np.int64)
@@ -324,7 +322,7 @@ def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0)
     windows add up); linear in g."""
     xp = array_module(g)
     n, c, oh, ow = g.shape
-    if _native(g, x) and dilation == (1, 1) and padding == (0, 0) and type(tap) is np.ndarray:
+    if c_floats(g, x) and dilation == (1, 1) and padding == (0, 0) and type(tap) is np.ndarray:
         dx = np.empty(x.shape, g.dtype)
         _C.max_pool_backward(dx, np.ascontiguousarray(g), np.ascontiguousarray(tap, np.int64), kernel, stride)
         return dx
@@ -333,7 +331,7 @@ def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0)
     xp.put_along_axis(dcols, xp.ascontiguousarray(tap.transpose(1, 0, 2, 3)).reshape(c, 1, -1),
                       xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(c, 1, -1), axis=1)
     dcols = dcols.reshape(c, kernel[0], kernel[1], n, oh, ow)
-    if _native(dcols):
+    if c_floats(dcols):
         dx = np.empty(x.shape, g.dtype)
         _C.col2im(dx, dcols, kernel, stride, padding, dilation)
         return dx

@@ -10,7 +10,7 @@ import numpy as np
 from .. import _C
 
 from . import rules
-from ._front import apply, cast_to, kind, own_tensor, promoted, promoted_pair, result_dtype, tensors
+from ._front import apply, c_floats, cast_to, kind, own_tensor, promoted, promoted_pair, result_dtype, tensors
 from .registry import op
 from .. import dtype as _dtype
 from ..backends import devices
@@ -25,14 +25,13 @@ def _erf_kernel(x):
     if not isinstance(x, np.ndarray) and not devices.simulated():  # cupy: no Python callbacks on the GPU
         from cupyx.scipy.special import erf
         return erf(x.astype(dtype))
-    if type(x) is np.ndarray and x.dtype in _C_ERF:  # libm's erf in one C++ loop: math.erf's values
+    if c_floats(x):  # libm's erf in one C++ loop: math.erf's values
         out = np.empty(x.shape, x.dtype)
         _C.erf(out, np.ascontiguousarray(x))
         return out
     return _erf(x).astype(dtype)
 
 
-_C_ERF = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _sqrt_pi_exp(x):
@@ -365,15 +364,11 @@ def gelu(input, approximate="none"):
     return apply("gelu", [input])
 
 
-def _fused(x):
-    return type(x) is np.ndarray and x.dtype in _C_ERF
-
-
 @op("gelu", rules.elementwise(linear=None), lambda ctx, g: apply("gelu_backward", [g, ctx.inputs[0]]))
 def _gelu(x):
     """x * Phi(x) in one C++ pass (float32 through glibc's vector erff, within an ulp of erf); on
     other arrays the composite's steps."""
-    if _fused(x):
+    if c_floats(x):
         out = np.empty(x.shape, x.dtype)
         _C.gelu(out, np.ascontiguousarray(x))
         return out
@@ -384,7 +379,7 @@ def _gelu(x):
     meta=lambda s, dt, st: ([rules.broadcast_shape([s[0], s[1]])], [dt[1]]))
 def _gelu_backward(g, x):
     """g * (Phi(x) + x * phi(x)) in one C++ pass."""
-    if _fused(x) and g.dtype == x.dtype and g.shape == x.shape:
+    if c_floats(g, x) and g.shape == x.shape:
         out = np.empty(x.shape, x.dtype)
         _C.gelu_backward(out, np.ascontiguousarray(g), np.ascontiguousarray(x))
         return out

@@ -75,9 +75,13 @@ def _check_range(name, index, size):
                          f"of size {size}")
 
 
-def _in_slice(index, start, length):
-    """(index - start clipped into the slice, mask of the indices that fall in it), or (index, None)
-    when every index falls in it."""
+def _in_slice(name, index, size, start, length):
+    """The indices, checked against the whole dim (size), placed in this piece's slice [start,
+    start + length): (index - start clipped into it, mask of the indices inside it), or (index,
+    None) when the piece is the whole dim or every index falls in it."""
+    _check_range(name, index, size)
+    if start == 0 and length == size:
+        return index, None
     local = index - start if start else index
     inside = (local >= 0) & (local < length)
     if inside.all():
@@ -87,8 +91,8 @@ def _in_slice(index, start, length):
 
 @op("gather", _gather_rows, _gather_backward, meta=_along_axis_meta("gather"), takes_offsets=True)
 def _gather(x, index, dim=0, size=None, offsets=None):
-    _check_range("gather", index, x.shape[dim] if size is None else size)
-    local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
+    start = offsets[0][dim] if offsets else 0
+    local, inside = _in_slice("gather", index, x.shape[dim] if size is None else size, start, x.shape[dim])
     if inside is None:
         return np.take_along_axis(x, local, axis=dim)
     if x.shape[dim] == 0:
@@ -112,9 +116,9 @@ def _scatter_add_rows(s, o, st):
 @op("scatter_add", _scatter_add_rows, lambda ctx, g: (g, None, gather(g, ctx.static["dim"], ctx.inputs[1])),
     meta=_scatter_meta("scatter_add"), takes_offsets=True)
 def _scatter_add(x, index, src, dim=0, size=None, offsets=None):
-    _check_range("scatter_add", index, x.shape[dim] if size is None else size)
     out = x.copy()
-    local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
+    start = offsets[0][dim] if offsets else 0
+    local, inside = _in_slice("scatter_add", index, x.shape[dim] if size is None else size, start, x.shape[dim])
     idx = _open_grid(array_module(index), index.shape)
     idx[dim] = local
     src = src[tuple(slice(0, n) for n in index.shape)]
@@ -193,9 +197,9 @@ def _index_add_meta(s, dt, st):
 def _index_add_kernel(x, index, src, dim=0, size=None, offsets=None):
     """x with src's slices added at the indices along dim; a piece of x split along dim (from
     offsets[0][dim]) adds only the indices inside it."""
-    _check_range("index_add", index, x.shape[dim] if size is None else size)
     out = x.copy()
-    local, inside = _in_slice(index, offsets[0][dim] if offsets else 0, x.shape[dim])
+    start = offsets[0][dim] if offsets else 0
+    local, inside = _in_slice("index_add", index, x.shape[dim] if size is None else size, start, x.shape[dim])
     src = np.moveaxis(src, dim, 0)
     if inside is None:
         np.add.at(np.moveaxis(out, dim, 0), local, src)

@@ -8,14 +8,13 @@ from .. import _C
 from ..backends import cuda_kernels
 from ..backends.devices import array_module
 from . import rules
-from ._front import apply, tensors
+from ._front import apply, c_floats, tensors
 from .elementwise import exp, gelu, log, relu, sigmoid  # noqa: F401 - part of this family
-from .reduction import _as, logsumexp, max, mean, sum  # noqa: A004
+from .reduction import _as, _float, logsumexp, max, mean, sum  # noqa: A004
 from .registry import op
 from ..creation import rand, zeros_like
 
 B, P, S = rules.B, rules.P, rules.split
-_C_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _softmax_backward(ctx, g):
@@ -30,7 +29,8 @@ def _softmax(x, dim=-1):
     """One primitive: exp(x - max) / sum(exp(x - max)) along dim, in two passes of numpy over x
     (slices along the other dims are independent, so their splits pass through)."""
     xp = array_module(x)
-    e = xp.exp(x - x.max(axis=dim, keepdims=True))
+    e = x - x.max(axis=dim, keepdims=True)
+    xp.exp(e, out=e)
     e /= e.sum(axis=dim, keepdims=True)
     return e
 
@@ -42,13 +42,8 @@ def softmax(input, dim=-1, *, dtype=None):
     if input.shape[dim] == 0:  # nothing to normalise (and no max of an empty dim)
         return input * 1
     if not input.dtype.is_floating:
-        input = input.astype(_default_float())
+        input = _float(input)
     return apply("softmax", [input], {"dim": dim})
-
-
-def _default_float():
-    from ..dtype import get_default_dtype
-    return get_default_dtype()
 
 
 def log_softmax(input, dim=-1, *, dtype=None):
@@ -83,9 +78,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     input = tensors(input)[0]
     if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
-        raise ValueError(f"layer_norm: normalized_shape {shape} is not the end of the input's shape {tuple(input.shape)}")
+        raise ValueError(f"layer_norm: normalized_shape {shape} is not the end of the input's shape "
+                         f"{tuple(input.shape)}")
     if not input.dtype.is_floating:
-        input = input.astype(_default_float())
+        input = _float(input)
     extra = [t for t in (weight, bias) if t is not None]
     ins = tensors(input, *extra) if extra else [input]
     static = {"ndims": len(shape), "eps": float(eps), "has_weight": weight is not None, "has_bias": bias is not None}
@@ -111,11 +107,6 @@ def _layer_norm_meta(s, dt, st):
     return [x, stats, stats], [dt[0]] * 3
 
 
-def _rows_cols(x, ndims):
-    cols = int(np.prod(x.shape[x.ndim - ndims:])) if ndims else 1
-    return x.size // cols if cols else 0, cols
-
-
 def _layer_norm_backward(ctx, g, *_):
     x, st = ctx.inputs[0], ctx.static
     w = ctx.inputs[1] if st["has_weight"] else None
@@ -136,7 +127,7 @@ def _layer_norm(x, *affine, ndims=1, eps=1e-5, has_weight=False, has_bias=False)
     if x.size == 0:  # an empty piece (rows split over more ranks than there are)
         xp = array_module(x)
         return xp.empty(x.shape, x.dtype), xp.empty(stats, x.dtype), xp.empty(stats, x.dtype)
-    if type(x) is np.ndarray and x.dtype in _C_FLOATS:
+    if c_floats(x):
         x = np.ascontiguousarray(x)
         y, mean, rstd = np.empty(x.shape, x.dtype), np.empty(stats, x.dtype), np.empty(stats, x.dtype)
         _C.layer_norm(y, mean, rstd, x, None if w is None else np.ascontiguousarray(w, x.dtype),
@@ -178,7 +169,7 @@ def _layer_norm_backward_kernel(g, x, mean, rstd, w=None, ndims=1):
     if x.size == 0:  # no rows here: nothing to add to the weight's and bias's sums
         xp = array_module(x)
         return xp.empty(x.shape, x.dtype), xp.zeros(norm_shape, x.dtype), xp.zeros(norm_shape, x.dtype)
-    if type(x) is np.ndarray and x.dtype in _C_FLOATS and g.dtype == x.dtype:
+    if c_floats(x, g):
         dx, dw, db = np.empty(x.shape, x.dtype), np.empty(norm_shape, x.dtype), np.empty(norm_shape, x.dtype)
         _C.layer_norm_backward(dx, dw, db, np.ascontiguousarray(g), np.ascontiguousarray(x),
                                np.ascontiguousarray(mean), np.ascontiguousarray(rstd),
@@ -207,7 +198,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if input.ndim < 2 or c == 0:
         raise ValueError(f"batch_norm expects [N, C, ...] input with C > 0, got shape {tuple(input.shape)}")
     if not input.dtype.is_floating:
-        input = input.astype(_default_float())
+        input = _float(input)
     count = input.numel() // c
     if momentum is None:
         raise ValueError("batch_norm: momentum=None (a cumulative average) is not supported; give a float")
@@ -253,7 +244,7 @@ def _channel_sums(x):
     """Per channel (dim 1): the sum and the sum of squares, in float64.
     x S(0) or a spatial S(d) -> P, P (sums over row pieces); x S(1) -> S(0), S(0) (channel pieces)."""
     c = x.shape[1]
-    if type(x) is np.ndarray and x.dtype in _C_FLOATS:
+    if c_floats(x):
         s1, s2 = np.empty(c), np.empty(c)
         _C.channel_sums(s1, s2, np.ascontiguousarray(x))
         return s1, s2
@@ -280,7 +271,7 @@ def _channel_affine(x, a, b):
     """x * a[c] + b[c] per channel (dim 1), one pass.
     x split anywhere but the channels, a, b B -> split alike; x S(1), a, b S(0) -> S(1) (channel
     pieces); x P, a B, b P -> P (linear in x and b)."""
-    if type(x) is np.ndarray and x.dtype in _C_FLOATS and a.dtype == x.dtype and b.dtype == x.dtype:
+    if c_floats(x, a, b):
         y = np.empty(x.shape, x.dtype)
         _C.channel_affine(y, np.ascontiguousarray(x), np.ascontiguousarray(a), np.ascontiguousarray(b))
         return y
@@ -295,7 +286,7 @@ def _channel_affine_backward_kernel(g, x, a):
     """dx = g * a[c]; per channel the sums of g and of g * x (float64), one pass.
     rows split anywhere but the channels -> dx split alike, the sums P; channels split -> all
     split by channel; g P -> all P (linear in g)."""
-    if type(x) is np.ndarray and x.dtype in _C_FLOATS and g.dtype == x.dtype and a.dtype == x.dtype:
+    if c_floats(g, x, a):
         c = x.shape[1]
         dx, sum_g, sum_gx = np.empty(x.shape, x.dtype), np.empty(c), np.empty(c)
         _C.channel_affine_backward(dx, sum_g, sum_gx, np.ascontiguousarray(g), np.ascontiguousarray(x),
@@ -433,10 +424,7 @@ def _embedding(indices, weight, num=None, offsets=None):
     for the indices outside it. Indices outside the whole table (num rows) raise IndexError."""
     from .indexing import _in_slice
     num = weight.shape[0] if num is None else num
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= num):
-        raise IndexError(f"embedding: indices must be in [0, {num}), got values in [{int(indices.min())}, "
-                         f"{int(indices.max())}]")
-    local, inside = _in_slice(indices, offsets[1][0] if offsets else 0, weight.shape[0])
+    local, inside = _in_slice("embedding", indices, num, offsets[1][0] if offsets else 0, weight.shape[0])
     if inside is None:
         return np.take(weight, local, axis=0)
     if weight.shape[0] == 0:
@@ -613,5 +601,6 @@ def merge_heads(input):
     """[batch, heads, seq, head_dim] -> [batch, seq, heads * head_dim] (split_heads' inverse)."""
     (input,) = tensors(input)
     if input.ndim != 4:
-        raise ValueError(f"merge_heads: a [batch, heads, seq, head_dim] tensor is needed, got shape {tuple(input.shape)}")
+        raise ValueError(f"merge_heads: a [batch, heads, seq, head_dim] tensor is needed, got shape "
+                         f"{tuple(input.shape)}")
     return apply("merge_heads", [input])
