@@ -5,7 +5,7 @@ import weakref
 
 from .boxing import convert
 from .hooks import recorder as _recording
-from .sbp import reducible_axes
+from .sbp import reducible_axes, without_partial
 from .tensor import Tensor
 
 _enabled = [True]  # process-wide grad mode (a list: read on the hot path without a lookup chain)
@@ -136,8 +136,7 @@ def _seed_sbp(t):
     """The seed's layout: d(sum of pieces)/d(piece) = 1 on every rank, so partial -> broadcast."""
     if t.is_local:
         return None
-    from .sbp import broadcast, partial_sum
-    return tuple(broadcast if s is partial_sum else s for s in t.sbp)
+    return without_partial(t.sbp)
 
 
 def _accumulate(grads, t, g):

@@ -80,6 +80,11 @@ def is_split(s):
     return isinstance(s, split)
 
 
+def without_partial(sbp):
+    """The SBP with each partial_sum axis made broadcast (what reducing the partial sums gives)."""
+    return tuple(broadcast if s is partial_sum else s for s in sbp)
+
+
 def reducible_axes(value_sbp, partial_sbp):
     """The mesh axes where `partial_sbp` is partial_sum and `value_sbp` broadcast (summing over
     them turns the one into the other), or None when they differ otherwise or not at all."""

@@ -265,7 +265,7 @@ def _save_sharded(obj, path):
     from . import layout
     from .distributed.world import job_id
     from .env import barrier
-    from .sbp import broadcast, partial_sum
+    from .sbp import broadcast, partial_sum, without_partial
     parent = os.path.dirname(os.path.abspath(path)) or "."
     me = get_rank()
     tmp = os.path.join(parent, _shared_tmp(path))
@@ -275,7 +275,7 @@ def _save_sharded(obj, path):
         if isinstance(value, Tensor) and value.is_global:
             t = value
             if partial_sum in t.sbp:  # resolve sums first: pieces must be parts of the value
-                t = t.to_global(sbp=tuple(broadcast if s is partial_sum else s for s in t.sbp))
+                t = t.to_global(sbp=without_partial(t.sbp))
             name = f"s{counter[0]}"
             counter[0] += 1
             pieces = []

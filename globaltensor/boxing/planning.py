@@ -24,7 +24,7 @@ import itertools
 import math
 
 from .. import layout
-from ..sbp import _Broadcast, _PartialSum, broadcast, partial_sum, split
+from ..sbp import _Broadcast, _PartialSum, broadcast, partial_sum, split, without_partial
 
 
 class Step:
@@ -160,10 +160,6 @@ def _overlap_blocks(src_pl, src, dst_pl, dst, global_shape):
     return tuple(blocks)
 
 
-def _without_partial(sbp):
-    return tuple(broadcast if s is partial_sum else s for s in sbp)
-
-
 def _cuts_first(placement, src, dst, global_shape, itemsize):
     """Free local cuts (B -> S) first, so that later collectives move less."""
     state, steps = list(src), []
@@ -185,12 +181,12 @@ def _resolved(sbp, ndim):
     options = [[s] if s is not partial_sum else [broadcast] + [split(d) for d in range(ndim)] for s in sbp]
     for combo in itertools.product(*options):
         dims = [s.dim for s in combo if isinstance(s, split)]
-        if len(dims) == len(set(dims)) or combo == tuple(_without_partial(sbp)):
+        if len(dims) == len(set(dims)) or combo == tuple(without_partial(sbp)):
             yield combo
 
 
 def _overlap_route(src_placement, src_sbp, mid_src, dst_placement, dst_sbp, global_shape, itemsize):
-    mid_dst = _without_partial(dst_sbp)
+    mid_dst = without_partial(dst_sbp)
     route = _plan_axes(src_placement, src_sbp, mid_src, global_shape, itemsize)
     moved = _overlap_bytes(src_placement, mid_src, dst_placement, mid_dst, global_shape, itemsize)
     if moved or src_placement != dst_placement or mid_src != mid_dst:

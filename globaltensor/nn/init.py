@@ -15,8 +15,8 @@ def _fill(t, fresh):
 
 def _like(t, factory, *args):
     if t.is_global:
-        from ..sbp import broadcast, partial_sum
-        sbp = tuple(broadcast if s is partial_sum else s for s in t.sbp)
+        from ..sbp import without_partial
+        sbp = without_partial(t.sbp)
         return factory(*args, dtype=t.dtype, placement=t.placement, sbp=sbp)
     return factory(*args, dtype=t.dtype)
 

@@ -10,13 +10,13 @@ Megatron reduces, so a block costs one all_reduce per sublayer forward and one b
         tensor_parallel.reduce_input_grad(blk.self_attn)   # f: the input's gradient made whole
         tensor_parallel.reduce_output(blk.self_attn.out_proj)  # g: the partial output made whole
 """
-from ..sbp import broadcast, partial_sum
+from ..sbp import without_partial
 
 __all__ = ["reduce_output", "reduce_input_grad"]
 
 
 def _whole_output(module, args, out):
-    return out.to_global(sbp=tuple(broadcast if s is partial_sum else s for s in out.sbp))
+    return out.to_global(sbp=without_partial(out.sbp))
 
 
 def _whole_input_grad(module, args):

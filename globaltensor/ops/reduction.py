@@ -10,7 +10,7 @@ from . import rules
 from ._front import apply, dims_arg, tensors
 from .registry import op
 from ..creation import arange, eye
-from ..sbp import broadcast as B, partial_sum as P, split
+from ..sbp import broadcast as B, partial_sum as P, split, without_partial
 
 
 def _axis(dims):
@@ -342,7 +342,7 @@ def _logsumexp_split(x, dims):
     from .elementwise import cast, exp, isfinite, log, where
 
     def whole(t):  # the partial sums reduced while small (else x - m would run on partial values)
-        return t.to_global(sbp=tuple(B if s is P else s for s in t.sbp))
+        return t.to_global(sbp=without_partial(t.sbp))
     finite = isfinite(x)
     count = whole(sum(finite.astype(x.dtype), dims, keepdim=True)).clip(1, None)
     m = (whole(sum(where(finite, x, 0.0), dims, keepdim=True)) / count).detach()  # the finite values' mean
