@@ -16,6 +16,7 @@ from . import dtype as _dtype
 from . import layout as layout_lib
 from .backends.devices import device, of_array
 from .boxing import plan, run
+from .boxing.planning import reduction_bytes
 from .env import get_rank
 from .ops.registry import REGISTRY
 from .sbp import broadcast, partial_sum, split
@@ -172,7 +173,6 @@ def _deferral(placement, current, in_sbps, out_sbps, out_shapes, out_dtypes):
     byte: putting off is never free). Reducing the P input now then wins unless the output is
     smaller: a residual stream stays whole where a row-parallel layer's sum meets it (Megatron's
     one all_reduce), and a split tensor is not turned P to run a linear op on zeros."""
-    from .boxing.planning import reduction_bytes
     total = 0
     for axis in range(placement.ndim):
         pairs = [(c[axis], s[axis]) for c, s in zip(current, in_sbps)]
@@ -180,7 +180,7 @@ def _deferral(placement, current, in_sbps, out_sbps, out_shapes, out_dtypes):
         kept = any(c is partial_sum and s is partial_sum for c, s in pairs)
         contracted = any(isinstance(s, split) for _, s in pairs)  # S x S -> P: partial by the op itself
         if made and (kept or not contracted):
-            total += sum(1 + reduction_bytes(placement, sbp, axis, shape, _dtype.to_dtype(dt).itemsize)
+            total += sum(1 + reduction_bytes(placement, sbp, axis, shape, dt.itemsize)
                          for sbp, shape, dt in zip(out_sbps, out_shapes, out_dtypes) if sbp[axis] is partial_sum)
     return total
 
@@ -270,9 +270,10 @@ def _apply_global(opdef, kernel, tensors, static):
     if not decision.participates:
         return tuple(Tensor._wrap(dev.empty((0,) * max(1, len(lay.shape)), lay.dtype.np), lay)
                      for lay in decision.out_layouts)
-    if decision.offsets is not None:
-        kernel = functools.partial(kernel, offsets=decision.offsets)
-    out = kernel(*pieces, **static)
+    if decision.offsets is None:
+        out = kernel(*pieces, **static)
+    else:  # an op taking offsets: where each input's piece starts
+        out = kernel(*pieces, offsets=decision.offsets, **static)
     if decision.single:
         lay = decision.out_layouts[0]
         if type(out) is tuple:  # one output returned as a tuple (split into one piece)

@@ -29,8 +29,7 @@ class Captured:
             return self._body(args, kwargs)  # eager (debugging), or inside another graph's capture
         if not kwargs and all(type(a) is Tensor for a in args):  # the common call: tensors only
             tensors = args
-            key = (tuple((a._layout or a.layout(), a.requires_grad) if a._placement is not None else
-                         (a.shape, a._dtype, a.requires_grad) for a in args), self._mode())
+            key = (tuple(_tensor_key(a) for a in args), self._mode())
         else:
             tensors = []
             key = (_flatten((args, kwargs), tensors, None, None), self._mode())
@@ -132,11 +131,7 @@ class Graph(Captured):
 
     def _mode(self):
         """The train/eval flags of the graph's modules (dropout draws or not: another program)."""
-        attrs = self.__dict__
-        found = attrs.get("_gt_modules")  # (attributes seen, modules): found again when attributes change
-        if found is None or found[0] != len(attrs):
-            found = attrs["_gt_modules"] = (len(attrs) + ("_gt_modules" not in attrs), [m for _, m in self._modules()])
-        return tuple(m.training for m in found[1])
+        return tuple(m.training for _, m in self._modules())
 
     def _state_names(self):
         names = {}
@@ -154,7 +149,7 @@ class _OptimizerStep:
 
     def __call__(self):
         self.optimizer.step()
-        for group in self.optimizer.param_groups:  # zero_grad(set_to_none=True), without its no_grad block
+        for group in self.optimizer.param_groups:  # zero_grad(set_to_none=True); nn is a layer above graph
             for p in group["params"]:
                 p.grad = None
         if self.lr_sch is not None:
@@ -194,6 +189,14 @@ def _tensor_text(t):
             + (" requires_grad" if t.requires_grad else ""))
 
 
+def _tensor_key(t):
+    """A tensor argument's part of a program's key (both the all-tensors fast path and _flatten
+    use it): a local tensor's shape, dtype, device and requires_grad; a global one's layout."""
+    if t._placement is None:
+        return ("T", tuple(t._global_shape), t._dtype.name, str(t.device), t.requires_grad)
+    return ("G", t._layout or t.layout(), t.requires_grad)
+
+
 def _flatten(value, tensors, path, described):
     """The hashable key of an argument tree; tensors are appended, their layout in the key; with
     `described` (a list), each leaf's (path, text) too (for the reasons of a capture)."""
@@ -201,9 +204,7 @@ def _flatten(value, tensors, path, described):
         tensors.append(value)
         if described is not None:
             described.append((path, _tensor_text(value)))
-        if value._placement is None:
-            return ("T", tuple(value.shape), value.dtype.name, str(value.device), value.requires_grad)
-        return ("G", value.layout(), value.requires_grad)
+        return _tensor_key(value)
     if isinstance(value, (tuple, list)):
         return (type(value).__name__,) + tuple(_flatten(v, tensors, _at(path, i), described)
                                                for i, v in enumerate(value))

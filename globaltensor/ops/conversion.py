@@ -22,7 +22,7 @@ def to_global(x, placement=None, sbp=None, grad_sbp=None):
     out = convert(x, placement, sbp)
     if x.requires_grad and autograd.is_grad_enabled() and (out is not x or grad_sbp is not None):
         if out is x:  # the layout stays; the gradient's changes (Megatron's f: all_reduce in backward)
-            out = Tensor(x._local, x.shape, x.dtype, x.placement, x.sbp)
+            out = Tensor._wrap(x._local, x._layout or x.layout())
         autograd.record("to_global", _to_global_backward, [x], [out], {"grad_sbp": grad_sbp})
     return out
 
