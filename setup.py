@@ -95,6 +95,9 @@ class BuildExt(build_ext):
             ext.include_dirs.append(os.path.join(home, "include"))
             ext.library_dirs.append(os.path.join(home, "lib64"))
             ext.libraries += ["cudart_static", "dl", "rt", "pthread"]
+        if have_mvec():
+            ext.define_macros.append(("GT_WITH_MVEC", "1"))
+            ext.libraries.append("mvec")
         super().build_extension(ext)
 
 
@@ -116,14 +119,12 @@ def have_mvec():
             return False
 
 
-MVEC = have_mvec()
 ext = Pybind11Extension(
     "globaltensor._C",
     sorted(glob.glob("kernels/*.cpp")) + ["bindings/module.cpp"],
     cxx_std=17,
     extra_compile_args=["-O3", "-fvisibility=hidden", "-ffp-contract=off"],  # numpy's rounding
-    libraries=["rt"] + (["mvec"] if MVEC else []),
-    define_macros=[("GT_WITH_MVEC", "1")] if MVEC else [],
+    libraries=["rt"],
 )
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})
