@@ -196,16 +196,61 @@ def _fused(world_values):
     from globaltensor.paddle.distributed.fleet.utils.hybrid_parallel_util import fused_allreduce_gradients
     dist.init_parallel_env()
     params = [paddle.nn.Linear(4, 3).weight, paddle.nn.Linear(2, 2).bias]
-    for i, p in enumerate(params):
-        p.grad = paddle.full(p.shape, world_values[dist.get_rank()] + i, "float32")
-    fused_allreduce_gradients(params, None)
-    return [p.grad.numpy() for p in params]
+    rounds = []
+    for step in range(2):  # the second call reuses the first one's buffer
+        for i, p in enumerate(params):
+            p.grad = paddle.full(p.shape, world_values[dist.get_rank()] + i + 10 * step, "float32")
+        kept = [p.grad for p in params]
+        fused_allreduce_gradients(params, None)
+        assert all(p.grad is g for p, g in zip(params, kept))  # written back in place
+        rounds.append([p.grad.numpy() for p in params])
+    return rounds
 
 
 def test_fused_allreduce_gradients_averages_over_ranks():
-    for grads in run_ranks(_fused, 2, [1.0, 4.0]):
-        np.testing.assert_array_equal(grads[0], np.full((4, 3), 2.5, np.float32))
-        np.testing.assert_array_equal(grads[1], np.full((2,), 3.5, np.float32))
+    for rounds in run_ranks(_fused, 2, [1.0, 4.0]):
+        for step, grads in enumerate(rounds):
+            np.testing.assert_array_equal(grads[0], np.full((4, 3), 2.5 + 10 * step, np.float32))
+            np.testing.assert_array_equal(grads[1], np.full((2,), 3.5 + 10 * step, np.float32))
+
+
+def _reduce_ops():
+    import globaltensor.paddle as paddle
+    import globaltensor.paddle.distributed as dist
+    dist.init_parallel_env()
+    mine = np.array([1.0, 5.0], np.float32) if dist.get_rank() == 0 else np.array([3.0, 2.0], np.float32)
+    got = {}
+    for op in ("SUM", "MAX", "MIN", "AVG"):
+        t = paddle.to_tensor(mine)
+        dist.all_reduce(t, getattr(dist.ReduceOp, op))
+        got[op] = t.numpy().tolist()
+    with pytest.raises(NotImplementedError, match="prod"):
+        dist.all_reduce(paddle.to_tensor(mine), dist.ReduceOp.PROD)
+    return got
+
+
+def test_all_reduce_sum_max_min_avg():
+    for got in run_ranks(_reduce_ops, 2):
+        assert got == {"SUM": [4.0, 7.0], "MAX": [3.0, 5.0], "MIN": [1.0, 2.0], "AVG": [2.0, 3.5]}
+
+
+def test_parallel_env_local_rank_is_the_rank_on_this_node(monkeypatch):
+    import globaltensor.paddle.distributed as dist
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    env = dist.ParallelEnv()
+    assert (env.rank, env.local_rank, env.world_size) == (3, 1, 4)
+
+
+def test_paddle_grad_and_create_parameters_xavier():
+    import globaltensor.paddle as paddle
+    x = paddle.to_tensor([1.0, 2.0], stop_gradient=False)
+    for grad in (paddle.grad, paddle.autograd.grad):  # one function, Paddle's arguments
+        (dx,) = grad([(x * x).sum()], [x], retain_graph=True, create_graph=False)
+        np.testing.assert_array_equal(dx.numpy(), [2.0, 4.0])
+    w = paddle.nn.Layer().create_parameter([8, 4, 3, 3])  # Paddle's fans: dims 0, 1 times the receptive field
+    assert 0.5 * np.sqrt(6 / (12 * 9)) < float(w.abs().max()) <= np.sqrt(6 / (12 * 9))
 
 
 def test_io_dataloader_and_distributed_batch_sampler():

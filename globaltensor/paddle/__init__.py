@@ -24,6 +24,7 @@ for _name in _ops.PUBLIC + ["arange", "linspace", "eye", "full_like", "empty_lik
 from . import static  # noqa: E402
 from .static.program import recordable  # noqa: E402
 from . import autograd, io, nn, optimizer  # noqa: E402 - after the ops they use
+from .autograd import grad  # noqa: E402
 from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_enabled, set_device,  # noqa: E402
                         stop_gradient_property)
 
@@ -115,14 +116,6 @@ def matmul(x, y, transpose_x=False, transpose_y=False, name=None):
     if transpose_y:
         y = _ops.transpose(y, -1, -2)
     return _ops.matmul(x, y)
-
-
-def concat(x, axis=0, name=None):
-    return _ops.concat(list(x), dim=axis)
-
-
-def stack(x, axis=0, name=None):
-    return _ops.stack(list(x), dim=axis)
 
 
 def gather(x, index, axis=None, name=None):
@@ -219,12 +212,6 @@ def disable_static(place=None):
 
 def in_dynamic_mode():
     return not static.STATIC[0]
-
-
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
-         allow_unused=False, no_grad_vars=None):
-    from ..autograd import grad as _grad
-    return list(_grad(outputs, inputs, grad_outputs, allow_unused=allow_unused))
 
 
 _NOT_RECORDED = {"seed", "to_tensor", "save", "load", "is_tensor", "enable_static", "disable_static",

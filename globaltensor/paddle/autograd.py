@@ -1,6 +1,6 @@
 """paddle.autograd: PyLayer (a custom forward and backward) and backward/grad."""
 from .. import autograd as _autograd
-from ..autograd import grad, no_grad
+from ..autograd import no_grad
 from ..tensor import Tensor
 
 __all__ = ["PyLayer", "PyLayerContext", "backward", "grad", "no_grad"]
@@ -58,3 +58,9 @@ def _bridge(cls, user_ctx, n_inputs):
 def backward(tensors, grad_tensors=None, retain_graph=False):
     for i, t in enumerate(tensors):
         t.backward(None if grad_tensors is None else grad_tensors[i])
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=False, no_grad_vars=None):
+    """paddle.grad / paddle.autograd.grad: d outputs / d inputs as a list, without touching .grad."""
+    return list(_autograd.grad(outputs, inputs, grad_outputs, allow_unused=allow_unused))

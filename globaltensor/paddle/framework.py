@@ -62,16 +62,10 @@ stop_gradient_property = property(_get_stop_gradient, _set_stop_gradient,
 
 class DataParallel(_DataParallel):
     """paddle.DataParallel(layers, strategy=None, comm_buffer_size=25, last_comm_buffer_size=1,
-    find_unused_parameters=False): gt.distributed.DataParallel with Paddle's arguments, plus the
-    Layer methods Paddle users call on it (state_dict, set_state_dict, train, eval)."""
+    find_unused_parameters=False): gt.distributed.DataParallel with Paddle's arguments; the Layer
+    methods Paddle users call on it (state_dict, set_state_dict, train, eval) are the wrapped layer's."""
 
     def __init__(self, layers, strategy=None, comm_buffer_size=25, last_comm_buffer_size=1,
                  find_unused_parameters=False, group=None):
         super().__init__(layers, comm_buffer_size=comm_buffer_size, last_comm_buffer_size=last_comm_buffer_size,
                          find_unused_parameters=find_unused_parameters)
-
-    def state_dict(self, *args, **kwargs):
-        return self.module.state_dict(*args, **kwargs)
-
-    def set_state_dict(self, state_dict, use_structured_name=True):
-        return self.module.set_state_dict(state_dict, use_structured_name)

@@ -4,7 +4,7 @@ DistModel) and collectives on local tensors."""
 from ...distributed import barrier as _barrier
 from ...distributed import collectives as _collectives
 from ...distributed import spawn as _spawn
-from ...env import get_rank, get_world_size
+from ...env import get_local_rank, get_rank, get_world_size
 from .auto_parallel import Partial, Placement, ProcessMesh, Replicate, Shard, reshard, shard_dataloader, shard_tensor
 from .dist_model import DistModel, Strategy, to_static
 
@@ -22,7 +22,7 @@ class ParallelEnv:
 
     rank = property(lambda self: get_rank())
     world_size = property(lambda self: get_world_size())
-    local_rank = property(lambda self: get_rank())
+    local_rank = property(lambda self: get_local_rank())
     nranks = world_size
 
 
@@ -47,10 +47,10 @@ def barrier(group=None):
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, sync_op=True):
-    """Sum (or max/min/prod/avg) a local tensor over the ranks, in place."""
-    if op not in (ReduceOp.SUM, ReduceOp.AVG):
-        raise NotImplementedError(f"all_reduce: op {op!r}; SUM and AVG are supported")
-    _collectives.all_reduce(tensor._local)
+    """Sum (or max/min/avg) a local tensor over the ranks, in place."""
+    if op not in (ReduceOp.SUM, ReduceOp.MAX, ReduceOp.MIN, ReduceOp.AVG):
+        raise NotImplementedError(f"all_reduce: op {op!r}; SUM, MAX, MIN and AVG are supported")
+    _collectives.all_reduce(tensor._local, "sum" if op == ReduceOp.AVG else op)
     if op == ReduceOp.AVG:
         tensor._local /= get_world_size()
     return tensor

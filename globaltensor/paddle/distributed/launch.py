@@ -13,8 +13,7 @@ import sys
 from ...distributed import launch as _launch
 
 
-def translate(argv):
-    """Paddle's argv -> globaltensor.distributed.launch's argv (and the environment it sets)."""
+def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m globaltensor.paddle.distributed.launch")
     p.add_argument("--nproc_per_node", "--nproc-per-node", type=int, default=None)
     p.add_argument("--devices", "--gpus", "--selected_gpus", dest="devices", default=None)
@@ -27,10 +26,12 @@ def translate(argv):
     p.add_argument("script")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
-    devices = [d for d in (args.devices or "").split(",") if d != ""]
-    nproc = args.nproc_per_node or len(devices) or 1
-    if devices:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    args.devices = [d for d in (args.devices or "").split(",") if d != ""]
+    return args
+
+
+def _launcher_argv(args):
+    nproc = args.nproc_per_node or len(args.devices) or 1
     out = ["--nproc_per_node", str(nproc), "--nnodes", str(args.nnodes), "--node_rank", str(args.rank)]
     if args.master:
         addr, _, port = args.master.rpartition(":")
@@ -40,8 +41,16 @@ def translate(argv):
     return out + [args.script] + args.script_args
 
 
+def translate(argv):
+    """Paddle's argv -> globaltensor.distributed.launch's argv."""
+    return _launcher_argv(_parse(argv))
+
+
 def main(argv=None):
-    return _launch.main(translate(sys.argv[1:] if argv is None else argv))
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    if args.devices:  # the ranks inherit it
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(args.devices)
+    return _launch.main(_launcher_argv(args))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """paddle.nn: Layer (gt's Module with Paddle's methods) and layers under Paddle's names and
 parameter layouts (Linear's weight is [in_features, out_features])."""
-import math
-
 from ... import nn as _nn
 from ... import ops as _ops
-from ...nn import init as _init
+from ...creation import zeros as _zeros
+from ...nn.init import xavier_uniform_ as _xavier_uniform_
 from ...nn.module import Module, Parameter
+from ..static.program import STATIC as _STATIC, has_variable as _has_variable, record as _record
 from . import functional  # noqa: F401 - paddle.nn.functional
 
 __all__ = ["Layer", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "Softmax", "Dropout", "Embedding", "LayerNorm",
@@ -28,9 +28,8 @@ class Layer(Module):
                     replicate_in_place(p, value.placement)
 
     def __call__(self, *args, **kwargs):
-        from ..static.program import STATIC, has_variable, record
-        if STATIC[0] and (has_variable(args) or has_variable(kwargs)):  # a static program's layer call
-            return record(super().__call__, args, kwargs, label=type(self).__name__)
+        if _STATIC[0] and (_has_variable(args) or _has_variable(kwargs)):  # a static program's layer call
+            return _record(super().__call__, args, kwargs, label=type(self).__name__)
         return super().__call__(*args, **kwargs)
 
     def set_state_dict(self, state_dict, use_structured_name=True):
@@ -56,19 +55,18 @@ class Layer(Module):
         return sublayer
 
     def create_parameter(self, shape, dtype=None, is_bias=False, default_initializer=None, attr=None):
-        """A new Parameter of this shape: zeros for a bias, Xavier-uniform otherwise (Paddle's defaults)."""
-        from ...creation import zeros
-        p = Parameter(zeros(*shape, dtype=dtype))
-        if default_initializer is not None:
-            default_initializer(p)
-        elif not is_bias:
-            _xavier_uniform(p, shape[0], shape[-1])
-        return p
+        return _create_parameter(shape, dtype, is_bias, default_initializer)
 
 
-def _xavier_uniform(p, fan_in, fan_out):
-    bound = math.sqrt(6.0 / (fan_in + fan_out)) if fan_in + fan_out else 0.0
-    _init.uniform_(p, -bound, bound)
+def _create_parameter(shape, dtype=None, is_bias=False, default_initializer=None):
+    """A new Parameter of this shape: zeros for a bias, Xavier-uniform otherwise (Paddle's defaults:
+    fans from dims 0 and 1, times the receptive field dims 2... of a convolution's weight)."""
+    p = Parameter(_zeros(*shape, dtype=dtype))
+    if default_initializer is not None:
+        default_initializer(p)
+    elif not is_bias:
+        _xavier_uniform_(p)
+    return p
 
 
 class Linear(Layer):

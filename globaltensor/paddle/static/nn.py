@@ -2,9 +2,7 @@
 import math
 
 from ... import ops as _ops
-from ...creation import zeros
-from ...nn import init as _init
-from ...nn.module import Parameter
+from ..nn import _create_parameter
 from .program import default_main_program, record
 
 __all__ = ["fc"]
@@ -14,10 +12,7 @@ _ACTIVATIONS = {None: None, "tanh": _ops.tanh, "relu": _ops.relu, "sigmoid": _op
 
 
 def _parameter(shape, bias):
-    p = Parameter(zeros(*shape))
-    if not bias:
-        bound = math.sqrt(6.0 / (shape[0] + shape[-1]))
-        _init.uniform_(p, -bound, bound)  # Xavier uniform, as Paddle's default
+    p = _create_parameter(shape, is_bias=bias)  # Xavier uniform (a bias: zeros), as Paddle's default
     default_main_program().parameters.append(p)
     return p
 

@@ -1,7 +1,7 @@
 """Static mode's program: placeholders (Variable), the calls recorded on them, and the modes."""
+import contextlib
+import functools
 import itertools
-
-import numpy as np
 
 from ... import random as _random
 from ...autograd import no_grad
@@ -167,31 +167,22 @@ def data(name, shape, dtype="float32", lod_level=0):
     return var
 
 
+@contextlib.contextmanager
 def program_guard(main_program, startup_program=None):
     """Programs recorded inside the with block go to main_program."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def guard():
-        before = _main[0], _startup[0]
-        _main[0] = main_program
-        if startup_program is not None:
-            _startup[0] = startup_program
-        try:
-            yield
-        finally:
-            _main[0], _startup[0] = before
-    return guard()
-
-
-def as_numpy(t):
-    return np.asarray(t.numpy())
+    before = _main[0], _startup[0]
+    _main[0] = main_program
+    if startup_program is not None:
+        _startup[0] = startup_program
+    try:
+        yield
+    finally:
+        _main[0], _startup[0] = before
 
 
 def recordable(fn):
     """fn, recorded into the current program instead of run when static mode is on and an
     argument is a placeholder (a Variable)."""
-    import functools
 
     @functools.wraps(fn)
     def call(*args, **kwargs):

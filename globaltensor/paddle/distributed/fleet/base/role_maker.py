@@ -1,4 +1,5 @@
 """Role makers: collective training only (every process is a worker)."""
+from .....env import get_rank, get_world_size
 
 
 class Role:
@@ -15,11 +16,9 @@ class PaddleCloudRoleMaker:
         self.is_collective = True
 
     def _worker_index(self):
-        from .....env import get_rank
         return get_rank()
 
     def _worker_num(self):
-        from .....env import get_world_size
         return get_world_size()
 
 
@@ -29,7 +28,6 @@ class UserDefinedRoleMaker(PaddleCloudRoleMaker):
     def __init__(self, is_collective=False, init_gloo=False, current_id=0, role=Role.WORKER, worker_num=1,
                  worker_endpoints=None, server_endpoints=None, **kwargs):
         super().__init__(is_collective=is_collective)
-        from .....env import get_rank, get_world_size
         if current_id != get_rank() or worker_num != get_world_size():
             raise ValueError(f"UserDefinedRoleMaker(current_id={current_id}, worker_num={worker_num}) disagrees with "
                              f"the job: rank {get_rank()} of {get_world_size()}")

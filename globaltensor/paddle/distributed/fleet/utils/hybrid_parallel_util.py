@@ -1,34 +1,34 @@
 """fused_allreduce_gradients: average the parameters' gradients over the ranks, in buckets."""
-import numpy as np
-
 from .....distributed import collectives
 from .....env import get_world_size
-from .....grad_buckets import pack
+from .....grad_buckets import fill, flat_buffers, pack
 
 BUCKET_BYTES = 128 << 20
 
 
 def fused_allreduce_gradients(parameter_list, hcg=None):
     """Each local parameter's .grad becomes the mean over the ranks (Paddle's data-parallel
-    average): the gradients are packed into flat buffers of at most 128 MB, one all_reduce each."""
-    grads = [p.grad for p in parameter_list if p.grad is not None]
+    average): the gradients are copied into flat buffers of at most 128 MB (grad_buckets'
+    FlatBuffers, kept from call to call), one all_reduce each, and the means copied back."""
+    params = list({id(p): p for p in parameter_list if p.grad is not None}.values())  # each once
     world = get_world_size()
-    if world == 1 or not grads:
+    if world == 1 or not params:
         return
-    if any(g.is_global for g in grads):
+    if any(p.grad.is_global for p in params):
         raise ValueError("fused_allreduce_gradients averages local gradients (paddle.DataParallel's); a global "
                          "model's gradients are reduced by its backward")
-    by_dtype = {}
-    for g in grads:
-        by_dtype.setdefault(g._local.dtype, []).append(g)
-    for dtype, group in by_dtype.items():
-        for chunk in pack(group, [g._local.nbytes for g in group], lambda i: BUCKET_BYTES):
-            flat = collectives.empty_shared((sum(g._local.size for g in chunk),), dtype)
-            np.concatenate([g._local.reshape(-1) for g in chunk], out=flat)
-            collectives.all_reduce(flat)
-            flat /= world
-            at = 0
-            for g in chunk:  # written back into each gradient's own array (a graph keeps knowing it)
-                n = g._local.size
-                g._local[...] = flat[at:at + n].reshape(g._local.shape)
-                at += n
+    by_dtype = {}  # a FlatBuffer holds one dtype: its parameters' (their gradients')
+    for p in params:
+        g = p.grad._local
+        if g.dtype != p._local.dtype or g.shape != p._local.shape:
+            raise ValueError(f"fused_allreduce_gradients: a gradient of dtype {g.dtype} and shape {g.shape} on a "
+                             f"parameter of dtype {p._local.dtype} and shape {p._local.shape}")
+        by_dtype.setdefault(g.dtype, []).append(p)
+    for group in by_dtype.values():
+        plan = pack(group, [p.grad._local.nbytes for p in group], lambda i: BUCKET_BYTES)
+        for bucket, flat in zip(plan, flat_buffers(plan)):
+            buffer = fill(flat, {id(p): p.grad._local for p in bucket})
+            collectives.all_reduce(buffer)
+            buffer /= world
+            for p, view in zip(bucket, flat.views):  # back into each gradient's own array (a graph keeps knowing it)
+                p.grad._local[...] = view
