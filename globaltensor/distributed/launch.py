@@ -57,13 +57,14 @@ def parse_args(argv=None):
 
 def rank_environment(args, local_rank, port, secret, job_id):
     world_size = args.nnodes * args.nproc_per_node
+    rank = args.node_rank * args.nproc_per_node + local_rank
     env = dict(os.environ)
-    env.update(RANK=str(args.node_rank * args.nproc_per_node + local_rank), LOCAL_RANK=str(local_rank),
+    env.update(RANK=str(rank), LOCAL_RANK=str(local_rank),
                WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(args.nproc_per_node),
                NODE_RANK=str(args.node_rank), GROUP_RANK=str(args.node_rank), MASTER_ADDR=args.master_addr,
                MASTER_PORT=str(port), GLOBALTENSOR_SECRET=secret, GLOBALTENSOR_STORE_HOSTED="1",
                GLOBALTENSOR_JOB_ID=job_id, GLOBALTENSOR_NNODES=str(args.nnodes))
-    rank = args.node_rank * args.nproc_per_node + local_rank  # Paddle's names for the same facts
+    # Paddle's names for the same facts
     endpoints = [f"{args.master_addr}:{port + 1 + r}" for r in range(world_size)]
     env.update(PADDLE_TRAINER_ID=str(rank), PADDLE_TRAINERS_NUM=str(world_size), PADDLE_RANK_IN_NODE=str(local_rank),
                PADDLE_LOCAL_SIZE=str(args.nproc_per_node), PADDLE_CURRENT_ENDPOINT=endpoints[rank],
