@@ -34,12 +34,12 @@ def model():
     return nn.Sequential(*block(3, 8), *block(8, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 4))
 
 
-def train(layout="local", steps=20, batch=16, quiet=False):
+def train(layout="local", steps=20, batch=16, quiet=False, device="cpu"):
     gt.manual_seed(0)
     net = model()
     placement = None
     if layout == "dp":
-        placement = gt.placement("cpu", [0, 1])
+        placement = gt.placement(device, [0, 1])
         net.to_global(placement, gt.sbp.broadcast)
     opt = gt.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     losses = []
@@ -61,5 +61,6 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--layout", choices=["local", "dp"], default="local")
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the placement's type (dp)")
     args = p.parse_args()
-    train(args.layout, args.steps)
+    train(args.layout, args.steps, device=args.device)

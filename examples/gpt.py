@@ -120,7 +120,7 @@ def batches(text, vocab_index, batch, seq, steps, seed=0):
 
 
 def train(layout="local", steps=30, batch=8, seq=32, d_model=64, heads=4, layers=2, lr=3e-3, quiet=False,
-          micro_batches=4):
+          micro_batches=4, device="cpu"):
     text = open(CORPUS).read()
     chars = sorted(set(text))
     vocab_index = {c: i for i, c in enumerate(chars)}
@@ -134,16 +134,16 @@ def train(layout="local", steps=30, batch=8, seq=32, d_model=64, heads=4, layers
 
     data_sbp, pipe, params = None, None, model.parameters()
     if layout == "pp":  # stage s on rank s; the batch goes in broadcast, to the first and last stage
-        mesh, data_sbp = gt.placement("cpu", [0, 1]), (B,)
+        mesh, data_sbp = gt.placement(device, [0, 1]), (B,)
         parts = stages(model, 2)
         for s, part in enumerate(parts):
-            part.to_global(gt.placement("cpu", [s]), B)
+            part.to_global(gt.placement(device, [s]), B)
         pipe = gt.pipeline.Pipeline(parts, schedule="1f1b", micro_batches=micro_batches, loss_fn=loss_fn)
         # every rank's optimizer holds every stage's parameters (hollow where the rank holds no
         # piece of them), so every rank makes the same calls
         params = [p for part in parts for p in part.parameters()]
     elif layout != "local":
-        mesh = gt.placement("cpu", [[0, 1], [2, 3]]) if layout == "2d" else gt.placement("cpu", [0, 1])
+        mesh = gt.placement(device, [[0, 1], [2, 3]] if layout == "2d" else [0, 1])
         data_sbp = lay_out(model, mesh, layout)
     opt = gt.optim.AdamW(params, lr=lr, weight_decay=0.0)
     losses = []
@@ -170,5 +170,6 @@ if __name__ == "__main__":
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d_model", type=int, default=64)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the placements' type (not for local)")
     args = p.parse_args()
-    train(args.layout, args.steps, layers=args.layers, d_model=args.d_model)
+    train(args.layout, args.steps, layers=args.layers, d_model=args.d_model, device=args.device)

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
-#include <sstream>
 
 #include "reduce.h"
 #include "wait.h"
@@ -22,6 +22,14 @@
 namespace gt {
 
 namespace {
+
+// Messages are built from std::string and snprintf, never iostreams: an extension built by a
+// newer GCC than the libstdc++ it runs with (seen on a GPU machine) crashes in ostream's locale.
+std::string seconds_text(double s) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
 
 enum OpCode : uint32_t { kBarrier = 1, kBroadcast, kAllGather, kReduceScatter, kAllReduce, kAllToAll };
 
@@ -201,33 +209,26 @@ std::vector<int> Group::all_members() const {
 }
 
 std::string Group::ranks_text(const std::vector<int>& members) const {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < members.size(); ++i) os << (i ? ", " : "") << ranks_[members[i]];
-  os << "]";
-  return os.str();
+  std::string text = "[";
+  for (size_t i = 0; i < members.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks_[members[i]]);
+  return text + "]";
 }
 
 std::string Group::describe(int p) const {
   const Desc& d = desc(p);
-  std::ostringstream os;
-  os << op_name(d.op);
-  if (d.op == kAllReduce || d.op == kReduceScatter) os << "(" << redop_name(d.redop) << ", " << dtype_name(d.dtype) << ", ";
-  else os << "(";
-  os << d.in_bytes << " bytes in, " << d.out_bytes << " bytes out";
-  if (d.op == kBroadcast) os << ", root rank " << ranks_[d.root];
-  os << ")";
-  return os.str();
+  std::string text = std::string(op_name(d.op)) + "(";
+  if (d.op == kAllReduce || d.op == kReduceScatter)
+    text += std::string(redop_name(d.redop)) + ", " + dtype_name(d.dtype) + ", ";
+  text += std::to_string(d.in_bytes) + " bytes in, " + std::to_string(d.out_bytes) + " bytes out";
+  if (d.op == kBroadcast) text += ", root rank " + std::to_string(ranks_[d.root]);
+  return text + ")";
 }
 
 void Group::check_all(bool ok, const std::string& what) {
   if (ok) return;
-  std::ostringstream os;
-  os << op_name_ << " on ranks " << ranks_text(all_members())
-     << ": " << what << "; the ranks called:";
-  for (int p = 0; p < k_; ++p) os << "\n  rank " << ranks_[p] << ": " << describe(p);
-  os << "\n" << collective_hint();
-  throw CollectiveError(os.str());
+  std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members()) + ": " + what + "; the ranks called:";
+  for (int p = 0; p < k_; ++p) text += "\n  rank " + std::to_string(ranks_[p]) + ": " + describe(p);
+  throw CollectiveError(text + "\n" + collective_hint());
 }
 
 void Node::mark_finished(const std::string& how) {
@@ -359,10 +360,9 @@ void Group::check_cycle(int p) {
     return;
   }
   if (t - cycle_since_ < opts_.deadlock_s) return;
-  std::ostringstream os;
-  os << op_name_ << " on ranks " << ranks_text(all_members())
-     << ": deadlock: these ranks wait for each other in collectives that the others do not call:";
-  for (auto& [rank, epoch] : path) os << "\n  rank " << rank << ": " << peer_state(rank, 0);
+  std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members()) +
+                     ": deadlock: these ranks wait for each other in collectives that the others do not call:";
+  for (auto& [rank, epoch] : path) text += "\n  rank " + std::to_string(rank) + ": " + peer_state(rank, 0);
   std::string others;
   for (int rank : node_->known_ranks()) {
     bool on_path = false;
@@ -370,9 +370,8 @@ void Group::check_cycle(int p) {
     std::string state = on_path ? "" : peer_state(rank, 0);
     if (!state.empty()) others += "\n  rank " + std::to_string(rank) + ": " + state;
   }
-  if (!others.empty()) os << "\nThe other ranks on this machine:" << others;
-  os << "\n" << collective_hint();
-  fail(os.str());
+  if (!others.empty()) text += "\nThe other ranks on this machine:" + others;
+  fail(text + "\n" + collective_hint());
 }
 
 void Group::fail(const std::string& what) {
@@ -404,29 +403,29 @@ void Group::fail_waiting(uint32_t target, bool timed_out) {
     RankStatus* st = node_->status(ranks_[q]);
     if (!process_alive(slot(q).pid.load()) || (st && st->finished.load())) gone.push_back(q);
   }
-  std::ostringstream os;
-  double elapsed = now_seconds() - op_start_;
-  os << op_name_ << " on ranks " << ranks_text(all_members());
+  std::string elapsed = seconds_text(now_seconds() - op_start_);
+  std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members());
   if (!gone.empty()) {
-    os << ": rank(s) " << ranks_text(gone) << " will not come: they ended while rank " << ranks_[me_]
-       << " waited for them (" << elapsed << " s)";
+    text += ": rank(s) " + ranks_text(gone) + " will not come: they ended while rank " + std::to_string(ranks_[me_]) +
+            " waited for them (" + elapsed + " s)";
   } else {
-    os << ": timed out after " << elapsed << " s; rank(s) " << ranks_text(missing)
-       << " did not arrive (the timeout is " << opts_.timeout_s << " s, set by GLOBALTENSOR_TIMEOUT)";
+    text += ": timed out after " + elapsed + " s; rank(s) " + ranks_text(missing) + " did not arrive (the timeout is " +
+            seconds_text(opts_.timeout_s) + " s, set by GLOBALTENSOR_TIMEOUT)";
   }
-  os << ". The ranks were:\n  rank " << ranks_[me_] << ": in " << op_name_ << " on ranks " << ranks_text(all_members());
+  text += ". The ranks were:\n  rank " + std::to_string(ranks_[me_]) + ": in " + op_name_ + " on ranks " +
+          ranks_text(all_members());
   for (int q : missing) {
     std::string state = peer_state(ranks_[q], target);
     if (state.empty())
       state = process_alive(slot(q).pid.load()) ? "running, not in a collective"
                                                 : "exited before the end of its script (killed, crashed, or os._exit)";
-    os << "\n  rank " << ranks_[q] << ": " << state;
+    text += "\n  rank " + std::to_string(ranks_[q]) + ": " + state;
   }
-  os << "\n" << collective_hint();
+  text += std::string("\n") + collective_hint();
   broken_ = true;
-  broken_reason_ = os.str();
-  publish_failure(os.str());
-  throw CollectiveTimeout(os.str());
+  broken_reason_ = text;
+  publish_failure(text);
+  throw CollectiveTimeout(text);
 }
 
 void Group::sync() {

@@ -2,6 +2,9 @@
 import os
 import sys
 
+import pytest
+
+pytest.importorskip("nbformat", reason="nbformat comes with the test extra (nbmake)")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tutorials"))
 
 import make_notebooks  # noqa: E402
