@@ -4,13 +4,15 @@ toolkit has no cublasLt.h).
 
     python benchmarks/bench_cuda.py [--size 8192] [--json benchmarks/results/cuda.json]
 
-* matmul n^3 (bf16, fp16, fp32 with TF32): ours (cuBLASLt) vs cupy.matmul (cuBLAS), TFLOP/s.
+* matmul n^3 (bf16, fp16, fp32 with TF32): ours (cuBLASLt) vs cupy.matmul (cuBLAS; torch.matmul
+  for bf16, which cupy lacks), TFLOP/s.
 * fused linear (matmul + bias + GELU-tanh, bf16): one cuBLASLt call vs cupy's matmul, bias add and
   GELU as separate kernels.
 * IPC all_reduce of 64 MiB float32 between 2 processes sharing the GPU: algorithm bandwidth
   (bytes / time) next to a device-to-device copy's.
 * A training step of the MLP 1024-4096-1024 (batch 256, fp32, SGD) on placement("cuda", ...) with
   1 rank and with 2 ranks sharing the GPU, against the same step written by hand in cupy.
+* A cached op's wall time on placement("cuda", [0]) against torch DTensor on the same GPU.
 CUDA events time every kernel (median of 20 after 3 warm-ups); the training step is wall time.
 """
 import argparse
@@ -55,12 +57,67 @@ def matmul_rows(n):
     for dtype in ("bfloat16", "float16", "float32"):
         a, b, _ = _operands(n, dtype)
         flops = 2 * n ** 3
-        ours = gpu_seconds(lambda: ck.matmul(a, b, tf32=True, dtype=dtype))
-        peer = None if dtype == "bfloat16" else gpu_seconds(lambda: cupy.matmul(a, b))  # cupy has no bf16
+        ours = gpu_seconds(lambda: ck.matmul(a, b, dtype=dtype))  # float32 without TF32, as cupy's
+        if dtype == "bfloat16":  # cupy has no bfloat16: torch's cuBLAS on the same bits is the peer
+            peer = _torch_bf16_matmul_seconds(a, b)
+        else:
+            peer = gpu_seconds(lambda: cupy.matmul(a, b))
         rows.append([f"matmul {n}^3 {dtype}", f"{flops / ours / 1e12:.0f}",
                      "-" if peer is None else f"{flops / peer / 1e12:.0f}",
                      "-" if peer is None else f"{peer / ours:.2f}x"])
     return rows
+
+
+def _torch_bf16_matmul_seconds(a, b):
+    """torch.matmul on the same bfloat16 bits (zero-copy through DLPack); None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    ta, tb = (torch.from_dlpack(m).view(torch.bfloat16) for m in (a, b))
+    return gpu_seconds(lambda: torch.matmul(ta, tb))
+
+
+def op_overhead_rows(iters=3000):
+    """Wall time per cached op (x + y, 64 floats, one rank) on placement("cuda", [0]) against
+    torch DTensor on a 1-GPU DeviceMesh: the host cost of dispatch, the kernel is tiny."""
+    import time
+
+    import cupy
+    import globaltensor as gt
+    pl = gt.placement("cuda", [0])
+    x = gt.randn(64, placement=pl, sbp=gt.sbp.broadcast)
+    y = gt.randn(64, placement=pl, sbp=gt.sbp.broadcast)
+
+    def per_call(fn):
+        for _ in range(100):
+            fn()
+        cupy.cuda.Device().synchronize()
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            cupy.cuda.Device().synchronize()
+            times.append((time.perf_counter() - t) / iters)
+        return statistics.median(times)
+
+    ours = per_call(lambda: x + y)
+    peer = None
+    try:
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.tensor import DeviceMesh, Replicate, distribute_tensor
+        if not dist.is_initialized():
+            dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+        mesh = DeviceMesh("cuda", [0])
+        tx, ty = (distribute_tensor(torch.randn(64, device="cuda"), mesh, [Replicate()]) for _ in range(2))
+        peer = per_call(lambda: tx + ty)
+        dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001 - the row says why the peer is missing
+        print(f"DTensor peer unavailable: {type(exc).__name__}: {exc}")
+    return [["cached op x + y (64 floats), 1 rank, per call", f"{ours * 1e6:.1f} us",
+             "-" if peer is None else f"DTensor {peer * 1e6:.1f} us", "-" if peer is None else f"{peer / ours:.2f}x"]]
 
 
 def fused_linear_rows(n):
@@ -176,8 +233,8 @@ def main():
     p.add_argument("--size", type=int, default=8192)
     p.add_argument("--json", default="benchmarks/results/cuda.json")
     args = p.parse_args()
-    rows = matmul_rows(args.size) + fused_linear_rows(args.size) + ipc_rows() + training_rows()
-    print_table("GPU kernels (TFLOP/s or bandwidth; ratio > 1: ours faster)", ["case", "ours", "cupy", "ratio"], rows)
+    rows = matmul_rows(args.size) + fused_linear_rows(args.size) + ipc_rows() + training_rows() + op_overhead_rows()
+    print_table("GPU kernels (TFLOP/s or bandwidth; ratio > 1: ours faster)", ["case", "ours", "peer", "ratio"], rows)
     write_json(args.json, rows)
 
 

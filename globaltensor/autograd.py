@@ -312,7 +312,8 @@ def _adds_in_place(grad, g):
     of its own (not a view into a gradient bucket or another tensor)."""
     return (grad.shape == g.shape and grad.dtype == g.dtype and grad.placement == g.placement
             and grad.sbp == g.sbp and grad._node is None and not grad.requires_grad
-            and getattr(grad._local, "base", 0) is None and grad._local.flags.writeable)
+            and getattr(grad._local, "base", 0) is None
+            and getattr(grad._local.flags, "writeable", True))  # cupy arrays have no read-only flag
 
 
 def _offer_destinations(order, owner):

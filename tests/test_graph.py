@@ -37,18 +37,18 @@ class TrainGraph(nn.Graph):
         return loss
 
 
-def _layout(model, mode):
+def _layout(model, mode, device="cpu"):
     """The model laid out for a parallel mode; returns (placement, data sbp)."""
     if mode == "local":
         return None, None
     if mode == "2d":
-        mesh = gt.placement("cpu", [[0, 1], [2, 3]])
+        mesh = gt.placement(device, [[0, 1], [2, 3]])
         model.to_global(mesh, (B, B))
         model.net1.weight = nn.Parameter(model.net1.weight.to_global(sbp=(B, S0)))
         model.net1.bias = nn.Parameter(model.net1.bias.to_global(sbp=(B, S0)))
         model.net2.weight = nn.Parameter(model.net2.weight.to_global(sbp=(B, S1)))
         return mesh, (S0, B)
-    placement = gt.placement("cpu", list(range(gt.env.get_world_size())))
+    placement = gt.placement(device, list(range(gt.env.get_world_size())))
     model.to_global(placement, B)
     if mode == "tp":
         model.net1.weight = nn.Parameter(model.net1.weight.to_global(sbp=S0))
@@ -58,11 +58,11 @@ def _layout(model, mode):
     return placement, S0
 
 
-def _train(mode, optimizer, graph, steps=4, dropout=0.0, rows=40):
+def _train(mode, optimizer, graph, steps=4, dropout=0.0, rows=40, device="cpu"):
     """Losses (exact floats) and final parameters of `steps` training steps, eager or in a graph."""
     gt.manual_seed(0)
     model = ToyModel(dropout)
-    placement, data_sbp = _layout(model, mode)
+    placement, data_sbp = _layout(model, mode, device)
     opt = gt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd" else \
         gt.optim.AdamW(model.parameters(), lr=0.01)
     kwargs = {} if placement is None else {"placement": placement, "sbp": data_sbp}
@@ -82,9 +82,9 @@ def _train(mode, optimizer, graph, steps=4, dropout=0.0, rows=40):
     return losses, params, (step.program(rank=gt.env.get_rank()) if graph else None)
 
 
-def _both(mode, optimizer, dropout=0.0, rows=40):
-    eager = _train(mode, optimizer, False, dropout=dropout, rows=rows)
-    graph = _train(mode, optimizer, True, dropout=dropout, rows=rows)
+def _both(mode, optimizer, dropout=0.0, rows=40, device="cpu"):
+    eager = _train(mode, optimizer, False, dropout=dropout, rows=rows, device=device)
+    graph = _train(mode, optimizer, True, dropout=dropout, rows=rows, device=device)
     return eager, graph
 
 

@@ -142,3 +142,16 @@ def move(piece, dev):
 def array_module(piece):
     """numpy for a numpy array, else the cuda device's module (cupy): for kernels that make arrays."""
     return np if isinstance(piece, (np.ndarray, np.generic)) else _DEVICES["cuda"].xp
+
+
+def add_at(out, index, values):
+    """np.add.at(out, index, values) (repeated positions add up) on a numpy or device piece:
+    cupy's arrays take no ufunc.at from numpy, so device pieces go through cupyx.scatter_add."""
+    if isinstance(out, np.ndarray):
+        np.add.at(out, index, values)
+    elif simulated():
+        from . import simulated_cupy
+        simulated_cupy.scatter_add(out, index, values)
+    else:
+        import cupyx
+        cupyx.scatter_add(out, index, values)

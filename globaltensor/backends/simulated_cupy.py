@@ -30,7 +30,7 @@ class ndarray:  # noqa: N801 - cupy's name
     nbytes = property(lambda self: self._host.nbytes)
     itemsize = property(lambda self: self._host.itemsize)
     strides = property(lambda self: self._host.strides)
-    flags = property(lambda self: self._host.flags)
+    flags = property(lambda self: _Flags(self._host.flags))
     base = property(lambda self: self._root)
     T = property(lambda self: _wrap(self._host.T, self))
 
@@ -38,6 +38,8 @@ class ndarray:  # noqa: N801 - cupy's name
         raise TypeError(_REFUSED)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "at":  # cupy's arrays refuse np.add.at and friends (cupyx.scatter_add is theirs)
+            return NotImplemented
         result = getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs))
         return _wrap(result, self)
 
@@ -106,6 +108,24 @@ for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater)
 for _name, _ufunc in [("neg", np.negative), ("pos", np.positive), ("abs", np.absolute), ("invert", np.invert)]:
     setattr(ndarray, f"__{_name}__", lambda self, _u=_ufunc: _u(self))
 ndarray.__hash__ = None
+
+
+class _Flags:
+    """cupy's flags: c_contiguous, f_contiguous and owndata; no writeable (cupy has no read-only arrays)."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata")
+
+    def __init__(self, host_flags):
+        self.c_contiguous, self.f_contiguous = host_flags.c_contiguous, host_flags.f_contiguous
+        self.owndata = host_flags.owndata
+
+    def __getitem__(self, name):
+        return getattr(self, name.lower())
+
+
+def scatter_add(a, slices, value):
+    """cupyx.scatter_add: a[slices] += value in place, repeated positions adding up."""
+    np.add.at(a._host, _unwrap(slices), _unwrap(value))
 
 
 def _unwrap(value):

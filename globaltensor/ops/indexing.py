@@ -7,7 +7,7 @@ import builtins
 
 import numpy as np
 
-from ..backends.devices import array_module
+from ..backends.devices import add_at, array_module
 from . import rules
 from ._front import apply, tensors
 from .reduction import return_type
@@ -123,9 +123,9 @@ def _scatter_add(x, index, src, dim=0, size=None, offsets=None):
     idx[dim] = local
     src = src[tuple(slice(0, n) for n in index.shape)]
     if inside is None:
-        np.add.at(out, tuple(idx), src)
+        add_at(out, tuple(idx), src)
     else:
-        np.add.at(out, tuple(np.broadcast_to(i, index.shape)[inside] for i in idx), src[inside])
+        add_at(out, tuple(np.broadcast_to(i, index.shape)[inside] for i in idx), src[inside])
     return out
 
 
@@ -202,9 +202,9 @@ def _index_add_kernel(x, index, src, dim=0, size=None, offsets=None):
     local, inside = _in_slice("index_add", index, x.shape[dim] if size is None else size, start, x.shape[dim])
     src = np.moveaxis(src, dim, 0)
     if inside is None:
-        np.add.at(np.moveaxis(out, dim, 0), local, src)
+        add_at(np.moveaxis(out, dim, 0), local, src)
     else:
-        np.add.at(np.moveaxis(out, dim, 0), local[inside], src[inside])
+        add_at(np.moveaxis(out, dim, 0), local[inside], src[inside])
     return out
 
 
@@ -298,7 +298,7 @@ def _scatter_nd_add_backward(ctx, g):
     meta=_scatter_nd_add_meta)
 def _scatter_nd_add(x, index, updates):
     out = x.copy()
-    np.add.at(out, tuple(np.moveaxis(index, -1, 0)), updates)
+    add_at(out, tuple(np.moveaxis(index, -1, 0)), updates)
     return out
 
 
@@ -605,12 +605,12 @@ def _setitem_add(x, update, *index, key=()):
     positions indexed alike, so repeated positions add up and bool masks work as in numpy."""
     out = x.copy()
     if not index:
-        np.add.at(out, _decode(key, ()), update)
+        add_at(out, _decode(key, ()), update)
         return out
     xp = array_module(x)
     where = xp.arange(out.size).reshape(out.shape)[_decode(key, index)]
     flat = out.reshape(-1)
-    np.add.at(flat, where.reshape(-1), xp.broadcast_to(update, where.shape).reshape(-1))
+    add_at(flat, where.reshape(-1), xp.broadcast_to(update, where.shape).reshape(-1))
     return flat.reshape(out.shape)
 
 
