@@ -60,6 +60,15 @@ def trace_collectives():
     return _observing(CollectiveTrace())
 
 
+def device_paths():
+    """How often each GPU path ran in this process, as a dict ("cublaslt.linear": 3,
+    "ipc.all_reduce": 2, "host.all_gather": 1, "cupy.matmul": 1, ...): kernels by library and
+    name, collectives by transport ("none" when a group of one or an empty array moved nothing).
+    Compare two snapshots to see what a block of code ran."""
+    from .backends.devices import PATHS
+    return dict(PATHS)
+
+
 def explain(x, sbp=None, placement=None, file=None):
     """Print (and return) the plan that x.to_global(placement, sbp) would use, with its cost."""
     from .boxing import plan

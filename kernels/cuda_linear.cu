@@ -3,14 +3,16 @@
 //   matmul          C^T (n x m)  = B^T . A^T
 //   linear forward  Y^T (n x m)  = act(W . X^T + bias)     bias per row of Y^T: per output feature
 //   weight grad     dW^T (k x n) = X^T . G, dbias = sum of G over the k dimension (BGRADB)
-// Descriptors, layouts and the heuristic's algorithm are cached per shape; one 32 MiB
-// workspace per device. libcublasLt is opened with dlopen, so _C does not depend on it.
+// Descriptors, layouts and the heuristic's algorithm are cached per shape and per the
+// alignment of each pointer (pieces are often views at any offset: the algorithm must not assume
+// 256-byte aligned buffers that are not); one 32 MiB workspace per device. libcublasLt is opened with dlopen, so _C does not depend on it.
 #include "cuda_linear.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -90,11 +92,20 @@ struct Problem {
   int32_t dtype;
   bool tf32;
   cublasLtEpilogue_t epilogue;
+  uint32_t align_a = 256, align_b = 256, align_d = 256, align_bias = 256;  // bytes, set by run()
   bool operator<(const Problem& o) const {
-    return std::tie(device, rows, cols, depth, trans_a, trans_b, lda, ldb, dtype, tf32, epilogue) <
-           std::tie(o.device, o.rows, o.cols, o.depth, o.trans_a, o.trans_b, o.lda, o.ldb, o.dtype, o.tf32, o.epilogue);
+    return std::tie(device, rows, cols, depth, trans_a, trans_b, lda, ldb, dtype, tf32, epilogue, align_a, align_b,
+                    align_d, align_bias) <
+           std::tie(o.device, o.rows, o.cols, o.depth, o.trans_a, o.trans_b, o.lda, o.ldb, o.dtype, o.tf32, o.epilogue,
+                    o.align_a, o.align_b, o.align_d, o.align_bias);
   }
 };
+
+// The largest power of two (at most 256) that divides the address.
+uint32_t alignment(const void* ptr) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(ptr);
+  return v == 0 ? 256u : uint32_t(std::min<uintptr_t>(v & (~v + 1), 256));
+}
 
 struct Plan {
   cublasLtMatmulDesc_t desc;
@@ -143,9 +154,14 @@ Plan& plan_for(const Problem& p, cublasLtHandle_t handle) {
   size_t ws = kWorkspaceBytes;
   check_lt(lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
            "MAX_WORKSPACE_BYTES");
-  // The heuristic looks at the bias pointer's alignment: plan with one that is 256-byte aligned.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, p.align_a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, p.align_b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_d}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_d}};
+  for (auto& [attr, bytes] : aligns)
+    check_lt(lt.cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof(bytes)), "MIN_ALIGNMENT");
+  // The heuristic looks at the bias pointer's alignment: plan with one aligned as the real one is.
   if (epi != CUBLASLT_EPILOGUE_DEFAULT && epi != CUBLASLT_EPILOGUE_RELU && epi != CUBLASLT_EPILOGUE_GELU) {
-    const void* aligned = reinterpret_cast<const void*>(uintptr_t(256));
+    const void* aligned = reinterpret_cast<const void*>(uintptr_t(p.align_bias));
     lt.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &aligned, sizeof(aligned));
   }
   cublasLtMatmulHeuristicResult_t result{};
@@ -158,9 +174,13 @@ Plan& plan_for(const Problem& p, cublasLtHandle_t handle) {
   return plans.emplace(p, plan).first->second;
 }
 
-void run(const Problem& p, void* d, const void* a, const void* b, const void* bias, uintptr_t stream) {
+void run(Problem p, void* d, const void* a, const void* b, const void* bias, uintptr_t stream) {
   std::lock_guard<std::mutex> lock(mu);
   if (!lt.lib && !open_lt("")) throw std::runtime_error("libcublasLt was not found: install nvidia-cublas or set the path");
+  p.align_a = alignment(a);
+  p.align_b = alignment(b);
+  p.align_d = alignment(d);
+  p.align_bias = alignment(bias);
   DeviceState& s = device_state(p.device);
   Plan& plan = plan_for(p, s.handle);
   if (bias) check_lt(lt.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),

@@ -69,3 +69,62 @@ def test_bad_shapes_raise_before_any_kernel():
         cuda_kernels.linear(cupy.zeros((2, 4), cupy.float32), cupy.zeros((3, 5), cupy.float32))
     with pytest.raises(TypeError, match="share one dtype"):
         cuda_kernels.matmul(cupy.zeros((2, 2), cupy.float32), cupy.zeros((2, 2), cupy.float16))
+
+
+def _placed_linear_and_matmul(dtype):
+    """linear (forward and backward) and matmul on placement("cuda", [0, 1]) in float32 or
+    bfloat16, for data-, column- and row-parallel layouts; the float64 reference, and which
+    device paths ran."""
+    import globaltensor as gt
+    from globaltensor.debug import device_paths
+    S0, S1, B = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast
+    pl = gt.placement("cuda", [0, 1])
+    rng = np.random.default_rng(7)
+    x, w, b, g = (rng.standard_normal(s).astype(np.float32) for s in ((9, 48), (20, 48), (20,), (9, 20)))
+    before, errors = device_paths(), {}
+    for sx, sw, sb in ((S0, B, B), (B, S0, S0), (S1, S1, B)):   # data, column, row parallel
+        xt, wt, bt = (gt.tensor(a, dtype=dtype, placement=pl, sbp=s, requires_grad=True)
+                      for a, s in ((x, sx), (w, sw), (b, sb)))
+        y = gt.nn.functional.linear(xt, wt, bt)
+        (y * gt.tensor(g, dtype=dtype, placement=pl, sbp=B)).sum().backward()
+        for name, got, want in (("y", y, x @ w.T + b), ("dx", xt.grad, g @ w), ("dw", wt.grad, g.T @ x),
+                                ("db", bt.grad, g.sum(0)), ("matmul", gt.matmul(xt, wt.T), x @ w.T)):
+            want = want.astype(np.float64)
+            errors[f"{sx},{sw} {name}"] = float(np.abs(got.numpy().astype(np.float64) - want).max() / np.abs(want).max())
+    after = device_paths()
+    return errors, {k: after.get(k, 0) - before.get(k, 0) for k in after}
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-5), ("bfloat16", 2e-2)])
+def test_placed_linear_runs_cublaslt_in_float32_and_bfloat16(dtype, tol):
+    """The every-op suite runs in float64, which cuBLASLt never sees: here float32 and bfloat16
+    on a cuda placement, against float64, with the kernels and the transport that ran."""
+    from conftest import run_ranks
+    for errors, paths in run_ranks(_placed_linear_and_matmul, 2, dtype, timeout=240):
+        assert max(errors.values()) < tol, errors
+        for path in ("cublaslt.linear", "cublaslt.linear_weight_grad", "cublaslt.matmul", "ipc.all_reduce"):
+            assert paths.get(path, 0) > 0, (path, paths)
+        assert "host.all_reduce" not in paths, paths  # sums never go through the host (IPC: one GPU shared)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("offset", [1, 2, 10])   # elements: 4, 8 and 40 bytes past an aligned start
+def test_pieces_at_any_offset(offset):
+    """Pieces are often views (B -> S is a free slice): cuBLASLt plans for the alignment each
+    pointer has, not the 256 bytes of a fresh allocation."""
+    cupy = _need_gpu_kernels()
+    x, w, b, g = _inputs(33, 64, 24, "float32", seed=offset)
+
+    def at_offset(a):
+        flat = cupy.empty(a.size + offset, a.dtype)
+        view = flat[offset:].reshape(a.shape)
+        view[...] = cupy.asarray(a)
+        return view
+
+    dx, dw_, db_, dg = (at_offset(a) for a in (x, w, b, g))
+    np.testing.assert_allclose(cupy.asnumpy(cuda_kernels.linear(dx, dw_, db_, "relu")), np.maximum(x @ w.T + b, 0),
+                               rtol=1e-4, atol=1e-4)
+    dwt, dbt = cuda_kernels.linear_weight_grad(dg, dx)
+    np.testing.assert_allclose(cupy.asnumpy(dwt), g.T @ x, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(cupy.asnumpy(dbt), g.sum(0), rtol=1e-4, atol=1e-4)

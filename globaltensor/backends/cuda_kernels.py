@@ -9,25 +9,27 @@ import numpy as np
 from .. import _C
 from ..dtype import KERNEL_CODES
 from .cuda import find_library
-from .devices import simulated
+from .devices import simulated, took
 
 ACTIVATIONS = {"identity": 0, "relu": 1, "gelu_tanh": 2}
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 _loaded = []
 
 
-def usable(*arrays):
+def usable(*arrays, op="matmul"):
     """Whether these pieces take the cuBLASLt path: 2-D cupy arrays of one dtype among float32,
     float16 and bfloat16 (float64 stays with cupy), _C built with cuBLASLt, not turned off by
-    GLOBALTENSOR_CUBLASLT=0, and a real GPU (not simulated_cupy)."""
+    GLOBALTENSOR_CUBLASLT=0, and a real GPU (not simulated_cupy). Device pieces that do not are
+    counted as "cupy.<op>" in gt.debug.device_paths()."""
     a = arrays[0]
-    if isinstance(a, np.ndarray) or a.ndim != 2 or a.dtype.name not in ("float32", "float16", "bfloat16"):
+    if isinstance(a, np.ndarray):
         return False
-    if any(x is not None and (x.dtype != a.dtype or isinstance(x, np.ndarray)) for x in arrays[1:]):
-        return False
-    if os.environ.get("GLOBALTENSOR_CUBLASLT", "1") == "0" or simulated():
-        return False
-    return getattr(_C, "with_cublaslt", False)
+    ok = a.ndim == 2 and a.dtype.name in ("float32", "float16", "bfloat16") and \
+        not any(x is not None and (x.dtype != a.dtype or isinstance(x, np.ndarray)) for x in arrays[1:]) and \
+        os.environ.get("GLOBALTENSOR_CUBLASLT", "1") != "0" and not simulated() and getattr(_C, "with_cublaslt", False)
+    if not ok:
+        took(f"cupy.{op}")
+    return ok
 
 
 def cublaslt_path():
@@ -83,6 +85,7 @@ def matmul(a, b, tf32=False, dtype=None):
     (m, k), n = a.shape, b.shape[-1]
     b = _matrix(b, "b", (k, n))
     c = cupy.empty((m, n), a.dtype)
+    took("cublaslt.matmul")
     _C.cuda.matmul(c.data.ptr, a.data.ptr, b.data.ptr, m, n, k, code, tf32, _stream())
     return c
 
@@ -101,6 +104,7 @@ def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
             raise ValueError(f"bias must be a vector of {n}, got shape {bias.shape}")
         bias = cupy.ascontiguousarray(bias)
     y = cupy.empty((m, n), x.dtype)
+    took("cublaslt.linear")
     _C.cuda.linear_forward(y.data.ptr, x.data.ptr, w.data.ptr, 0 if bias is None else bias.data.ptr, m, n, k, code,
                            ACTIVATIONS[activation], tf32, _stream())
     return y
@@ -114,6 +118,7 @@ def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
     x = _matrix(x, "x", (m, k))
     dw = cupy.empty((n, k), g.dtype)
     db = cupy.empty((n,), g.dtype) if bias_grad else None
+    took("cublaslt.linear_weight_grad")
     try:
         _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, g.data.ptr, x.data.ptr, m, n, k,
                                    code, tf32, _stream())

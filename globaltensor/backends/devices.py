@@ -1,4 +1,5 @@
 """Devices: where a placement type's local pieces live (array module, allocation, host moves, collectives)."""
+import collections
 import os
 
 import numpy as np
@@ -155,3 +156,11 @@ def add_at(out, index, values):
     else:
         import cupyx
         cupyx.scatter_add(out, index, values)
+
+
+PATHS = collections.Counter()  # "cublaslt.linear", "ipc.all_reduce", ...: a few dozen keys at most
+
+
+def took(path):
+    """Count one use of a device path (a kernel or a transport); gt.debug.device_paths() reads them."""
+    PATHS[path] += 1

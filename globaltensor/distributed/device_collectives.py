@@ -16,8 +16,9 @@ Counting (gt.debug.count_collectives) and the checks on arguments are those of c
 """
 import math
 import os
+import warnings
 
-from ..backends.devices import device
+from ..backends.devices import device, took
 from . import collectives as host
 from .group import Group, world_group
 
@@ -38,15 +39,22 @@ def _ranks(group):
 
 
 def _gpu_ids(ranks):
-    """Each rank's GPU as 'host key/PCI bus id', through the store (published once per process)."""
+    """Each rank's (GPU as 'host key/PCI bus id', whether libnccl loads there), through the store
+    (published once per process): every rank decides the transport from the same facts."""
     from .world import world
     w = world()
     w.join()
     if not _published:
         import cupy
-        _published.append(f"{w.host_keys[w.rank]}/{cupy.cuda.Device().pci_bus_id}")
+        try:
+            from . import pynccl
+            pynccl.library()
+            nccl = "nccl"
+        except (RuntimeError, OSError):
+            nccl = "-"
+        _published.append(f"{w.host_keys[w.rank]}/{cupy.cuda.Device().pci_bus_id}|{nccl}")
         w.store.set(f"gpu/{w.rank}", _published[0].encode())
-    return [w.store.get(f"gpu/{r}").decode() for r in ranks]
+    return [tuple(w.store.get(f"gpu/{r}").decode().rsplit("|", 1)) for r in ranks]
 
 
 def transport(ranks):
@@ -66,17 +74,28 @@ def transport(ranks):
 def _automatic(ranks):
     if _cuda().simulated or len(ranks) == 1:
         return "host"
-    ids = _gpu_ids(ranks)
-    hosts = {gpu.rsplit("/", 1)[0] for gpu in ids}
-    if len(set(ids)) == len(ids):
-        try:
-            from . import pynccl
-            pynccl.library()
+    found = _gpu_ids(ranks)
+    gpus = [gpu for gpu, _ in found]
+    hosts = {gpu.rsplit("/", 1)[0] for gpu in gpus}
+    if len(set(gpus)) == len(gpus):
+        if all(nccl == "nccl" for _, nccl in found):
             return "nccl"
-        except (RuntimeError, OSError):
-            pass
+        missing = [r for r, (_, nccl) in zip(ranks, found) if nccl != "nccl"]
+        _warn(f"ranks {list(ranks)} have GPUs of their own, but libnccl did not load on rank(s) {missing} "
+              "(pip install nvidia-nccl-cu13, or set GLOBALTENSOR_NCCL_LIBRARY): their collectives go through "
+              "the host")
+        return "host"
     from .. import _C
-    return "ipc" if len(hosts) == 1 and getattr(_C, "with_cuda", False) else "host"
+    if len(hosts) == 1 and getattr(_C, "with_cuda", False):
+        return "ipc"
+    _warn(f"ranks {list(ranks)} share a GPU, but " + ("they are on several machines" if len(hosts) > 1 else
+          "globaltensor._C was built without CUDA (reinstall with GLOBALTENSOR_BUILD_CUDA=1)") +
+          ": their collectives go through the host")
+    return "host"
+
+
+def _warn(text):
+    warnings.warn(f"globaltensor cuda transport: {text}", RuntimeWarning, stacklevel=4)
 
 
 def _ipc_for(ranks, nbytes):
@@ -112,18 +131,29 @@ def all_reduce(x, op="sum", group=None, out=None):
     """x reduced over the group, in place (or into `out`); returns it."""
     ranks = _ranks(group)
     dest = out if out is not None else x
+    if len(ranks) == 1 or x.size == 0:  # alone, or nothing to reduce: x is the result, no transfer
+        host._reduce_codes(x, op, "all_reduce")
+        if host._observers:
+            host._observe("all_reduce", x.nbytes, group)
+        took("none.all_reduce")
+        if dest is not x:
+            dest[...] = x
+        return dest
     ipc = _ipc_for(ranks, x.nbytes) if op == "sum" else None
     comm = None if ipc is not None else _nccl(ranks)
     if ipc is None and comm is None:
+        took("host.all_reduce")
         return _back(dest, host.all_reduce(_cuda().to_host(x), op=op, group=group))
     if host._observers:
         host._observe("all_reduce", x.nbytes, group)
     src = _contiguous(x)
     target = dest if dest.flags.c_contiguous else src  # src is then a private copy
     if ipc is not None:
+        took("ipc.all_reduce")
         with host.unobserved():
             ipc(src, target)
     else:
+        took("nccl.all_reduce")
         comm.all_reduce(src, target, op=op, dtype=_wire(x.dtype))
     if target is not dest:
         dest[...] = target
@@ -155,6 +185,7 @@ def _back(dest, host_value):
 
 def broadcast(x, src=0, group=None):
     comm = _nccl(_ranks(group))
+    took(f"{'host' if comm is None else 'nccl'}.broadcast")
     if comm is None:
         return _back(x, host.broadcast(_cuda().to_host(x), src=src, group=group))
     if host._observers:
@@ -175,6 +206,7 @@ def all_gather(x, group=None, sizes=None):
     """Every member's x concatenated along axis 0 (sizes: their lengths there)."""
     ranks = _ranks(group)
     comm = _nccl(ranks)
+    took(f"{'host' if comm is None else 'nccl'}.all_gather")
     if comm is None:
         return _cuda().from_host(host.all_gather(_cuda().to_host(x), group=group, sizes=sizes))
     if sizes is None:
@@ -195,6 +227,7 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
     """x reduced over the group; this member keeps its piece along axis 0 (sizes: the pieces' lengths)."""
     ranks = _ranks(group)
     comm = _nccl(ranks)
+    took(f"{'host' if comm is None else 'nccl'}.reduce_scatter")
     if comm is None:
         return _cuda().from_host(host.reduce_scatter(_cuda().to_host(x), op=op, group=group, sizes=sizes))
     k, me = len(ranks), ranks.index(_rank())
@@ -217,6 +250,7 @@ def all_to_all(x, send_sizes, group=None, recv_sizes=None):
     """Rows [sum(send_sizes[:j]), ...) of x go to member j; what arrives, in member order."""
     ranks = _ranks(group)
     comm = _nccl(ranks)
+    took(f"{'host' if comm is None else 'nccl'}.all_to_all")
     if comm is None:
         return _cuda().from_host(host.all_to_all(_cuda().to_host(x), send_sizes, group=group,
                                                  recv_sizes=recv_sizes))

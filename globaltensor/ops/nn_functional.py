@@ -350,7 +350,7 @@ def _linear_weight_grad_meta(s, dt, st):
 def _linear_weight_grad(g, x):
     """(g.T @ x, g summed over rows) for g (m x n), x (m x k): linear's weight and bias gradients,
     in one cuBLASLt call (bias gradient epilogue) on GPUs."""
-    if cuda_kernels.usable(g, x):
+    if cuda_kernels.usable(g, x, op="linear_weight_grad"):
         return cuda_kernels.linear_weight_grad(g, x, bias_grad=True)
     return np.matmul(g.T, x), g.sum(0)
 
@@ -371,7 +371,7 @@ def _linear_meta(s, dt, st):
 
 @op("linear", _linear_rows, _linear_backward, meta=_linear_meta)
 def _linear(x, w, b=None):
-    if x.ndim == 2 and cuda_kernels.usable(x, w, b):  # cupy pieces on a GPU: one cuBLASLt call, bias fused
+    if cuda_kernels.usable(x, w, b, op="linear"):  # cupy pieces on a GPU: one cuBLASLt call, bias fused
         return cuda_kernels.linear(x, w, b)
     if x.ndim == 2 and 8 <= x.shape[0] <= w.shape[0] and x.shape[0] * w.shape[0] >= 1 << 16:
         y = np.matmul(w, x.T).T  # fewer rows than outputs: OpenBLAS runs this 1.1-1.7x faster than x @ w.T
