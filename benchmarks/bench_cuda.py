@@ -158,7 +158,7 @@ def ipc_rows(nbytes=64 << 20):
 MLP = (1024, 4096, 1024, 256)  # in, hidden, out, global batch
 
 
-def _train_worker(steps):
+def _train_worker(steps, traced=False):
     import time
 
     import cupy
@@ -172,11 +172,23 @@ def _train_worker(steps):
     x = gt.randn(batch, d_in, placement=pl, sbp=gt.sbp.split(0))
     y = gt.randn(batch, d_out, placement=pl, sbp=gt.sbp.split(0))
 
-    def step():
+    class Step(nn.Graph):  # the same step captured once and replayed (gt.nn.Graph)
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x, y):
+            loss = loss_fn(self.model(x), y)
+            loss.backward()
+            return loss
+
+    def eager():
         loss_fn(model(x), y).backward()
         opt.step()
         opt.zero_grad()
 
+    step = (lambda graph: lambda: graph(x, y))(Step()) if traced else eager
     for _ in range(3):
         step()
     cupy.cuda.Device().synchronize()
@@ -221,10 +233,11 @@ def training_rows(steps=50):
     from globaltensor.distributed import spawn
     by_hand = _cupy_step_seconds(steps)
     rows = []
-    for nprocs in (1, 2):
-        seconds = max(spawn(_train_worker, args=(steps,), nprocs=nprocs, timeout=600))
-        rows.append([f"MLP step 1024-4096-1024 batch 256 fp32, {nprocs} rank(s) on 1 GPU", f"{seconds * 1e3:.2f} ms",
-                     f"{by_hand * 1e3:.2f} ms by hand", f"{by_hand / seconds:.2f}"])
+    for nprocs, traced in ((1, False), (1, True), (2, False), (2, True)):
+        seconds = max(spawn(_train_worker, args=(steps, traced), nprocs=nprocs, timeout=600))
+        rows.append([f"MLP step 1024-4096-1024 batch 256 fp32, {nprocs} rank(s) on 1 GPU"
+                     f"{', traced' if traced else ''}", f"{seconds * 1e3:.2f} ms", f"{by_hand * 1e3:.2f} ms by hand",
+                     f"{by_hand / seconds:.2f}x"])
     return rows
 
 
