@@ -342,7 +342,9 @@ def _agrees(ours, theirs):
 
 def test_parameter_names_and_order_agree_with_torch():
     pytest.importorskip("torch")
-    names = _names("") or []
+    names = _names("")
+    if names is None:
+        pytest.skip("ops-target.txt not beside the repository")
     compared, disagree = 0, {}
     for name in names:
         if name in NOT_COMPARED:
