@@ -264,6 +264,9 @@ def backward(tensor, gradient=None):
             all_buckets.append(buckets)
     owner = {id(leaf): b for b in all_buckets for bucket in b.plan for leaf in bucket}
     offered = _offer_destinations(order, owner)
+    handed = set()  # ids of the arrays a .grad (or the caller, as the gradient argument) holds
+    if gradient is not None:
+        handed.add(id(gradient._local))
 
     def on_leaf(leaf, g):
         if g is not None and g.dtype != leaf.dtype:
@@ -285,12 +288,12 @@ def backward(tensor, gradient=None):
         if g is None:
             return
         if not _sync[0] and leaf.grad is None and leaf.is_global and _reducible(leaf, g):
-            leaf.grad = g.detach()  # stays partial until a backward outside no_sync
+            leaf.grad = _private(g.detach(), handed)  # stays partial until a backward outside no_sync
             return
         if capturing and leaf.is_global and _reducible(leaf, g):  # as the buckets would: recorded, then packed
             g = _recording[0].reduce_grad(leaf, g, reducible_axes(leaf.sbp, g.sbp))
         g = _fit(leaf, g).detach()
-        leaf.grad = g if leaf.grad is None else (leaf.grad + g).detach()
+        leaf.grad = _private(g, handed) if leaf.grad is None else (leaf.grad + g).detach()
 
     try:
         _run([tensor], [gradient], order=order, on_leaf=on_leaf)
@@ -305,6 +308,19 @@ def backward(tensor, gradient=None):
         buckets.finish()
     if capturing:
         _recording[0].backward_ends(leaves_in_order)
+
+
+def _private(g, handed):
+    """g, or a copy of it, such that the .grad it becomes owns its piece: a view, the backward
+    seed (cached), the caller's gradient argument or an array another leaf's .grad holds (add's
+    backward hands one array to both inputs) is copied, so accumulating into a .grad later (in
+    place, or zeroed by clear_grad) changes nothing else."""
+    from .ops.elementwise import clone
+    a = g._local
+    if getattr(a, "base", None) is not None or id(a) in handed or any(a is s._local for s in _seeds.values()):
+        g = clone(g).detach()
+    handed.add(id(g._local))
+    return g
 
 
 def _adds_in_place(grad, g):

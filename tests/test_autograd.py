@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import globaltensor as gt
+from conftest import run_ranks
 from op_programs import PROGRAMS
 
 
@@ -101,3 +102,62 @@ def test_linear_keeps_one_memory_order_through_backward():
     assert gh._local.flags.f_contiguous and not gh._local.flags.c_contiguous
     hv = x @ w1.T
     np.testing.assert_allclose(gh.numpy(), (np.ones((64, 16)) @ w2) * (hv > 0), rtol=1e-5, atol=1e-5)
+
+
+def _twice_is_double(mesh_2d):
+    """Two backward passes into global leaves of every input SBP give exactly twice one pass's
+    gradient (paths: add hands one array to both inputs, sum broadcasts the seed, matmul)."""
+    import itertools
+    S0, S1, B, P = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast, gt.sbp.partial_sum
+    pl = gt.placement("cpu", [[0, 1], [2, 3]] if mesh_2d else [0, 1])
+    one_axis = [S0, S1, B, P]
+    sbps = [(a, b) for a, b in itertools.product(one_axis, repeat=2)][::3] if mesh_2d else [(s,) for s in one_axis]
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((5, 6)), rng.standard_normal((6, 3))   # 5 and 3 do not split evenly
+    want_x = np.ones((5, 3)) @ y.T + 2
+    checked = 0
+    for sx, sy in itertools.product(sbps, repeat=2):
+        xt = gt.tensor(x, placement=pl, sbp=sx, requires_grad=True)
+        yt = gt.tensor(y, placement=pl, sbp=sy, requires_grad=True)
+        grads = []
+        for _ in range(2):
+            ((xt @ yt).sum() + (xt + xt).sum()).backward()
+            grads.append((xt.grad.numpy().copy(), yt.grad.numpy().copy()))
+        np.testing.assert_allclose(grads[0][0], want_x, rtol=1e-12, err_msg=f"{sx} {sy}")
+        for once, twice in zip(grads[0], grads[1]):
+            np.testing.assert_array_equal(twice, 2 * once, err_msg=f"x {sx}, y {sy}")
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("nprocs, mesh_2d", [(2, False), (4, True)])
+def test_global_gradients_accumulate_exactly(nprocs, mesh_2d):
+    assert run_ranks(_twice_is_double, nprocs, mesh_2d)[0] == (16 if not mesh_2d else 36)
+
+
+def _micro_batches_equal_the_batch(distributed):
+    """Gradients accumulated over 4 micro-batches (each loss a quarter) equal the whole batch's,
+    and the batch's gradient is not changed by the accumulation that follows it."""
+    gt.manual_seed(0)
+    model = gt.nn.Sequential(gt.nn.Linear(6, 8), gt.nn.ReLU(), gt.nn.Linear(8, 2))
+    where = {}
+    if distributed:
+        pl = gt.placement("cpu", [0, 1])
+        model.to_global(pl, gt.sbp.broadcast)
+        where = {"placement": pl, "sbp": gt.sbp.split(0)}
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((16, 6)).astype(np.float32), rng.standard_normal((16, 2)).astype(np.float32)
+    gt.nn.functional.mse_loss(model(gt.tensor(x, **where)), gt.tensor(y, **where)).backward()
+    whole = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+    model.zero_grad()
+    for i in range(4):
+        xs, ys = (gt.tensor(a[4 * i:4 * i + 4], **where) for a in (x, y))
+        (gt.nn.functional.mse_loss(model(xs), ys) / 4).backward()
+    return {n: (whole[n], p.grad.numpy()) for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_micro_batch_accumulation_equals_the_whole_batch(nprocs):
+    for rank_result in run_ranks(_micro_batches_equal_the_batch, nprocs, nprocs > 1):
+        for name, (whole, accumulated) in rank_result.items():
+            np.testing.assert_allclose(accumulated, whole, rtol=1e-5, atol=1e-6, err_msg=name)

@@ -712,3 +712,71 @@ def test_no_gradient_op_takes_an_input_that_requires_grad(name):
     out = NO_GRADIENT_CALLS[name][0](x)
     if isinstance(out, gt.Tensor) and out.dtype.is_floating and name not in ("bernoulli", "unique"):
         assert not out.requires_grad, f"{name}: a constant-valued result requires grad"
+
+
+# --- accumulation: a second backward adds exactly the first's gradient ----------------------------
+
+def _accumulated(case, name, calls, weighted):
+    """The gradient of each input in case.wrt after `calls` forward+backward passes into the same
+    leaves (a .grad accumulates, as over micro-batches); the loss sums the outputs, weighted or
+    not (unweighted, sum's backward hands the seed itself on, broadcast)."""
+    arrays = [_as_input(a) for a in case.inputs]
+    wrt = _wrt(case, arrays)
+    tensors = [gt.tensor(a) for a in arrays]
+    for i in wrt:
+        tensors[i].requires_grad_(True)
+    for _ in range(calls):
+        outs = _float_outputs(case.call(*tensors))
+        loss = None
+        for o, w in zip(outs, _weights(name, outs)):
+            term = (o * gt.tensor(w)).sum() if weighted else o.sum()
+            loss = term if loss is None else loss + term
+        if not loss.requires_grad:
+            return None
+        loss.backward()
+    return [None if tensors[i].grad is None else tensors[i].grad.numpy().copy() for i in wrt]
+
+
+def _accumulation_params():
+    for name, case in CASES.items():
+        if not case.xfail:
+            yield pytest.param(name, id=name)
+
+
+@pytest.mark.parametrize("name", list(_accumulation_params()))
+def test_two_backwards_give_exactly_twice_one(name):
+    """No .grad shares memory with the backward seed, the caller's gradient or another leaf's
+    .grad: two backward calls give exactly twice one call's gradient (g + g == 2 g in floating
+    point), whatever path the gradient took (add hands one array to both inputs, sum's backward
+    broadcasts the seed, ...)."""
+    case = CASES[name]
+    for weighted in (True, False):
+        once, twice = _accumulated(case, name, 1, weighted), _accumulated(case, name, 2, weighted)
+        if once is None:
+            continue  # no input reaches the loss
+        for i, (g1, g2) in enumerate(zip(once, twice)):
+            if g1 is None:
+                assert g2 is None, f"{name}: input {i}"
+                continue
+            np.testing.assert_array_equal(g2, 2 * g1, err_msg=f"{name}: gradient of input {i} after two backwards"
+                                          f"{'' if weighted else ' of the unweighted sum'}")
+
+
+def test_backward_leaves_its_gradient_argument_and_the_seed_alone():
+    """The issue's reproductions: w * 3 + b thrice gives 9 and 3; a gradient argument is never
+    changed, also when it reaches a leaf unchanged."""
+    w, b = gt.tensor(2.0, requires_grad=True), gt.tensor(0.0, requires_grad=True)
+    for _ in range(3):
+        (w * 3.0 + b).backward()
+    assert (float(w.grad.numpy()), float(b.grad.numpy())) == (9.0, 3.0)
+    v, u, g = gt.tensor(np.ones(4, np.float32), requires_grad=True), gt.zeros(4, requires_grad=True), gt.ones(4)
+    for _ in range(4):
+        (v + u).sum().backward()
+        (u * 1.0).backward(g)
+        u.backward(g)
+    np.testing.assert_array_equal(v.grad.numpy(), 4)
+    np.testing.assert_array_equal(u.grad.numpy(), 12)
+    np.testing.assert_array_equal(g.numpy(), 1)
+    u.grad.numpy()[...] = 0  # zeroing a .grad in place (Paddle's clear_grad) changes no seed
+    (v + u).sum().backward()
+    np.testing.assert_array_equal(u.grad.numpy(), 1)
