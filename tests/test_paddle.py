@@ -358,20 +358,35 @@ def test_paddle_selection_ops():
 
 # --- static mode ------------------------------------------------------------------------------
 
-def _static_mlp(steps=3):
+def _mlp_of(layers, x, y, hid_dim):
+    """nets.mlp's classifier built of static.nn.fc ("fc"), of paddle.nn.Linear layers ("linear",
+    as Paddle 2.x allows in static mode), or of both ("mix")."""
+    import globaltensor.paddle as paddle
+    import globaltensor.paddle.nn.functional as F
+    from nets import mlp
+    if layers == "fc":
+        return mlp(x, y, hid_dim=hid_dim)
+    kinds = {"linear": "LLL", "mix": "LFL"}[layers]
+    h = x
+    for kind, (n_in, n_out), act in zip(kinds, ((32, hid_dim), (hid_dim, hid_dim), (hid_dim, 2)),
+                                        (paddle.tanh, paddle.tanh, lambda t: F.softmax(t, -1))):
+        h = act(paddle.nn.Linear(n_in, n_out)(h) if kind == "L" else paddle.static.nn.fc(h, n_out))
+    return paddle.mean(F.cross_entropy(h, y))
+
+
+def _static_mlp(steps=3, layers="fc"):
     """The nets.mlp program in static mode on every rank of the job (collective when 2 ranks):
     each rank feeds its own batch. Returns the initial and final parameters and the losses."""
     import globaltensor.paddle as paddle
     import globaltensor.paddle.distributed as dist
     from globaltensor.paddle.distributed import fleet
     sys.path.insert(0, EXAMPLES)
-    from nets import mlp
     paddle.seed(7)
     paddle.enable_static()
     try:
         x = paddle.static.data(name="x", shape=[None, 32], dtype="float32")
         y = paddle.static.data(name="y", shape=[None, 1], dtype="int64")
-        cost = mlp(x, y, hid_dim=16)
+        cost = _mlp_of(layers, x, y, hid_dim=16)
         assert x.shape == [-1, 32] and cost.shape == []
         if dist.get_world_size() > 1:
             fleet.init(fleet.PaddleCloudRoleMaker(is_collective=True))
@@ -416,6 +431,21 @@ def test_static_program_trains_as_dygraph_on_one_process():
     assert "minimize" in text and "fc" in text and len(losses) == 3
     np.testing.assert_allclose(np.concatenate([a.ravel() for a in after]),
                                np.concatenate([a.ravel() for a in _dygraph_mlp(before, 1)]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layers", ["linear", "mix"])
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_static_programs_of_paddle_nn_layers_train_for_many_steps(layers, nprocs):
+    """paddle.nn.Linear layers in a static program (alone or beside static.nn.fc): the program owns
+    and trains their parameters; 50 steps give the dygraph run's parameters (the second step
+    used to raise: a .grad was left from the first)."""
+    results = run_ranks(_static_mlp, nprocs, 50, layers)
+    before = results[0][0]
+    assert len(before) == 6
+    want = np.concatenate([a.ravel() for a in _dygraph_mlp(before, nprocs, 50)])
+    for _, after, losses, _ in results:
+        assert len(losses) == 50 and np.isfinite(losses).all()
+        np.testing.assert_allclose(np.concatenate([a.ravel() for a in after]), want, rtol=1e-4, atol=1e-5)
 
 
 def test_static_fleet_collective_on_two_ranks_averages_like_one_process():

@@ -5,7 +5,8 @@ from ... import ops as _ops
 from ...creation import zeros as _zeros
 from ...nn.init import xavier_uniform_ as _xavier_uniform_
 from ...nn.module import Module, Parameter
-from ..static.program import STATIC as _STATIC, has_variable as _has_variable, record as _record
+from ..static.program import STATIC as _STATIC, default_main_program as _main_program, has_variable as _has_variable, \
+    record as _record
 from . import functional  # noqa: F401 - paddle.nn.functional
 
 __all__ = ["Layer", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "Softmax", "Dropout", "Embedding", "LayerNorm",
@@ -29,6 +30,7 @@ class Layer(Module):
 
     def __call__(self, *args, **kwargs):
         if _STATIC[0] and (_has_variable(args) or _has_variable(kwargs)):  # a static program's layer call
+            _main_program().add_parameters(self.parameters())  # the program trains and owns them, as fc's
             return _record(super().__call__, args, kwargs, label=type(self).__name__)
         return super().__call__(*args, **kwargs)
 

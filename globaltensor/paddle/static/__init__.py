@@ -11,6 +11,7 @@ gradients are averaged over the ranks before the update.
 import numpy as np
 
 from ... import hooks
+from ...nn.module import zero_grads
 from ...graph import trace
 from .program import (STATIC, Program, Variable, data, default_main_program, default_startup_program,
                       program_guard, substitute)
@@ -70,6 +71,8 @@ def _runner(program, names, fetches):
                 hooks.effect("fused_allreduce_gradients", lambda: fused_allreduce_gradients(params))
             optimizer.step()
             optimizer.clear_grad(set_to_zero=False)
+        # the program owns its gradients: none is left for the next run (eager mode would add to it)
+        zero_grads(program.all_parameters(), set_to_none=True)
         return tuple(env[id(v)] for v in fetches)
     run_program.__name__ = "static_program"
     return run_program

@@ -71,6 +71,11 @@ class Program:
     def all_parameters(self):
         return list(self.parameters)
 
+    def add_parameters(self, params):
+        """Parameters of a layer the program calls (paddle.nn layers in static mode), once each."""
+        known = {id(p) for p in self.parameters}
+        self.parameters += [p for p in params if id(p) not in known and not known.add(id(p))]
+
     def global_block(self):
         return self
 
