@@ -222,8 +222,18 @@ def test_shared_and_heap_buffers_mixed(nprocs):
 
 
 def _shm_used_bytes():
-    st = os.statvfs("/dev/shm")
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+    """The /dev/shm pages this job holds, as this rank sees them: the job's named segments
+    (gt_<job id>_..., the groups' staging) and this rank's arena (unnamed: its own count). Never
+    the machine's total, which other work beside the tests changes."""
+    from globaltensor.distributed.world import job_id
+    prefix, named = f"gt_{job_id()}_", 0
+    for name in os.listdir("/dev/shm"):
+        if name.startswith(prefix):
+            try:
+                named += os.stat(os.path.join("/dev/shm", name)).st_blocks * 512
+            except FileNotFoundError:  # a segment that went while we looked
+                pass
+    return named + gt.memory.memory_stats()["reserved_bytes"]
 
 
 def _bounded_memory():
