@@ -18,6 +18,7 @@ import numpy_refs as ref
 from conftest import run_ranks
 from globaltensor.ops.elementwise import BINARY, UNARY
 from numpy_refs import Layout, Random
+from targets import OPS_TARGET
 
 R = np.random.default_rng(7)
 F = lambda *s, lo=-1.0, hi=1.0: R.uniform(lo, hi, s)  # noqa: E731
@@ -653,7 +654,7 @@ def test_no_backward_yet():
 
 def test_every_target_name_has_a_spec():
     import os
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "ops-target.txt")
+    path = OPS_TARGET
     if not os.path.exists(path):
         pytest.skip("ops-target.txt not beside the repository")
     names = [w for line in open(path) if not line.startswith("#") for w in line.split()]

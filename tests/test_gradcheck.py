@@ -23,6 +23,7 @@ import pytest
 import globaltensor as gt
 import globaltensor.nn.functional as F_
 from globaltensor.ops.elementwise import UNARY
+from targets import OPS_TARGET
 
 EPS = 1e-6
 RTOL = 1e-5
@@ -638,7 +639,7 @@ def _base(name):
 
 
 def _target_names():
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "ops-target.txt")
+    path = OPS_TARGET
     if not os.path.exists(path):
         pytest.skip("ops-target.txt not beside the repository")
     return [w for line in open(path) if not line.startswith("#") for w in line.split()]

@@ -133,12 +133,8 @@ def test_ops_target_count():
 
 
 def _target():
-    import os
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "..", "..", "shared", "ops-target.txt"), os.path.join(here, "ops-target.txt")):
-        if os.path.exists(path):
-            return path
-    pytest.skip("ops-target.txt not found beside the repository")
+    from targets import OPS_TARGET
+    return OPS_TARGET
 
 
 def _boxing_gradients():

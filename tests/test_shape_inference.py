@@ -19,13 +19,14 @@ from globaltensor import dispatch
 from globaltensor.ops import registry, rules
 from sized_ops import CASES, Random, inputs
 from test_every_op import Global, Local
+from targets import OPS_TARGET
 
 B, P, S = gt.sbp.broadcast, gt.sbp.partial_sum, gt.sbp.split
 SIZES = (0, 1, 2)
 
 
 def _target_names():
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "ops-target.txt")
+    path = OPS_TARGET
     if not os.path.exists(path):
         return sorted(CASES)
     return [w for line in open(path) if not line.startswith("#") for w in line.split()]

@@ -11,6 +11,7 @@ import pytest
 import globaltensor as gt
 import globaltensor.nn.functional as F
 from conftest import run_ranks
+from targets import OPS_TARGET
 
 R = np.random.default_rng(5)
 A = R.uniform(0.5, 2.0, (4, 3))       # positive: log, sqrt, pow are defined
@@ -25,7 +26,7 @@ LABELS = np.array([0, 2, 1, 2])
 
 
 def _names(section):
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "ops-target.txt")
+    path = OPS_TARGET
     if not os.path.exists(path):
         return None
     lines, inside = [], False

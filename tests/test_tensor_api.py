@@ -12,6 +12,7 @@ import pytest
 import globaltensor as gt
 import globaltensor.nn as nn
 from conftest import run_ranks
+from targets import OPS_TARGET
 
 try:
     if "RANK" in os.environ:  # a spawned rank compares nothing with torch: skip its slow import
@@ -422,7 +423,7 @@ def test_cat_and_star_import():
     for name in ("nn", "optim", "save", "load", "no_grad", "enable_grad", "Tensor", "placement", "sbp", "float32",
                  "int64", "bool", "tensor", "zeros", "cat", "max", "bitwise_and", "manual_seed", "autograd"):
         assert name in namespace, name
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "ops-target.txt")
+    path = OPS_TARGET
     if os.path.exists(path):
         names = [w for line in open(path) if not line.startswith("#") for w in line.split()]
         assert [n for n in names if n not in namespace] == ["slice"]  # Paddle's slice would hide the builtin
