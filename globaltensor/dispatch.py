@@ -118,7 +118,9 @@ def _infer(opdef, tensors, static):
         how = "" if callable(opdef.meta) else (
             "; its kernel ran on stand-in values of ones to find its output shapes (an op whose kernel needs "
             "real values declares meta=)")
-        message = f"{opdef.name}: {exc} (input shapes {shapes}{how})"
+        said = str(exc)
+        named = said if said.startswith(f"{opdef.name}:") else f"{opdef.name}: {said}"  # the op named once
+        message = f"{named} (input shapes {shapes}{how})"
         if isinstance(exc, _USER_ERRORS):
             try:
                 error = type(exc)(message)

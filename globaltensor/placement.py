@@ -33,7 +33,11 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         size = get_world_size()
         outside = [r for r in flat if not 0 <= r < size]
         if outside:
-            raise ValueError(f"placement ranks {outside} are outside [0, {size}) (WORLD_SIZE={size})")
+            need = max(flat) + 1
+            raise ValueError(f"placement ranks {outside} are outside [0, {size}): this job has {size} process"
+                             f"{'es' if size > 1 else ''} (WORLD_SIZE={size}) and the placement needs {need}; start "
+                             f"one per rank: python -m globaltensor.distributed.launch --nproc_per_node {need} "
+                             f"script.py, or gt.distributed.spawn(fn, nprocs={need})")
         if type == "cuda":  # after the checks of the ranks: bad arguments are a ValueError everywhere
             from .backends import devices
             devices.require_cuda(f"placement(\"cuda\", {array.tolist()!r})")

@@ -99,3 +99,23 @@ def test_unreachable_store_gives_a_clear_error():
     s.close()
     with pytest.raises(StoreError, match="could not reach the rendezvous store"):
         StoreClient("127.0.0.1", port, SECRET, timeout=0.5)
+
+
+def test_a_rank_that_never_joins_is_named_with_the_timeout_setting(tmp_path):
+    """WORLD_SIZE=2 with rank 1 never started: rank 0's first collective fails within the timeout,
+    naming the missing rank and GLOBALTENSOR_TIMEOUT (how to wait longer)."""
+    import os
+    import subprocess
+    import sys
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "GLOBALTENSOR_TIMEOUT": "2",
+           "GLOBALTENSOR_SECRET": SECRET.hex(), "GLOBALTENSOR_JOB_ID": f"neverjoins{os.getpid()}"}
+    env.pop("GLOBALTENSOR_STORE_HOSTED", None)
+    script = "import globaltensor as gt\nfrom globaltensor import distributed as dist\ndist.barrier()\n"
+    res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    assert res.returncode != 0
+    assert "GLOBALTENSOR_TIMEOUT" in res.stderr and "rank 1" in res.stderr, res.stderr[-2000:]

@@ -13,3 +13,12 @@ def test_the_copies_match_shared(copy):
     if not os.path.exists(original):
         pytest.skip("no shared/ beside the repository")
     assert open(copy).read() == open(original).read(), f"copy {original} to {copy}"
+
+
+def test_the_spec_matches_shared():
+    """docs/SPEC.md, the public contract a clone carries, is shared/SPEC.md."""
+    from targets import ROOT
+    original = os.path.join(SHARED, "SPEC.md")
+    if not os.path.exists(original):
+        pytest.skip("no shared/ beside the repository")
+    assert open(os.path.join(ROOT, "docs", "SPEC.md")).read() == open(original).read(), "copy shared/SPEC.md to docs/"

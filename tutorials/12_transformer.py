@@ -33,7 +33,9 @@ import numpy as np
 
 from globaltensor import distributed as dist
 
-GPT = os.path.abspath(os.path.join("..", "examples", "gpt.py"))
+# the tutorial's folder: beside this file when run as a script, the working folder in a notebook
+HERE = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else os.getcwd()
+GPT = os.path.join(HERE, "..", "examples", "gpt.py")
 
 
 def train(layout, steps=8):

@@ -59,6 +59,13 @@ class Plan:
         return "\n".join([head] + [f"  {i + 1}. {s}" for i, s in enumerate(self.steps)] +
                          (["  (no communication: the layouts agree)"] if not self.steps else []))
 
+    __str__ = explain
+
+    def __repr__(self):
+        kinds = ", ".join(s.kind for s in self.steps) or "no communication"
+        return (f"Plan({_text(self.src_sbp)} -> {_text(self.dst_sbp)}, shape {self.global_shape}: {kinds}; "
+                f"{self.bytes} bytes)")
+
 
 def _text(sbp):
     return "(" + ", ".join(str(s) for s in sbp) + ")"

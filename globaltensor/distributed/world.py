@@ -149,7 +149,7 @@ class World:
             raise RuntimeError(f"WORLD_SIZE={self.world_size} but MASTER_PORT is not set")
         if self.rank == 0 and os.environ.get("GLOBALTENSOR_STORE_HOSTED") != "1":
             self._server = StoreServer(addr, port, secret)
-        self.store = StoreClient(addr, port, secret, timeout=timeout_seconds())
+        self.store = StoreClient(addr, port, secret, timeout=timeout_seconds(), timeout_setting="GLOBALTENSOR_TIMEOUT")
 
     def group(self, ranks):
         """The native group for `ranks` (a tuple of global ranks containing this rank)."""
