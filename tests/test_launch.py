@@ -212,3 +212,21 @@ def test_other_ranks_lines_do_not_cut_into_rank_0s_line(tmp_path):
     res = launch(["--nproc_per_node", "2", str(script), str(tmp_path)])
     assert res.returncode == 0, res.stderr
     assert "partial end\n" in res.stdout and "[rank 1] other\n" in res.stdout
+
+
+def test_an_error_on_every_rank_shows_one_traceback_and_a_line_per_other_rank(tmp_path):
+    """The same exception on both ranks: the root cause's traceback once (with its frames), each
+    other rank's exception in one line; not three copies of the same traceback."""
+    script = tmp_path / "fails.py"
+    script.write_text("import signal, time\nimport globaltensor as gt\nfrom globaltensor import distributed as dist\n"
+                      "if gt.env.get_rank() == 1:  # fails second, while the launcher stops the job\n"
+                      "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                      "dist.barrier()\n"
+                      "time.sleep(0.5 * gt.env.get_rank())\n"
+                      "raise ValueError(f'bad shapes on rank {gt.env.get_rank()}')\n")
+    res = launch(["--nproc_per_node", "2", "--grace_period", "10", str(script)])
+    assert res.returncode == 1
+    assert res.stderr.count("Traceback (most recent call last):") == 1, res.stderr
+    assert "rank 0 (pid" in res.stderr and "ValueError: bad shapes on rank 0" in res.stderr
+    assert "[rank 1] ValueError: bad shapes on rank 1" in res.stderr.splitlines()
+    assert len(res.stderr.splitlines()) < 15, res.stderr

@@ -32,6 +32,11 @@ def describe_exit(returncode):
     return f"exited with code {returncode}"
 
 
+_TRACEBACK_TEXT = "Traceback (most recent call last):"
+_TRACEBACK = _TRACEBACK_TEXT.encode()
+HOLD_SECONDS = 3.0  # a held traceback whose process lives on this long is printed after all
+
+
 class Rank:
     """One rank's process, the tail of its stderr, and its log file."""
 
@@ -39,6 +44,11 @@ class Rank:
         self.rank, self.proc, self.log = rank, proc, log
         self.stderr_tail = collections.deque(maxlen=40)
         self.threads = []
+        self.held, self.held_at = [], None  # a traceback held back from the console, since when
+
+    def held_summary(self):
+        """The held traceback's last line (the exception), or None."""
+        return next((line for line in reversed(self.held) if line.strip()), None)
 
 
 class Outcome:
@@ -62,8 +72,12 @@ class Supervisor:
     (PR_SET_PDEATHSIG), and each rank's whole process group is killed at teardown.
     """
 
-    def __init__(self, write, log_dir=None, raw_ranks=()):
+    def __init__(self, write, log_dir=None, raw_ranks=(), hold_tracebacks=False):
+        """hold_tracebacks: a rank's Python traceback is held back from the console (release_held,
+        held_summary): the launcher prints the root cause's once and one line per other rank; one
+        whose process goes on for HOLD_SECONDS (a handled, logged exception) is let through."""
         self.write, self.log_dir, self.raw_ranks = write, log_dir, set(raw_ranks)
+        self.hold_tracebacks = hold_tracebacks
         self.ranks = []
         self._write_lock = threading.Condition()
         self._raw_mid_line = {"stdout": False, "stderr": False}  # a raw rank's line not ended yet
@@ -95,9 +109,11 @@ class Supervisor:
                 r.log.write(chunk)
                 r.log.flush()
             if raw:
-                text = chunk.decode(errors="replace")
+                shown = self._before_traceback(r, chunk) if stream == "stderr" and self.hold_tracebacks else chunk
+                text = shown.decode(errors="replace")
                 with self._write_lock:
-                    self.write(r.rank, stream, text)
+                    if text:
+                        self.write(r.rank, stream, text)
                     tail = text.rsplit("\n", 1)[-1]  # a progress bar ('\r...') is no line to wait for
                     self._raw_mid_line[stream] = bool(tail) and "\r" not in tail
                     self._write_lock.notify_all()
@@ -108,14 +124,57 @@ class Supervisor:
             self._emit(r, stream, [partial], raw)
         pipe.close()
 
+    def _before_traceback(self, r, chunk):
+        """What of a raw rank's stderr chunk goes to the console: all of it, or the part before a
+        traceback starts (_emit holds the rest)."""
+        if r.held_at is not None:
+            return b""
+        at = chunk.find(_TRACEBACK)
+        while at > 0 and chunk[at - 1:at] != b"\n":
+            at = chunk.find(_TRACEBACK, at + 1)
+        if at < 0:
+            return chunk
+        r.held_at = time.monotonic()  # before the line is whole: the next chunks are held too
+        return chunk[:at]
+
     def _emit(self, r, stream, lines, raw):
         text = [line.decode(errors="replace") for line in lines]
         if stream == "stderr":
             r.stderr_tail.extend(text)
+            if self.hold_tracebacks:
+                text = self._hold(r, text)
         if not raw and text:
             with self._write_lock:  # inside a raw rank's line (print writes text, then "\n"): let it end
                 self._write_lock.wait_for(lambda: not self._raw_mid_line[stream], timeout=_LINE_WAIT)
                 self.write(r.rank, stream, "".join(f"[rank {r.rank}] {t}\n" for t in text))
+
+    def _hold(self, r, text):
+        """The lines of `text` to print now; a traceback and what follows it are held in r.held."""
+        if r.held:
+            r.held += text
+            return []
+        for i, line in enumerate(text):
+            if line.startswith(_TRACEBACK_TEXT):
+                r.held_at = r.held_at or time.monotonic()
+                r.held += text[i:]
+                return text[:i]
+        return text
+
+    def release_held(self, r, when=lambda r: True):
+        """Print r's held lines as they would have been printed, and stop holding."""
+        with self._write_lock:
+            if not r.held or not when(r):
+                return
+            lines, r.held, r.held_at = r.held, [], None
+            prefix = "" if r.rank in self.raw_ranks else f"[rank {r.rank}] "
+            self.write(r.rank, "stderr", "".join(f"{prefix}{t}\n" for t in lines))
+
+    def _release_stale(self):
+        """A traceback held HOLD_SECONDS in a process that goes on was handled: let it through."""
+        now = time.monotonic()
+        for r in self.ranks:
+            if r.held_at is not None and now - r.held_at > HOLD_SECONDS and r.proc.poll() is None:
+                self.release_held(r, when=lambda r: r.held_at is not None and now - r.held_at > HOLD_SECONDS)
 
     def wait(self, timeout=None, stop=None, poll=0.01, remote_failure=None, on_exit=None):
         """Wait until all ranks exit or one fails; `stop()` returning a signal number ends it too.
@@ -136,6 +195,8 @@ class Supervisor:
                     return Outcome(failed=r)
             if not alive:
                 return Outcome()
+            if self.hold_tracebacks:
+                self._release_stale()
             signum = stop() if stop else None
             if signum:
                 return Outcome(signum=signum)

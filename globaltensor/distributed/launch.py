@@ -99,9 +99,29 @@ class _Signals:
 
 
 def _report_failure(failed):
-    lines = "\n".join(f"  {line}" for line in failed.stderr_tail) or "  (no output on stderr)"
+    """The root cause, once: its traceback (held back from the console), else its last stderr lines."""
+    for t in failed.threads:  # its pipes close as it exits: read them to the end
+        t.join(timeout=2.0)
+    shown = failed.held or list(failed.stderr_tail)
+    what = "Its traceback" if failed.held else "Its last stderr lines"
+    lines = "\n".join(f"  {line}" for line in shown if line or failed.held) or "  (no output on stderr)"
+    failed.held, failed.held_at = [], None
     sys.stderr.write(f"{_TAG} rank {failed.rank} (pid {failed.proc.pid}) {describe_exit(failed.proc.returncode)}: "
-                     f"first failure, stopping the other ranks. Its last stderr lines:\n{lines}\n")
+                     f"first failure, stopping the other ranks. {what}:\n{lines}\n")
+    sys.stderr.flush()
+
+
+def _report_others(sup, failed):
+    """After teardown: one line per other rank that raised (its exception), a held traceback of a
+    rank that ended well in full."""
+    for r in sup.ranks:
+        if r is failed or not r.held:
+            continue
+        if r.proc.returncode == 0:
+            sup.release_held(r)
+        else:
+            sys.stderr.write(f"[rank {r.rank}] {r.held_summary()}\n")
+            r.held = []
     sys.stderr.flush()
 
 
@@ -113,7 +133,7 @@ def main(argv=None):
     job_id = os.environ.get("GLOBALTENSOR_JOB_ID") or (
         hashlib.sha256(f"{secret}|{args.master_addr}|{port}".encode()).hexdigest()[:12])
     target = ["-m", args.script] if args.module else [args.script]
-    sup = Supervisor(console_write, log_dir=args.log_dir, raw_ranks={0})
+    sup = Supervisor(console_write, log_dir=args.log_dir, raw_ranks={0}, hold_tracebacks=True)
     signals = _Signals()
     for local_rank in range(args.nproc_per_node):
         sup.start(args.node_rank * args.nproc_per_node + local_rank, [sys.executable, "-u", *target, *args.script_args],
@@ -133,6 +153,7 @@ def main(argv=None):
             sup.terminate(grace=args.grace_period, signum=forward)
         else:
             sup.reap()
+        _report_others(sup, outcome.failed)
     finally:
         if server:
             server.close()
