@@ -27,6 +27,10 @@ from . import autograd, io, nn, optimizer  # noqa: E402 - after the ops they use
 from .autograd import grad  # noqa: E402
 from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_enabled, set_device,  # noqa: E402
                         stop_gradient_property)
+from .toplevel import (CUDAPinnedPlace, ParamAttr, assign, device_guard, get_cuda_rng_state,  # noqa: E402
+                       get_cudnn_version, get_flags, is_compiled_with_cuda, is_compiled_with_xpu, is_empty, rank,
+                       set_cuda_rng_state, shape, summary, tanh_)
+from .static import data  # noqa: E402 - paddle.data, static mode's placeholder
 
 Tensor.stop_gradient = stop_gradient_property
 _autograd.IMPLICIT_ONES[0] = True  # Paddle: y.backward() of a non-scalar y seeds a gradient of ones

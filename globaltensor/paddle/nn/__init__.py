@@ -12,7 +12,10 @@ from . import functional  # noqa: F401 - paddle.nn.functional
 __all__ = ["Layer", "Linear", "ReLU", "GELU", "Tanh", "Sigmoid", "Softmax", "Dropout", "Embedding", "LayerNorm",
            "Sequential", "LayerList", "MSELoss", "CrossEntropyLoss", "Parameter", "functional", "SiLU", "LeakyReLU",
            "Identity", "Flatten", "Conv1D", "Conv2D", "MaxPool2D", "AvgPool2D", "AdaptiveAvgPool2D",
-           "MultiHeadAttention", "BatchNorm1D", "BatchNorm2D"]
+           "MultiHeadAttention", "BatchNorm1D", "BatchNorm2D", "ReLU6", "ELU", "SELU", "Softplus", "Softsign",
+           "Softshrink", "Hardshrink", "Hardtanh", "Hardsigmoid", "Hardswish", "Swish", "LogSigmoid", "Tanhshrink",
+           "ThresholdedReLU", "LogSoftmax", "GroupNorm", "L1Loss", "KLDivLoss", "NLLLoss", "SmoothL1Loss",
+           "ParameterList", "PReLU", "SyncBatchNorm"]
 
 
 class Layer(Module):
@@ -57,17 +60,23 @@ class Layer(Module):
         return sublayer
 
     def create_parameter(self, shape, dtype=None, is_bias=False, default_initializer=None, attr=None):
-        return _create_parameter(shape, dtype, is_bias, default_initializer)
+        return _create_parameter(shape, dtype, is_bias, default_initializer, attr)
 
 
-def _create_parameter(shape, dtype=None, is_bias=False, default_initializer=None):
+def _create_parameter(shape, dtype=None, is_bias=False, default_initializer=None, attr=None):
     """A new Parameter of this shape: zeros for a bias, Xavier-uniform otherwise (Paddle's defaults:
-    fans from dims 0 and 1, times the receptive field dims 2... of a convolution's weight)."""
+    fans from dims 0 and 1, times the receptive field dims 2... of a convolution's weight); a
+    ParamAttr's initializer and trainable flag apply."""
     p = Parameter(_zeros(*shape, dtype=dtype))
-    if default_initializer is not None:
-        default_initializer(p)
+    initializer = getattr(attr, "initializer", None) or default_initializer
+    if initializer is not None:
+        from ...autograd import no_grad
+        with no_grad():  # an initializer fills the parameter in place
+            initializer(p)
     elif not is_bias:
         _xavier_uniform_(p)
+    if attr is not None and not getattr(attr, "trainable", True):
+        p.requires_grad_(False)
     return p
 
 
@@ -78,11 +87,11 @@ class Linear(Layer):
     def __init__(self, in_features, out_features, weight_attr=None, bias_attr=None, name=None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = self.create_parameter((in_features, out_features))
+        self.weight = self.create_parameter((in_features, out_features), attr=weight_attr)
         if bias_attr is False:
             self.register_parameter("bias", None)
         else:
-            self.bias = self.create_parameter((out_features,), is_bias=True)
+            self.bias = self.create_parameter((out_features,), is_bias=True, attr=bias_attr)
 
     def forward(self, x):
         y = _ops.matmul(x, self.weight)
@@ -151,3 +160,96 @@ class BatchNorm1D(_PaddleBatchNorm, _nn.BatchNorm1d):
 
 class BatchNorm2D(_PaddleBatchNorm, _nn.BatchNorm2d):
     pass
+
+
+def _activation(name, fn, params):
+    """A Layer applying paddle.nn.functional's `fn` with the arguments it was made with (Paddle's
+    parameter names, in Paddle's order)."""
+
+    def __init__(self, *args, name=None, **kwargs):
+        Layer.__init__(self)
+        if len(args) > len(params):
+            raise TypeError(f"{type(self).__name__} takes at most {len(params)} arguments ({', '.join(params)})")
+        unknown = set(kwargs) - set(params)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(unknown)}; it takes {list(params)}")
+        self._args = {**dict(zip(params, args)), **kwargs}
+
+    def forward(self, x):
+        return fn(x, **self._args)
+
+    def extra_repr(self):
+        return ", ".join(f"{k}={v}" for k, v in self._args.items())
+
+    return type(name, (Layer,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
+                                 "__doc__": f"paddle.nn.{name}: paddle.nn.functional.{fn.__name__} as a layer",
+                                 "__module__": __name__})
+
+
+_F = functional
+ReLU6 = _activation("ReLU6", _F.relu6, ())
+ELU = _activation("ELU", _F.elu, ("alpha",))
+SELU = _activation("SELU", _F.selu, ("scale", "alpha"))
+Softplus = _activation("Softplus", _F.softplus, ("beta", "threshold"))
+Softsign = _activation("Softsign", _F.softsign, ())
+Softshrink = _activation("Softshrink", _F.softshrink, ("threshold",))
+Hardshrink = _activation("Hardshrink", _F.hardshrink, ("threshold",))
+Hardtanh = _activation("Hardtanh", _F.hardtanh, ("min", "max"))
+Hardsigmoid = _activation("Hardsigmoid", _F.hardsigmoid, ())
+Hardswish = _activation("Hardswish", _F.hardswish, ())
+Swish = _activation("Swish", _F.swish, ())
+LogSigmoid = _activation("LogSigmoid", _F.log_sigmoid, ())
+Tanhshrink = _activation("Tanhshrink", _F.tanhshrink, ())
+ThresholdedReLU = _activation("ThresholdedReLU", _F.thresholded_relu, ("threshold",))
+LogSoftmax = _activation("LogSoftmax", _F.log_softmax, ("axis",))
+L1Loss = _paddle_class("L1Loss", _nn.L1Loss, "mean (or sum) of |input - label|; L1Loss(reduction='mean')")
+KLDivLoss = _paddle_class("KLDivLoss", _nn.KLDivLoss, "label * (log(label) - input); KLDivLoss(reduction='mean')")
+ParameterList = _paddle_class("ParameterList", _nn.ParameterList, "A list of parameters")
+
+
+class NLLLoss(_nn.NLLLoss, Layer):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", name=None):
+        super().__init__(weight=weight, ignore_index=ignore_index, reduction=reduction)
+
+
+class SmoothL1Loss(Layer):
+    """Paddle's smooth L1 (the Huber loss with delta): see paddle.nn.functional.smooth_l1_loss."""
+
+    def __init__(self, reduction="mean", delta=1.0, name=None):
+        super().__init__()
+        self.reduction, self.delta = reduction, delta
+
+    def forward(self, input, label):
+        return _F.smooth_l1_loss(input, label, self.reduction, self.delta)
+
+
+class GroupNorm(_nn.GroupNorm, Layer):
+    def __init__(self, num_groups, num_channels, epsilon=1e-05, weight_attr=None, bias_attr=None, data_format="NCHW",
+                 name=None):
+        if data_format not in ("NCHW", "NCL", "NC"):
+            raise NotImplementedError(f"GroupNorm: data_format={data_format!r}; channels come first here")
+        super().__init__(num_groups, num_channels, eps=epsilon, affine=weight_attr is not False)
+
+
+class PReLU(Layer):
+    """max(x, 0) + weight min(x, 0): one weight, or one per channel (num_parameters), init 0.25."""
+
+    def __init__(self, num_parameters=1, init=0.25, weight_attr=None, data_format="NCHW", name=None):
+        super().__init__()
+        from ...nn.init import constant_
+        self.data_format = data_format
+        self.weight = self.create_parameter((num_parameters,), attr=weight_attr,
+                                            default_initializer=lambda p: constant_(p, init))
+
+    def forward(self, x):
+        return _F.prelu(x, self.weight, self.data_format)
+
+
+class SyncBatchNorm(BatchNorm2D):
+    """BatchNorm over a batch split across ranks: the statistics of the whole batch (every
+    BatchNorm here is synchronized: its sums are SBP-reduced), Paddle's momentum."""
+
+    @classmethod
+    def convert_sync_batchnorm(cls, layer):
+        """The layer itself: its BatchNorm layers already use the whole batch's statistics."""
+        return layer

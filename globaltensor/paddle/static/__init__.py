@@ -18,11 +18,23 @@ from .program import (STATIC, Program, Variable, data, default_main_program, def
 from . import nn  # noqa: F401 - paddle.static.nn
 
 __all__ = ["Program", "Variable", "data", "default_main_program", "default_startup_program", "program_guard",
-           "Executor", "nn", "in_static_mode"]
+           "Executor", "nn", "in_static_mode", "cpu_places", "cuda_places"]
 
 
 def in_static_mode():
     return STATIC[0]
+
+
+def cpu_places(device_count=None):
+    """[CPUPlace()] * device_count (default 1: a rank is one process)."""
+    from ..framework import CPUPlace
+    return [CPUPlace() for _ in range(device_count or 1)]
+
+
+def cuda_places(device_ids=None):
+    """A CUDAPlace per id (default: this rank's GPU)."""
+    from ..framework import CUDAPlace
+    return [CUDAPlace(i) for i in (device_ids if device_ids is not None else [0])]
 
 
 class Executor:
