@@ -264,8 +264,10 @@ def backward(tensor, gradient=None):
             all_buckets.append(buckets)
     owner = {id(leaf): b for b in all_buckets for bucket in b.plan for leaf in bucket}
     offered = _offer_destinations(order, owner)
-    handed = set()  # ids of the arrays a .grad (or the caller, as the gradient argument) holds
-    if gradient is not None:
+    # ids of the arrays a .grad (or the caller, as the gradient argument) holds; a graph's capture
+    # copies nothing (its replays assign fresh gradients, never add)
+    handed = None if capturing else set()
+    if gradient is not None and handed is not None:
         handed.add(id(gradient._local))
 
     def on_leaf(leaf, g):
@@ -314,11 +316,12 @@ def _private(g, handed):
     """g, or a copy of it, such that the .grad it becomes owns its piece: a view, the backward
     seed (cached), the caller's gradient argument or an array another leaf's .grad holds (add's
     backward hands one array to both inputs) is copied, so accumulating into a .grad later (in
-    place, or zeroed by clear_grad) changes nothing else."""
-    from .ops.elementwise import clone
+    place, or zeroed by clear_grad) changes nothing else. handed None: g as it is (a capture)."""
+    if handed is None:
+        return g
     a = g._local
     if getattr(a, "base", None) is not None or id(a) in handed or any(a is s._local for s in _seeds.values()):
-        g = clone(g).detach()
+        g = Tensor(a.copy(), g._global_shape, g._dtype, g._placement, g._sbp)  # the same layout, its own piece
     handed.add(id(g._local))
     return g
 
