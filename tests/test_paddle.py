@@ -310,6 +310,17 @@ def test_paddle_launcher_flags_and_variables(tmp_path):
     assert "env 0 2 2 True" in out and "env 1 2 2 True" in out
 
 
+def test_paddle_launcher_starts_a_rank_per_visible_device(tmp_path, monkeypatch):
+    """The seed's recipe `CUDA_VISIBLE_DEVICES=0,1 python -m paddle.distributed.launch x.py`: one
+    rank per visible device, as Paddle (it used to start one rank)."""
+    from globaltensor.paddle.distributed.launch import translate
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert translate(["train.py"])[:2] == ["--nproc_per_node", "2"]
+    assert translate(["--nproc_per_node", "1", "train.py"])[:2] == ["--nproc_per_node", "1"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert translate(["train.py"])[:2] == ["--nproc_per_node", "1"]
+
+
 def _fleet_names():
     from globaltensor.paddle.distributed import fleet
     fleet.init(is_collective=True)

@@ -2,7 +2,8 @@
 
 Accepts --nproc_per_node, --devices / --gpus / --selected_gpus (a comma list: one rank per device
 when --nproc_per_node is not given; exported as CUDA_VISIBLE_DEVICES, each rank takes the one at
-its LOCAL_RANK), --log_dir, --nnodes, --master ip:port, --rank (this node's index), --job_id and
+its LOCAL_RANK; without it, CUDA_VISIBLE_DEVICES's list counts, as in Paddle:
+`CUDA_VISIBLE_DEVICES=0,1 python -m ...launch x.py` starts 2 ranks), --log_dir, --nnodes, --master ip:port, --rank (this node's index), --job_id and
 --run_mode (accepted, unused). Every rank gets Paddle's variables (PADDLE_TRAINER_ID, ...) and
 torchrun's.
 """
@@ -26,7 +27,8 @@ def _parse(argv):
     p.add_argument("script")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
-    args.devices = [d for d in (args.devices or "").split(",") if d != ""]
+    devices = args.devices if args.devices is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    args.devices = [d.strip() for d in devices.split(",") if d.strip() != ""]
     return args
 
 
