@@ -161,3 +161,43 @@ def test_micro_batch_accumulation_equals_the_whole_batch(nprocs):
     for rank_result in run_ranks(_micro_batches_equal_the_batch, nprocs, nprocs > 1):
         for name, (whole, accumulated) in rank_result.items():
             np.testing.assert_allclose(accumulated, whole, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def _graph_micro_batches(distributed):
+    """Inside one traced step, 4 micro-batches' backwards accumulate into .grad: the replay gives
+    the whole batch's gradients, as eager mode does."""
+    gt.manual_seed(0)
+    model = gt.nn.Sequential(gt.nn.Linear(6, 8), gt.nn.ReLU(), gt.nn.Linear(8, 2))
+    where = {}
+    if distributed:
+        pl = gt.placement("cpu", [0, 1])
+        model.to_global(pl, gt.sbp.broadcast)
+        where = {"placement": pl, "sbp": gt.sbp.split(0)}
+
+    @gt.jit.trace
+    def accumulate(*pieces):
+        for xs, ys in zip(pieces[:4], pieces[4:]):
+            (gt.nn.functional.mse_loss(model(xs), ys) / 4).backward()
+        return [p.grad for p in model.parameters()]
+
+    results = []
+    for seed in (1, 2):  # the capture, then a replay
+        rng = np.random.default_rng(seed)
+        x, y = rng.standard_normal((16, 6)).astype(np.float32), rng.standard_normal((16, 2)).astype(np.float32)
+        model.zero_grad()
+        gt.nn.functional.mse_loss(model(gt.tensor(x, **where)), gt.tensor(y, **where)).backward()
+        whole = [p.grad.numpy().copy() for p in model.parameters()]
+        model.zero_grad()
+        pieces = [gt.tensor(a[4 * i:4 * i + 4], **where) for a in (x, y) for i in range(4)]
+        got = [g.numpy() for g in accumulate(*pieces)]
+        model.zero_grad()
+        results.append((whole, got))
+    return results
+
+
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_micro_batch_accumulation_in_a_graph_equals_the_whole_batch(nprocs):
+    for rank_result in run_ranks(_graph_micro_batches, nprocs, nprocs > 1):
+        for whole, got in rank_result:
+            for w, g in zip(whole, got):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -165,8 +165,13 @@ class Recorder:
             self._became.setdefault(id(t), t)
 
     def backward_starts(self, leaves):
+        """A leaf may hold a .grad only when an earlier backward of this capture made it (micro-
+        batches accumulating in one step); one from before the call would be added to at capture
+        but not at replay."""
         for leaf in leaves:
-            if leaf.grad is not None:
+            made_here = id(leaf) in self._grad_leaves and leaf.grad is not None and \
+                self._known(leaf.grad._local) is not None
+            if leaf.grad is not None and not made_here:
                 raise CaptureError(f"backward inside a graph: {self._names.get(id(leaf), 'a leaf')} already has a .grad; a "
                                    f"graph's backward assigns gradients, so clear them before the call "
                                    f"(optimizer.zero_grad(), or add_optimizer, which clears them after each step)")
