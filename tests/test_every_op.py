@@ -464,17 +464,28 @@ def run_spec(name, placement=None):
     values = [o.numpy() for o in outs]
     grads = [None] * len(tensors)
     if grad:
-        total = None
-        for o, w in zip(outs, ref.weights(name, [v.shape for v in values])):
-            if o.dtype.is_floating:
-                w = gt.tensor(w) if placement is None else gt.tensor(  # the same W on every rank
-                    w, placement=placement, sbp=(B,) * placement.ndim, check_meta=False)
-                total = (o * w).sum() if total is None else total + (o * w).sum()
-        total.backward()
+        def weighted_sum(outs):
+            total = None
+            for o, w in zip(outs, ref.weights(name, [v.shape for v in values])):
+                if o.dtype.is_floating:
+                    w = gt.tensor(w) if placement is None else gt.tensor(  # the same W on every rank
+                        w, placement=placement, sbp=(B,) * placement.ndim, check_meta=False)
+                    total = (o * w).sum() if total is None else total + (o * w).sum()
+            return total
+
+        def read():
+            return [None if not t.requires_grad else np.zeros(t.shape) if t.grad is None else t.grad.numpy().copy()
+                    for t in tensors]  # no .grad: the output does not depend on it (0, as PyTorch)
+
+        weighted_sum(outs).backward()
         if placement is not None and placement.type == "cuda":
             assert not any(isinstance(t.grad.to_local()._local, np.ndarray) for t in tensors if t.grad is not None)
-        grads = [None if not t.requires_grad else np.zeros(t.shape) if t.grad is None else t.grad.numpy()
-                 for t in tensors]  # no .grad: the output does not depend on it (0, as PyTorch)
+        grads = read()
+        gt.manual_seed(11)  # a second pass accumulates exactly as much again (g + g == 2 g)
+        weighted_sum(_outputs(call(factory, *tensors))).backward()
+        for i, (once, twice) in enumerate(zip(grads, read())):
+            if once is not None and not np.array_equal(twice, 2 * once, equal_nan=True):
+                raise AssertionError(f"input {i}: a second backward did not add exactly the first's gradient")
     return values, grads
 
 
