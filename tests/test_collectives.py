@@ -348,7 +348,7 @@ def test_mismatched_calls_raise_on_every_rank_and_world_recovers():
 
 def _late_rank():
     if gt.env.get_rank() == 1:
-        time.sleep(4)  # alive, but never joins the collective in time
+        time.sleep(7)  # alive, but never joins the collective in time
         return None
     start = time.monotonic()
     x = np.zeros(1)
@@ -370,7 +370,7 @@ def test_rank_that_never_arrives_times_out_with_names():
     results = run_ranks(_late_rank_wrapper, 2, env={"GLOBALTENSOR_TIMEOUT": "1.5"}, timeout=60)
     message, elapsed = results[0]
     assert "all_reduce" in message and "timed out" in message and "rank(s) [1] did not arrive" in message
-    assert "GLOBALTENSOR_TIMEOUT" in message and 1.4 < elapsed < 4
+    assert "GLOBALTENSOR_TIMEOUT" in message and 1.4 < elapsed < 6  # room for a loaded machine
     assert "rank 1: running, not in a collective" in message
 
 
@@ -387,7 +387,7 @@ def _dead_rank():
 
 def test_dead_peer_is_detected_quickly():
     message, elapsed = run_ranks(_dead_rank, 2, timeout=60)[0]
-    assert "rank(s) [1] will not come" in message and elapsed < 3
+    assert "rank(s) [1] will not come" in message and elapsed < 8  # the timeout is 300 s: found by the exit
     assert "rank 1: exited before the end of its script (killed, crashed, or os._exit)" in message
 
 
