@@ -188,7 +188,7 @@ class StoreClient:
         """timeout_setting: where the default timeout comes from (an environment variable), named
         in the errors of waits that run out."""
         self.host, self.port, self.timeout = host, port, timeout
-        self._setting = f" (the timeout, set by {timeout_setting})" if timeout_setting else ""
+        self._setting = f"; the timeout is set by {timeout_setting}" if timeout_setting else ""
         self._lock = threading.Lock()
         self._sock = self._connect(secret)
 
@@ -257,7 +257,7 @@ class StoreClient:
             if watch:
                 self.raise_if_left(watch, f"waiting for {what}")
             if time.monotonic() >= deadline:
-                raise StoreError(f"timed out after {timeout:.1f} s{self._setting} waiting for {what}")
+                raise StoreError(f"timed out after {timeout:.1f} s waiting for {what}{self._setting}")
 
     def raise_if_left(self, ranks, what):
         """PeersLeft when some of `ranks` have ended."""
@@ -297,8 +297,8 @@ class StoreClient:
                 missing = [r for r, ok in enumerate(present) if not ok]
                 self.raise_if_left(missing, f"in barrier {name!r}")
                 if time.monotonic() >= deadline:
-                    raise StoreError(f"barrier {name!r} timed out after {timeout:.1f} s{self._setting}; rank(s) "
-                                     f"{missing} did not arrive") from None
+                    raise StoreError(f"barrier {name!r} timed out after {timeout:.1f} s; rank(s) {missing} did "
+                                     f"not arrive{self._setting}") from None
 
     def close(self):
         try:
