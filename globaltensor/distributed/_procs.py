@@ -46,9 +46,13 @@ class Rank:
         self.threads = []
         self.held, self.held_at = [], None  # a traceback held back from the console, since when
 
-    def held_summary(self):
-        """The held traceback's last line (the exception), or None."""
-        return next((line for line in reversed(self.held) if line.strip()), None)
+    def held_exception(self):
+        """The held traceback's exception: its first line ("Type: message") and the lines of a
+        message of several, without the frames; [] when nothing is held."""
+        last_frame = max((i for i, line in enumerate(self.held) if line.startswith("  File ")), default=-1)
+        start = next((i for i in range(last_frame + 1, len(self.held))
+                      if self.held[i] and not self.held[i][0].isspace()), len(self.held))
+        return [line for line in self.held[start:] if line.strip()]
 
 
 class Outcome:

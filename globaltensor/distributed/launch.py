@@ -99,9 +99,11 @@ class _Signals:
 
 
 def _report_failure(failed):
-    """The root cause, once: its traceback (held back from the console), else its last stderr lines."""
+    """The root cause, once: its traceback (held back from the console), else its last stderr
+    lines. Returns its exception's lines (to tell the other ranks' from it)."""
     for t in failed.threads:  # its pipes close as it exits: read them to the end
         t.join(timeout=2.0)
+    root = failed.held_exception()
     shown = failed.held or list(failed.stderr_tail)
     what = "Its traceback" if failed.held else "Its last stderr lines"
     lines = "\n".join(f"  {line}" for line in shown if line or failed.held) or "  (no output on stderr)"
@@ -109,19 +111,23 @@ def _report_failure(failed):
     sys.stderr.write(f"{_TAG} rank {failed.rank} (pid {failed.proc.pid}) {describe_exit(failed.proc.returncode)}: "
                      f"first failure, stopping the other ranks. {what}:\n{lines}\n")
     sys.stderr.flush()
+    return root
 
 
-def _report_others(sup, failed):
-    """After teardown: one line per other rank that raised (its exception), a held traceback of a
+def _report_others(sup, failed, root):
+    """After teardown, each other rank that raised: its exception without the frames, one line
+    when its first line is the root cause's (the same error on every rank); a held traceback of a
     rank that ended well in full."""
     for r in sup.ranks:
         if r is failed or not r.held:
             continue
         if r.proc.returncode == 0:
             sup.release_held(r)
-        else:
-            sys.stderr.write(f"[rank {r.rank}] {r.held_summary()}\n")
-            r.held = []
+            continue
+        lines = r.held_exception()
+        shown = lines[:1] if lines[:1] == root[:1] else lines
+        sys.stderr.write("".join(f"[rank {r.rank}] {line}\n" for line in shown))
+        r.held = []
     sys.stderr.flush()
 
 
@@ -145,15 +151,16 @@ def main(argv=None):
     remote = (lambda: _remote_failed(store, args.node_rank)) if store else None
     try:
         outcome = sup.wait(stop=signals, remote_failure=remote, on_exit=_publish_exit(server, store))
+        root = []
         if outcome.failed:
-            _report_failure(outcome.failed)
+            root = _report_failure(outcome.failed)
             _publish_failure(store, outcome.failed, args.nnodes if server else 0)
         if not outcome.ok:
             forward = outcome.signum if outcome.signum == signal.SIGINT else signal.SIGTERM
             sup.terminate(grace=args.grace_period, signum=forward)
         else:
             sup.reap()
-        _report_others(sup, outcome.failed)
+        _report_others(sup, outcome.failed, root)
     finally:
         if server:
             server.close()
