@@ -268,7 +268,7 @@ def backward(tensor, gradient=None):
     # copies nothing (its replays assign fresh gradients, never add)
     handed = None if capturing else set()
     if gradient is not None and handed is not None:
-        handed.add(id(gradient._local))
+        handed.add(id(_root(gradient._local)))
 
     def on_leaf(leaf, g):
         if g is not None and g.dtype != leaf.dtype:
@@ -313,17 +313,26 @@ def backward(tensor, gradient=None):
 
 
 def _private(g, handed):
-    """g, or a copy of it, such that the .grad it becomes owns its piece: a view, the backward
-    seed (cached), the caller's gradient argument or an array another leaf's .grad holds (add's
-    backward hands one array to both inputs) is copied, so accumulating into a .grad later (in
-    place, or zeroed by clear_grad) changes nothing else. handed None: g as it is (a capture)."""
+    """g, or a copy of it, such that the .grad it becomes owns its piece: one whose memory is the
+    backward seed's (cached), the caller's gradient argument's or another leaf's .grad's (add's
+    backward hands one array to both inputs), or a view of one of them, is copied, so accumulating
+    into a .grad later (in place, or zeroed by clear_grad) changes nothing else. `handed`: the
+    roots of the arrays given out so far; None: g as it is (a capture, whose replays assign)."""
     if handed is None:
         return g
-    a = g._local
-    if getattr(a, "base", None) is not None or id(a) in handed or any(a is s._local for s in _seeds.values()):
-        g = Tensor(a.copy(), g._global_shape, g._dtype, g._placement, g._sbp)  # the same layout, its own piece
-    handed.add(id(g._local))
+    root = id(_root(g._local))
+    if root in handed or any(root == id(_root(s._local)) for s in _seeds.values()):
+        g = Tensor(g._local.copy(), g._global_shape, g._dtype, g._placement, g._sbp)  # the layout, its own piece
+        root = id(g._local)
+    handed.add(root)
     return g
+
+
+def _root(a):
+    """The array whose memory `a` views (itself when it owns it): views share their root."""
+    while hasattr(getattr(a, "base", None), "shape"):
+        a = a.base
+    return a
 
 
 def _adds_in_place(grad, g):
