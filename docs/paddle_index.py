@@ -25,7 +25,8 @@ SECTIONS = [
 
 FLUID = ("Paddle 1.x fluid.layers / dygraph name, superseded in Paddle 2.0 by paddle.* and paddle.nn; "
          "not built under this name")
-VISION = "image transforms (paddle.vision) are not part of a tensor runtime: transform with numpy/PIL before the DataLoader"
+VISION = ("image transforms (paddle.vision) are not part of a tensor runtime: transform with numpy/PIL before the "
+          "DataLoader")
 STATIC_INTERNALS = ("Paddle's static-graph executor internals: a static program here runs through graph mode "
                     "(see Static mode)")
 PS = "parameter-server training (DistributeTranspiler, pserver mode) is not built yet"

@@ -90,7 +90,8 @@ def _placed_linear_and_matmul(dtype):
         for name, got, want in (("y", y, x @ w.T + b), ("dx", xt.grad, g @ w), ("dw", wt.grad, g.T @ x),
                                 ("db", bt.grad, g.sum(0)), ("matmul", gt.matmul(xt, wt.T), x @ w.T)):
             want = want.astype(np.float64)
-            errors[f"{sx},{sw} {name}"] = float(np.abs(got.numpy().astype(np.float64) - want).max() / np.abs(want).max())
+            error = np.abs(got.numpy().astype(np.float64) - want).max() / np.abs(want).max()
+            errors[f"{sx},{sw} {name}"] = float(error)
     after = device_paths()
     return errors, {k: after.get(k, 0) - before.get(k, 0) for k in after}
 

@@ -64,7 +64,8 @@ def _np_softplus(x):
 ACTIVATIONS = {  # name: (call, numpy formula from Paddle's docs)
     "relu6": (lambda x: F.relu6(x), lambda x: np.clip(x, 0, 6)),
     "elu": (lambda x: F.elu(x, 0.7), lambda x: np.where(x > 0, x, 0.7 * (np.exp(x) - 1))),
-    "selu": (lambda x: F.selu(x), lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * (np.exp(x) - 1))),
+    "selu": (lambda x: F.selu(x),
+             lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * (np.exp(x) - 1))),
     "softplus": (lambda x: F.softplus(x), _np_softplus),
     "softsign": (lambda x: F.softsign(x), lambda x: x / (1 + np.abs(x))),
     "softshrink": (lambda x: F.softshrink(x), lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0))),

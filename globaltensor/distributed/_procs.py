@@ -146,7 +146,8 @@ class Supervisor:
         if stream == "stderr":
             r.stderr_tail.extend(text)
             if self.hold_tracebacks:
-                text = self._hold(r, text)
+                with self._write_lock:  # release_held swaps r.held from the waiting thread
+                    text = self._hold(r, text)
         if not raw and text:
             with self._write_lock:  # inside a raw rank's line (print writes text, then "\n"): let it end
                 self._write_lock.wait_for(lambda: not self._raw_mid_line[stream], timeout=_LINE_WAIT)

@@ -3,9 +3,9 @@
 Accepts --nproc_per_node, --devices / --gpus / --selected_gpus (a comma list: one rank per device
 when --nproc_per_node is not given; exported as CUDA_VISIBLE_DEVICES, each rank takes the one at
 its LOCAL_RANK; without it, CUDA_VISIBLE_DEVICES's list counts, as in Paddle:
-`CUDA_VISIBLE_DEVICES=0,1 python -m ...launch x.py` starts 2 ranks), --log_dir, --nnodes, --master ip:port, --rank (this node's index), --job_id and
---run_mode (accepted, unused). Every rank gets Paddle's variables (PADDLE_TRAINER_ID, ...) and
-torchrun's.
+`CUDA_VISIBLE_DEVICES=0,1 python -m ...launch x.py` starts 2 ranks), --log_dir, --nnodes,
+--master ip:port, --rank (this node's index), --job_id and --run_mode (accepted, unused). Every
+rank gets Paddle's variables (PADDLE_TRAINER_ID, ...) and torchrun's.
 """
 import argparse
 import os
