@@ -171,6 +171,8 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
             key = (r.shape, r.dtype.np, r.placement, r.sbp)
             g = _seeds.get(key)
             if g is None:  # a seed is never written to, so one per layout serves every backward
+                if len(_seeds) >= 64:
+                    _seeds.clear()
                 g = _seeds[key] = ones_like(r, sbp=_seed_sbp(r))
         _accumulate(grads, r, g)
     if order is None:

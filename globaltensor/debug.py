@@ -69,6 +69,21 @@ def device_paths():
     return dict(PATHS)
 
 
+def clear_caches():
+    """Empty the caches of decided ops, boxing plans, backward seeds, attention masks, micro-batch
+    shards and gradient-bucket buffers (each is bounded; this frees them now). Results do not
+    change: each cache holds pure functions of its keys."""
+    from . import autograd, dispatch, grad_buckets
+    from .boxing import planning
+    from .ops import attention
+    from .pipeline import microbatch
+    dispatch._cache.clear()
+    autograd._seeds.clear()
+    grad_buckets._flat_cache.clear()
+    for cached in (planning.plan, planning._overlap_blocks, attention._future, microbatch._dim0_shards):
+        cached.cache_clear()
+
+
 def explain(x, sbp=None, placement=None, file=None):
     """Print (and return) the plan that x.to_global(placement, sbp) would use, with its cost."""
     from .boxing import plan
@@ -133,4 +148,4 @@ def visualize(x):
     return text
 
 
-__all__ = ["count_collectives", "explain", "visualize", "layout_text"]
+__all__ = ["count_collectives", "explain", "visualize", "layout_text", "device_paths", "clear_caches"]

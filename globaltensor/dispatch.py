@@ -41,7 +41,8 @@ class Decision:
         self.offsets = None  # for ops taking offsets: where each input's piece starts, per dim
 
 
-_cache = {}
+_cache = {}  # (op, statics, input layouts) -> Decision, at most CACHE_SIZE (the oldest half goes when full)
+CACHE_SIZE = 8192
 _recording = hooks.recorder
 
 
@@ -253,6 +254,9 @@ def decision_for(opdef, tensors, static):
     decision = _cache.get(key)
     if decision is None:
         _check_placements(opdef.name, tensors)
+        if len(_cache) >= CACHE_SIZE:  # a decision is a pure function of its key: dropping one costs a re-decide
+            for old in list(itertools.islice(_cache, len(_cache) // 2)):
+                del _cache[old]
         decision = _cache[key] = _decide(opdef, tensors, static)
     return decision
 

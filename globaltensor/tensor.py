@@ -1,4 +1,6 @@
 """Tensor: a local piece (numpy array; cupy on cuda) plus, for a global tensor, its global shape, placement and SBP."""
+import weakref
+
 import numpy as np
 
 from . import dtype as _dtype
@@ -6,10 +8,12 @@ from .hooks import readback, recorder as _recording
 
 
 class Layout:
-    """Global shape, dtype, placement and sbp; interned, so identity means equality."""
+    """Global shape, dtype, placement and sbp; interned, so identity means equality. The table
+    holds layouts weakly: one nothing refers to goes, and identity still means equality among
+    the live ones."""
 
     __slots__ = ("shape", "dtype", "placement", "sbp", "__weakref__")
-    _interned = {}
+    _interned = weakref.WeakValueDictionary()
 
     @classmethod
     def of(cls, shape, dtype, placement, sbp):
