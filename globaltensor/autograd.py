@@ -129,7 +129,24 @@ def _topological(roots):
 
 
 _seeds = {}
-IMPLICIT_ONES = [False]  # Paddle's rule (set by globaltensor.paddle): backward of a non-scalar seeds ones
+_ones_rule = {}  # id(leaf) -> weakref: leaves made by Paddle's face, whose backward of a non-scalar seeds ones
+
+
+def seeds_ones(t):
+    """Mark t (a leaf a face made) as following Paddle's rule: a backward that reaches it seeds a
+    non-scalar root with ones instead of raising (PyTorch's rule, the default). The rule follows
+    the tensors, so importing a face changes nothing for other code in the process."""
+    key = id(t)
+    if key not in _ones_rule:
+        _ones_rule[key] = weakref.ref(t, lambda _, key=key: _ones_rule.pop(key, None))
+
+
+def _ones_for(roots, order):
+    """Whether a non-scalar root is seeded with ones: a leaf under it follows Paddle's rule."""
+    if not _ones_rule:
+        return False
+    return any(id(t) in _ones_rule for t in roots) or \
+        any(id(t) in _ones_rule for ctx in order for t in ctx.inputs if t._node is None)
 
 
 def _seed_sbp(t):
@@ -166,8 +183,10 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
         if not r.requires_grad:
             raise RuntimeError("backward: the tensor does not require grad (no input of it requires grad)")
         if g is None:
-            if r.numel() != 1 and not IMPLICIT_ONES[0]:
-                raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
+            if r.numel() != 1:
+                order = _topological(roots) if order is None else order
+                if not _ones_for(roots, order):
+                    raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
             key = (r.shape, r.dtype.np, r.placement, r.sbp)
             g = _seeds.get(key)
             if g is None:  # a seed is never written to, so one per layout serves every backward

@@ -15,14 +15,26 @@ EXAMPLES = os.path.join(ROOT, "examples", "paddle")
 LAUNCH = [sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_node", "2"]
 
 
-@pytest.fixture(autouse=True)
-def _torch_rules_after():
-    """Importing globaltensor.paddle turns on Paddle's backward of a non-scalar (a seed of ones) for
-    the process; the tests after these expect PyTorch's rule again."""
-    from globaltensor import autograd
-    before = autograd.IMPLICIT_ONES[0]
-    yield
-    autograd.IMPLICIT_ONES[0] = before
+def test_importing_paddle_changes_nothing_for_globaltensor_code():
+    """Paddle's rule (a non-scalar backward seeds ones) follows the tensors Paddle's face made; a
+    globaltensor tensor in the same process keeps PyTorch's rule (raise without a gradient)."""
+    import globaltensor as gt
+    import globaltensor.paddle as paddle
+    x = gt.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="needs a gradient argument"):
+        (x * 2).backward()
+    p = paddle.to_tensor([1.0, 2.0], stop_gradient=False)
+    (p * 2).backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [2.0, 2.0])
+    layer = paddle.nn.Linear(2, 3)
+    layer(paddle.ones([4, 2])).backward()  # a layer's parameters follow Paddle's rule too
+    np.testing.assert_array_equal(layer.bias.grad.numpy(), [4.0, 4.0, 4.0])
+    y = paddle.ones([3])
+    y.stop_gradient = False
+    (y * y).backward()
+    np.testing.assert_array_equal(y.grad.numpy(), [2.0, 2.0, 2.0])
+    with pytest.raises(RuntimeError, match="needs a gradient argument"):
+        (x * 3).backward()
 
 
 def _run(cmd, cwd):

@@ -7,54 +7,12 @@ import sys
 import numpy as np
 import pytest
 
+import globaltensor.paddle as paddle
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs"))
 import paddle_index  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _torch_rules_after():
-    """Importing globaltensor.paddle turns on Paddle's backward of a non-scalar for the process
-    (as in test_paddle.py): the tests after these expect PyTorch's rule again."""
-    from globaltensor import autograd
-    before = autograd.IMPLICIT_ONES[0]
-    yield
-    autograd.IMPLICIT_ONES[0] = before
-
-
-class _Lazy:
-    """globaltensor.paddle, imported at first use inside a test (not at collection)."""
-
-    def __getattr__(self, name):
-        if name.startswith("__"):  # pytest's collection looks for __test__ and the like
-            raise AttributeError(name)
-        import globaltensor.paddle as paddle
-        return getattr(paddle, name)
-
-
-paddle = _Lazy()
-
-
-def test_the_table_in_docs_is_current():
-    assert paddle_index.main(["--check"]) == 0, "run: python docs/paddle_index.py"
-
-
-def test_every_name_is_there_or_has_a_reason():
-    sections = paddle_index.names_by_section()
-    assert sum(len(s) for s in sections) > 700
-    for section, names in enumerate(sections):
-        for name in names:
-            found, text = paddle_index.status(section, name)
-            assert found or text.startswith("absent: ") and len(text) > 20, name
-
-
-class _LazyF:
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(paddle.nn.functional, name)
-
-
-F = _LazyF()
+F = paddle.nn.functional
 
 
 def _np_softplus(x):
@@ -62,22 +20,22 @@ def _np_softplus(x):
 
 
 ACTIVATIONS = {  # name: (call, numpy formula from Paddle's docs)
-    "relu6": (lambda x: F.relu6(x), lambda x: np.clip(x, 0, 6)),
+    "relu6": (F.relu6, lambda x: np.clip(x, 0, 6)),
     "elu": (lambda x: F.elu(x, 0.7), lambda x: np.where(x > 0, x, 0.7 * (np.exp(x) - 1))),
-    "selu": (lambda x: F.selu(x),
+    "selu": (F.selu,
              lambda x: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * (np.exp(x) - 1))),
-    "softplus": (lambda x: F.softplus(x), _np_softplus),
-    "softsign": (lambda x: F.softsign(x), lambda x: x / (1 + np.abs(x))),
-    "softshrink": (lambda x: F.softshrink(x), lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0))),
-    "hardshrink": (lambda x: F.hardshrink(x), lambda x: np.where(np.abs(x) > 0.5, x, 0)),
-    "hardtanh": (lambda x: F.hardtanh(x), lambda x: np.clip(x, -1, 1)),
-    "hardsigmoid": (lambda x: F.hardsigmoid(x), lambda x: np.clip(x * 0.1666667 + 0.5, 0, 1)),
-    "hardswish": (lambda x: F.hardswish(x), lambda x: x * np.clip(x + 3, 0, 6) / 6),
-    "swish": (lambda x: F.swish(x), lambda x: x / (1 + np.exp(-x))),
-    "log_sigmoid": (lambda x: F.log_sigmoid(x), lambda x: -_np_softplus(-x)),
-    "tanhshrink": (lambda x: F.tanhshrink(x), lambda x: x - np.tanh(x)),
-    "thresholded_relu": (lambda x: F.thresholded_relu(x), lambda x: np.where(x > 1.0, x, 0)),
-    "leaky_relu": (lambda x: F.leaky_relu(x), lambda x: np.where(x > 0, x, 0.01 * x)),
+    "softplus": (F.softplus, _np_softplus),
+    "softsign": (F.softsign, lambda x: x / (1 + np.abs(x))),
+    "softshrink": (F.softshrink, lambda x: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0))),
+    "hardshrink": (F.hardshrink, lambda x: np.where(np.abs(x) > 0.5, x, 0)),
+    "hardtanh": (F.hardtanh, lambda x: np.clip(x, -1, 1)),
+    "hardsigmoid": (F.hardsigmoid, lambda x: np.clip(x * 0.1666667 + 0.5, 0, 1)),
+    "hardswish": (F.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    "swish": (F.swish, lambda x: x / (1 + np.exp(-x))),
+    "log_sigmoid": (F.log_sigmoid, lambda x: -_np_softplus(-x)),
+    "tanhshrink": (F.tanhshrink, lambda x: x - np.tanh(x)),
+    "thresholded_relu": (F.thresholded_relu, lambda x: np.where(x > 1.0, x, 0)),
+    "leaky_relu": (F.leaky_relu, lambda x: np.where(x > 0, x, 0.01 * x)),
 }
 
 

@@ -32,8 +32,7 @@ from .toplevel import (CUDAPinnedPlace, ParamAttr, assign, device_guard, get_cud
                        set_cuda_rng_state, shape, summary, tanh_)
 from .static import data  # noqa: E402 - paddle.data, static mode's placeholder
 
-Tensor.stop_gradient = stop_gradient_property
-_autograd.IMPLICIT_ONES[0] = True  # Paddle: y.backward() of a non-scalar y seeds a gradient of ones
+Tensor.stop_gradient = stop_gradient_property  # Paddle's name for `not requires_grad`, on every tensor
 
 
 def seed(value):
@@ -48,6 +47,8 @@ def to_tensor(data, dtype=None, place=None, stop_gradient=True):
         data = data.numpy()
     t = _tensor(_np.asarray(data) if not isinstance(data, (list, tuple)) else data, dtype=dtype)
     t.requires_grad = not stop_gradient
+    if not stop_gradient:
+        _autograd.seeds_ones(t)  # Paddle's rule: a non-scalar backward that reaches it seeds ones
     return t
 
 

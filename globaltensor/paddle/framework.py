@@ -54,6 +54,8 @@ def _get_stop_gradient(t):
 
 def _set_stop_gradient(t, value):
     t.requires_grad_(not value)
+    if not value:
+        _autograd.seeds_ones(t)  # a leaf made trainable through Paddle's name follows Paddle's backward rule
 
 
 stop_gradient_property = property(_get_stop_gradient, _set_stop_gradient,

@@ -1,6 +1,7 @@
 """paddle.nn: Layer (gt's Module with Paddle's methods) and layers under Paddle's names and
 parameter layouts (Linear's weight is [in_features, out_features])."""
 from ... import nn as _nn
+from ...autograd import seeds_ones as _seeds_ones
 from ... import ops as _ops
 from ...creation import zeros as _zeros
 from ...nn.init import xavier_uniform_ as _xavier_uniform_
@@ -25,6 +26,8 @@ class Layer(Module):
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
+        if isinstance(value, Parameter):
+            _seeds_ones(value)  # Paddle's rule: a non-scalar backward that reaches it seeds ones
         if isinstance(value, Parameter) and value.is_global:
             from ..distributed.auto_parallel import replicate_in_place
             for p in self._parameters.values():
@@ -68,6 +71,7 @@ def _create_parameter(shape, dtype=None, is_bias=False, default_initializer=None
     fans from dims 0 and 1, times the receptive field dims 2... of a convolution's weight); a
     ParamAttr's initializer and trainable flag apply."""
     p = Parameter(_zeros(*shape, dtype=dtype))
+    _seeds_ones(p)
     initializer = getattr(attr, "initializer", None) or default_initializer
     if initializer is not None:
         from ...autograd import no_grad
