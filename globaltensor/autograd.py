@@ -174,28 +174,33 @@ def _finishing(order):
     return done
 
 
+def _start(r, g, roots, order):
+    """The gradient a backward of root r starts from: g, else ones (a seed cached per layout) when
+    r is a scalar or a leaf under it follows Paddle's rule."""
+    if not r.requires_grad:
+        raise RuntimeError("backward: the tensor does not require grad (no input of it requires grad)")
+    if g is not None:
+        return g
+    if r.numel() != 1 and not _ones_for(roots, order):
+        raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
+    key = (r.shape, r.dtype.np, r.placement, r.sbp)
+    g = _seeds.get(key)
+    if g is None:  # a seed is never written to, so one per layout serves every backward
+        from .creation import ones_like
+        if len(_seeds) >= 64:
+            _seeds.clear()
+        g = _seeds[key] = ones_like(r, sbp=_seed_sbp(r))
+    return g
+
+
 def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
     """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`). With
     on_leaf, each leaf's gradient goes to on_leaf(leaf, grad_or_None) as soon as it is complete."""
-    from .creation import ones_like
-    grads = {}
-    for r, g in zip(roots, root_grads):
-        if not r.requires_grad:
-            raise RuntimeError("backward: the tensor does not require grad (no input of it requires grad)")
-        if g is None:
-            if r.numel() != 1:
-                order = _topological(roots) if order is None else order
-                if not _ones_for(roots, order):
-                    raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
-            key = (r.shape, r.dtype.np, r.placement, r.sbp)
-            g = _seeds.get(key)
-            if g is None:  # a seed is never written to, so one per layout serves every backward
-                if len(_seeds) >= 64:
-                    _seeds.clear()
-                g = _seeds[key] = ones_like(r, sbp=_seed_sbp(r))
-        _accumulate(grads, r, g)
     if order is None:
         order = _topological(roots)
+    grads = {}
+    for r, g in zip(roots, root_grads):
+        _accumulate(grads, r, _start(r, g, roots, order))
     finishing = _finishing(order) if on_leaf is not None else {}
     result = {}
     with no_grad():
@@ -265,6 +270,7 @@ def backward(tensor, gradient=None):
     leaves are reduced in buckets of BUCKET_BYTES, one all_reduce each, started during backward
     as soon as a bucket is complete (so communication overlaps the rest of backward)."""
     order = _topological([tensor])
+    gradient = _start(tensor, gradient, [tensor], order)  # bad calls raise before any bucket is planned
     finishing = _finishing(order)
     leaves_in_order = [leaf for i in sorted(finishing) for leaf in finishing[i]]
     if tensor._node is None:
@@ -285,11 +291,9 @@ def backward(tensor, gradient=None):
             all_buckets.append(buckets)
     owner = {id(leaf): b for b in all_buckets for bucket in b.plan for leaf in bucket}
     offered = _offer_destinations(order, owner)
-    # ids of the arrays a .grad (or the caller, as the gradient argument) holds; a graph's capture
-    # copies nothing (its replays assign fresh gradients, never add)
-    handed = None if capturing else set()
-    if gradient is not None and handed is not None:
-        handed.add(id(_root(gradient._local)))
+    # the roots of the arrays a .grad holds, or backward started from (the caller's gradient or
+    # the cached seed); a graph's capture copies nothing (its replays assign, never add)
+    handed = None if capturing else {id(_root(gradient._local))}
 
     def on_leaf(leaf, g):
         if g is not None and g.dtype != leaf.dtype:
@@ -334,15 +338,15 @@ def backward(tensor, gradient=None):
 
 
 def _private(g, handed):
-    """g, or a copy of it, such that the .grad it becomes owns its piece: one whose memory is the
-    backward seed's (cached), the caller's gradient argument's or another leaf's .grad's (add's
-    backward hands one array to both inputs), or a view of one of them, is copied, so accumulating
-    into a .grad later (in place, or zeroed by clear_grad) changes nothing else. `handed`: the
-    roots of the arrays given out so far; None: g as it is (a capture, whose replays assign)."""
+    """g, or a copy of it, such that the .grad it becomes owns its piece: one whose memory is in
+    `handed` (the array backward started from — the caller's gradient or the cached seed — or one
+    another leaf's .grad holds: add's backward hands one array to both inputs), views followed, is
+    copied, so accumulating into a .grad later (in place, or zeroed by clear_grad) changes nothing
+    else. handed None: g as it is (a capture, whose replays assign)."""
     if handed is None:
         return g
     root = id(_root(g._local))
-    if root in handed or any(root == id(_root(s._local)) for s in _seeds.values()):
+    if root in handed:
         g = Tensor(g._local.copy(), g._global_shape, g._dtype, g._placement, g._sbp)  # the layout, its own piece
         root = id(g._local)
     handed.add(root)
