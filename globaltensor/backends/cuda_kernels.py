@@ -21,15 +21,23 @@ def usable(*arrays, op="matmul"):
     float16 and bfloat16 (float64 stays with cupy), _C built with cuBLASLt, not turned off by
     GLOBALTENSOR_CUBLASLT=0, and a real GPU (not simulated_cupy). Device pieces that do not are
     counted as "cupy.<op>" in gt.debug.device_paths()."""
-    a = arrays[0]
-    if isinstance(a, np.ndarray):
+    if isinstance(arrays[0], np.ndarray):
         return False
-    ok = a.ndim == 2 and a.dtype.name in ("float32", "float16", "bfloat16") and \
-        not any(x is not None and (x.dtype != a.dtype or isinstance(x, np.ndarray)) for x in arrays[1:]) and \
-        os.environ.get("GLOBALTENSOR_CUBLASLT", "1") != "0" and not simulated() and getattr(_C, "with_cublaslt", False)
-    if not ok:
-        took(f"cupy.{op}")
-    return ok
+    if _fits(arrays):
+        return True
+    took(f"cupy.{op}")
+    return False
+
+
+def _fits(arrays):
+    a = arrays[0]
+    if a.ndim != 2 or a.dtype.name not in ("float32", "float16", "bfloat16"):
+        return False
+    if any(x is not None and (x.dtype != a.dtype or isinstance(x, np.ndarray)) for x in arrays[1:]):
+        return False
+    if os.environ.get("GLOBALTENSOR_CUBLASLT", "1") == "0" or simulated():
+        return False
+    return getattr(_C, "with_cublaslt", False)
 
 
 def cublaslt_path():

@@ -78,7 +78,7 @@ class Supervisor:
 
     def __init__(self, write, log_dir=None, raw_ranks=(), hold_tracebacks=False):
         """hold_tracebacks: a rank's Python traceback is held back from the console (release_held,
-        held_summary): the launcher prints the root cause's once and one line per other rank; one
+        Rank.held_exception): the launcher prints the root cause's once and one line per other rank; one
         whose process goes on for HOLD_SECONDS (a handled, logged exception) is let through."""
         self.write, self.log_dir, self.raw_ranks = write, log_dir, set(raw_ranks)
         self.hold_tracebacks = hold_tracebacks
@@ -165,10 +165,11 @@ class Supervisor:
                 return text[:i]
         return text
 
-    def release_held(self, r, when=lambda r: True):
-        """Print r's held lines as they would have been printed, and stop holding."""
+    def release_held(self, r, older_than=None):
+        """Print r's held lines as they would have been printed, and stop holding (only when held
+        for more than `older_than` seconds, if given)."""
         with self._write_lock:
-            if not r.held or not when(r):
+            if not r.held or older_than is not None and time.monotonic() - r.held_at <= older_than:
                 return
             lines, r.held, r.held_at = r.held, [], None
             prefix = "" if r.rank in self.raw_ranks else f"[rank {r.rank}] "
@@ -176,10 +177,9 @@ class Supervisor:
 
     def _release_stale(self):
         """A traceback held HOLD_SECONDS in a process that goes on was handled: let it through."""
-        now = time.monotonic()
         for r in self.ranks:
-            if r.held_at is not None and now - r.held_at > HOLD_SECONDS and r.proc.poll() is None:
-                self.release_held(r, when=lambda r: r.held_at is not None and now - r.held_at > HOLD_SECONDS)
+            if r.held and r.proc.poll() is None:
+                self.release_held(r, older_than=HOLD_SECONDS)
 
     def wait(self, timeout=None, stop=None, poll=0.01, remote_failure=None, on_exit=None):
         """Wait until all ranks exit or one fails; `stop()` returning a signal number ends it too.

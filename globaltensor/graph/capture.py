@@ -169,12 +169,14 @@ class Recorder:
         batches accumulating in one step); one from before the call would be added to at capture
         but not at replay."""
         for leaf in leaves:
-            made_here = id(leaf) in self._grad_leaves and leaf.grad is not None and \
-                self._known(leaf.grad._local) is not None
-            if leaf.grad is not None and not made_here:
+            if leaf.grad is not None and not self._grad_made_here(leaf):
                 raise CaptureError(f"backward inside a graph: {self._names.get(id(leaf), 'a leaf')} already has a .grad; a "
                                    f"graph's backward assigns gradients, so clear them before the call "
                                    f"(optimizer.zero_grad(), or add_optimizer, which clears them after each step)")
+
+    def _grad_made_here(self, leaf):
+        """Whether leaf.grad is a register of this capture (an earlier backward of the step set it)."""
+        return id(leaf) in self._grad_leaves and self._known(leaf.grad._local) is not None
 
     def backward_ends(self, leaves):
         for leaf in leaves:

@@ -8,6 +8,7 @@ import numpy as np
 from .. import _C
 from .. import ops as _ops
 from .. import random as _random
+from ..autograd import no_grad
 from ..creation import tensor as _tensor
 from ..tensor import Tensor
 
@@ -54,14 +55,9 @@ def assign(x, output=None):
     value = x.clone().detach() if isinstance(x, Tensor) else _tensor(np.asarray(x))
     if output is None:
         return value
-    with _no_grad():
+    with no_grad():
         output.copy_(value)
     return output
-
-
-def _no_grad():
-    from ..autograd import no_grad
-    return no_grad()
 
 
 def shape(input):
@@ -130,7 +126,7 @@ def summary(net, input_size=None, dtypes=None, input=None):
             input = [_ops.zeros(*[1 if s in (None, -1) else s for s in size], dtype=d or "float32")
                      for size, d in zip(sizes, kinds)]
         if input is not None:
-            with _no_grad():
+            with no_grad():
                 net(*(input if isinstance(input, (list, tuple)) else [input]))
     finally:
         for h in hooks:

@@ -1,7 +1,7 @@
 """paddle.nn: Layer (gt's Module with Paddle's methods) and layers under Paddle's names and
 parameter layouts (Linear's weight is [in_features, out_features])."""
 from ... import nn as _nn
-from ...autograd import seeds_ones as _seeds_ones
+from ...autograd import no_grad as _no_grad, seeds_ones as _seeds_ones
 from ... import ops as _ops
 from ...creation import zeros as _zeros
 from ...nn.init import xavier_uniform_ as _xavier_uniform_
@@ -26,9 +26,10 @@ class Layer(Module):
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
-        if isinstance(value, Parameter):
-            _seeds_ones(value)  # Paddle's rule: a non-scalar backward that reaches it seeds ones
-        if isinstance(value, Parameter) and value.is_global:
+        if not isinstance(value, Parameter):
+            return
+        _seeds_ones(value)  # Paddle's rule: a non-scalar backward that reaches it seeds ones
+        if value.is_global:
             from ..distributed.auto_parallel import replicate_in_place
             for p in self._parameters.values():
                 if p is not None and p.is_local:
@@ -74,8 +75,7 @@ def _create_parameter(shape, dtype=None, is_bias=False, default_initializer=None
     _seeds_ones(p)
     initializer = getattr(attr, "initializer", None) or default_initializer
     if initializer is not None:
-        from ...autograd import no_grad
-        with no_grad():  # an initializer fills the parameter in place
+        with _no_grad():  # an initializer fills the parameter in place
             initializer(p)
     elif not is_bias:
         _xavier_uniform_(p)
