@@ -135,21 +135,33 @@ def test_global_gradients_accumulate_exactly(nprocs, mesh_2d):
     assert run_ranks(_twice_is_double, nprocs, mesh_2d)[0] == (16 if not mesh_2d else 36)
 
 
-def _micro_batches_equal_the_batch(distributed):
-    """Gradients accumulated over 4 micro-batches (each loss a quarter) equal the whole batch's,
-    and the batch's gradient is not changed by the accumulation that follows it."""
+def _mlp(distributed):
+    """A small MLP, data-parallel on 2 ranks when distributed; (model, where data goes)."""
     gt.manual_seed(0)
     model = gt.nn.Sequential(gt.nn.Linear(6, 8), gt.nn.ReLU(), gt.nn.Linear(8, 2))
-    where = {}
-    if distributed:
-        pl = gt.placement("cpu", [0, 1])
-        model.to_global(pl, gt.sbp.broadcast)
-        where = {"placement": pl, "sbp": gt.sbp.split(0)}
-    rng = np.random.default_rng(5)
+    if not distributed:
+        return model, {}
+    pl = gt.placement("cpu", [0, 1])
+    model.to_global(pl, gt.sbp.broadcast)
+    return model, {"placement": pl, "sbp": gt.sbp.split(0)}
+
+
+def _whole_batch_grads(model, where, seed):
+    """(x, y) of 16 rows, and the gradients of the whole batch's loss (the .grads cleared after)."""
+    rng = np.random.default_rng(seed)
     x, y = rng.standard_normal((16, 6)).astype(np.float32), rng.standard_normal((16, 2)).astype(np.float32)
-    gt.nn.functional.mse_loss(model(gt.tensor(x, **where)), gt.tensor(y, **where)).backward()
-    whole = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
     model.zero_grad()
+    gt.nn.functional.mse_loss(model(gt.tensor(x, **where)), gt.tensor(y, **where)).backward()
+    whole = [p.grad.numpy().copy() for p in model.parameters()]
+    model.zero_grad()
+    return x, y, whole
+
+
+def _micro_batches_equal_the_batch(distributed):
+    """Gradients accumulated over 4 micro-batches (each loss a quarter) equal the whole batch's."""
+    model, where = _mlp(distributed)
+    x, y, whole = _whole_batch_grads(model, where, 5)
+    whole = dict(zip((n for n, _ in model.named_parameters()), whole))
     for i in range(4):
         xs, ys = (gt.tensor(a[4 * i:4 * i + 4], **where) for a in (x, y))
         (gt.nn.functional.mse_loss(model(xs), ys) / 4).backward()
@@ -166,13 +178,7 @@ def test_micro_batch_accumulation_equals_the_whole_batch(nprocs):
 def _graph_micro_batches(distributed):
     """Inside one traced step, 4 micro-batches' backwards accumulate into .grad: the replay gives
     the whole batch's gradients, as eager mode does."""
-    gt.manual_seed(0)
-    model = gt.nn.Sequential(gt.nn.Linear(6, 8), gt.nn.ReLU(), gt.nn.Linear(8, 2))
-    where = {}
-    if distributed:
-        pl = gt.placement("cpu", [0, 1])
-        model.to_global(pl, gt.sbp.broadcast)
-        where = {"placement": pl, "sbp": gt.sbp.split(0)}
+    model, where = _mlp(distributed)
 
     @gt.jit.trace
     def accumulate(*pieces):
@@ -182,12 +188,7 @@ def _graph_micro_batches(distributed):
 
     results = []
     for seed in (1, 2):  # the capture, then a replay
-        rng = np.random.default_rng(seed)
-        x, y = rng.standard_normal((16, 6)).astype(np.float32), rng.standard_normal((16, 2)).astype(np.float32)
-        model.zero_grad()
-        gt.nn.functional.mse_loss(model(gt.tensor(x, **where)), gt.tensor(y, **where)).backward()
-        whole = [p.grad.numpy().copy() for p in model.parameters()]
-        model.zero_grad()
+        x, y, whole = _whole_batch_grads(model, where, seed)
         pieces = [gt.tensor(a[4 * i:4 * i + 4], **where) for a in (x, y) for i in range(4)]
         got = [g.numpy() for g in accumulate(*pieces)]
         model.zero_grad()
