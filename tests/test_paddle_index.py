@@ -92,6 +92,7 @@ def test_layers_losses_and_helpers():
     np.testing.assert_allclose(F.normalize(t).numpy(), x / np.linalg.norm(x, axis=1, keepdims=True))
     np.testing.assert_allclose(F.cosine_similarity(t, t * 2).numpy(), np.ones(4))
     np.testing.assert_allclose(F.label_smooth(paddle.to_tensor(label), epsilon=0.3).numpy(), 0.7 * label + 0.1)
+    assert np.isclose(float(paddle.nn.L1Loss("sum")(t, paddle.to_tensor(label))), np.abs(x - label).sum())
     prelu = paddle.nn.PReLU(3)
     np.testing.assert_allclose(prelu(t).numpy(), np.where(x > 0, x, 0.25 * x), rtol=1e-6)
     assert paddle.nn.SyncBatchNorm.convert_sync_batchnorm(prelu) is prelu

@@ -206,9 +206,21 @@ LogSigmoid = _activation("LogSigmoid", _F.log_sigmoid, ())
 Tanhshrink = _activation("Tanhshrink", _F.tanhshrink, ())
 ThresholdedReLU = _activation("ThresholdedReLU", _F.thresholded_relu, ("threshold",))
 LogSoftmax = _activation("LogSoftmax", _F.log_softmax, ("axis",))
-L1Loss = _paddle_class("L1Loss", _nn.L1Loss, "mean (or sum) of |input - label|; L1Loss(reduction='mean')")
-KLDivLoss = _paddle_class("KLDivLoss", _nn.KLDivLoss, "label * (log(label) - input); KLDivLoss(reduction='mean')")
 ParameterList = _paddle_class("ParameterList", _nn.ParameterList, "A list of parameters")
+
+
+class L1Loss(_nn.L1Loss, Layer):
+    """mean (or sum) of |input - label|; Paddle's signature (reduction first)."""
+
+    def __init__(self, reduction="mean", name=None):
+        super().__init__(reduction=reduction)
+
+
+class KLDivLoss(_nn.KLDivLoss, Layer):
+    """label * (log(label) - input); Paddle's signature (reduction first)."""
+
+    def __init__(self, reduction="mean"):
+        super().__init__(reduction=reduction)
 
 
 class NLLLoss(_nn.NLLLoss, Layer):
