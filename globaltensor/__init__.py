@@ -4,7 +4,7 @@ from . import nn, optim, pipeline, utils, jit  # noqa: E402 - after the ops they
 from .serialization import load, save
 from .memory import empty_cache, max_memory_allocated, memory_allocated, memory_stats, reset_peak_memory_stats
 from . import ops as _ops
-from .autograd import enable_grad, no_grad
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .dtype import (bfloat16, bool, float16, float32, float64, get_default_dtype, int8, int32, int64,  # noqa: A004
                     set_default_dtype, uint8)
 from .ops import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,  # noqa: E402
@@ -33,7 +33,7 @@ __all__ = [
     "get_default_dtype", "set_default_dtype",
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
     "zeros_like", "ones_like", "full_like", "empty_like",
-    "save", "load", "no_grad", "enable_grad", "return_types",
+    "save", "load", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "return_types",
     "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "__version__",
     "memory_stats", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
 ] + [_name for _name in _ops.PUBLIC if _name != "slice"]

@@ -10,7 +10,7 @@ from .env import get_rank
 from .layout import holds_value, local_box
 from .placement import placement as Placement
 from .sbp import normalize
-from .hooks import recorder as _recording
+from .scope import recorder as _recorder
 from .tensor import Tensor
 
 
@@ -54,8 +54,8 @@ def build(global_shape, dt, placement, sbp, fill):
 
 def _made(t):
     """A new tensor of constant values; a graph that captures records it as a constant."""
-    if _recording[0] is not None:
-        _recording[0].constant(t)
+    if (rec := _recorder()) is not None:
+        rec.constant(t)
     return t
 
 
@@ -264,8 +264,8 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b):
         return build(shape, dt, placement, sbp, fill)
 
     t = draw()
-    if _recording[0] is not None:  # a graph replays the draw (the counter advances as in eager mode)
-        _recording[0].random(t, lambda: draw()._local)
+    if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
+        rec.random(t, lambda: draw()._local)
     return t
 
 

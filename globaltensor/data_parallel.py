@@ -1,12 +1,10 @@
 """DataParallel for local tensors (as Paddle's and PyTorch's): every rank runs the module on its
 own batch, and backward averages the gradients over the ranks in buckets, each bucket's
 all_reduce started as soon as its gradients are done."""
-import numpy as np
-
 from . import autograd, grad_buckets
 from .distributed import collectives
 from .env import get_world_size
-from .tensor import Tensor
+from .scope import current as _scope
 
 
 class DataParallel:
@@ -35,7 +33,7 @@ class DataParallel:
         self._plan = grad_buckets.pack(
             order, [p._local.nbytes for p in order],
             lambda i: self.last_bucket_bytes if i == 0 else self.bucket_bytes)
-        autograd.bucket_planners.add(self)
+        autograd.sinks.add(self)
 
     def __call__(self, *args, **kwargs):
         return self.module(*args, **kwargs)
@@ -49,42 +47,26 @@ class DataParallel:
     def no_sync(self):
         return _NoSync(self)
 
-    def plan_buckets(self, leaves_in_order, sync):
-        """This backward's Buckets, or None when nothing of ours is reduced."""
-        if not (self._syncing and sync) or get_world_size() == 1:
+    def begin(self, run):
+        """autograd's sink protocol: this backward's Buckets, or None when nothing of ours is reduced."""
+        state = _scope.get()
+        if not (self._syncing and state.sync) or get_world_size() == 1:
             return None
-        reached = {id(leaf) for leaf in leaves_in_order}
+        reached = {id(leaf) for leaf in run.leaves}
         if not any(id(p) in reached for p in self._params):
             return None
-        buckets = grad_buckets.Buckets(self._plan, self._launch, self._land, grad_buckets.flat_buffers(self._plan))
+        if state.recorder is not None:
+            raise RuntimeError("backward inside a graph: DataParallel reduces gradients in buckets the graph cannot "
+                               "record (DataParallel of local tensors); make the model global (to_global with "
+                               "broadcast parameters) to capture it")
+        flats = grad_buckets.flat_buffers(self._plan)
+        buckets = grad_buckets.Buckets(self._plan, grad_buckets.launch_local, grad_buckets.land_local, flats)
+        buckets.offer(run.order)
         if self.find_unused_parameters:
             for p in self._params:
                 if id(p) not in reached:
                     buckets.ready(p, None)
         return buckets
-
-    def _launch(self, bucket, grads, flat):
-        """Fill the bucket's buffer (a parameter without a gradient: its .grad, or zeros) and start
-        its all_reduce."""
-        pieces = {}
-        for p in bucket:
-            g = grads.get(id(p))
-            if g is None:
-                g = p.grad if p.grad is not None else None
-            pieces[id(p)] = g._local if g is not None else np.zeros_like(p._local)
-        buffer = grad_buckets.fill(flat, pieces)
-        return [(collectives.all_reduce_async(buffer), buffer, bucket)]
-
-    def _land(self, pending):
-        world = get_world_size()
-        for work, flat, bucket in pending:
-            work.wait()
-            flat /= world
-            start = 0
-            for p in bucket:
-                n = p._local.size
-                p.grad = Tensor(flat[start:start + n].reshape(p._local.shape))
-                start += n
 
     def state_dict(self):
         return self.module.state_dict()
@@ -106,9 +88,7 @@ class _NoSync:
 
 def no_sync(model=None):
     """Inside: backward accumulates partial gradients without communicating."""
-    return autograd.no_sync()
+    return grad_buckets.no_sync()
 
 
-def set_bucket_size(megabytes):
-    """The size of the gradient buckets reduced by one all_reduce each (default 25 MB)."""
-    autograd.BUCKET_BYTES[0] = int(megabytes * (1 << 20))
+set_bucket_size = grad_buckets.set_bucket_size

@@ -70,18 +70,30 @@ def device_paths():
 
 
 def clear_caches():
-    """Empty the caches of decided ops, boxing plans, backward seeds, attention masks, micro-batch
+    """Empty the caches of decided ops, boxing plans, attention masks, micro-batch
     shards and gradient-bucket buffers (each is bounded; this frees them now). Results do not
     change: each cache holds pure functions of its keys."""
-    from . import autograd, dispatch, grad_buckets
+    from . import dispatch, grad_buckets
     from .boxing import planning
     from .ops import attention
     from .pipeline import microbatch
     dispatch._cache.clear()
-    autograd._seeds.clear()
     grad_buckets._flat_cache.clear()
     for cached in (planning.plan, planning._overlap_blocks, attention._future, microbatch._dim0_shards):
         cached.cache_clear()
+
+
+def signature(name, *tensors, **static):
+    """The SBP signature op `name` takes for these global inputs (deciding it, running nothing;
+    every rank must call it: a decision may exchange shapes).
+
+    Examples:
+        >>> gt.debug.signature("matmul", x, w)    # x split(0), w broadcast
+        Signature(S(0), B -> S(0))
+    """
+    from .dispatch import decision_for
+    from .ops.registry import REGISTRY
+    return decision_for(REGISTRY[name], tensors, static).signature
 
 
 def explain(x, sbp=None, placement=None, file=None):

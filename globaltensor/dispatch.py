@@ -11,7 +11,7 @@ import itertools
 
 import numpy as np
 
-from . import autograd, hooks
+from . import autograd
 from . import dtype as _dtype
 from . import layout as layout_lib
 from .backends.devices import device, of_array
@@ -19,7 +19,8 @@ from .boxing import plan, run
 from .boxing.planning import reduction_bytes
 from .env import get_rank
 from .ops.registry import REGISTRY
-from .sbp import broadcast, partial_sum, split
+from .sbp import Signature, broadcast, partial_sum, split
+from .scope import current as _scope
 from .tensor import Layout, Tensor
 
 
@@ -40,10 +41,14 @@ class Decision:
         self.pieces = None  # this rank's piece shape of each output, as its layout says
         self.offsets = None  # for ops taking offsets: where each input's piece starts, per dim
 
+    @property
+    def signature(self):
+        """The chosen signature (outputs empty for a data-dependent op: read from each call)."""
+        return Signature(self.in_sbps, self.out_sbps or ())
+
 
 _cache = {}  # (op, statics, input layouts) -> Decision, at most CACHE_SIZE (the oldest half goes when full)
 CACHE_SIZE = 8192
-_recording = hooks.recorder
 
 
 def _freeze(value):
@@ -224,8 +229,9 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
     kernel = opdef.kernel
     if opdef.takes_hints and (out is not None or order is not None):
         kernel = functools.partial(kernel, out=out, order=order)
-    if _recording[0] is not None:  # a graph captures: it runs the op and records it (graph/capture.py)
-        outs = _recording[0].apply(opdef, kernel, tensors, static)
+    state = _scope.get()
+    if state.recorder is not None:  # a graph captures: it runs the op and records it (graph/capture.py)
+        outs = state.recorder.apply(opdef, kernel, tensors, static)
     elif tensors[0]._placement is None:
         _check_placements(name, tensors)
         result = kernel(*[t._local for t in tensors], **static)
@@ -233,7 +239,7 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
         outs = tuple(Tensor(dev.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
     else:
         outs = _apply_global(opdef, kernel, tensors, static)
-    if autograd._enabled[0]:
+    if state.grad:
         for t in tensors:
             if t.requires_grad:
                 autograd.record(name, opdef.backward, tensors, outs, static)

@@ -1,14 +1,17 @@
-"""Gradient buckets: backward files each finished gradient, and a bucket's all_reduce starts on
-the group's worker thread as soon as its last gradient is in, while backward goes on."""
+"""Gradient buckets: a sink of autograd's that files each finished gradient, and a bucket's
+all_reduce starts on the group's worker thread as soon as its last gradient is in."""
+import collections
 import math
 import sys
 import weakref
 
 import numpy as np
 
-from .backends.devices import device, of_array
-from .env import get_rank
 from . import autograd
+from .backends.devices import device, of_array
+from .distributed import collectives
+from .env import get_rank, get_world_size
+from .scope import current as _scope, scoped
 from .sbp import broadcast
 from .sbp import reducible_axes as sbp_reducible_axes
 from .tensor import Tensor
@@ -61,6 +64,29 @@ class FlatBuffer:
         return all(ref() is not None for ref in self._leaves)
 
 
+_bucket_bytes = [25 << 20]
+
+
+def bucket_bytes():
+    """The size of a gradient bucket: the gradients one all_reduce carries."""
+    return _bucket_bytes[0]
+
+
+def set_bucket_size(megabytes):
+    """The size of the gradient buckets reduced by one all_reduce each (default 25 MB)."""
+    _bucket_bytes[0] = int(megabytes * (1 << 20))
+
+
+def no_sync():
+    """Inside: backward keeps the partial gradients of broadcast leaves (no communication); the
+    first backward after it reduces what was accumulated, in buckets. Scoped to this thread."""
+    return scoped(sync=False)
+
+
+def syncing():
+    return _scope.get().sync
+
+
 _flat_cache = {}  # (leaf ids, local shapes, dtype) -> FlatBuffer
 
 
@@ -93,6 +119,41 @@ class Buckets:
         self._grads = [{} for _ in plan]
         self._missing = [len(bucket) for bucket in plan]
         self._started = []
+        self._offered = []
+
+    def offer(self, order):
+        """Point each context of backward's `order` at the bucket views of its leaf inputs, so
+        its backward may write those gradients in place: only leaves used once (nothing to add
+        up) that have no .grad yet. Taken back at finish() or abandon()."""
+        if all(f is None for f in self._flats):
+            return self
+        uses = collections.Counter(id(t) for ctx in order for t in ctx.inputs)
+        for ctx in order:
+            for j, t in enumerate(ctx.inputs):
+                if id(t) in self._bucket_of and t.grad is None and uses[id(t)] == 1:
+                    view = self.dest(t)
+                    if view is not None:
+                        if ctx.dests is None:
+                            ctx.dests = [None] * len(ctx.inputs)
+                            self._offered.append(ctx)
+                        ctx.dests[j] = view
+        return self
+
+    def _take_back(self):
+        for ctx in self._offered:  # a later grad() over this graph must not write into the buckets
+            ctx.dests = None
+        self._offered = []
+
+    def take(self, leaf, g):
+        """autograd's sink protocol: file the leaf's gradient when it is reducible into the leaf's
+        layout (and pass None on); else the bucket counts the leaf as done and g goes on."""
+        if id(leaf) not in self._bucket_of:
+            return g
+        takes = g is not None and (leaf.is_local or reducible_axes(leaf, g) is not None)
+        if not takes:
+            g = self.keep_out(leaf, g)  # before ready(): that may start the bucket's all_reduce
+        self.ready(leaf, g if takes else None)
+        return None if takes else g
 
     def owns(self, leaf):
         return id(leaf) in self._bucket_of
@@ -120,6 +181,7 @@ class Buckets:
         self._started.append(self._launch(self.plan[i], self._grads[i], self._flats[i]))
 
     def finish(self):
+        self._take_back()
         while len(self._started) < len(self.plan):
             self._start_next()
         for pending in self._started:
@@ -127,6 +189,7 @@ class Buckets:
 
     def abandon(self):
         """After an error in backward: wait for what started (its buffers must outlive it)."""
+        self._take_back()
         for pending in self._started:
             for work, _, _ in pending:
                 try:
@@ -206,6 +269,39 @@ def land_global(pending):
             leaf.grad = reduced if leaf.grad is None else _add(leaf.grad, reduced).detach()
 
 
+# Local leaves (DataParallel, Paddle's fused_allreduce_gradients): the mean over all ranks.
+
+def launch_local(bucket, grads, flat):
+    """Fill the bucket's buffer (a parameter without a gradient: its .grad, or zeros) and start
+    its all_reduce."""
+    pieces = {}
+    for p in bucket:
+        g = grads.get(id(p))
+        if g is None:
+            g = p.grad if p.grad is not None else None
+        pieces[id(p)] = g._local if g is not None else np.zeros_like(p._local)
+    buffer = fill(flat, pieces)
+    return [(collectives.all_reduce_async(buffer), buffer, bucket)]
+
+
+def land_local(pending, into_own=False):
+    """Each .grad becomes the mean: a view of the bucket's buffer, or (into_own) copied into the
+    array the .grad holds already."""
+    world = get_world_size()
+    for work, flat, bucket in pending:
+        work.wait()
+        flat /= world
+        start = 0
+        for p in bucket:
+            n = p._local.size
+            view = flat[start:start + n].reshape(p._local.shape)
+            start += n
+            if into_own:
+                p.grad._local[...] = view
+            else:
+                p.grad = Tensor(view)
+
+
 def _group(ranks):
     from .boxing import _group as group
     return group(ranks)
@@ -216,20 +312,39 @@ def _add(a, b):
     return add(a, b)
 
 
-class _GlobalPlanner:
+class _KeepPartial:
+    """Inside no_sync(): a broadcast global leaf's partial gradient is stored as it is (added to
+    on later micro-batches); the first backward outside reduces it."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def take(self, leaf, g):
+        if g is not None and leaf.grad is None and leaf.is_global and reducible_axes(leaf, g) is not None:
+            self.run.store(leaf, g)
+            return None
+        return g
+
+    def finish(self):
+        pass
+
+    abandon = finish
+
+
+class _GlobalSink:
     """Buckets of the broadcast global leaves whose gradients come out partial. Registered with
     autograd when this module loads, before any DataParallel, so its buckets start first. A
-    graph's backward skips it (fit_in_graph): each reduction is recorded as a conversion and the
-    graph's bucketing pass packs them."""
+    graph's capture gets none: it records each reduction, and the graph's bucketing pass packs
+    them."""
 
-    fit_in_graph = True
-
-    def plan_buckets(self, leaves_in_order, sync):
-        if not sync:
+    def begin(self, run):
+        if not _scope.get().sync:
+            return _KeepPartial(run)
+        if _scope.get().recorder is not None:
             return None
-        plan = plan_global(leaves_in_order, autograd.BUCKET_BYTES[0])
-        return Buckets(plan, launch_global, land_global, flat_buffers(plan)) if plan else None
+        plan = plan_global(run.leaves, bucket_bytes())
+        return Buckets(plan, launch_global, land_global, flat_buffers(plan)).offer(run.order) if plan else None
 
 
-GLOBAL_PLANNER = _GlobalPlanner()
-autograd.bucket_planners.add(GLOBAL_PLANNER)
+GLOBAL_SINK = _GlobalSink()
+autograd.sinks.add(GLOBAL_SINK)

@@ -116,5 +116,40 @@ def normalize(value, ndim_mesh, tensor_ndim=None):
     return items
 
 
+class Signature(tuple):
+    """An op's SBP signature: the inputs' SBPs and the outputs', each one SBP (a row of one mesh
+    axis) or a tuple of one per mesh axis. A pair (inputs, outputs), as the rules write rows.
+
+    Examples:
+        >>> str(Signature((split(1), split(0)), (partial_sum,)))
+        'S(1), S(0) -> P'
+        >>> str(Signature(((split(0), broadcast),), ((split(0), partial_sum),)))
+        '(S(0), B) -> (S(0), P)'
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, inputs, outputs):
+        return super().__new__(cls, (tuple(inputs), tuple(outputs)))
+
+    @property
+    def inputs(self):
+        return self[0]
+
+    @property
+    def outputs(self):
+        return self[1]
+
+    def __str__(self):
+        def one(s):
+            if not isinstance(s, tuple):
+                return str(s)
+            return str(s[0]) if len(s) == 1 else _text(s)
+        return f"{', '.join(map(one, self.inputs))} -> {', '.join(map(one, self.outputs))}"
+
+    def __repr__(self):
+        return f"Signature({self})"
+
+
 def _text(items):
     return "(" + ", ".join(str(s) for s in items) + ")"

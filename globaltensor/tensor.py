@@ -4,7 +4,8 @@ import weakref
 import numpy as np
 
 from . import dtype as _dtype
-from .hooks import readback, recorder as _recording
+from .hooks import readback
+from .scope import recorder as _recorder
 
 
 class Layout:
@@ -86,8 +87,8 @@ class Tensor:
         if old is not None and self._read_at > (self._past[-1][0] if self._past else 0):
             self._past = (self._past or []) + [(now, old)]
         self._local = new._local
-        if _recording[0] is not None:
-            _recording[0].became(self)
+        if (rec := _recorder()) is not None:
+            rec.became(self)
         node = new._node
         if node is not None:
             node.ctx.outputs = tuple(self if o is new else o for o in node.ctx.outputs)

@@ -202,3 +202,38 @@ def test_micro_batch_accumulation_in_a_graph_equals_the_whole_batch(nprocs):
         for whole, got in rank_result:
             for w, g in zip(whole, got):
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_custom_function_as_pytorch_writes_it():
+    """A torch.autograd.Function subclass runs unchanged (imports aside): save_for_backward,
+    saved_tensors, needs_input_grad, a non-tensor argument, one gradient per argument."""
+    torch = pytest.importorskip("torch")
+
+    def define(base):
+        class ScaledCube(base):
+            @staticmethod
+            def forward(ctx, x, w, scale):
+                ctx.save_for_backward(x, w)
+                ctx.scale = scale
+                return x * x * x * w * scale
+
+            @staticmethod
+            def backward(ctx, g):
+                x, w = ctx.saved_tensors
+                gx = g * 3 * x * x * w * ctx.scale if ctx.needs_input_grad[0] else None
+                gw = g * x * x * x * ctx.scale if ctx.needs_input_grad[1] else None
+                return gx, gw, None
+        return ScaledCube
+
+    x0, w0 = np.array([1.0, -2.0, 0.5]), np.array([0.5, 1.5, -1.0])
+    ours = [gt.tensor(x0, requires_grad=True), gt.tensor(w0)]
+    theirs = [torch.tensor(x0, requires_grad=True), torch.tensor(w0)]
+    y = define(gt.autograd.Function).apply(*ours, 2.0)
+    t = define(torch.autograd.Function).apply(*theirs, 2.0)
+    np.testing.assert_allclose(y.numpy(), t.detach().numpy())
+    y.sum().backward()
+    t.sum().backward()
+    np.testing.assert_allclose(ours[0].grad.numpy(), theirs[0].grad.numpy())
+    assert ours[1].grad is None and theirs[1].grad is None
+    with gt.no_grad():
+        assert not define(gt.autograd.Function).apply(*ours, 2.0).requires_grad

@@ -10,7 +10,7 @@ ROOT = os.path.dirname(globaltensor.__file__)
 
 # Bottom to top; a module belongs to the longest prefix that names it.
 LAYERS = [
-    ("L0 values", ["_C", "sbp", "layout", "dtype", "random", "hooks"]),
+    ("L0 values", ["_C", "sbp", "layout", "dtype", "random", "scope", "hooks"]),
     ("L1 the job", ["env", "placement", "backends", "distributed"]),
     ("L2 tensor", ["tensor"]),
     ("L3 creation and conversion", ["creation", "boxing"]),

@@ -1,6 +1,6 @@
 """Boxing: move a global tensor to another (placement, sbp) without changing its value."""
 from ..backends.devices import device, move
-from ..hooks import recorder as _recording
+from ..scope import recorder as _recorder
 from ..sbp import broadcast, normalize
 from ..tensor import Tensor
 from .execution import _group, run
@@ -21,8 +21,8 @@ def convert(x, placement, sbp):
     if x.is_local:
         if placement is None or sbp is None:
             raise ValueError("to_global on a local tensor needs both placement and sbp")
-        if _recording[0] is not None:  # a graph keeps a local constant's conversion as a constant
-            return _recording[0].from_local(x, lambda: from_local(move(x._local, device(placement.type)), placement,
+        if (rec := _recorder()) is not None:  # a graph keeps a local constant's conversion as a constant
+            return rec.from_local(x, lambda: from_local(move(x._local, device(placement.type)), placement,
                                                                   sbp))
         return from_local(move(x._local, device(placement.type)), placement, sbp)
     placement = placement or x.placement
@@ -35,13 +35,13 @@ def convert(x, placement, sbp):
     if placement == x.placement and sbp == x.sbp:
         return x
     if placement.type != x.placement.type:
-        if _recording[0] is not None:
+        if (rec := _recorder()) is not None:
             raise RuntimeError(f"a graph cannot capture a move between devices ({x.placement.type} -> "
                                f"{placement.type}); move the tensors before calling it")
         return _across_devices(x, placement, sbp)
     p = plan(x.placement, x.sbp, placement, sbp, x.shape, x.dtype.itemsize)
-    if _recording[0] is not None:
-        return _recording[0].convert(x, p)
+    if (rec := _recorder()) is not None:
+        return rec.convert(x, p)
     return Tensor(run(p, x._local, x.dtype), x.shape, x.dtype, placement, sbp)
 
 

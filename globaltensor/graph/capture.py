@@ -4,10 +4,11 @@ import gc
 
 import numpy as np
 
-from .. import dispatch, hooks
+from .. import autograd, dispatch, scope
 from ..backends.devices import device, of_array
 from ..boxing import _group, run as run_plan
 from ..env import get_rank
+from ..grad_buckets import reducible_axes
 from ..tensor import Layout, Tensor
 from .program import Instr, Program, Reg
 
@@ -198,11 +199,8 @@ class Recorder:
         outside the recording, and at every replay, after the gradients it may read are set."""
         self.sync_grads()
         self._emit(Instr("step", name, fn, [], []))
-        hooks.recorder[0] = None
-        try:
+        with scope.scoped(recorder=None):
             result = fn()
-        finally:
-            hooks.recorder[0] = self
         for key, leaf in self._grad_leaves.items():  # it may have cleared or replaced gradients
             self._grad_regs[key] = None if leaf.grad is None else self._known(leaf.grad._local)
         return result
@@ -326,3 +324,39 @@ class _StateSetter:
 
     def __call__(self, piece):
         self.t._local = piece
+
+
+class _BackwardSink:
+    """autograd's sink while a graph captures: the backward assigns gradients (run.assigns), and a
+    broadcast leaf's partial gradient is reduced by a recorded all_reduce (Recorder.reduce_grad),
+    which the graph's bucketing pass packs, instead of eager mode's buckets."""
+
+    def begin(self, run):
+        rec = scope.recorder()
+        if rec is None:
+            return None
+        rec.backward_starts(run.leaves)
+        run.assigns = True
+        return _BackwardTaker(rec, run.leaves)
+
+
+class _BackwardTaker:
+    def __init__(self, rec, leaves):
+        self.rec, self.leaves = rec, leaves
+
+    def take(self, leaf, g):
+        if g is not None and leaf.is_global:
+            axes = reducible_axes(leaf, g)
+            if axes is not None:
+                g = self.rec.reduce_grad(leaf, g, axes)
+        return g
+
+    def finish(self):
+        self.rec.backward_ends(self.leaves)
+
+    def abandon(self):
+        pass
+
+
+BACKWARD_SINK = _BackwardSink()
+autograd.sinks.add(BACKWARD_SINK)  # after grad_buckets' (imported above): no_sync's keeping comes first

@@ -2,7 +2,7 @@
 import logging
 import os
 
-from .. import hooks
+from .. import hooks, scope
 from ..tensor import Tensor
 from . import passes
 from .capture import CaptureError, Recorder
@@ -25,7 +25,7 @@ class Captured:
         return found
 
     def _call(self, args, kwargs):
-        if os.environ.get("GLOBALTENSOR_GRAPH", "1") == "0" or hooks.recorder[0] is not None:
+        if os.environ.get("GLOBALTENSOR_GRAPH", "1") == "0" or scope.recorder() is not None:
             return self._body(args, kwargs)  # eager (debugging), or inside another graph's capture
         if not kwargs and all(type(a) is Tensor for a in args):  # the common call: tensors only
             tensors = args
@@ -52,14 +52,11 @@ class Captured:
                                f"the graph inputs of fixed shapes and layouts, or raise max_programs")
         log.info("%s: capturing (%s)", label, reason)
         rec = Recorder(tensors, self._state_names())
-        hooks.recorder[0] = rec
-        try:
+        with scope.scoped(recorder=rec):
             out = self._body(args, kwargs)
             outputs = []
             tree = _flatten_output(out, outputs)
             program = rec.finish(outputs, label)
-        finally:
-            hooks.recorder[0] = None
         passes.plan(program)
         compile_program(program)
         result = _unflatten(tree, [program.regs[r].array for r in program.outputs])

@@ -155,7 +155,7 @@ class Module:
 
     def no_sync(self):
         """Accumulate gradients without communicating (data parallelism), as Paddle's no_sync."""
-        from ..autograd import no_sync
+        from ..grad_buckets import no_sync
         return no_sync()
 
     def zero_grad(self, set_to_none=True):

@@ -19,31 +19,47 @@ def to_global(x, placement=None, sbp=None, grad_sbp=None):
     where = placement if placement is not None else x.placement
     if grad_sbp is not None and isinstance(where, Placement):  # checked before any collective
         grad_sbp = normalize(grad_sbp, where.ndim, x.ndim)
-    out = convert(x, placement, sbp)
-    if x.requires_grad and autograd.is_grad_enabled() and (out is not x or grad_sbp is not None):
-        if out is x:  # the layout stays; the gradient's changes (Megatron's f: all_reduce in backward)
-            out = Tensor._wrap(x._local, x._layout or x.layout())
-        autograd.record("to_global", _to_global_backward, [x], [out], {"grad_sbp": grad_sbp})
-    return out
+    if grad_sbp is None and not (x.requires_grad and autograd.is_grad_enabled() and not _unchanged(x, placement, sbp)):
+        return convert(x, placement, sbp)  # nothing to record (x itself when nothing changes)
+    return _ToGlobal.apply(x, placement, sbp, grad_sbp)
 
 
-def _to_global_backward(ctx, g):
-    """d out / d x: the gradient converted back to x's layout; for a local x, the part of the
-    whole gradient where x's piece lay (zero where the conversion ignored it)."""
-    x, out = ctx.inputs[0], ctx.outputs[0]
-    if ctx.static["grad_sbp"] is not None:
-        g = g.to_global(sbp=ctx.static["grad_sbp"])
+def _unchanged(x, placement, sbp):
+    """Whether converting global x to (placement, sbp) would give x itself."""
     if x.is_local:
-        box, counts = out._source
-        whole = g.to_global(placement=out.placement, sbp=(broadcast,) * out.placement.ndim)._local
-        if box is None or not counts:
-            return Tensor(of_array(whole).xp.zeros(x.shape, x.dtype.np))
-        return Tensor(whole[layout.box_slices(box)].copy())
-    if g.placement == x.placement:  # a whole (B) gradient is the gradient of every summand of a
-        # partial x: it stays whole there (converting it to P would only be undone by the next reduction)
-        return g.to_global(sbp=tuple(gs if xs is partial_sum and gs is broadcast else xs
-                                     for xs, gs in zip(x.sbp, g.sbp)))
-    return g.to_global(placement=x.placement, sbp=x.sbp)
+        return False
+    where = placement or x.placement
+    return where == x.placement and (sbp is None or normalize(sbp, where.ndim, x.ndim) == x.sbp)
+
+
+class _ToGlobal(autograd.Function):
+    """A differentiable conversion (the layout kept with a grad_sbp: a tensor of its own whose
+    backward converts, as Megatron's f: an all_reduce in backward)."""
+
+    @staticmethod
+    def forward(ctx, x, placement, sbp, grad_sbp):
+        ctx.x, ctx.grad_sbp = x, grad_sbp
+        ctx.out = convert(x, placement, sbp)
+        return ctx.out
+
+    @staticmethod
+    def backward(ctx, g):
+        """d out / d x: the gradient converted back to x's layout; for a local x, the part of
+        the whole gradient where x's piece lay (zero where the conversion ignored it)."""
+        x, out = ctx.x, ctx.out
+        if ctx.grad_sbp is not None:
+            g = g.to_global(sbp=ctx.grad_sbp)
+        if x.is_local:
+            box, counts = out._source
+            whole = g.to_global(placement=out.placement, sbp=(broadcast,) * out.placement.ndim)._local
+            if box is None or not counts:
+                return Tensor(of_array(whole).xp.zeros(x.shape, x.dtype.np))
+            return Tensor(whole[layout.box_slices(box)].copy())
+        if g.placement == x.placement:  # a whole (B) gradient is the gradient of every summand of a
+            # partial x: it stays whole there (converting it to P would only be undone by the next reduction)
+            return g.to_global(sbp=tuple(gs if xs is partial_sum and gs is broadcast else xs
+                                         for xs, gs in zip(x.sbp, g.sbp)))
+        return g.to_global(placement=x.placement, sbp=x.sbp)
 
 
 # --- Tensor methods ------------------------------------------------------------------------
@@ -102,11 +118,17 @@ def _contiguous(self):
     piece is (the same layout; no collective)."""
     if self._local.flags.c_contiguous:
         return self
-    out = Tensor(host_step("contiguous", _copy, self), self._global_shape, self._dtype, self._placement,
-                 self._sbp)
-    if self.requires_grad:
-        autograd.record("contiguous", lambda ctx, g: (g,), [self], [out], {})
-    return out
+    return _Contiguous.apply(self)
+
+
+class _Contiguous(autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return Tensor(host_step("contiguous", _copy, x), x._global_shape, x._dtype, x._placement, x._sbp)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
 
 
 def _copy(piece):
@@ -133,14 +155,20 @@ def _moved(x, where):
     dev = devices.device(kind)
     if devices.of_array(x._local) is dev:
         return x
-    out = Tensor(devices.move(x._local, dev))
-    if x.requires_grad:
-        autograd.record("to_device", _to_device_backward, [x], [out], {})
-    return out
+    return _ToDevice.apply(x, dev)
 
 
-def _to_device_backward(ctx, g):
-    return (Tensor(devices.move(g._local, devices.of_array(ctx.inputs[0]._local))),)
+class _ToDevice(autograd.Function):
+    """A local tensor moved between host and device; its gradient moves back."""
+
+    @staticmethod
+    def forward(ctx, x, dev):
+        ctx.source = devices.of_array(x._local)
+        return Tensor(devices.move(x._local, dev))
+
+    @staticmethod
+    def backward(ctx, g):
+        return Tensor(devices.move(g._local, ctx.source)), None
 
 
 def _local_gpu():

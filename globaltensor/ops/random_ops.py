@@ -5,7 +5,7 @@ from .. import dtype as _dtype
 from .. import random as _random
 from ._front import tensors
 from ..creation import allocate, build, rand
-from ..hooks import recorder as _recording
+from ..scope import recorder as _recorder
 
 
 def _like_layout(x):
@@ -67,6 +67,6 @@ def randperm(n, dtype=None, placement=None, sbp=None):
         return build((n,), dt, placement, sbp, fill)
 
     t = draw()
-    if _recording[0] is not None:  # a graph replays the draw
-        _recording[0].random(t, lambda: draw()._local)
+    if (rec := _recorder()) is not None:  # a graph replays the draw
+        rec.random(t, lambda: draw()._local)
     return t

@@ -5,7 +5,7 @@ import functools
 
 import numpy as np
 
-from .. import _C, hooks
+from .. import _C, hooks, scope
 from ..creation import zeros_like
 from ..sbp import partial_sum
 
@@ -20,7 +20,7 @@ class Optimizer:
         if inner is not None:
             @functools.wraps(inner)
             def step(self, closure=None):
-                if closure is not None and hooks.recorder[0] is not None:
+                if closure is not None and scope.recorder() is not None:
                     raise RuntimeError(f"{cls.__name__}.step(closure) inside a graph: a closure re-runs the step in "
                                        f"Python; call step() without one")
                 return hooks.effect(f"{type(self).__name__}.step", functools.partial(inner, self, closure))

@@ -10,7 +10,7 @@ the stage on such hollow tensors, which computes nothing and is cached per input
 import contextlib
 import hashlib
 
-from .. import _C, autograd, creation, ops
+from .. import _C, autograd, creation, grad_buckets, ops
 from .. import random as gt_random
 from ..distributed import CollectiveError
 from ..env import get_rank
@@ -273,7 +273,7 @@ class _Run:
     def backward(self, s, j):
         inp = self.inputs.pop((s, j), None)
         sync = self.last_backward.get(s) == j  # gradients within the stage reduce once per step
-        with contextlib.nullcontext() if sync else autograd.no_sync():
+        with contextlib.nullcontext() if sync else grad_buckets.no_sync():
             if s == self.last:
                 self.losses[j].backward()
             else:

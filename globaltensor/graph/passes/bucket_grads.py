@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ... import autograd
+from ... import grad_buckets
 from ...grad_buckets import FlatBuffer, pack
 from ...backends.devices import device
 from ...boxing import _group
@@ -34,7 +34,7 @@ def run(program):
         key = _member(program, ins, uses)
         if key is not None:
             members.setdefault(key, []).append(i)
-    limit = autograd.BUCKET_BYTES[0]
+    limit = grad_buckets.bucket_bytes()
     producer = {r: ins for ins in program.instrs for r in ins.outs}
     starts, waits, gone, flats = {}, {}, set(), []
     written = 0

@@ -1,15 +1,17 @@
 """fused_allreduce_gradients: average the parameters' gradients over the ranks, in buckets."""
-from .....distributed import collectives
+import functools
+
 from .....env import get_world_size
-from .....grad_buckets import fill, flat_buffers, pack
+from .....grad_buckets import Buckets, flat_buffers, land_local, launch_local, pack
 
 BUCKET_BYTES = 128 << 20
 
 
 def fused_allreduce_gradients(parameter_list, hcg=None):
     """Each local parameter's .grad becomes the mean over the ranks (Paddle's data-parallel
-    average): the gradients are copied into flat buffers of at most 128 MB (grad_buckets'
-    FlatBuffers, kept from call to call), one all_reduce each, and the means copied back."""
+    average): the gradients go to grad_buckets' Buckets of at most 128 MB (FlatBuffers kept from
+    call to call), one all_reduce each, as DataParallel's backward files them; the means are
+    copied back into each gradient's own array."""
     params = list({id(p): p for p in parameter_list if p.grad is not None}.values())  # each once
     world = get_world_size()
     if world == 1 or not params:
@@ -24,11 +26,9 @@ def fused_allreduce_gradients(parameter_list, hcg=None):
             raise ValueError(f"fused_allreduce_gradients: a gradient of dtype {g.dtype} and shape {g.shape} on a "
                              f"parameter of dtype {p._local.dtype} and shape {p._local.shape}")
         by_dtype.setdefault(g.dtype, []).append(p)
-    for group in by_dtype.values():
+    for group in by_dtype.values():  # each gradient offered to buckets as backward's sinks offer it
         plan = pack(group, [p.grad._local.nbytes for p in group], lambda i: BUCKET_BYTES)
-        for bucket, flat in zip(plan, flat_buffers(plan)):
-            buffer = fill(flat, {id(p): p.grad._local for p in bucket})
-            collectives.all_reduce(buffer)
-            buffer /= world
-            for p, view in zip(bucket, flat.views):  # back into each gradient's own array (a graph keeps knowing it)
-                p.grad._local[...] = view
+        buckets = Buckets(plan, launch_local, functools.partial(land_local, into_own=True), flat_buffers(plan))
+        for p in group:
+            buckets.take(p, p.grad)
+        buckets.finish()

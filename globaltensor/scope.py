@@ -1,0 +1,40 @@
+"""The scoped state of a thread (contextvars): grad mode, the capture recorder, gradient sync."""
+import contextlib
+import contextvars
+
+
+class State:
+    """One context's settings; never changed in place (a scope sets a new one and puts the old
+    one back), so a thread or task started elsewhere keeps its own."""
+
+    __slots__ = ("grad", "recorder", "sync")
+
+    def __init__(self, grad=True, recorder=None, sync=True):
+        self.grad, self.recorder, self.sync = grad, recorder, sync
+
+    def but(self, **changes):
+        return State(**{**{k: getattr(self, k) for k in self.__slots__}, **changes})
+
+    def __repr__(self):
+        return f"State(grad={self.grad}, recorder={self.recorder!r}, sync={self.sync})"
+
+
+DEFAULT = State()
+current = contextvars.ContextVar("globaltensor.scope", default=DEFAULT)  # .get() on the hot path
+
+
+@contextlib.contextmanager
+def scoped(**changes):
+    """Inside the with block this context's state has `changes` (grad=, recorder=, sync=); the
+    previous state comes back on exit, exception or not. A new thread starts from DEFAULT, as
+    PyTorch's grad mode is per thread."""
+    token = current.set(current.get().but(**changes))
+    try:
+        yield
+    finally:
+        current.reset(token)
+
+
+def recorder():
+    """The graph capture recording this context's ops, or None."""
+    return current.get().recorder
