@@ -1,4 +1,8 @@
 """placement: which ranks hold a tensor, arranged as a 1-D or N-D mesh. Frozen value type."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
 import numpy as np
 
 _TYPES = ("cpu", "cuda")
@@ -10,11 +14,16 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
     `ranks` is a list (1-D mesh) or a nested list / numpy array (N-D mesh). Mesh axes are
     ordered major to minor: axis 0 is the outermost list level, and rank `ranks[c0][c1]`
     has mesh coordinate (c0, c1).
+
+    Examples:
+        >>> gt.placement("cpu", [0, 1])              # a 1-D mesh of two ranks
+        >>> mesh = gt.placement("cpu", [[0, 1], [2, 3]])
+        >>> mesh.mesh_coord(2), mesh[1]             # (1, 0) and the row gt.placement("cpu", [2, 3])
     """
 
     __slots__ = ("_type", "_ranks", "_key", "_coords", "_hash")
 
-    def __init__(self, type, ranks):  # noqa: A002 - OneFlow's keyword
+    def __init__(self, type: str, ranks: Union[Sequence, np.ndarray]) -> None:  # noqa: A002 - OneFlow's keyword
         if type not in _TYPES:
             raise ValueError(f"placement type must be one of {_TYPES}, got {type!r}")
         try:
@@ -49,7 +58,7 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         object.__setattr__(self, "_hash", hash(self._key))
 
     @classmethod
-    def all(cls, type):  # noqa: A002
+    def all(cls, type: str) -> placement:  # noqa: A002
         """Every rank of the job, as a 1-D mesh."""
         from .env import get_world_size
         return cls(type, list(range(get_world_size())))
@@ -63,29 +72,29 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
     ndim = property(lambda self: self._ranks.ndim, doc="number of mesh axes")
     size = property(lambda self: self._ranks.size, doc="number of ranks")
 
-    def rank_list(self):
+    def rank_list(self) -> list[int]:
         """The ranks in mesh order (row-major)."""
         return list(self._key[2])
 
-    def __contains__(self, rank):
+    def __contains__(self, rank: int) -> bool:
         return rank in self._coords
 
-    def mesh_coord(self, rank):
+    def mesh_coord(self, rank: int) -> Optional[tuple[int, ...]]:
         """The mesh coordinate of `rank`, or None when the rank is not in the placement."""
         return self._coords.get(rank)
 
-    def axis_ranks(self, mesh_dim, mesh_coord):
+    def axis_ranks(self, mesh_dim: int, mesh_coord: Sequence[int]) -> tuple[int, ...]:
         """The ranks along mesh axis `mesh_dim` through `mesh_coord` (the other coords fixed)."""
         return self.axes_ranks((mesh_dim,), mesh_coord)
 
-    def axes_ranks(self, mesh_dims, mesh_coord):
+    def axes_ranks(self, mesh_dims: Sequence[int], mesh_coord: Sequence[int]) -> tuple[int, ...]:
         """The ranks of the sub-mesh spanned by `mesh_dims` through `mesh_coord`, row-major."""
         index = list(mesh_coord)
         for d in mesh_dims:
             index[d] = slice(None)
         return tuple(int(r) for r in self._ranks[tuple(index)].reshape(-1))
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Union[int, slice]) -> placement:
         """The sub-placement along mesh axis 0: an int drops that axis (row i of a 2-D mesh is
         a 1-D placement; a 1-D placement's element i is the 1-D placement of that one rank), a
         slice keeps it (rows i:j)."""
@@ -102,16 +111,16 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
             return placement(self._type, row.tolist() if row.ndim else [int(row)])
         raise TypeError(f"a placement is indexed by an int or a slice along mesh axis 0, got {index!r}")
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._ranks.shape[0]
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, placement) and other._key == self._key
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return self._hash
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f'gt.placement(type="{self._type}", ranks={self._ranks.tolist()})'
 
     __str__ = __repr__

@@ -2,6 +2,9 @@
 
 `repr` pastes back (gt.sbp.split(dim=0)); `str` is short (S(0), B, P).
 """
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
 
 
 class _SBP:
@@ -19,7 +22,7 @@ class split(_SBP):  # noqa: N801 - OneFlow's name
 
     __slots__ = ("dim",)
 
-    def __init__(self, dim):
+    def __init__(self, dim: int) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"split(dim) needs an int dim, got {dim!r}")
         if dim < 0:
@@ -76,16 +79,16 @@ def _restore(text):
     return split(int(text[2:-1]))
 
 
-def is_split(s):
+def is_split(s: _SBP) -> bool:
     return isinstance(s, split)
 
 
-def without_partial(sbp):
+def without_partial(sbp: tuple[_SBP, ...]) -> tuple[_SBP, ...]:
     """The SBP with each partial_sum axis made broadcast (what reducing the partial sums gives)."""
     return tuple(broadcast if s is partial_sum else s for s in sbp)
 
 
-def reducible_axes(value_sbp, partial_sbp):
+def reducible_axes(value_sbp: tuple[_SBP, ...], partial_sbp: tuple[_SBP, ...]) -> Optional[tuple[int, ...]]:
     """The mesh axes where `partial_sbp` is partial_sum and `value_sbp` broadcast (summing over
     them turns the one into the other), or None when they differ otherwise or not at all."""
     if partial_sbp == value_sbp:
@@ -99,7 +102,7 @@ def reducible_axes(value_sbp, partial_sbp):
     return tuple(axes)
 
 
-def normalize(value, ndim_mesh, tensor_ndim=None):
+def normalize(value: Union[_SBP, Sequence[_SBP]], ndim_mesh: int, tensor_ndim: Optional[int] = None) -> tuple[_SBP, ...]:
     """A tuple with one SBP per mesh axis; ValueError/TypeError saying what is wrong."""
     items = tuple(value) if isinstance(value, (list, tuple)) else (value,)
     for s in items:
@@ -129,7 +132,7 @@ class Signature(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, inputs, outputs):
+    def __new__(cls, inputs: Sequence, outputs: Sequence) -> Signature:
         return super().__new__(cls, (tuple(inputs), tuple(outputs)))
 
     @property

@@ -1,6 +1,9 @@
 """The scoped state of a thread (contextvars): grad mode, the capture recorder, gradient sync."""
+from __future__ import annotations
+
 import contextlib
 import contextvars
+from typing import Any, Iterator
 
 
 class State:
@@ -9,10 +12,10 @@ class State:
 
     __slots__ = ("grad", "recorder", "sync")
 
-    def __init__(self, grad=True, recorder=None, sync=True):
+    def __init__(self, grad: bool = True, recorder: Any = None, sync: bool = True) -> None:
         self.grad, self.recorder, self.sync = grad, recorder, sync
 
-    def but(self, **changes):
+    def but(self, **changes: Any) -> State:
         return State(**{**{k: getattr(self, k) for k in self.__slots__}, **changes})
 
     def __repr__(self):
@@ -24,7 +27,7 @@ current = contextvars.ContextVar("globaltensor.scope", default=DEFAULT)  # .get(
 
 
 @contextlib.contextmanager
-def scoped(**changes):
+def scoped(**changes: Any) -> Iterator[None]:
     """Inside the with block this context's state has `changes` (grad=, recorder=, sync=); the
     previous state comes back on exit, exception or not. A new thread starts from DEFAULT, as
     PyTorch's grad mode is per thread."""
@@ -35,6 +38,6 @@ def scoped(**changes):
         current.reset(token)
 
 
-def recorder():
+def recorder() -> Any:
     """The graph capture recording this context's ops, or None."""
     return current.get().recorder

@@ -1,10 +1,15 @@
 """Tensor: a local piece (numpy array; cupy on cuda) plus, for a global tensor, its global shape, placement and SBP."""
+from __future__ import annotations
+
 import weakref
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from . import dtype as _dtype
 from .hooks import readback
+from .placement import placement as Placement
+from .sbp import sbp as SBP
 from .scope import recorder as _recorder
 
 
@@ -41,7 +46,8 @@ class Tensor:
     __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
                  "_source", "_grad_sbp", "_layout", "_read_at", "_past", "__weakref__")
 
-    def __init__(self, local, global_shape=None, dtype=None, placement=None, sbp=None):
+    def __init__(self, local: Any, global_shape: Optional[tuple[int, ...]] = None, dtype: Optional[_dtype.DType] = None,
+                 placement: Optional[Placement] = None, sbp: Optional[tuple[SBP, ...]] = None) -> None:
         self._local = local
         self._dtype = dtype or _dtype.of_array(local)
         self._placement = placement
@@ -95,7 +101,7 @@ class Tensor:
             self._node, self.requires_grad = node, True
         return self
 
-    def layout(self):
+    def layout(self) -> Layout:
         """The interned (shape, dtype, placement, sbp) of a global tensor: equal layouts are the
         same object, so the dispatcher's cache keys hash by identity."""
         found = self._layout
@@ -112,12 +118,12 @@ class Tensor:
     shape = property(lambda self: self._global_shape, doc="the global shape (the local shape when local)")
     ndim = property(lambda self: len(self._global_shape))
 
-    def dim(self):
+    def dim(self) -> int:
         """The number of dims (PyTorch's name for ndim)."""
         return len(self._global_shape)
 
     @property
-    def device(self):
+    def device(self) -> Union[device, Placement]:
         """A local tensor's device, "cpu" or "cuda:<index>" (a `device`: a str with .type and .index);
         a global tensor's placement, as OneFlow (it has .type too, and x.to(y.device) works for both)."""
         if self._placement is not None:
@@ -130,49 +136,49 @@ class Tensor:
 
     is_cuda = property(lambda self: self.device.type == "cuda")
 
-    def size(self, dim=None):
+    def size(self, dim: Optional[int] = None) -> Union[tuple[int, ...], int]:
         return self._global_shape if dim is None else self._global_shape[dim]
 
-    def numel(self):
+    def numel(self) -> int:
         n = 1
         for s in self._global_shape:
             n *= s
         return n
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self._global_shape:
             raise TypeError("len() of a 0-d tensor")
         return self._global_shape[0]
 
     # --- conversions -----------------------------------------------------------------------
-    def to_local(self):
+    def to_local(self) -> Tensor:
         """This rank's piece, without a copy (an empty tensor on a rank outside the placement)."""
         return Tensor(self._local) if self.is_global else self
 
-    def tolist(self):
+    def tolist(self) -> Any:
         readback("tolist()", self)
         return self.numpy().tolist()
 
-    def item(self):
+    def item(self) -> Union[int, float, bool]:
         readback("item()", self)
         if self.numel() != 1:
             raise ValueError(f"item() needs a tensor of one element, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
-    def detach(self):
+    def detach(self) -> Tensor:
         return Tensor(self._local, self._global_shape, self._dtype, self._placement, self._sbp)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self._node is not None and not requires_grad:
             raise RuntimeError("requires_grad_(False) only applies to leaf tensors")
         self.requires_grad = bool(requires_grad)
         return self
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> bool:
         return self._node is None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         readback("repr() (print)", self)
         value = np.array2string(np.asarray(self.numpy()), separator=", ", prefix="tensor(")
         if self.is_local:
@@ -182,15 +188,15 @@ class Tensor:
 
     __str__ = __repr__
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         readback("bool(x)", self)
         return bool(self.item())
 
-    def __float__(self):
+    def __float__(self) -> float:
         readback("float(x)", self)
         return float(self.item())
 
-    def __int__(self):
+    def __int__(self) -> int:
         readback("int(x)", self)
         return int(self.item())
 

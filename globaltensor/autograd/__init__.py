@@ -1,5 +1,9 @@
 """Autograd: a tape that records each op, a backward that runs it and hands each leaf gradient
 to the registered sinks, grad mode per thread, and custom differentiable Functions."""
+from __future__ import annotations
+
+from typing import Optional
+
 from ..tensor import Tensor
 from .engine import Run, backward, fit, grad, seeds_ones, sinks
 from .function import Function, FunctionCtx
@@ -11,7 +15,7 @@ __all__ = ["Function", "FunctionCtx", "backward", "grad", "no_grad", "enable_gra
            "Node"]
 
 
-def _tensor_backward(self, gradient=None):
+def _tensor_backward(self: Tensor, gradient: Optional[Tensor] = None) -> None:
     """Accumulate the gradient of this tensor into the .grad of every leaf it depends on."""
     backward(self, gradient)
 

@@ -1,6 +1,9 @@
 """Backward: runs the tape from a root; each finished leaf gradient goes to the registered sinks
 (gradient buckets, a graph's capture), then into the leaf's .grad, owning its memory."""
+from __future__ import annotations
+
 import weakref
+from typing import Optional, Sequence, Union
 
 from ..boxing import convert
 from ..creation import ones_like
@@ -13,7 +16,7 @@ from .tape import _topological
 _ones_rule = {}  # id(leaf) -> weakref: leaves made by Paddle's face, whose backward of a non-scalar seeds ones
 
 
-def seeds_ones(t):
+def seeds_ones(t: Tensor) -> None:
     """Mark t (a leaf a face made) as following Paddle's rule: a backward that reaches it seeds a
     non-scalar root with ones instead of raising (PyTorch's rule, the default). The rule follows
     the tensors, so importing a face changes nothing for other code in the process."""
@@ -177,7 +180,7 @@ class Run:
         return g
 
 
-def backward(tensor, gradient=None):
+def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
     """Accumulate d tensor / d leaf into each leaf's .grad. Each leaf's gradient, once complete,
     is offered to the sinks in registration order (gradient buckets start their all_reduce as
     they fill, overlapping the rest of backward); what none takes is fitted to the leaf's layout
@@ -228,7 +231,9 @@ def _adds_in_place(grad, g):
             and getattr(grad._local.flags, "writeable", True))  # cupy arrays have no read-only flag
 
 
-def grad(outputs, inputs, grad_outputs=None, allow_unused=False):
+def grad(outputs: Union[Tensor, Sequence[Tensor]], inputs: Union[Tensor, Sequence[Tensor]],
+         grad_outputs: Union[None, Tensor, Sequence[Optional[Tensor]]] = None,
+         allow_unused: bool = False) -> tuple[Optional[Tensor], ...]:
     """d outputs / d inputs as a tuple, without touching .grad."""
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]

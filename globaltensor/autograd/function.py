@@ -1,4 +1,8 @@
 """Function: a differentiable computation written as forward(ctx, ...) and backward(ctx, ...)."""
+from __future__ import annotations
+
+from typing import Any
+
 from ..tensor import Tensor
 from .grad_mode import is_grad_enabled, no_grad
 from .tape import record
@@ -8,11 +12,11 @@ class FunctionCtx:
     """What forward hands to backward (PyTorch's ctx): save_for_backward(*tensors) and
     saved_tensors, needs_input_grad (one bool per forward argument), and any attribute set."""
 
-    def __init__(self, args):
+    def __init__(self, args: tuple) -> None:
         self.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         self.saved_tensors = ()
 
-    def save_for_backward(self, *tensors):
+    def save_for_backward(self, *tensors: Tensor) -> None:
         self.saved_tensors = tensors
 
 
@@ -36,15 +40,15 @@ class Function:
     context = FunctionCtx
 
     @staticmethod
-    def forward(ctx, *args, **kwargs):
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
 
     @staticmethod
-    def backward(ctx, *grads):
+    def backward(ctx: Any, *grads: Tensor) -> Any:
         raise NotImplementedError
 
     @classmethod
-    def apply(cls, *args, **kwargs):
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
         ctx = cls.context(args)
         with no_grad():
             out = cls.forward(ctx, *args, **kwargs)

@@ -1,6 +1,10 @@
 """Conversions, differentiable: to_global (boxing's convert forward, the reverse conversion
 backward), to() between devices and dtypes, contiguous(); and the Tensor methods that convert
 (to_global, numpy, to, cpu, cuda, contiguous), bound here: tensor.py imports nothing above it."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Union
+
 from .. import autograd, layout
 from ..hooks import host_step, readback
 from ..backends import devices
@@ -9,13 +13,24 @@ from ..boxing import convert, full_value
 from ..dtype import DType, to_dtype
 from ..placement import placement as Placement
 from ..sbp import broadcast, normalize, partial_sum
+from ..sbp import sbp as _SBP
 from ..tensor import Tensor
 from .elementwise import cast, clone
 
 
-def to_global(x, placement=None, sbp=None, grad_sbp=None):
+SbpArg = Union[None, _SBP, Sequence[_SBP]]
+
+
+def to_global(x: Tensor, placement: Optional[Placement] = None, sbp: SbpArg = None, grad_sbp: SbpArg = None) -> Tensor:
     """x.to_global(...): from a local tensor, or between layouts of a global one. The gradient
-    goes back by the reverse conversion (through grad_sbp first, when given)."""
+    goes back by the reverse conversion (through grad_sbp first, when given).
+
+    Examples:
+        >>> p = gt.placement("cpu", [0, 1])
+        >>> w = gt.randn(4, 4).to_global(p, gt.sbp.broadcast)   # rank 0's values on both ranks
+        >>> w.to_global(sbp=gt.sbp.split(0)).to_local().shape   # each rank's two rows
+        (2, 4)
+    """
     where = placement if placement is not None else x.placement
     if grad_sbp is not None and isinstance(where, Placement):  # checked before any collective
         grad_sbp = normalize(grad_sbp, where.ndim, x.ndim)
@@ -64,12 +79,13 @@ class _ToGlobal(autograd.Function):
 
 # --- Tensor methods ------------------------------------------------------------------------
 
-def _to_global_method(self, placement=None, sbp=None, grad_sbp=None):
+def _to_global_method(self: Tensor, placement: Optional[Placement] = None, sbp: SbpArg = None,
+                      grad_sbp: SbpArg = None) -> Tensor:
     """Local -> global (this rank's piece), or a conversion of a global tensor's layout."""
     return to_global(self, placement, sbp, grad_sbp)
 
 
-def _numpy(self):
+def _numpy(self: Tensor) -> Any:
     """The whole value as a numpy array; on a global tensor every rank must call it."""
     readback("numpy()", self)
     if self.is_local:
@@ -77,7 +93,7 @@ def _numpy(self):
     return full_value(self)
 
 
-def _to(self, *args, **kwargs):
+def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """x.to(dtype), x.to(device) ("cpu", "cuda", "cuda:0"), x.to(placement), x.to(other) (its
     dtype and device; a global one's placement), x.to(device, dtype); dtype=, device=, copy=.
     A local tensor moves between numpy and cupy; a global one changes its placement's type (or
@@ -103,17 +119,17 @@ def _to(self, *args, **kwargs):
     return out
 
 
-def _cpu(self):
+def _cpu(self: Tensor) -> Tensor:
     """The tensor on the host (global: a "cpu" placement on the same ranks)."""
     return self.to("cpu")
 
 
-def _cuda(self, device=None):
+def _cuda(self: Tensor, device: Union[None, int, str] = None) -> Tensor:
     """The tensor on this rank's GPU (global: a "cuda" placement on the same ranks)."""
     return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
 
-def _contiguous(self):
+def _contiguous(self: Tensor) -> Tensor:
     """The tensor itself when its piece is C-contiguous, else a differentiable copy whose
     piece is (the same layout; no collective)."""
     if self._local.flags.c_contiguous:

@@ -1,0 +1,37 @@
+"""The public API is typed (as DTensor's): every public function and method of the typed modules
+has annotated parameters and return, and the annotations resolve (typing.get_type_hints)."""
+import inspect
+import typing
+
+import pytest
+
+import globaltensor as gt
+from globaltensor import autograd, sbp
+from globaltensor.ops import conversion
+
+TYPED = {
+    "Tensor": [gt.Tensor.__init__, gt.Tensor.layout, gt.Tensor.dim, gt.Tensor.size, gt.Tensor.numel,
+               gt.Tensor.to_local, gt.Tensor.item, gt.Tensor.tolist, gt.Tensor.detach, gt.Tensor.requires_grad_,
+               gt.Tensor.to_global, gt.Tensor.numpy, gt.Tensor.to, gt.Tensor.cpu, gt.Tensor.cuda,
+               gt.Tensor.contiguous, gt.Tensor.backward, gt.Tensor.device.fget],
+    "placement": [getattr(gt.placement, n) for n in ("__init__", "rank_list", "mesh_coord", "axis_ranks",
+                                                      "axes_ranks", "__getitem__")] + [gt.placement.all],
+    "sbp": [sbp.split.__init__, sbp.normalize, sbp.without_partial, sbp.reducible_axes, sbp.Signature.__new__],
+    "autograd": [autograd.backward, autograd.grad, autograd.no_grad, autograd.enable_grad, autograd.is_grad_enabled,
+                 autograd.set_grad_enabled.__init__, autograd.seeds_ones, autograd.Function.apply,
+                 autograd.FunctionCtx.save_for_backward],
+    "conversion": [conversion.to_global],
+}
+
+
+@pytest.mark.parametrize("group", sorted(TYPED))
+def test_public_api_is_annotated_and_resolves(group):
+    missing = []
+    for fn in TYPED[group]:
+        hints = typing.get_type_hints(fn)  # raises on an annotation that does not resolve
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.name not in ("self", "cls", "ctx") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        lacking = [p.name for p in params if p.name not in hints]
+        if lacking or "return" not in hints:
+            missing.append(f"{fn.__qualname__}: {lacking + ([] if 'return' in hints else ['return'])}")
+    assert not missing, "unannotated: " + "; ".join(missing)
