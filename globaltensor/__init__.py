@@ -17,6 +17,7 @@ from .tensor import Tensor
 from .data_parallel import DataParallel as _DataParallel, no_sync as _no_sync, set_bucket_size as _set_bucket_size
 
 distributed.DataParallel, distributed.no_sync, distributed.set_bucket_size = _DataParallel, _no_sync, _set_bucket_size
+env.barrier = distributed.job_barrier  # SPEC's gt.env.barrier(); env itself imports nothing of the project
 
 __version__ = "0.1.0"
 
@@ -38,5 +39,5 @@ __all__ = [
     "memory_stats", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
 ] + [_name for _name in _ops.PUBLIC if _name != "slice"]
 
-if distributed.world._env_int("WORLD_SIZE", 1) > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
+if env.get_world_size() > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
     distributed.world.world()

@@ -8,14 +8,14 @@ The launcher is `python -m globaltensor.distributed.launch`.
 from .._C import CollectiveError, CollectiveTimeoutError, SharedMemoryExhausted
 from .collectives import (Work, all_gather, all_reduce, all_reduce_async, all_to_all, barrier, broadcast,
                           empty_shared, recv, reduce_scatter, send)
-from .group import Group, new_group, world_group
+from .group import Group, job_barrier, new_group, world_group
 from .spawn import SpawnError, spawn
 from .store import StoreError
 
 
 __all__ = [
     "CollectiveError", "CollectiveTimeoutError", "SharedMemoryExhausted", "StoreError", "SpawnError",
-    "Group", "new_group", "world_group", "spawn", "barrier", "all_reduce", "all_reduce_async", "Work",
+    "Group", "new_group", "world_group", "spawn", "barrier", "job_barrier", "all_reduce", "all_reduce_async", "Work",
     "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv", "empty_shared", "no_sync",
     "set_bucket_size", "DataParallel",
 ]
