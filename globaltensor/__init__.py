@@ -1,5 +1,6 @@
 """globaltensor: global tensors with eager execution (see SPEC.md for the contract)."""
-from . import autograd, debug, distributed, env, sbp
+from . import distributed, env  # first: loading distributed gives the device backend its collectives
+from . import autograd, debug, sbp
 from . import nn, optim, pipeline, utils, jit  # noqa: E402 - after the ops they build on
 from .serialization import load, save
 from .memory import empty_cache, max_memory_allocated, memory_allocated, memory_stats, reset_peak_memory_stats
