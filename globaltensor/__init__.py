@@ -41,4 +41,4 @@ __all__ = [
 ] + [_name for _name in _ops.PUBLIC if _name != "slice"]
 
 if env.get_world_size() > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
-    distributed.world.world()
+    distributed.world.world()  # what this installs, and how exit undoes it: docs/architecture.md, "What a job installs"
