@@ -117,6 +117,15 @@ def _where(module, lines):
     return f"globaltensor/{path}:{','.join(str(line) for line in sorted({line for line, _ in lines}))}"
 
 
+def _packages_run(importer, target):
+    """The packages whose __init__ importing `target` runs first (those not loading already)."""
+    parts = target.split(".")
+    for i in range(1, len(parts)):
+        package = ".".join(parts[:i])
+        if not (importer == package or importer.startswith(package + ".")):
+            yield package
+
+
 def _upward_edges():
     return {(a, b): lines for (a, b), lines in _edges().items() if _layer(b) > _layer(a)}
 
@@ -126,6 +135,25 @@ def test_no_import_goes_up_a_layer():
     assert not edges, "imports that go up a layer (file: line): " + "; ".join(
         f"{_where(a, lines)} imports {b} ({LAYERS[_layer(b)][0]} above {LAYERS[_layer(a)][0]})"
         for (a, b), lines in sorted(edges.items()))
+
+
+# Importing ops.registry (L5) runs ops/__init__ (L7), which loads every op family, and they
+# import dispatch: it works because the package's __init__ loads ops (through debug) before
+# anything imports dispatch. Exact, as FACE_CYCLES below.
+PACKAGES_RUN_FROM_BELOW = {("dispatch", "ops")}
+
+
+def test_no_import_runs_a_package_above():
+    found = {}
+    for (a, b), lines in sorted(_edges().items()):
+        for package in _packages_run(a, b):
+            if _layer(package) > _layer(a):
+                found.setdefault((a, package), f"{_where(a, lines)} imports {b}, which runs {package}/__init__.py "
+                                               f"({LAYERS[_layer(package)][0]} above {LAYERS[_layer(a)][0]})")
+    new = [why for edge, why in found.items() if edge not in PACKAGES_RUN_FROM_BELOW]
+    assert not new, "imports that run a package's __init__ in a higher layer: " + "; ".join(new)
+    assert set(found) >= PACKAGES_RUN_FROM_BELOW, \
+        f"PACKAGES_RUN_FROM_BELOW lists what no longer happens: {PACKAGES_RUN_FROM_BELOW - set(found)}"
 
 
 def test_leaves_import_only_values():
@@ -150,14 +178,6 @@ FACE_CYCLES = {
     ("paddle.static.program", "paddle"),  # inside a function: from .. import zeros
     ("paddle.static.nn", "paddle.nn"),  # when it loads: paddle.nn <-> paddle.static, which works only
 }                                       # because paddle/__init__ loads paddle.static first
-
-
-def _packages_run(importer, target):
-    parts = target.split(".")
-    for i in range(1, len(parts)):
-        package = ".".join(parts[:i])
-        if not (importer == package or importer.startswith(package + ".")):
-            yield package
 
 
 def _cycle(graph):
