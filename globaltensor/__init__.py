@@ -1,5 +1,6 @@
 """globaltensor: global tensors with eager execution (see SPEC.md for the contract)."""
-from . import autograd, debug, distributed, env, sbp
+from . import distributed, env  # first: loading distributed gives the device backend its collectives
+from . import autograd, debug, sbp
 from . import nn, optim, pipeline, utils, jit  # noqa: E402 - after the ops they build on
 from .serialization import load, save
 from .memory import empty_cache, max_memory_allocated, memory_allocated, memory_stats, reset_peak_memory_stats
@@ -17,6 +18,7 @@ from .tensor import Tensor
 from .data_parallel import DataParallel as _DataParallel, no_sync as _no_sync, set_bucket_size as _set_bucket_size
 
 distributed.DataParallel, distributed.no_sync, distributed.set_bucket_size = _DataParallel, _no_sync, _set_bucket_size
+env.barrier = distributed.job_barrier  # SPEC's gt.env.barrier(); env itself imports nothing of the project
 
 __version__ = "0.1.0"
 
@@ -38,5 +40,5 @@ __all__ = [
     "memory_stats", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
 ] + [_name for _name in _ops.PUBLIC if _name != "slice"]
 
-if distributed.world._env_int("WORLD_SIZE", 1) > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
-    distributed.world.world()
+if env.get_world_size() > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
+    distributed.world.world()  # what this installs, and how exit undoes it: docs/architecture.md, "What a job installs"

@@ -1,4 +1,7 @@
-"""Where this process stands in the job: rank, world size, local rank, number of nodes."""
+"""Where this process stands in the job: rank, world size, local rank, number of nodes.
+
+A leaf: it reads the launcher's environment variables and imports nothing from the project.
+`gt.env.barrier()` is `globaltensor.distributed.job_barrier`, put here by the package."""
 import os
 
 
@@ -30,24 +33,3 @@ def get_local_world_size():
 def get_node_size():
     """The number of nodes (machines) in the job."""
     return _int("GLOBALTENSOR_NNODES", max(1, get_world_size() // max(1, get_local_world_size())))
-
-
-def barrier():
-    """Wait until every rank arrives (shared memory on one node, the store across nodes)."""
-    from .distributed.world import world
-    from .distributed.group import world_group
-    w = world()
-    w.join()
-    if len(set(w.host_keys)) > 1:
-        w.store.barrier(f"env/barrier/{_next_barrier()}", w.rank, w.world_size)
-    else:
-        world_group().native("barrier").barrier()
-
-
-_barrier_count = 0
-
-
-def _next_barrier():
-    global _barrier_count
-    _barrier_count += 1
-    return _barrier_count

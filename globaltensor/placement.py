@@ -5,6 +5,9 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
+from .backends import devices
+from .env import get_world_size
+
 _TYPES = ("cpu", "cuda")
 
 
@@ -38,7 +41,6 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         if len(set(flat)) != len(flat):
             dups = sorted({r for r in flat if flat.count(r) > 1})
             raise ValueError(f"placement ranks must be distinct; {dups} appear more than once in {array.tolist()}")
-        from .env import get_world_size
         size = get_world_size()
         outside = [r for r in flat if not 0 <= r < size]
         if outside:
@@ -48,7 +50,6 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
                              f"one per rank: python -m globaltensor.distributed.launch --nproc_per_node {need} "
                              f"script.py, or gt.distributed.spawn(fn, nprocs={need})")
         if type == "cuda":  # after the checks of the ranks: bad arguments are a ValueError everywhere
-            from .backends import devices
             devices.require_cuda(f"placement(\"cuda\", {array.tolist()!r})")
         array.setflags(write=False)
         object.__setattr__(self, "_type", type)
@@ -60,7 +61,6 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
     @classmethod
     def all(cls, type: str) -> placement:  # noqa: A002
         """Every rank of the job, as a 1-D mesh."""
-        from .env import get_world_size
         return cls(type, list(range(get_world_size())))
 
     def __setattr__(self, name, value):

@@ -16,6 +16,7 @@ import tempfile
 import numpy as np
 
 from . import dtype as _dtype
+from .distributed import job_barrier
 from .env import get_rank, get_world_size
 from .tensor import Tensor
 
@@ -165,8 +166,7 @@ def save(obj, path, global_dst_rank=0, sharded=False):
     if global_dst_rank is None or get_rank() == global_dst_rank:
         _write_dir(path, tree, arrays)
     if get_world_size() > 1 and global_dst_rank is not None:
-        from .env import barrier
-        barrier()  # the file exists when save returns, on every rank
+        job_barrier()  # the file exists when save returns, on every rank
 
 
 def _read_dir(path):
@@ -264,7 +264,6 @@ def _save_sharded(obj, path):
     renames it into place once all have finished."""
     from . import layout
     from .distributed.world import job_id
-    from .env import barrier
     from .sbp import broadcast, partial_sum, without_partial
     parent = os.path.dirname(os.path.abspath(path)) or "."
     me = get_rank()
@@ -301,7 +300,7 @@ def _save_sharded(obj, path):
         return node
 
     tree = encode(obj)
-    barrier()
+    job_barrier()
     if me == 0:
         with open(os.path.join(tmp, "tree.json"), "w") as f:
             json.dump({"format": FORMAT, "sharded": True, "tree": tree}, f)
@@ -312,7 +311,7 @@ def _save_sharded(obj, path):
         os.rename(tmp, path)
         if old:
             shutil.rmtree(old, ignore_errors=True)
-    barrier()
+    job_barrier()
 
 
 def _load_sharded(path):

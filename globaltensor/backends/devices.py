@@ -4,6 +4,8 @@ import os
 
 import numpy as np
 
+from ..env import get_world_size
+
 
 class CpuDevice:
     """Pieces are numpy arrays; those of 32 KiB or more in shared memory when ranks share a node."""
@@ -13,10 +15,8 @@ class CpuDevice:
     is_host = True
 
     def empty(self, shape, np_dtype):
-        from ..env import get_world_size
         if get_world_size() > 1:
-            from ..distributed.world import world
-            return world().empty_shared(shape, np_dtype)
+            return self.collectives.empty_shared(shape, np_dtype)
         return np.empty(shape, np_dtype)
 
     def zeros(self, shape, np_dtype):
@@ -36,7 +36,8 @@ class CpuDevice:
 
     @property
     def collectives(self):
-        return _module("collectives")
+        """globaltensor.distributed.collectives (registered when globaltensor.distributed loads)."""
+        return collectives_of("cpu")
 
 
 class CudaDevice:
@@ -86,7 +87,8 @@ class CudaDevice:
 
     @property
     def collectives(self):
-        return _module("device_collectives")
+        """globaltensor.distributed.device_collectives (registered when globaltensor.distributed loads)."""
+        return collectives_of("cuda")
 
 
 def require_cuda(what):
@@ -104,15 +106,22 @@ def require_cuda(what):
 
 
 _found = set()
-_modules = {}
+_COLLECTIVES = {}  # placement type -> the module of its collectives
 
 
-def _module(name):
-    """globaltensor.distributed.<name>, imported on first use (it imports this module's users)."""
-    found = _modules.get(name)
+def register_collectives(placement_type, module):
+    """Make `module` (all_reduce, all_gather, ... with the signatures of distributed/collectives.py)
+    the collectives of `placement_type`'s pieces. The distributed package registers its modules
+    as it loads (it sits above this module and imports it; this module never imports it)."""
+    _COLLECTIVES[placement_type] = module
+
+
+def collectives_of(placement_type):
+    """The collectives registered for `placement_type` ("cpu" or "cuda")."""
+    found = _COLLECTIVES.get(placement_type)
     if found is None:
-        import importlib
-        found = _modules[name] = importlib.import_module(f"globaltensor.distributed.{name}")
+        raise RuntimeError(f"no collectives are registered for {placement_type} pieces: globaltensor.distributed "
+                           "registers them when it loads (import globaltensor, whose __init__ loads it)")
     return found
 
 

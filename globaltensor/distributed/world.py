@@ -223,15 +223,38 @@ def _note_unhandled(hook):
 
 _world = None
 _world_lock = threading.Lock()
+_hooks = []  # (ours, the sys.excepthook it wraps), while ours is installed
 
 
 def world():
-    """The process-wide World, created on first use."""
+    """The process-wide World, created on first use (at import in a rank of a job)."""
     global _world
     if _world is None:
         with _world_lock:
             if _world is None:
                 _world = World()
-                atexit.register(_mark_end, _world, os.getpid())
-                sys.excepthook = _note_unhandled(sys.excepthook)
+                _install(_world)
     return _world
+
+
+def _install(w):
+    """What the World changes process-wide besides numpy's allocator (World.__init__), each
+    undone at exit (docs/architecture.md, "What a job installs")."""
+    atexit.register(_uninstall, w)  # registered first, so it runs after _mark_end (atexit is LIFO)
+    atexit.register(_mark_end, w, os.getpid())
+    if w.world_size > 1:  # peers learn how a rank ended: only a job has them
+        ours = _note_unhandled(sys.excepthook)
+        _hooks.append((ours, sys.excepthook))
+        sys.excepthook = ours
+
+
+def _uninstall(w):
+    """At exit, after _mark_end: numpy's previous allocator and sys.excepthook back (the hook only
+    where nobody wrapped it since; arrays already made keep the allocator that made them)."""
+    if w.numpy_allocator:
+        _C.uninstall_numpy_allocator()
+        w.numpy_allocator = False
+    if _hooks:
+        ours, previous = _hooks.pop()
+        if sys.excepthook is ours:
+            sys.excepthook = previous
