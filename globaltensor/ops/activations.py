@@ -19,9 +19,9 @@ from ..backends import devices
 from ..backends.devices import array_module
 
 
-def stanh(x, scale_a=0.67, scale_b=1.7159):
+def stanh(input, scale_a=0.67, scale_b=1.7159):
     """scale_b * tanh(scale_a * x)."""
-    return tanh(x * scale_a) * scale_b  # noqa: F821
+    return tanh(input * scale_a) * scale_b
 
 
 def gelu(input, approximate="none"):

@@ -143,9 +143,9 @@ def unbind(input, dim=0):
     return [squeeze(p, dim) for p in split(input, 1, dim)]
 
 
-def unstack(x, axis=0, num=None):
-    """Paddle's unbind: the slices along axis (num, when given, must be their count)."""
-    out = unbind(x, axis)
+def unstack(input, dim=0, num=None):
+    """Paddle's unbind: the slices along dim (num, when given, must be their count)."""
+    out = unbind(input, dim)
     if num is not None and num != len(out):
-        raise ValueError(f"unstack: num={num}, but axis {axis} has {len(out)} slices")
+        raise ValueError(f"unstack: num={num}, but dim {dim} has {len(out)} slices")
     return out

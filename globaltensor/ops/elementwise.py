@@ -326,9 +326,9 @@ def _cast(x, dtype=None):
     return x.astype(dtype)
 
 
-def cast(x, dtype):
+def cast(input, dtype):
     """x converted to dtype (numpy's astype); differentiable, the gradient comes back in x's dtype."""
-    return apply("cast", tensors(x), {"dtype": _dtype.to_dtype(dtype).np})
+    return apply("cast", tensors(input), {"dtype": _dtype.to_dtype(dtype).np})
 
 
 @op("scale", rules.elementwise(), lambda ctx, g: g * ctx.static["scale"])
@@ -336,14 +336,14 @@ def _scale(x, scale=1.0, bias=0.0, bias_after_scale=True):
     return (x * scale + bias if bias_after_scale else (x + bias) * scale).astype(x.dtype)
 
 
-def scale(x, scale=1.0, bias=0.0, bias_after_scale=True):
+def scale(input, scale=1.0, bias=0.0, bias_after_scale=True):
     """Paddle's scale: scale * x + bias (or (x + bias) * scale)."""
-    return apply("scale", tensors(x), {"scale": scale, "bias": bias, "bias_after_scale": bias_after_scale})
+    return apply("scale", tensors(input), {"scale": scale, "bias": bias, "bias_after_scale": bias_after_scale})
 
 
-def increment(x, value=1.0):
+def increment(input, value=1.0):
     """x + value (Paddle's increment, as a new tensor)."""
-    return add(x, value)  # noqa: F821 - defined from the BINARY table
+    return add(input, value)  # noqa: F821 - defined from the BINARY table
 
 
 @op("shard_index", rules.elementwise(), meta=rules.like(0))
@@ -375,11 +375,11 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return close.all()
 
 
-def equal_all(x, y):
+def equal_all(input, other):
     """True (a 0-d bool tensor) when x and y have the same shape and values."""
-    if tuple(x.shape) != tuple(y.shape):
+    if tuple(input.shape) != tuple(other.shape):
         from ..sbp import broadcast
-        if x.is_local:
+        if input.is_local:
             return full((), False, dtype="bool")
-        return full((), False, dtype="bool", placement=x.placement, sbp=(broadcast,) * x.placement.ndim)
-    return equal(x, y).all()  # noqa: F821
+        return full((), False, dtype="bool", placement=input.placement, sbp=(broadcast,) * input.placement.ndim)
+    return equal(input, other).all()  # noqa: F821

@@ -239,6 +239,6 @@ def _index_sample(x, index):
     return np.take_along_axis(x, index, axis=1)
 
 
-def index_sample(x, index):
+def index_sample(input, index):
     """Paddle's index_sample: out[i][j] = x[i][index[i][j]]; rows split alike stay split."""
-    return apply("index_sample", tensors(x, index))
+    return apply("index_sample", tensors(input, index))

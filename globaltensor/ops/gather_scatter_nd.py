@@ -39,9 +39,9 @@ def _gather_nd(x, index):
     return x[tuple(np.moveaxis(index, -1, 0))] if index.shape[-1] else np.broadcast_to(x, index.shape[:-1] + x.shape)
 
 
-def gather_nd(x, index):
+def gather_nd(input, index):
     """Paddle's gather_nd: out[i..] = x[index[i..]] (the last dim of index addresses x)."""
-    return apply("gather_nd", tensors(x, index))
+    return apply("gather_nd", tensors(input, index))
 
 
 def _scatter_nd_add_meta(s, dt, st):
@@ -70,9 +70,9 @@ def _scatter_nd_add(x, index, updates):
     return out
 
 
-def scatter_nd_add(x, index, updates):
+def scatter_nd_add(input, index, updates):
     """A copy of x with updates added at the positions index addresses."""
-    return apply("scatter_nd_add", tensors(x, index, updates))
+    return apply("scatter_nd_add", tensors(input, index, updates))
 
 
 def scatter_nd(index, updates, shape):

@@ -48,11 +48,11 @@ def _scatter_slice(base, update, st):
     return apply("slice_scatter", [base, update], dict(st))
 
 
-def strided_slice(x, axes, starts, ends, strides):
+def strided_slice(input, axes, starts, ends, strides):
     """Paddle's strided_slice: x[starts:ends:strides] along axes."""
-    (x,) = tensors(x)
-    axes = tuple(a % x.ndim for a in axes)
-    return apply("strided_slice", [x], {"axes": axes, "starts": tuple(starts), "ends": tuple(ends),
+    (input,) = tensors(input)
+    axes = tuple(a % input.ndim for a in axes)
+    return apply("strided_slice", [input], {"axes": axes, "starts": tuple(starts), "ends": tuple(ends),
                                          "strides": tuple(strides)})
 
 
