@@ -149,7 +149,7 @@ def _cases(t):
         "histogram": (lambda: gt.histogram(a, 4, 0, 2), lambda: gt.histogram(input=a, bins=4, min=0, max=2)),
         "multiplex": (lambda: gt.multiplex([a, b], rows[:, :1] % 2), lambda: gt.multiplex(inputs=[a, b],
                                                                                           index=rows[:, :1] % 2)),
-        "gelu": (lambda: gt.gelu(a, "tanh"), lambda: gt.gelu(x=a, approximate=True)),
+        "gelu": (lambda: gt.gelu(a, "tanh"), lambda: gt.gelu(x=a, approximate="tanh")),
         "softmax": (lambda: gt.softmax(a, 0), lambda: gt.softmax(x=a, axis=0)),
         "log_softmax": (lambda: gt.log_softmax(a, 0), lambda: gt.log_softmax(x=a, axis=0)),
         "dropout": (lambda: gt.dropout(a, 0.5, False), lambda: gt.dropout(x=a, p=0.5, training=False)),

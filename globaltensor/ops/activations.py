@@ -25,13 +25,11 @@ def stanh(input, scale_a=0.67, scale_b=1.7159):
 
 
 def gelu(input, approximate="none"):
-    """x * Phi(x), exact (approximate="none") or with the tanh approximation ("tanh"; Paddle's
-    approximate=True)."""
-    approximate = {True: "tanh", False: "none"}.get(approximate, approximate)
-    if approximate not in ("none", "tanh"):
+    """x * Phi(x), exact (approximate="none") or with the tanh approximation ("tanh")."""
+    if not isinstance(approximate, str) or approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     if approximate == "tanh":
-        return 0.5 * input * (1 + tanh(math.sqrt(2 / math.pi) * (input + 0.044715 * input * input * input)))  # noqa: F821
+        return 0.5 * input * (1 + tanh(math.sqrt(2 / math.pi) * (input + 0.044715 * input * input * input)))
     (input,) = tensors(input)
     if not input.dtype.is_floating:
         input = input.astype(_dtype.get_default_dtype())
