@@ -239,7 +239,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
 
 def _extreme(name, x, dim, keepdim, other):
     """max/min as PyTorch: (x) -> the value; (x, dim) -> (values, indices); (x, other) -> the
-    element-wise maximum/minimum. A tuple of dims (Paddle's list of axes) gives values only."""
+    element-wise maximum/minimum. A tuple of dims gives values only (amax/amin, numpy's max over axes)."""
     from ..tensor import Tensor
     if other is None and isinstance(dim, (Tensor, np.ndarray)):
         dim, other = None, dim
@@ -326,7 +326,7 @@ def _flip_cumsum(g, dim):
 
 
 def cumsum(input, dim=None, *, dtype=None):
-    """Running sum along dim (None: over the flattened values, as Paddle), in dtype when given;
+    """Running sum along dim (None: over the flattened values, as numpy), in dtype when given;
     independent along the other dims, linear (P stays P)."""
     input = _as(input, dtype)
     d = dims_arg(dim, input.ndim)
