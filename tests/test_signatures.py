@@ -253,6 +253,20 @@ def test_pytorch_positional_orders_that_differ_from_paddle():
     np.testing.assert_equal([i.numpy() for i in gt.nonzero(gt.tensor(MASK), as_tuple=True)], np.nonzero(MASK))
 
 
+def test_the_ops_own_parameters_are_never_paddles_spellings():
+    """Paddle's names reach an op only through ops/keywords.py's table, where the ops are exported:
+    no op of the core names a parameter x, y, axis, label or epsilon itself."""
+    from globaltensor import ops
+    paddle_only = {"x", "y", "axis", "label", "epsilon"}
+    found = {}
+    for name in list(ops.PUBLIC) + list(ops.FACTORIES):
+        fn = getattr(ops, name)
+        params = set(inspect.signature(getattr(fn, "__wrapped__", fn)).parameters)
+        if params & paddle_only:
+            found[name] = sorted(params & paddle_only)
+    assert not found, f"ops naming a parameter Paddle's way (use PyTorch's; keywords.py translates): {found}"
+
+
 def test_one_name_given_twice_is_refused():
     x = gt.tensor(A)
     with pytest.raises(TypeError, match="axis.*dim|dim.*axis"):
