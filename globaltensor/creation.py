@@ -306,10 +306,8 @@ def normal(mean=0.0, std=1.0, size=None, dtype=None, placement=None, sbp=None, r
     return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.NORMAL, mean, std), requires_grad)
 
 
-def uniform(size, low=0.0, high=1.0, dtype=None, placement=None, sbp=None, requires_grad=False, min=None, max=None):
-    """Uniform in [low, high) (Paddle's min/max accepted)."""
-    low = low if min is None else min
-    high = high if max is None else max
+def uniform(size, low=0.0, high=1.0, dtype=None, placement=None, sbp=None, requires_grad=False):
+    """Uniform in [low, high)."""
     if not high > low:
         raise ValueError(f"uniform needs low < high, got [{low}, {high})")
     return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.UNIFORM, low, high), requires_grad)

@@ -174,6 +174,20 @@ def test_paddle_positional_meanings():
     assert x.requires_grad
 
 
+def test_paddle_meanings_of_values_stay_in_paddles_face():
+    """Paddle's gelu takes a bool (True: the tanh approximation); gt's takes PyTorch's strings."""
+    import globaltensor as gt
+    import globaltensor.paddle as paddle
+    x = paddle.to_tensor(np.linspace(-3, 3, 7, dtype=np.float32))
+    for approximate, ours in ((True, "tanh"), (False, "none")):
+        want = gt.gelu(x, ours).numpy()
+        np.testing.assert_array_equal(paddle.gelu(x, approximate).numpy(), want)
+        np.testing.assert_array_equal(paddle.nn.functional.gelu(x, approximate=approximate).numpy(), want)
+        np.testing.assert_array_equal(paddle.nn.GELU(approximate)(x).numpy(), want)
+        with pytest.raises(ValueError, match="approximate must be 'none' or 'tanh'"):
+            gt.gelu(x, approximate)
+
+
 def test_linear_has_paddles_weight_layout_and_pylayer_its_backward():
     import globaltensor.paddle as paddle
     from globaltensor.paddle.autograd import PyLayer

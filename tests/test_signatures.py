@@ -149,7 +149,7 @@ def _cases(t):
         "histogram": (lambda: gt.histogram(a, 4, 0, 2), lambda: gt.histogram(input=a, bins=4, min=0, max=2)),
         "multiplex": (lambda: gt.multiplex([a, b], rows[:, :1] % 2), lambda: gt.multiplex(inputs=[a, b],
                                                                                           index=rows[:, :1] % 2)),
-        "gelu": (lambda: gt.gelu(a, "tanh"), lambda: gt.gelu(x=a, approximate=True)),
+        "gelu": (lambda: gt.gelu(a, "tanh"), lambda: gt.gelu(x=a, approximate="tanh")),
         "softmax": (lambda: gt.softmax(a, 0), lambda: gt.softmax(x=a, axis=0)),
         "log_softmax": (lambda: gt.log_softmax(a, 0), lambda: gt.log_softmax(x=a, axis=0)),
         "dropout": (lambda: gt.dropout(a, 0.5, False), lambda: gt.dropout(x=a, p=0.5, training=False)),
@@ -251,6 +251,20 @@ def test_pytorch_positional_orders_that_differ_from_paddle():
     rows, cols = gt.where(gt.tensor(MASK))
     np.testing.assert_equal((rows.numpy(), cols.numpy()), np.nonzero(MASK))
     np.testing.assert_equal([i.numpy() for i in gt.nonzero(gt.tensor(MASK), as_tuple=True)], np.nonzero(MASK))
+
+
+def test_the_ops_own_parameters_are_never_paddles_spellings():
+    """Paddle's names reach an op only through ops/keywords.py's table, where the ops are exported:
+    no op of the core names a parameter x, y, axis, label or epsilon itself."""
+    from globaltensor import ops
+    paddle_only = {"x", "y", "axis", "label", "epsilon"}
+    found = {}
+    for name in list(ops.PUBLIC) + list(ops.FACTORIES):
+        fn = getattr(ops, name)
+        params = set(inspect.signature(getattr(fn, "__wrapped__", fn)).parameters)
+        if params & paddle_only:
+            found[name] = sorted(params & paddle_only)
+    assert not found, f"ops naming a parameter Paddle's way (use PyTorch's; keywords.py translates): {found}"
 
 
 def test_one_name_given_twice_is_refused():

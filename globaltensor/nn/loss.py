@@ -1,7 +1,7 @@
 """Losses beyond MSE and cross-entropy, as composites of registered ops (PyTorch's formulas and
 signatures): L1, smooth L1, NLL, BCE with logits, KL divergence."""
 from .. import ops
-from ..ops.nn_functional import legacy_reduction, nll_loss
+from ..ops.losses import legacy_reduction, nll_loss
 from .module import Module
 
 __all__ = ["l1_loss", "smooth_l1_loss", "nll_loss", "binary_cross_entropy_with_logits", "kl_div", "L1Loss",

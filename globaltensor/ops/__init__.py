@@ -4,26 +4,37 @@ import builtins
 
 import numpy as np
 
-from . import bitwise, elementwise, indexing, linalg, nn_functional, random_ops, reduction, shape  # noqa: F401
+from . import (activations, attention_heads, bitwise, concat_split, data_dependent, elementwise,  # noqa: F401
+               embedding_lookup, gather_scatter, gather_scatter_nd, indexing, linalg, linear_layer, losses, norms,
+               random_ops, reduction, reduction_composites, shape, slicing, sorting, triangles)
 from . import conversion  # noqa: F401 - binds Tensor.to_global, numpy, to, cpu, cuda, contiguous
 from . import conv  # noqa: F401 - registers unfold2d / fold2d (nn.functional has the convolutions)
 from . import attention  # noqa: F401 - registers attention / attention_backward (nn.attention calls them)
 from .elementwise import *  # noqa: F401,F403
-from .elementwise import (BINARY, RAW_BINARY, UNARY, add_n, allclose, cast, clip, clone, equal_all, gelu, increment,
-                          masked_fill, scale, stanh, where)
+from .elementwise import (BINARY, RAW_BINARY, UNARY, add_n, allclose, cast, clip, clone, equal_all, increment,
+                          masked_fill, scale, shard_index, where)
 from .bitwise import bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm, mv, t
-from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, dist, logsumexp, max, mean, median,  # noqa: A004
-                        min, norm, numel, prod, return_types, std, sum, trace, var)
-from .shape import (broadcast_to, chunk, concat, diag, expand, expand_as, flatten, flip, meshgrid, permute, reshape,
-                    reshape_, roll, slice, split, squeeze, squeeze_, stack, strided_slice, tile, transpose, tril, triu,
-                    unbind, unsqueeze, unsqueeze_, unstack)
-from .indexing import (argsort, gather, gather_nd, getitem, histogram, index_sample, index_select, masked_select,
-                       multiplex, nonzero, scatter, scatter_, scatter_nd, scatter_nd_add, shard_index, sort, topk,
-                       unique)
-from .nn_functional import (batch_norm, cross_entropy, dropout, embedding, layer_norm, linear, log_softmax,
-                            merge_heads, mse_loss, softmax, split_heads)
-from .random_ops import bernoulli, multinomial, randperm
+from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, histogram, max, mean, median,  # noqa: A004
+                        min, numel, prod, return_types, sum, trace)
+from .reduction_composites import dist, logsumexp, norm, std, var
+from .shape import (broadcast_to, expand, expand_as, flatten, flip, meshgrid, permute, reshape, reshape_, roll,
+                    squeeze, squeeze_, tile, transpose, unsqueeze, unsqueeze_)
+from .concat_split import chunk, concat, split, stack, unbind, unstack
+from .slicing import slice, strided_slice
+from .triangles import diag, tril, triu
+from .gather_scatter import gather, index_sample, index_select, scatter, scatter_
+from .gather_scatter_nd import gather_nd, multiplex, scatter_nd, scatter_nd_add
+from .data_dependent import masked_select, nonzero, unique
+from .sorting import argsort, sort, topk
+from .indexing import getitem
+from .activations import gelu, log_softmax, softmax, stanh
+from .norms import batch_norm, layer_norm
+from .linear_layer import linear
+from .embedding_lookup import embedding
+from .losses import cross_entropy, mse_loss
+from .attention_heads import merge_heads, split_heads
+from .random_ops import bernoulli, dropout, multinomial, randperm
 from ..creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
                        randint, randn, uniform, zeros, zeros_like)
 from .keywords import accept_paddle_keywords

@@ -27,8 +27,8 @@ def _check(name, xs):
 def _make_binary(name, kernel):
     op(name, rules.elementwise(), _no_grad)(kernel)
 
-    def front(x, y):
-        xs = tensors(x, y)
+    def front(input, other):
+        xs = tensors(input, other)
         _check(name, xs)
         return apply(name, xs)
     front.__name__ = name
@@ -41,9 +41,9 @@ bitwise_and, bitwise_or, bitwise_xor = (_make_binary(n, k) for n, k in _BINARY.i
 op("bitwise_not", rules.elementwise(), _no_grad)(np.invert)
 
 
-def bitwise_not(x):
+def bitwise_not(input):
     """~x: bits flipped on an integer tensor, logical not on a bool tensor."""
-    xs = tensors(x)
+    xs = tensors(input)
     _check("bitwise_not", xs)
     return apply("bitwise_not", xs)
 

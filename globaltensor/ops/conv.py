@@ -363,5 +363,5 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 def _stack(values, dim):
-    from .shape import stack
+    from .concat_split import stack
     return stack(values, dim)

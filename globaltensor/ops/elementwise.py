@@ -1,5 +1,6 @@
-"""Element-wise ops: unary and binary tables (kernel, linearity for the P rows, derivative).
+"""Element-wise ops: the unary and binary tables (kernel, linearity for the P rows, derivative) and others.
 
+Besides the tables: where, clip, cast, scale, shard_index, and composites (masked_fill, add_n, ...).
 Derivatives are written with gt ops, so their collectives are inserted by the dispatcher.
 x: the input, y: the output, g: the gradient of the output.
 """
@@ -325,9 +326,9 @@ def _cast(x, dtype=None):
     return x.astype(dtype)
 
 
-def cast(x, dtype):
+def cast(input, dtype):
     """x converted to dtype (numpy's astype); differentiable, the gradient comes back in x's dtype."""
-    return apply("cast", tensors(x), {"dtype": _dtype.to_dtype(dtype).np})
+    return apply("cast", tensors(input), {"dtype": _dtype.to_dtype(dtype).np})
 
 
 @op("scale", rules.elementwise(), lambda ctx, g: g * ctx.static["scale"])
@@ -335,57 +336,26 @@ def _scale(x, scale=1.0, bias=0.0, bias_after_scale=True):
     return (x * scale + bias if bias_after_scale else (x + bias) * scale).astype(x.dtype)
 
 
-def scale(x, scale=1.0, bias=0.0, bias_after_scale=True):
+def scale(input, scale=1.0, bias=0.0, bias_after_scale=True):
     """Paddle's scale: scale * x + bias (or (x + bias) * scale)."""
-    return apply("scale", tensors(x), {"scale": scale, "bias": bias, "bias_after_scale": bias_after_scale})
+    return apply("scale", tensors(input), {"scale": scale, "bias": bias, "bias_after_scale": bias_after_scale})
 
 
-def increment(x, value=1.0):
+def increment(input, value=1.0):
     """x + value (Paddle's increment, as a new tensor)."""
-    return add(x, value)  # noqa: F821 - defined from the BINARY table
+    return add(input, value)  # noqa: F821 - defined from the BINARY table
 
 
-def stanh(x, scale_a=0.67, scale_b=1.7159):
-    """scale_b * tanh(scale_a * x)."""
-    return tanh(x * scale_a) * scale_b  # noqa: F821
+@op("shard_index", rules.elementwise(), meta=rules.like(0))
+def _shard_index(x, index_num=1, nshards=1, shard_id=0, ignore_value=-1):
+    size = (index_num + nshards - 1) // nshards
+    return np.where(x // size == shard_id, x % size, ignore_value).astype(x.dtype)
 
 
-def gelu(input, approximate="none"):
-    """x * Phi(x), exact (approximate="none") or with the tanh approximation ("tanh"; Paddle's
-    approximate=True)."""
-    approximate = {True: "tanh", False: "none"}.get(approximate, approximate)
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    if approximate == "tanh":
-        return 0.5 * input * (1 + tanh(math.sqrt(2 / math.pi) * (input + 0.044715 * input * input * input)))  # noqa: F821
-    (input,) = tensors(input)
-    if not input.dtype.is_floating:
-        input = input.astype(_dtype.get_default_dtype())
-    return apply("gelu", [input])
-
-
-@op("gelu", rules.elementwise(linear=None), lambda ctx, g: apply("gelu_backward", [g, ctx.inputs[0]]))
-def _gelu(x):
-    """x * Phi(x) in one C++ pass (float32 through glibc's vector erff, within an ulp of erf); on
-    other arrays the composite's steps."""
-    if c_floats(x):
-        out = np.empty(x.shape, x.dtype)
-        _C.gelu(out, np.ascontiguousarray(x))
-        return out
-    return (x * 0.5 * (1 + _erf_kernel(x * (1 / math.sqrt(2))))).astype(x.dtype, copy=False)
-
-
-@op("gelu_backward", lambda s, o, st: rules.elementwise()(s, o, st) + [((rules.P, rules.B), (rules.P,))],  # linear in g
-    meta=lambda s, dt, st: ([rules.broadcast_shape([s[0], s[1]])], [dt[1]]))
-def _gelu_backward(g, x):
-    """g * (Phi(x) + x * phi(x)) in one C++ pass."""
-    if c_floats(g, x) and g.shape == x.shape:
-        out = np.empty(x.shape, x.dtype)
-        _C.gelu_backward(out, np.ascontiguousarray(g), np.ascontiguousarray(x))
-        return out
-    xp = devices.array_module(x)
-    cdf = 0.5 * (1 + _erf_kernel(x * (1 / math.sqrt(2))))
-    return (g * (cdf + x * xp.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi)))).astype(x.dtype, copy=False)
+def shard_index(input, index_num, nshards, shard_id, ignore_value=-1):
+    """Paddle's shard_index: labels of shard `shard_id` become local indices, others ignore_value."""
+    return apply("shard_index", tensors(input), {"index_num": index_num, "nshards": nshards, "shard_id": shard_id,
+                                             "ignore_value": ignore_value})
 
 
 def add_n(inputs):
@@ -405,11 +375,11 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return close.all()
 
 
-def equal_all(x, y):
+def equal_all(input, other):
     """True (a 0-d bool tensor) when x and y have the same shape and values."""
-    if tuple(x.shape) != tuple(y.shape):
+    if tuple(input.shape) != tuple(other.shape):
         from ..sbp import broadcast
-        if x.is_local:
+        if input.is_local:
             return full((), False, dtype="bool")
-        return full((), False, dtype="bool", placement=x.placement, sbp=(broadcast,) * x.placement.ndim)
-    return equal(x, y).all()  # noqa: F821
+        return full((), False, dtype="bool", placement=input.placement, sbp=(broadcast,) * input.placement.ndim)
+    return equal(input, other).all()  # noqa: F821

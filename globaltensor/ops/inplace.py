@@ -7,7 +7,8 @@ import numpy as np
 from . import bitwise, elementwise
 from ._front import tensors
 from .elementwise import UNARY, cast, clip
-from .indexing import getitem, masked_select
+from .data_dependent import masked_select
+from .indexing import getitem
 from .. import autograd
 from .. import layout as _layout
 from ..backends.devices import array_module, move, of_array

@@ -20,6 +20,7 @@ BY_OP = {
     "diag": {"offset": "diagonal"},
     "eye": {"num_rows": "n", "num_columns": "m"},
     "linspace": {"stop": "end", "num": "steps"},
+    "uniform": {"min": "low", "max": "high"},
 }
 
 

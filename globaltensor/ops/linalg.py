@@ -237,7 +237,7 @@ def _square_meta(name, keep_dtype):
 def _cholesky_backward(ctx, g):
     """A = L L^T: with P = the lower triangle of L^T dL (its diagonal halved) and
     S = L^-T P L^-1, d A = (S + S^T) / 2 (the symmetric gradient, as PyTorch)."""
-    from .shape import tril
+    from .triangles import tril
     L = ctx.outputs[0]
     if ctx.static["upper"]:
         L, g = transpose(L, -1, -2), transpose(g, -1, -2)

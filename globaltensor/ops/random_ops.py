@@ -1,10 +1,11 @@
-"""Random ops over tensors and permutations, from the sharding-invariant generator."""
+"""Ops that draw from the sharding-invariant generator: dropout, bernoulli, multinomial, randperm."""
 import numpy as np
 
 from .. import dtype as _dtype
 from .. import random as _random
 from ._front import tensors
 from ..creation import allocate, build, rand
+from ..sbp import partial_sum as P
 from ..scope import recorder as _recorder
 
 
@@ -13,6 +14,23 @@ def _like_layout(x):
     if x.is_local:
         return {}
     return {"placement": x.placement, "sbp": without_partial(x.sbp)}
+
+
+def dropout(input, p=0.5, training=True):
+    """Zero each element with probability p and scale the rest by 1 / (1 - p). The mask comes
+    from the sharding-invariant generator, so it does not depend on the layout."""
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0:
+        return input
+    from ..sbp import broadcast
+    if input.is_global:
+        u = rand(*input.shape, dtype=input.dtype, placement=input.placement, sbp=tuple(
+            s if s is not P else broadcast for s in input.sbp))
+    else:
+        u = rand(*input.shape, dtype=input.dtype)
+    keep = (u >= p).astype(input.dtype)
+    return input * keep * (1.0 / (1.0 - p)) if p < 1 else input * 0.0
 
 
 def bernoulli(input, p=None):
@@ -28,7 +46,7 @@ def bernoulli(input, p=None):
 def multinomial(input, num_samples, replacement=False):
     """num_samples class indices per row of the probabilities x (1-D or 2-D), int64.
     With replacement: inverse CDF of uniform draws; without: Gumbel top-k."""
-    from .indexing import topk
+    from .sorting import topk
     from .reduction import cumsum, sum
     (input,) = tensors(input)
     squeeze = input.ndim == 1

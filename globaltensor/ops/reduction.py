@@ -1,5 +1,7 @@
-"""Reductions and scans: sum (linear: S on a reduced dim gives P), max/min/median/prod/any/all
-(not linear), composites (mean, var, std, logsumexp, norm, dist), cumsum, argmax/argmin."""
+"""Reductions and scans: sum, mean, max/min/median/prod/any/all, argmax/argmin, histogram, cumsum, trace.
+
+sum is linear (S on a reduced dim gives P), the others are not; mean is sum's composite. The
+composite reductions over these (var, std, logsumexp, norm, dist) are in reduction_composites.py."""
 import builtins
 import collections
 
@@ -10,7 +12,7 @@ from . import rules
 from ._front import apply, dims_arg, tensors
 from .registry import op
 from ..creation import arange, eye
-from ..sbp import broadcast as B, partial_sum as P, split, without_partial
+from ..sbp import broadcast as B, partial_sum as P, split
 
 
 def _axis(dims):
@@ -237,7 +239,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
 
 def _extreme(name, x, dim, keepdim, other):
     """max/min as PyTorch: (x) -> the value; (x, dim) -> (values, indices); (x, other) -> the
-    element-wise maximum/minimum. A tuple of dims (Paddle's list of axes) gives values only."""
+    element-wise maximum/minimum. A tuple of dims gives values only (amax/amin, numpy's max over axes)."""
     from ..tensor import Tensor
     if other is None and isinstance(dim, (Tensor, np.ndarray)):
         dim, other = None, dim
@@ -292,100 +294,23 @@ def _arg(name):
 argmax, argmin = _arg("argmax"), _arg("argmin")
 
 
-def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    """Variance over dim, divided by count - correction (PyTorch's correction=; unbiased=True is
-    correction=1, the default as in OneFlow/PyTorch)."""
-    (input,) = tensors(input)
-    dims = dims_arg(dim, input.ndim)
-    count = int(np.prod([input.shape[d] for d in (dims if dims is not None else range(input.ndim))]))
-    correction = (1 if unbiased else 0) if correction is None else correction
-    if not input.dtype.is_floating:  # integers and bools: in the default float dtype
-        input = _float(input)
-    centered = input - mean(input, dims, keepdim=True)
-    return sum(centered * centered, dims, keepdim) / builtins.max(count - correction, 1)
-
-
-def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    """Standard deviation: the square root of var (same arguments)."""
-    from .elementwise import sqrt
-    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
-
-
-def logsumexp(input, dim=None, keepdim=False):
-    """log(sum(exp(x))) computed stably: the max is subtracted first (and detached)."""
-    from .elementwise import exp, log
-    (input,) = tensors(input)
-    dims = dims_arg(dim, input.ndim)
-    from .elementwise import isfinite, where
-    if not input.dtype.is_floating:  # integers and bools: the default float dtype, as PyTorch
-        input = _float(input)
-    if input.is_global and builtins.any(isinstance(s, split) and (dims is None or s.dim in dims) for s in input.sbp):
-        out = _logsumexp_split(input, dims)
-    else:
-        m = amax(input, dims, keepdim=True).detach()
-        m = where(isfinite(m), m, 0.0)  # a group of -inf (or one inf): exp(x - m) must not be nan
-        out = log(sum(exp(input - m), dims, keepdim=True)) + m
-    if not keepdim:
-        from .shape import squeeze
-        out = squeeze(out, dims if dims is not None else tuple(range(input.ndim)))
-    return out
-
-
-def _logsumexp_split(x, dims):
-    """logsumexp over dims that x is split along, without moving x: the shift is the mean of the
-    finite values (partial sums, reduced while they have the reduced shape) rather than the max
-    (which would gather the slices), and the sum of exp runs in float64, where a shifted value
-    overflows only past 709 above that mean (and a row underflows only where every value lies
-    745 below it): logits masked with -inf are fine, with a huge finite value (-1e9) they are
-    not. Each rank sums exp over its slice; the partial sums meet in small all_reduces of the
-    reduced shape (the Megatron cross-entropy)."""
-    from .elementwise import cast, exp, isfinite, log, where
-
-    def whole(t):  # the partial sums reduced while small (else x - m would run on partial values)
-        return t.to_global(sbp=without_partial(t.sbp))
-    finite = isfinite(x)
-    count = whole(sum(finite.astype(x.dtype), dims, keepdim=True)).clip(1, None)
-    m = (whole(sum(where(finite, x, 0.0), dims, keepdim=True)) / count).detach()  # the finite values' mean
-    return cast(log(whole(sum(exp(cast(x - m, np.float64)), dims, keepdim=True))), x.dtype.np) + m
-
-
-def norm(input, p=2, dim=None, keepdim=False):
-    """Vector p-norm over dim: p = 0 (the count of non-zeros), 1, 2 ("fro"), inf, -inf or any
-    positive number. The gradient of a zero vector's norm is 0 (as PyTorch), not nan."""
-    from .elementwise import abs as _abs
-    from .elementwise import cast
-    (input,) = tensors(input)
-    dims = dims_arg(dim, input.ndim)
-    if p in ("fro", 2):
-        return _root(sum(input * input, dims, keepdim), 2)
-    if p in (float("inf"), "inf"):
-        return amax(_abs(input), dims, keepdim)
-    if p in (float("-inf"), "-inf"):
-        return amin(_abs(input), dims, keepdim)
-    if p == 0:
-        return sum(cast(input != 0, input.dtype), dims, keepdim)
-    if p == 1:
-        return sum(_abs(input), dims, keepdim)
-    from .elementwise import pow as _pow
-    return _root(sum(_pow(_abs(input), p), dims, keepdim), p)
-
-
-def _root(total, p):
-    """total ** (1 / p), whose gradient at 0 is 0 (the root itself would give 0 * inf)."""
-    from .elementwise import cast, pow as _pow, sqrt, where
-    nonzero = total != 0
-    safe = where(nonzero, total, 1.0)
-    return (sqrt(safe) if p == 2 else _pow(safe, 1.0 / p)) * cast(nonzero, total.dtype)
-
-
-def dist(input, other, p=2):
-    """The p-norm of x - y."""
-    return norm(input - other, p)
-
-
 def numel(input):
     """The number of elements (a Python int)."""
     return input.numel()
+
+
+@op("histogram", lambda s, o, st: [((B,), (B,))] + ([((split(d),), (P,)) for d in range(len(s[0]))]
+                                                    if st["min"] < st["max"] else []),
+    meta=lambda s, dt, st: ([(int(st["bins"]),)], [np.int64]))
+def _histogram(x, bins=100, min=0.0, max=0.0):
+    lo, hi = (min, max) if min < max else ((float(x.min()), float(x.max())) if x.size else (0.0, 0.0))
+    return np.histogram(x, bins=bins, range=(lo, hi))[0].astype(np.int64)
+
+
+def histogram(input, bins=100, min=0, max=0):  # noqa: A002
+    """Counts in `bins` equal bins over [min, max] (the data's range when min == max == 0);
+    with an explicit range the counts of split pieces add up (S -> P)."""
+    return apply("histogram", tensors(input), {"bins": bins, "min": float(min), "max": float(max)})
 
 
 @op("cumsum", rules.along_dims(lambda i, o, st: [(d, d) for d in range(len(i)) if d != st["dim"]], linear=True),
@@ -401,7 +326,7 @@ def _flip_cumsum(g, dim):
 
 
 def cumsum(input, dim=None, *, dtype=None):
-    """Running sum along dim (None: over the flattened values, as Paddle), in dtype when given;
+    """Running sum along dim (None: over the flattened values, as numpy), in dtype when given;
     independent along the other dims, linear (P stays P)."""
     input = _as(input, dtype)
     d = dims_arg(dim, input.ndim)

@@ -4,7 +4,7 @@ A thin layer of aliases and adapters over the runtime, one module per Paddle nam
 globaltensor is here under its name (Paddle's keyword spellings accepted: x=, y=, axis=, shape=);
 where Paddle's positional meaning differs from PyTorch's (shape-first factories, `split`'s number
 of sections, `max` returning values, `transpose`'s permutation, `sum`'s dtype before keepdim,
-`matmul`'s transpose flags) the function here is Paddle's.
+`matmul`'s transpose flags, `gelu`'s bool approximate) the function here is Paddle's.
 """
 import numpy as _np
 
@@ -185,6 +185,11 @@ def trace(x, offset=0, axis1=0, axis2=1, name=None):
     if (offset, axis1 % x.ndim, axis2 % x.ndim) != (0, 0, 1) or x.ndim != 2:
         raise NotImplementedError("trace: the main diagonal of a 2-D tensor is supported")
     return _ops.trace(x)
+
+
+def gelu(x, approximate=False, name=None):
+    """Paddle's gelu: approximate is a bool (True: the tanh approximation; gt's takes "none" / "tanh")."""
+    return nn.functional.gelu(x, approximate)
 
 
 def linear(x, weight, bias=None, name=None):

@@ -1,0 +1,63 @@
+"""embedding: rows of a table at integer indices; a table split by rows gives a partial sum (vocabulary parallel)."""
+import numpy as np
+
+from . import rules
+from ._front import apply, tensors
+from .gather_scatter import _in_slice
+from .registry import op
+from ..creation import zeros_like
+
+B, P, S = rules.B, rules.P, rules.split
+
+
+def _embedding_rows(s, o, st):
+    """indices, weight (num, dim) -> rows of weight at the indices.
+    indices S(d), weight B -> S(d)           each position looks up its own row
+    weight S(1) (columns) -> S(last)         each rank holds a slice of every row
+    weight P -> P                            the lookup is linear in the table
+    weight S(0) (rows), indices B -> P       each rank looks up the ids in its rows, zeros for
+                                             the rest (the vocabulary-parallel embedding)"""
+    n = len(s[0])
+    return ([((B, B), (B,)), ((B, P), (P,)), ((B, S(1)), (S(n),)), ((B, S(0)), (P,))] +
+            [((S(d), B), (S(d),)) for d in range(n)])
+
+
+def _embedding_backward(ctx, g):
+    indices, weight = ctx.inputs
+    flat_idx = indices.reshape(-1)
+    flat_g = g.reshape(-1, weight.shape[1])
+    return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0, "size": weight.shape[0]})
+
+
+def _embedding_meta(s, dt, st):
+    indices, weight = tuple(s[0]), tuple(s[1])
+    rules.check_index_dtype("embedding", dt[0], "indices")
+    if len(weight) != 2:
+        raise ValueError(f"embedding: the weight must be 2-D (num_embeddings, dim), got shape {weight}")
+    return [indices + weight[1:]], [dt[1]]
+
+
+@op("embedding", _embedding_rows, _embedding_backward, meta=_embedding_meta, takes_offsets=True)
+def _embedding(indices, weight, num=None, offsets=None):
+    """The table's rows at the indices; a piece of the table (rows from offsets[1][0]) gives zeros
+    for the indices outside it. Indices outside the whole table (num rows) raise IndexError."""
+    num = weight.shape[0] if num is None else num
+    local, inside = _in_slice("embedding", indices, num, offsets[1][0] if offsets else 0, weight.shape[0])
+    if inside is None:
+        return np.take(weight, local, axis=0)
+    if weight.shape[0] == 0:
+        return np.zeros(indices.shape + weight.shape[1:], weight.dtype)
+    return np.where(inside[..., None], np.take(weight, local, axis=0), 0).astype(weight.dtype, copy=False)
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of weight at the indices x. Rows: indices split -> output split alike; weight split
+    by columns (S(1)) -> output split on its last dim; partial weight -> partial output. A
+    table split by rows (S(0)) gives a partial output: each rank looks up the indices that
+    fall in its rows and leaves zeros elsewhere (the model-parallel embedding). Indices outside
+    the table raise IndexError."""
+    input, weight = tensors(input, weight)
+    out = apply("embedding", [input, weight], {"num": weight.shape[0]})
+    if padding_idx is not None:
+        out = out * (input != padding_idx).astype(out.dtype).unsqueeze(-1)
+    return out

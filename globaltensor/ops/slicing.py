@@ -1,0 +1,61 @@
+"""Slices by axes, starts, ends and strides (strided_slice, slice) and slice_scatter, their backward."""
+import builtins
+
+from . import rules
+from ._front import apply, tensors
+from .registry import op
+from .shape import _meta, _rows
+from ..creation import zeros_like
+
+
+def _slice_index(shape, axes, starts, ends, strides):
+    index = [builtins.slice(None)] * len(shape)  # `slice` below is Paddle's op
+    for a, s, e, st in zip(axes, starts, ends, strides):
+        index[a] = builtins.slice(s, e, st)
+    return tuple(index)
+
+
+def _slice_back(ctx, g):
+    x = ctx.inputs[0]
+    st = ctx.static
+    base = zeros_like(x)
+    return _scatter_slice(base, g, st)
+
+
+def _sliced_shape(shape, st):
+    shape = list(shape)
+    for a, s, e, step in zip(st["axes"], st["starts"], st["ends"], st["strides"]):
+        shape[a] = len(range(*builtins.slice(s, e, step).indices(shape[a])))
+    return tuple(shape)
+
+
+@op("strided_slice", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["axes"]]),
+    lambda ctx, g: _slice_back(ctx, g), meta=_meta(lambda s, st: _sliced_shape(s[0], st)))
+def _strided_slice(x, axes=(), starts=(), ends=(), strides=()):
+    return x[_slice_index(x.shape, axes, starts, ends, strides)]
+
+
+@op("slice_scatter", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["axes"]], n_in=2),
+    lambda ctx, g: (None, strided_slice(g, **{k: ctx.static[k] for k in ("axes", "starts", "ends", "strides")})),
+    meta=rules.like(0))
+def _slice_scatter(base, update, axes=(), starts=(), ends=(), strides=()):
+    out = base.copy()
+    out[_slice_index(base.shape, axes, starts, ends, strides)] = update
+    return out
+
+
+def _scatter_slice(base, update, st):
+    return apply("slice_scatter", [base, update], dict(st))
+
+
+def strided_slice(input, axes, starts, ends, strides):
+    """Paddle's strided_slice: x[starts:ends:strides] along axes."""
+    (input,) = tensors(input)
+    axes = tuple(a % input.ndim for a in axes)
+    return apply("strided_slice", [input], {"axes": axes, "starts": tuple(starts), "ends": tuple(ends),
+                                         "strides": tuple(strides)})
+
+
+def slice(input, axes, starts, ends):  # noqa: A001 - Paddle's name
+    """Paddle's slice: x[starts:ends] along axes."""
+    return strided_slice(input, axes, starts, ends, [1] * len(axes))
