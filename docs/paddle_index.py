@@ -1,6 +1,6 @@
 """docs/paddle.md's account of Paddle's API index (docs/targets/paddle-api-index.txt): every name,
 where globaltensor.paddle has it, or why not. The reasons are data here; the table is written
-between the markers in docs/paddle.md, and tests/test_paddle_index.py checks it is current.
+between the markers in docs/paddle.md, and tests/faces/test_paddle_index.py checks it is current.
 
     python docs/paddle_index.py            # rewrite the table
     python docs/paddle_index.py --check    # exit 1 when the table is stale

@@ -7,6 +7,9 @@ import pytest
 
 from globaltensor.distributed import spawn
 
+TESTS = os.path.dirname(os.path.abspath(__file__))  # the shared helpers (scripts/, numpy_refs, ...) live here
+REPO = os.path.dirname(TESTS)
+
 
 def run_ranks(fn, nprocs, *args, timeout=120, env=None):
     """Run fn(*args) on nprocs ranks; a failing rank's traceback is raised here; never hangs."""

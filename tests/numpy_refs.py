@@ -1,4 +1,4 @@
-"""Numpy references for tests/test_every_op.py: what each op computes, written plainly with numpy
+"""Numpy references for tests/ops/test_every_op.py: what each op computes, written plainly with numpy
 (float64) on the full values, independent of globaltensor; checks of what numpy can say about the
 random ops; central finite differences for the gradients.
 

@@ -107,7 +107,7 @@ assert np.allclose(grad, 1 / (1 + np.exp(-x_values)), atol=1e-4)
 # ## Checking the rows
 #
 # A wrong row gives wrong numbers silently, so the test suite checks every row of every
-# registered op on simulated ranks (`tests/test_soundness.py`): it cuts numpy inputs into the
+# registered op on simulated ranks (`tests/ops/test_soundness.py`): it cuts numpy inputs into the
 # pieces a row's input SBPs give, runs the kernel per piece, reassembles by the output SBP
 # and compares with the kernel on the full values. Here is that check by hand for a wrong
 # row, `P -> P` (checked: the pieces add up to x, yet their softplus values do not add up to

@@ -1,4 +1,4 @@
-"""Scripts whose ranks do not make the same collective calls (issue 12, point 5):
+"""Scripts whose ranks do not make the same collective calls:
 
     print_at_end      `if rank == 0: print(y)` ends the script: its first collective
     print_after_work  the same after the ranks have met in collectives

@@ -1,4 +1,4 @@
-"""numpy's allocator over the shared-memory arena (issue 14): in a job of several ranks, numpy's
+"""numpy's allocator over the shared-memory arena: in a job of several ranks, numpy's
 large arrays live in the rank's arena, so collectives read them in place; freed blocks are
 reused; an exhausted arena falls back to the heap with one warning; a forked child never hands
 out the parent's blocks; gt.memory_stats() tells what is held."""

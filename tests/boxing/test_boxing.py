@@ -235,8 +235,8 @@ def test_print_and_visualize():
 
 
 def _data_that_differs_between_ranks():
-    """gt.tensor's data is the whole value: a rank that passes other data is named on every rank
-    (issue 12, point 4); check_meta=False takes each rank's data on trust."""
+    """gt.tensor's data is the whole value: a rank that passes other data is named on every rank;
+    check_meta=False takes each rank's data on trust."""
     r = gt.env.get_rank()
     line, mesh = gt.placement("cpu", [0, 1, 2]), gt.placement("cpu", [[0, 1, 2]])
     errors = []

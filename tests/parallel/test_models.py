@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 
-from conftest import run_ranks
+from conftest import REPO, run_ranks
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES = os.path.join(REPO, "examples")
 
 
 def _train(layout, steps=6, script="gpt.py"):

@@ -1,4 +1,4 @@
-"""Shape inference on global tensors (issue 13, point 3).
+"""Shape inference on global tensors.
 
 The dispatcher finds output shapes as each op declares (ops/registry.py): a meta from shapes
 alone, stand-ins only where declared safe, or, for output sizes that depend on the data, the

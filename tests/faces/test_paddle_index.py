@@ -9,7 +9,9 @@ import pytest
 
 import globaltensor.paddle as paddle
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs"))
+from conftest import REPO
+
+sys.path.insert(0, os.path.join(REPO, "docs"))
 import paddle_index  # noqa: E402
 
 F = paddle.nn.functional

@@ -1,14 +1,15 @@
 """No hangs: a rank waiting in a collective that its peers never call (they finished the script,
 or wait in another collective) raises within seconds on every rank, with the default timeout,
-saying what each rank was doing (issue 12, point 5)."""
+saying what each rank was doing."""
 import os
 import subprocess
 import sys
 import time
 
 import pytest
+from conftest import TESTS
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "mismatched_calls.py")
+SCRIPT = os.path.join(TESTS, "scripts", "mismatched_calls.py")
 HINT = "print(x), x.numpy(), x.item() and x.tolist() of a global tensor are collectives too"
 
 

@@ -1,4 +1,4 @@
-"""Convolution, pooling and normalization layers (issue 19) against numpy written out directly,
+"""Convolution, pooling and normalization layers against numpy written out directly,
 gradients by central differences, and BatchNorm's statistics over the global batch on 2 ranks."""
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
 """The counter-based generator against published answers: Random123's Philox4x32-10 known-answer
 vectors (kat_vectors), and gt.rand / gt.randn / gt.randint recomputed element by element from an
-independent numpy Philox, as docs/architecture.md describes them (issue 13, point 5)."""
+independent numpy Philox, as docs/architecture.md describes them."""
 import numpy as np
 import pytest
 

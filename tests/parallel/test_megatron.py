@@ -6,7 +6,7 @@ all_reduce per sublayer forward and one backward."""
 import numpy as np
 import pytest
 
-from conftest import run_ranks
+from conftest import REPO, run_ranks
 
 
 def _full(t):
@@ -168,7 +168,7 @@ def _small_gpt(layout, layers):
     import importlib.util
     import os
     import globaltensor as gt
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "gpt.py")
+    path = os.path.join(REPO, "examples", "gpt.py")
     spec = importlib.util.spec_from_file_location("gpt_example", path)
     gpt = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpt)

@@ -43,7 +43,7 @@ def test_all_reduce_async_keeps_one_order(nprocs):
 
 def _async_then_all_to_all():
     """Rank 1 calls all_to_all while its worker still holds queued all_reduces (rank 0 is late
-    to them); the count rows must land where every rank reads them (issue 12, point 2)."""
+    to them); the count rows must land where every rank reads them."""
     import time
     rank = gt.env.get_rank()
     dist.all_reduce_async(np.ones(2)).wait()              # the worker threads exist

@@ -1,4 +1,4 @@
-"""The Tensor API a PyTorch/OneFlow user reaches for (issue 13, point 4), local and global:
+"""The Tensor API a PyTorch/OneFlow user reaches for, local and global:
 max/min/median named tuples, bitwise operators, to()/cpu()/cuda()/device, clone, contiguous,
 view, repeat, masked_fill, in-place ops and x[k] = v, zero_grad, clip_grad_norm_,
 CosineAnnealingLR, Embedding(padding_idx), gt.cat and `from globaltensor import *`.

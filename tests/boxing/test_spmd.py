@@ -1,5 +1,5 @@
 """Every rank decides alike: mixed layouts train to the numpy reference on 4 ranks, run after
-run, and each group sees one sequence of collectives on all its members (issue 12, point 2)."""
+run, and each group sees one sequence of collectives on all its members."""
 import numpy as np
 import pytest
 
@@ -13,7 +13,7 @@ B, S0, S1 = gt.sbp.broadcast, gt.sbp.split(0), gt.sbp.split(1)
 MESH, LINE = [[0, 1], [2, 3]], [0, 1, 2, 3]
 STEPS, SEED, LR = 6, 11, 0.05
 
-# name: (ranks, hidden width, {parameter: sbp}, data sbp). The first is the issue's script.
+# name: (ranks, hidden width, {parameter: sbp}, data sbp). The first mixes S on both mesh axes of a 2-D mesh.
 LAYOUTS = {
     "2d-weights-split-on-axis-1": (MESH, 24, {"0.weight": (B, S0), "2.weight": (B, S1)}, (S0, B)),
     "2d-megatron-on-axis-0": (MESH, 22, {"0.weight": (S0, B), "0.bias": (S0, B), "2.weight": (S1, B)}, (B, S0)),

@@ -1,4 +1,4 @@
-"""Op signatures (issue 13, point 2; SPEC §4): every op of ops-target.txt takes the OneFlow/PyTorch
+"""Op signatures (SPEC §4): every op of ops-target.txt takes the OneFlow/PyTorch
 positional signature and Paddle's keyword names (`x=`, `y=`, `axis=`, ...), on local and global
 tensors; where torch is installed, our parameter names and order are compared with torch's."""
 import inspect

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 import globaltensor as gt
-from conftest import run_ranks
+from conftest import REPO, run_ranks
 from globaltensor.backends import simulated_cupy
 
 S0, S1, B, P = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast, gt.sbp.partial_sum
 SIMULATED = {"GLOBALTENSOR_CUDA_SIMULATE": "1"}
 MODES = [pytest.param(SIMULATED, id="simulated"), pytest.param({}, id="gpu", marks=pytest.mark.cuda)]
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO
 
 
 def on_device(t):

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import run_ranks
+from conftest import REPO, run_ranks
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO
 EXAMPLES = os.path.join(ROOT, "examples", "paddle")
 LAUNCH = [sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_node", "2"]
 

@@ -1,4 +1,4 @@
-"""The layers and losses of real models (issue 19), against numpy: values, gradients (central
+"""The layers and losses of real models, against numpy: values, gradients (central
 differences in float64), and the same values on global tensors split over 2 ranks."""
 import numpy as np
 import pytest

@@ -5,7 +5,9 @@ import sys
 import pytest
 
 pytest.importorskip("nbformat", reason="nbformat comes with the test extra (nbmake)")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tutorials"))
+from conftest import REPO  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO, "tutorials"))
 
 import make_notebooks  # noqa: E402
 

@@ -8,11 +8,11 @@ import os
 import numpy as np
 import pytest
 
-from conftest import run_ranks
+from conftest import REPO, run_ranks
 from test_cuda_placement import MODES
 from test_graph import _both
 
-EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+EXAMPLES = os.path.join(REPO, "examples")
 
 
 def _train(script, layout, device, steps):

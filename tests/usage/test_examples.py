@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from reference import draws, train_mlp
+from conftest import REPO
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = REPO
 LAUNCH = [sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_node", "2"]
 
 

@@ -1,5 +1,5 @@
 """Temporary directories of saves: a killed save's is removed by the next save to that path, a
-live writer's never is (issue 12, point 6)."""
+live writer's never is."""
 import contextlib
 import os
 import signal

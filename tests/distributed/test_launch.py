@@ -9,8 +9,9 @@ import sys
 import time
 
 import pytest
+from conftest import TESTS
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "rank_report.py")
+SCRIPT = os.path.join(TESTS, "scripts", "rank_report.py")
 LAUNCH = [sys.executable, "-m", "globaltensor.distributed.launch"]
 
 

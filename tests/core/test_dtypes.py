@@ -331,8 +331,9 @@ def test_factory_table_matches_torch(name, make, make_torch, want):
     assert str(make_torch().dtype) == f"torch.{'float32' if want == DEFAULT else want}"
 
 
-def test_issue_examples():
-    """The examples of issue 13, point 1."""
+def test_everyday_promotions_give_pytorchs_dtypes():
+    """Factories give float32; int tensors times a float give float32 (not float64); int times int
+    stays int64; float32 + float64 widens."""
     assert gt.ones(2, 2).dtype == gt.float32 and gt.zeros(2, 2).dtype == gt.float32
     assert (gt.randn(3) + gt.arange(3)).dtype == gt.float32
     y = gt.arange(3) * 2.5

@@ -1,4 +1,4 @@
-"""No /dev/shm segment outlives a job (issue 14), also when a process is killed with SIGKILL: a
+"""No /dev/shm segment outlives a job, also when a process is killed with SIGKILL: a
 rank's arena has no name once created (peers open /proc/<pid>/fd/<fd>), a group's segment loses
 its name when its last member maps it, and the launcher removes what a crash left."""
 import os

@@ -1,4 +1,4 @@
-"""Attention and transformer layers (issue 19) against numpy, and the same numbers with heads and
+"""Attention and transformer layers against numpy, and the same numbers with heads and
 feed-forward split Megatron's way or the batch split, on 2 ranks."""
 import numpy as np
 import pytest

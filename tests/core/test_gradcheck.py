@@ -1,4 +1,4 @@
-"""Finite-difference gradient check over every differentiable op (issue 13, point 5).
+"""Finite-difference gradient check over every differentiable op.
 
 One process, local float64 tensors, no placements: for each case of CASES the autograd
 gradient of loss = sum_k sum(out_k * W_k) (a fixed random W_k per floating output, so every
@@ -764,7 +764,7 @@ def test_two_backwards_give_exactly_twice_one(name):
 
 
 def test_backward_leaves_its_gradient_argument_and_the_seed_alone():
-    """The issue's reproductions: w * 3 + b thrice gives 9 and 3; a gradient argument is never
+    """Accumulation is exact: w * 3 + b thrice gives 9 and 3; a gradient argument is never
     changed, also when it reaches a leaf unchanged."""
     w, b = gt.tensor(2.0, requires_grad=True), gt.tensor(0.0, requires_grad=True)
     for _ in range(3):
