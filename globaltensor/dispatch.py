@@ -336,7 +336,7 @@ def _data_dependent_outputs(opdef, decision, placement, out):
         row[0], row[1] = 1, len(outs)
         for j, o in enumerate(outs):
             at = 2 + j * (2 + _MAX_DIMS)
-            row[at], row[at + 1] = o.ndim, _dtype.ALL.index(_dtype.of_array(o))
+            row[at], row[at + 1] = o.ndim, int(_dtype.of_array(o).code)
             row[at + 2:at + 2 + o.ndim] = o.shape
     world = get_world_size()
     if world > 1:
@@ -365,5 +365,5 @@ def _shapes_of(row):
     found = []
     for j in range(row[1]):
         at = 2 + j * (2 + _MAX_DIMS)
-        found.append((tuple(row[at + 2:at + 2 + row[at]]), _dtype.ALL[row[at + 1]]))
+        found.append((tuple(row[at + 2:at + 2 + row[at]]), _dtype.from_code(row[at + 1])))
     return found

@@ -22,7 +22,7 @@ def _exchange_meta(array, placement):
     row = np.zeros(_META, np.int64)
     row[0] = get_rank() in placement
     row[1] = array.ndim
-    row[2] = _dtype.ALL.index(_dtype.of_array(array))
+    row[2] = int(_dtype.of_array(array).code)
     row[3:3 + array.ndim] = array.shape
     table = gather_rows(row, placement.type, world_group())
     return {r: (tuple(int(v) for v in table[r, 3:3 + table[r, 1]]), int(table[r, 2]))
@@ -48,9 +48,9 @@ def from_local(array, placement, sbp):
     ndims = {len(shape) for shape, _ in names}
     codes = {code for _, code in names}
     if len(ndims) > 1 or len(codes) > 1:
-        detail = ", ".join(f"rank {r}: shape {s} {_dtype.ALL[c].name}" for r, (s, c) in sorted(meta.items()))
+        detail = ", ".join(f"rank {r}: shape {s} {_dtype.from_code(c).name}" for r, (s, c) in sorted(meta.items()))
         raise ValueError(f"to_global: the local pieces must have the same number of dims and dtype; got {detail}")
-    dt = _dtype.ALL[codes.pop()]
+    dt = _dtype.from_code(codes.pop())
     shapes = {r: shape for r, (shape, _) in meta.items()}
     first = {r: tuple(0 if s is broadcast else c for s, c in zip(sbp, placement.mesh_coord(r))) for r in shapes}
     unlike = [r for r in shapes if shapes[r] != shapes[int(placement.ranks[first[r]])]]
