@@ -2,6 +2,7 @@
 nothing in globaltensor/ numbers them again."""
 import pathlib
 import re
+import types
 
 import numpy as np
 import pytest
@@ -70,3 +71,40 @@ def test_all_reduce_refuses_a_dtype_it_cannot_reduce_before_joining():
         collectives.all_reduce(np.zeros(3, np.int8))
     with pytest.raises(ValueError, match="op must be one of"):
         collectives.all_reduce(np.zeros(3, np.float32), op="mean")
+
+
+def _pieces_of_many_dims():
+    """Twenty dims through each use of the one metadata exchange (from_local allowed 17 before, the
+    data-dependent outputs 16), with rank 2 outside the placement learning the shapes too."""
+    r = gt.env.get_rank()
+    pl = gt.placement("cpu", [0, 1])
+    ones = (1,) * 19
+    x = gt.Tensor(np.full((2,) + ones, r + 1.0, np.float32)).to_global(pl, gt.sbp.split(0))
+    whole = x.to_global(sbp=gt.sbp.broadcast)
+    mask = gt.tensor(np.array([True, False, True, False]), placement=pl, sbp=gt.sbp.broadcast)
+    picked = whole[mask, ...]  # getitem: its output shape is read from the result (data-dependent)
+    same = gt.tensor(np.arange(24.0).reshape((2, 3, 4) + (1,) * 17), placement=pl, sbp=gt.sbp.broadcast)
+    return x.shape, picked.shape, picked.dtype.name, same.shape, \
+        picked.to_local().numpy().ravel().tolist() if r in pl else None
+
+
+def test_one_metadata_exchange_describes_pieces_of_many_dims():
+    from conftest import run_ranks
+    for r, (x_shape, picked_shape, dtype, same_shape, values) in enumerate(run_ranks(_pieces_of_many_dims, 3)):
+        assert x_shape == (4,) + (1,) * 19 and picked_shape == (2,) + (1,) * 19 and dtype == "float32"
+        assert same_shape == (2, 3, 4) + (1,) * 17
+        assert values == ([1.0, 2.0] if r < 2 else None)
+
+
+def test_the_metadata_exchange_is_one_function():
+    from globaltensor import creation, dispatch
+    from globaltensor.boxing import from_pieces, metadata
+    for module in (creation, dispatch, from_pieces):
+        text = pathlib.Path(module.__file__).read_text()
+        assert "gather_pieces(" in text and "collectives.all_gather(" not in text, module.__name__
+    alone = types.SimpleNamespace(ranks=(0,))  # a group of one exchanges nothing
+    deepest = np.zeros((1,) * 64, np.int8)  # numpy's own limit is the exchange's
+    assert metadata.gather_pieces([deepest], "cpu", alone, tag=-5) == {0: (-5, (((1,) * 64, gt.int8),))}
+    assert metadata.gather_pieces(None, "cpu", alone, slots=4) == {}
+    with pytest.raises(ValueError, match=r"nonzero: at most 1 piece\(s\) of at most 64 dims can be described"):
+        metadata.gather_pieces([deepest, deepest], "cpu", alone, what="nonzero")
