@@ -108,3 +108,84 @@ def test_the_metadata_exchange_is_one_function():
     assert metadata.gather_pieces(None, "cpu", alone, slots=4) == {}
     with pytest.raises(ValueError, match=r"nonzero: at most 1 piece\(s\) of at most 64 dims can be described"):
         metadata.gather_pieces([deepest, deepest], "cpu", alone, what="nonzero")
+
+
+# --- boxing step kinds: one table read by planning, running and printing --------------------------
+
+def _sweep_plans(monkeypatch):
+    """Plans between every pair of SBPs on 1-D and 2-D meshes and across placements (no process:
+    planning is pure); {kind name: number of steps of that kind}."""
+    import itertools
+    from globaltensor.boxing import plan
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    S = gt.sbp
+    one = [S.split(0), S.split(1), S.broadcast, S.partial_sum]
+    pls = [gt.placement("cpu", [0, 1, 2, 3]), gt.placement("cpu", [[0, 1], [2, 3]]), gt.placement("cpu", [2, 3, 1])]
+    seen = {}
+    for src_pl, dst_pl in itertools.product(pls, pls):
+        for src in itertools.product(one, repeat=src_pl.ndim):
+            for dst in itertools.product(one, repeat=dst_pl.ndim):
+                if S.partial_sum in dst and src_pl != dst_pl:
+                    continue
+                for step in plan(src_pl, src, dst_pl, dst, (8, 6), 4).steps:
+                    seen[step.kind.name] = seen.get(step.kind.name, 0) + 1
+                    assert step.kind is KINDS[step.kind.name]
+    return seen
+
+
+from globaltensor.boxing.steps import KINDS, along_axis  # noqa: E402
+
+
+def test_the_step_table_covers_every_change_along_a_mesh_axis():
+    S = gt.sbp
+    sbps = [S.split(0), S.split(1), S.broadcast, S.partial_sum]
+    for s in sbps:
+        for t in sbps:
+            if s == t:
+                continue
+            kind = along_axis(s, t)
+            assert kind.transition == (str(s)[0], str(t)[0]) and callable(kind.run) and callable(kind.bytes)
+    assert {k.transition for k in KINDS.values() if k.transition} == \
+        {("S", "S"), ("S", "B"), ("S", "P"), ("B", "S"), ("B", "P"), ("P", "S"), ("P", "B")}
+
+
+def test_the_planner_emits_every_kind_of_the_table_and_no_other(monkeypatch):
+    seen = _sweep_plans(monkeypatch)
+    assert set(seen) == set(KINDS), f"kinds never planned: {set(KINDS) - set(seen)}"
+    local = {name for name, k in KINDS.items() if k.collective is None}
+    assert local == {"slice", "broadcast_to_partial", "split_to_partial"}
+    assert all(KINDS[name].bytes(*[None] * 7) == 0 for name in local)
+
+
+def test_step_kinds_are_spelled_only_in_the_table():
+    every = set(KINDS)
+    not_collectives = every - {k.collective for k in KINDS.values()}  # a program's "all_reduce" is a collective
+    for rel, names in (("boxing/planning.py", every), ("boxing/execution.py", every),
+                       ("graph/program.py", not_collectives), ("debug.py", not_collectives)):
+        text = (PACKAGE / rel).read_text()
+        found = re.findall(rf"[\"']({'|'.join(names)})[\"']", text)
+        assert not found, f"{rel} spells step kinds {found}; read boxing.steps.KINDS"
+
+
+def _moved_in_a_graph():
+    S0 = gt.sbp.split(0)
+    x = gt.tensor(np.arange(12.0).reshape(6, 2), placement=gt.placement("cpu", [0, 1]), sbp=S0)
+    other = gt.placement("cpu", [1, 0])
+
+    @gt.jit.trace
+    def move(t):
+        return t.to_global(placement=other, sbp=S0) * 2  # the overlap route: one all_to_all
+
+    move(x)
+    with gt.debug.count_collectives() as counted:
+        y = move(x)
+    program = move._cache()["last"]
+    return program.collectives(), dict(counted), program.text(), y.numpy().tolist()
+
+
+def test_a_program_names_the_collective_each_step_kind_issues():
+    from conftest import run_ranks
+    for collectives_, counted, text, value in run_ranks(_moved_in_a_graph, 2):
+        assert collectives_ == ["all_to_all"] and counted == {"all_to_all": 1}
+        assert "[redistribute]" in text
+        assert value == (np.arange(12.0).reshape(6, 2) * 2).tolist()
