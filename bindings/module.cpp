@@ -65,12 +65,71 @@ std::vector<uint64_t> byte_counts(const std::vector<int64_t>& counts, int k, con
   return out;
 }
 
+// The gt::DType of an array's elements (ml_dtypes' bfloat16 included), or -1 for a type
+// kernels/types.h does not number, or bytes not in this machine's order.
+int32_t dtype_code(const py::array& a) {
+  py::dtype dt = a.dtype();
+  char order = dt.byteorder();
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  if (order == '<') return -1;
+#else
+  if (order == '>') return -1;
+#endif
+  py::ssize_t size = dt.itemsize();
+  switch (dt.kind()) {
+    case 'f': return size == 4 ? gt::kF32 : size == 8 ? gt::kF64 : size == 2 ? gt::kF16 : -1;
+    case 'i': return size == 4 ? gt::kI32 : size == 8 ? gt::kI64 : size == 1 ? gt::kI8 : -1;
+    case 'u': return size == 1 ? gt::kU8 : -1;
+    case 'b': return gt::kBool;
+    case 'V': {  // a user type: ml_dtypes' bfloat16 is one descriptor, remembered once seen
+      static PyObject* bfloat16 = nullptr;
+      if (dt.ptr() == bfloat16) return gt::kBF16;
+      if (size != 2 || py::str(dt.attr("name")).cast<std::string>() != "bfloat16") return -1;
+      if (!bfloat16) bfloat16 = dt.inc_ref().ptr();
+      return gt::kBF16;
+    }
+    default: return -1;
+  }
+}
+
+std::string dtype_text(const py::array& a) {
+  int32_t code = dtype_code(a);
+  return code >= 0 ? gt::dtype_name(code) : std::string(py::str(a.dtype()));
+}
+
+// The arithmetic dtype of `a` (kernels/types.h's is_arithmetic), else TypeError:
+// "<what>: cannot reduce dtype bool; supported: float32, ...".
+gt::DType arithmetic_dtype(const py::array& a, const char* what) {
+  int32_t code = dtype_code(a);
+  if (gt::is_arithmetic(code)) return gt::DType(code);
+  std::string supported;
+  for (int32_t d = 0; d < gt::kNumDTypes; ++d)
+    if (gt::is_arithmetic(d)) supported += std::string(supported.empty() ? "" : ", ") + gt::dtype_name(d);
+  throw py::type_error(std::string(what) + " dtype " + dtype_text(a) + "; supported: " + supported);
+}
+
+// x's dtype, float32 or float64, else TypeError "<what> takes float32 or float64 arrays".
+gt::DType float_dtype(const py::array& x, const char* what) {
+  int32_t code = dtype_code(x);
+  if (code != gt::kF32 && code != gt::kF64) throw py::type_error(std::string(what) + " takes float32 or float64 arrays");
+  return gt::DType(code);
+}
+
+// The reduction's dtype, from `in` (out must match): what every reducing binding takes.
+gt::DType reduce_dtype(const py::array& in, const py::array& out, const char* what) {
+  gt::DType dtype = arithmetic_dtype(in, (std::string(what) + ": cannot reduce").c_str());
+  if (dtype_code(out) != dtype)
+    throw py::type_error(std::string(what) + ": the output's dtype (" + dtype_text(out) + ") differs from the input's (" +
+                         gt::dtype_name(dtype) + ")");
+  return dtype;
+}
+
 #ifdef GLOBALTENSOR_WITH_CUDA
 // _C.cuda: device memory, IPC handles and the reduction of the IPC all-reduce. Device
 // pointers and streams are Python ints; every call raises RuntimeError with CUDA's words.
 void bind_cuda(py::module_& m) {
   namespace cu = gt::cuda;
-  auto c = m.def_submodule("cuda", "CUDA kernels (built with nvcc); pointers and streams are ints");
+  auto c = m.def_submodule("cuda", "CUDA kernels (built with nvcc); pointers and streams are ints, dtypes _C.DType");
   c.def("device_count", &cu::device_count, "GPUs visible to this process (0 without a driver).");
   c.def("set_device", &cu::set_device, py::arg("device"));
   c.def("malloc", [](size_t n) { return reinterpret_cast<uintptr_t>(cu::malloc_device(n)); }, py::arg("nbytes"));
@@ -89,7 +148,8 @@ void bind_cuda(py::module_& m) {
   c.def("copy_async", [](uintptr_t dst, uintptr_t src, size_t n, uintptr_t stream) {
     cu::copy_async(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, stream);
   }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream"));
-  c.def("reduce_sum_async", [](uintptr_t dst, std::vector<uintptr_t> srcs, size_t count, int dtype, uintptr_t stream) {
+  c.def("reduce_sum_async", [](uintptr_t dst, std::vector<uintptr_t> srcs, size_t count, gt::DType dtype,
+                                uintptr_t stream) {
     std::vector<const void*> ptrs;
     for (auto p : srcs) ptrs.push_back(reinterpret_cast<const void*>(p));
     cu::reduce_sum_async(reinterpret_cast<void*>(dst), ptrs.data(), int(ptrs.size()), count, dtype, stream);
@@ -102,21 +162,21 @@ void bind_cuda(py::module_& m) {
 #ifdef GLOBALTENSOR_WITH_CUBLASLT
   c.def("load_cublaslt", &cu::load_cublaslt, py::arg("path") = std::string(),
         "Open libcublasLt (a path, or the loader's search); False when it is not there.");
-  c.def("matmul", [](uintptr_t c_, uintptr_t a, uintptr_t b, int64_t m, int64_t n, int64_t k, int dtype, bool tf32,
-                     uintptr_t stream) {
+  c.def("matmul", [](uintptr_t c_, uintptr_t a, uintptr_t b, int64_t m, int64_t n, int64_t k, gt::DType dtype,
+                     bool tf32, uintptr_t stream) {
     cu::matmul(reinterpret_cast<void*>(c_), reinterpret_cast<const void*>(a), reinterpret_cast<const void*>(b), m, n, k,
                dtype, tf32, stream);
   }, py::arg("c"), py::arg("a"), py::arg("b"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("dtype"),
      py::arg("tf32"), py::arg("stream"), "c (m x n) = a (m x k) @ b (k x n), row-major, through cuBLASLt.");
   c.def("linear_forward", [](uintptr_t y, uintptr_t x, uintptr_t w, uintptr_t bias, int64_t m, int64_t n, int64_t k,
-                             int dtype, int activation, bool tf32, uintptr_t stream) {
+                             gt::DType dtype, int activation, bool tf32, uintptr_t stream) {
     cu::linear_forward(reinterpret_cast<void*>(y), reinterpret_cast<const void*>(x), reinterpret_cast<const void*>(w),
                        reinterpret_cast<const void*>(bias), m, n, k, dtype, activation, tf32, stream);
   }, py::arg("y"), py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("m"), py::arg("n"), py::arg("k"),
      py::arg("dtype"), py::arg("activation"), py::arg("tf32"), py::arg("stream"),
      "y = act(x @ w.T + bias) in one cuBLASLt call (bias 0: none; activation 0 identity, 1 relu, 2 gelu-tanh).");
   c.def("linear_weight_grad", [](uintptr_t dw, uintptr_t dbias, uintptr_t g, uintptr_t x, int64_t m, int64_t n,
-                                 int64_t k, int dtype, bool tf32, uintptr_t stream) {
+                                 int64_t k, gt::DType dtype, bool tf32, uintptr_t stream) {
     cu::linear_weight_grad(reinterpret_cast<void*>(dw), reinterpret_cast<void*>(dbias), reinterpret_cast<const void*>(g),
                            reinterpret_cast<const void*>(x), m, n, k, dtype, tf32, stream);
   }, py::arg("dw"), py::arg("dbias"), py::arg("g"), py::arg("x"), py::arg("m"), py::arg("n"), py::arg("k"),
@@ -134,6 +194,20 @@ PYBIND11_MODULE(_C, m) {
   auto base_error = py::register_exception<gt::CollectiveError>(m, "CollectiveError", PyExc_RuntimeError);
   py::register_exception<gt::CollectiveTimeout>(m, "CollectiveTimeoutError", base_error);
   py::register_exception<gt::ShmExhausted>(m, "SharedMemoryExhausted", PyExc_MemoryError);
+
+  // kernels/types.h's two tables, the only numbering of dtypes and reduction ops: Python reads
+  // them from here (globaltensor/dtype.py, distributed/collectives.py) and sends their codes.
+  py::enum_<gt::DType> dtypes(m, "DType", "Element types as the kernels number them; members named as numpy names them.");
+  for (int32_t d = 0; d < gt::kNumDTypes; ++d) dtypes.value(gt::kDTypeNames[d], gt::DType(d));
+  dtypes.def_property_readonly("arithmetic", [](gt::DType d) { return gt::is_arithmetic(d); },
+                               "Whether reductions and random fills take this type (else it is only moved).");
+  dtypes.def_property_readonly("itemsize", [](gt::DType d) { return gt::dtype_size(d); });
+  py::enum_<gt::RedOp> redops(m, "RedOp", "Reduction ops of all_reduce, reduce_scatter and reduce_into.");
+  for (int32_t r = 0; r < gt::kNumRedOps; ++r) redops.value(gt::kRedOpNames[r], gt::RedOp(r));
+  m.def("dtype_of", [](py::array a) -> py::object {
+    int32_t code = dtype_code(a);
+    return code < 0 ? py::object(py::none()) : py::cast(gt::DType(code));
+  }, py::arg("array"), "The _C.DType of an array's elements (None for a type the kernels do not number).");
 #ifdef GLOBALTENSOR_WITH_CUDA
   bind_cuda(m);
   m.attr("with_cuda") = true;
@@ -148,20 +222,25 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("collective_hint", [] { return std::string(gt::collective_hint()); },
         "The advice every error about ranks that did not meet in a collective ends with.");
-  m.def("reduce_into", [](py::array out, std::vector<py::array> srcs, int dtype, int redop, bool nontemporal) {
+  m.def("reduce_into", [](py::array out, std::vector<py::array> srcs, gt::RedOp redop, bool nontemporal) {
     View o = contiguous(out, "out", true);
+    gt::DType dtype = arithmetic_dtype(out, "reduce_into: cannot reduce");
     std::vector<const void*> ptrs;
     for (auto& s : srcs) {
       View v = contiguous(s, "each source", false);
       if (v.nbytes != o.nbytes) throw py::value_error("every source must have the size of out");
+      if (dtype_code(s) != dtype)
+        throw py::type_error("reduce_into: a source's dtype (" + dtype_text(s) + ") differs from out's (" +
+                             gt::dtype_name(dtype) + ")");
       ptrs.push_back(v.ptr);
     }
     size_t count = o.nbytes / gt::dtype_size(dtype);
     void* dst = o.ptr;
     py::gil_scoped_release release;
     gt::reduce_to(&dst, 1, ptrs.data(), int(ptrs.size()), count, dtype, redop, nontemporal);
-  }, py::arg("out"), py::arg("srcs"), py::arg("dtype"), py::arg("redop"), py::arg("nontemporal") = false,
-     "out = srcs[0] (op) srcs[1] (op) ...; half types accumulate in float32.");
+  }, py::arg("out"), py::arg("srcs"), py::arg("redop"), py::arg("nontemporal") = false,
+     "out = srcs[0] (op) srcs[1] (op) ... (redop a _C.RedOp), in out's dtype, which every source shares; "
+     "half types accumulate in float32.");
 
   m.def("copy_bytes", [](py::array dst, py::array src, bool nontemporal) {
     View d = contiguous(dst, "dst", true), s = contiguous(src, "src", false);
@@ -173,9 +252,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("erf", [](py::array out, py::array x) {
     View vo = contiguous(out, "out", true), vx = contiguous(x, "x", false);
     if (!out.dtype().equal(x.dtype()) || vo.nbytes != vx.nbytes) throw py::value_error("out and x must match in dtype and size");
-    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
-    if (dtype < 0) throw py::type_error("erf takes float32 or float64 arrays");
-    size_t count = vx.nbytes / (dtype == 0 ? 4 : 8);
+    gt::DType dtype = float_dtype(x, "erf");
+    size_t count = vx.nbytes / gt::dtype_size(dtype);
     py::gil_scoped_release release;
     gt::erf(vo.ptr, vx.ptr, count, dtype);
   }, py::arg("out"), py::arg("x"), "out = erf(x) element-wise (libm's erf; float32 through double, as math.erf).");
@@ -183,9 +261,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("gelu", [](py::array out, py::array x) {
     View vo = contiguous(out, "out", true), vx = contiguous(x, "x", false);
     if (!out.dtype().equal(x.dtype()) || vo.nbytes != vx.nbytes) throw py::value_error("out and x must match in dtype and size");
-    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
-    if (dtype < 0) throw py::type_error("gelu takes float32 or float64 arrays");
-    size_t count = vx.nbytes / (dtype == 0 ? 4 : 8);
+    gt::DType dtype = float_dtype(x, "gelu");
+    size_t count = vx.nbytes / gt::dtype_size(dtype);
     py::gil_scoped_release release;
     gt::gelu(vo.ptr, vx.ptr, count, dtype);
   }, py::arg("out"), py::arg("x"), "out = x * Phi(x) element-wise (exact GELU; float32 through glibc's vector erff).");
@@ -194,9 +271,8 @@ PYBIND11_MODULE(_C, m) {
     View vo = contiguous(out, "out", true), vg = contiguous(g, "g", false), vx = contiguous(x, "x", false);
     if (!out.dtype().equal(x.dtype()) || !g.dtype().equal(x.dtype()) || vo.nbytes != vx.nbytes || vg.nbytes != vx.nbytes)
       throw py::value_error("out, g and x must match in dtype and size");
-    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
-    if (dtype < 0) throw py::type_error("gelu_backward takes float32 or float64 arrays");
-    size_t count = vx.nbytes / (dtype == 0 ? 4 : 8);
+    gt::DType dtype = float_dtype(x, "gelu_backward");
+    size_t count = vx.nbytes / gt::dtype_size(dtype);
     py::gil_scoped_release release;
     gt::gelu_backward(vo.ptr, vg.ptr, vx.ptr, count, dtype);
   }, py::arg("out"), py::arg("g"), py::arg("x"), "out = g * (Phi(x) + x * phi(x)): GELU's gradient.");
@@ -205,9 +281,8 @@ PYBIND11_MODULE(_C, m) {
                          double eps) {
     View vy = contiguous(y, "y", true), vm = contiguous(mean, "mean", true), vr = contiguous(rstd, "rstd", true);
     View vx = contiguous(x, "x", false);
-    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
-    if (dtype < 0) throw py::type_error("layer_norm takes float32 or float64 arrays");
-    size_t item = dtype == 0 ? 4 : 8, rows = vm.nbytes / item, count = vx.nbytes / item;
+    gt::DType dtype = float_dtype(x, "layer_norm");
+    size_t item = gt::dtype_size(dtype), rows = vm.nbytes / item, count = vx.nbytes / item;
     size_t cols = rows ? count / rows : 0;
     auto optional = [&](const py::object& o, const char* what) -> const void* {
       if (o.is_none()) return nullptr;
@@ -231,9 +306,8 @@ PYBIND11_MODULE(_C, m) {
                                   py::array mean, py::array rstd, py::object w) {
     View vg = contiguous(g, "g", false), vx = contiguous(x, "x", false);
     View vm = contiguous(mean, "mean", false), vr = contiguous(rstd, "rstd", false);
-    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
-    if (dtype < 0) throw py::type_error("layer_norm_backward takes float32 or float64 arrays");
-    size_t item = dtype == 0 ? 4 : 8, rows = vm.nbytes / item, count = vx.nbytes / item;
+    gt::DType dtype = float_dtype(x, "layer_norm_backward");
+    size_t item = gt::dtype_size(dtype), rows = vm.nbytes / item, count = vx.nbytes / item;
     size_t cols = rows ? count / rows : 0;
     for (const py::array* a : {&g, &mean, &rstd})
       if (!a->dtype().equal(x.dtype())) throw py::value_error("layer_norm_backward's inputs must share x's dtype");
@@ -257,8 +331,7 @@ PYBIND11_MODULE(_C, m) {
 
   // BatchNorm's per-channel passes over x viewed as [n, c, hw] (C-contiguous, float32/float64).
   auto channel_dtype = [](const py::array& x, const char* what) {
-    int dtype = x.dtype().equal(py::dtype::of<float>()) ? 0 : x.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
-    if (dtype < 0) throw py::type_error(std::string(what) + " takes float32 or float64 arrays");
+    gt::DType dtype = float_dtype(x, what);
     if (x.ndim() < 2) throw py::value_error(std::string(what) + " needs x of at least 2 dims [N, C, ...]");
     return dtype;
   };
@@ -275,7 +348,7 @@ PYBIND11_MODULE(_C, m) {
     return view.ptr;
   };
   m.def("channel_sums", [=](py::array s1, py::array s2, py::array x) {
-    int dtype = channel_dtype(x, "channel_sums");
+    gt::DType dtype = channel_dtype(x, "channel_sums");
     View vx = contiguous(x, "x", false);
     auto d = nchw(x);
     auto* p1 = reinterpret_cast<double*>(per_channel(s1, x, d[1], "s1", true, true));
@@ -284,7 +357,7 @@ PYBIND11_MODULE(_C, m) {
     gt::channel_sums(p1, p2, vx.ptr, d[0], d[1], d[2], dtype);
   }, py::arg("s1"), py::arg("s2"), py::arg("x"), "Per channel (dim 1) of x: the sum and the sum of squares (float64).");
   m.def("channel_affine", [=](py::array y, py::array x, py::array a, py::array b) {
-    int dtype = channel_dtype(x, "channel_affine");
+    gt::DType dtype = channel_dtype(x, "channel_affine");
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);
     if (!y.dtype().equal(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y must be like x");
     auto d = nchw(x);
@@ -295,7 +368,7 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("y"), py::arg("x"), py::arg("a"), py::arg("b"), "y = x * a[c] + b[c] per channel (dim 1).");
   m.def("channel_affine_backward", [=](py::array dx, py::array sum_g, py::array sum_gx, py::array g, py::array x,
                                        py::array a) {
-    int dtype = channel_dtype(x, "channel_affine_backward");
+    gt::DType dtype = channel_dtype(x, "channel_affine_backward");
     View vd = contiguous(dx, "dx", true), vg = contiguous(g, "g", false), vx = contiguous(x, "x", false);
     if (!dx.dtype().equal(x.dtype()) || !g.dtype().equal(x.dtype()) || vd.nbytes != vx.nbytes || vg.nbytes != vx.nbytes)
       throw py::value_error("dx and g must be like x");
@@ -323,14 +396,15 @@ PYBIND11_MODULE(_C, m) {
     return g;
   };
   auto conv_dtype = [](const py::array& a, const py::array& b) {
-    int dtype = a.dtype().equal(py::dtype::of<float>()) ? 0 : a.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
-    if (dtype < 0 || !b.dtype().equal(a.dtype())) throw py::type_error("conv patches take float32 or float64 arrays of one dtype");
-    return dtype;
+    int32_t dtype = dtype_code(a);
+    if ((dtype != gt::kF32 && dtype != gt::kF64) || dtype_code(b) != dtype)
+      throw py::type_error("conv patches take float32 or float64 arrays of one dtype");
+    return gt::DType(dtype);
   };
   m.def("im2col", [=](py::array cols, py::array x, std::array<size_t, 2> kernel, std::array<size_t, 2> stride,
                       std::array<size_t, 2> padding, std::array<size_t, 2> dilation) {
     gt::ConvGeometry g = conv_geometry(x, kernel, stride, padding, dilation);
-    int dtype = conv_dtype(x, cols);
+    gt::DType dtype = conv_dtype(x, cols);
     View vc = contiguous(cols, "cols", true), vx = contiguous(x, "x", false);
     if (vc.nbytes != g.c * g.kh * g.kw * g.n * g.oh * g.ow * size_t(x.itemsize()))
       throw py::value_error("im2col: cols must hold [C, kh, kw, N, oh, ow]");
@@ -341,7 +415,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("col2im", [=](py::array dx, py::array cols, std::array<size_t, 2> kernel, std::array<size_t, 2> stride,
                       std::array<size_t, 2> padding, std::array<size_t, 2> dilation) {
     gt::ConvGeometry g = conv_geometry(dx, kernel, stride, padding, dilation);
-    int dtype = conv_dtype(dx, cols);
+    gt::DType dtype = conv_dtype(dx, cols);
     View vd = contiguous(dx, "dx", true), vc = contiguous(cols, "cols", false);
     if (vc.nbytes != g.c * g.kh * g.kw * g.n * g.oh * g.ow * size_t(dx.itemsize()))
       throw py::value_error("col2im: cols must hold [C, kh, kw, N, oh, ow]");
@@ -353,7 +427,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("max_pool", [=](py::array out, py::array tap, py::array x, std::array<size_t, 2> kernel,
                         std::array<size_t, 2> stride) {
     gt::ConvGeometry g = conv_geometry(x, kernel, stride, {0, 0}, {1, 1});
-    int dtype = conv_dtype(x, out);
+    gt::DType dtype = conv_dtype(x, out);
     View vo = contiguous(out, "out", true), vt = contiguous(tap, "tap", true), vx = contiguous(x, "x", false);
     size_t count = g.n * g.c * g.oh * g.ow;
     if (vo.nbytes != count * size_t(x.itemsize()) || !tap.dtype().equal(py::dtype::of<int64_t>()) || vt.nbytes != count * 8)
@@ -365,7 +439,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("max_pool_backward", [=](py::array dx, py::array grad, py::array tap, std::array<size_t, 2> kernel,
                                  std::array<size_t, 2> stride) {
     gt::ConvGeometry g = conv_geometry(dx, kernel, stride, {0, 0}, {1, 1});
-    int dtype = conv_dtype(dx, grad);
+    gt::DType dtype = conv_dtype(dx, grad);
     View vd = contiguous(dx, "dx", true), vg = contiguous(grad, "grad", false), vt = contiguous(tap, "tap", false);
     size_t count = g.n * g.c * g.oh * g.ow;
     if (vg.nbytes != count * size_t(dx.itemsize()) || !tap.dtype().equal(py::dtype::of<int64_t>()) || vt.nbytes != count * 8)
@@ -378,15 +452,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("axpby", [](py::array y, py::array x, double a, double b) {
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);
     if (!y.dtype().equal(x.dtype()) || vy.nbytes != vx.nbytes) throw py::value_error("y and x must match in dtype and size");
-    int dtype = y.dtype().equal(py::dtype::of<float>()) ? 0 : y.dtype().equal(py::dtype::of<double>()) ? 1 : -1;
-    if (dtype < 0) throw py::type_error("axpby takes float32 or float64 arrays");
+    gt::DType dtype = float_dtype(y, "axpby");
     if (vy.ptr < vx.ptr + vx.nbytes && vx.ptr < vy.ptr + vy.nbytes) throw py::value_error("y and x must not overlap");
     py::gil_scoped_release release;
     gt::axpby(vy.ptr, vx.ptr, a, b, size_t(y.size()), dtype);
   }, py::arg("y"), py::arg("x"), py::arg("a"), py::arg("b"),
      "y = b*y + a*x in place (float32/float64), each product rounded as numpy would.");
 
-  m.def("philox_fill", [](py::array out, int dtype, int kind, std::vector<int64_t> global_shape,
+  py::enum_<gt::RandomKind>(m, "RandomKind", "What philox_fill draws (kernels/philox.h).")
+      .value("uniform", gt::kUniform)
+      .value("normal", gt::kNormal)
+      .value("randint", gt::kRandint)
+      .value("bernoulli", gt::kBernoulli);
+  m.def("philox_fill", [](py::array out, gt::RandomKind kind, std::vector<int64_t> global_shape,
                           std::vector<int64_t> starts, uint64_t seed, uint64_t counter, double a, double b) {
     View o = contiguous(out, "out", true);
     size_t nd = global_shape.size();
@@ -398,14 +476,14 @@ PYBIND11_MODULE(_C, m) {
       if (starts[d] < 0 || starts[d] + local[d] > global_shape[d])
         throw py::value_error("the piece lies outside the global shape");
     }
-    if (o.nbytes != size_t(out.size()) * gt::dtype_size(dtype)) throw py::value_error("dtype does not match out");
+    gt::DType dtype = arithmetic_dtype(out, "philox_fill: cannot draw random values of");
     gt::RandomBox box{int(nd), global_shape.data(), starts.data(), local.data()};
     py::gil_scoped_release release;
     gt::philox_fill(o.ptr, dtype, kind, box, seed, counter, a, b);
-  }, py::arg("out"), py::arg("dtype"), py::arg("kind"), py::arg("global_shape"), py::arg("starts"), py::arg("seed"),
+  }, py::arg("out"), py::arg("kind"), py::arg("global_shape"), py::arg("starts"), py::arg("seed"),
      py::arg("counter"), py::arg("a"), py::arg("b"),
      "Fill out, the piece of a global tensor starting at `starts`, from Philox4x32-10 keyed by "
-     "(seed, counter) at each element's global index.");
+     "(seed, counter) at each element's global index, in out's dtype.");
 
   m.def("philox4x32", [](std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {
     std::array<uint32_t, 4> out;
@@ -493,23 +571,26 @@ PYBIND11_MODULE(_C, m) {
         py::gil_scoped_release r;
         g.all_gather(i.ptr, i.nbytes, o.ptr, o.nbytes);
       }, py::arg("input"), py::arg("output"))
-      .def("reduce_scatter", [](Group& g, py::array in, py::array out, int dtype, int redop) {
+      .def("reduce_scatter", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        gt::DType dtype = reduce_dtype(in, out, "reduce_scatter");
         size_t esz = gt::dtype_size(dtype);
         py::gil_scoped_release r;
         g.reduce_scatter(i.ptr, i.nbytes / esz, o.ptr, o.nbytes / esz, dtype, redop);
-      }, py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("redop"))
-      .def("all_reduce", [](Group& g, py::array in, py::array out, int dtype, int redop) {
+      }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _C.RedOp) in the input's dtype.")
+      .def("all_reduce", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        gt::DType dtype = reduce_dtype(in, out, "all_reduce");
         if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
         py::gil_scoped_release r;
         g.all_reduce(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
-      }, py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("redop"))
-      .def("all_reduce_async", [](Group& g, py::array in, py::array out, int dtype, int redop) {
+      }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _C.RedOp) in the input's dtype.")
+      .def("all_reduce_async", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        gt::DType dtype = reduce_dtype(in, out, "all_reduce_async");
         if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
         return g.all_reduce_async(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
-      }, py::arg("input"), py::arg("output"), py::arg("dtype"), py::arg("redop"),
+      }, py::arg("input"), py::arg("output"), py::arg("redop"),
          "all_reduce on the group's worker thread; the caller keeps the arrays alive until wait().")
       .def("drain", [](Group& g) { py::gil_scoped_release r; g.drain(); },
            "Wait until the queued asynchronous ops have run.")

@@ -111,26 +111,20 @@ def _check_same_data(array, placement):
     """ValueError on every rank of the placement when ranks passed different data (one small
     all_gather of each rank's (shape, dtype, digest of the bytes))."""
     import hashlib
-    from .boxing import _group, gather_rows
+    from .boxing import _group, gather_pieces
     if get_rank() not in placement:
         return
-    row = np.zeros(20, np.int64)
-    row[0], row[1] = _dtype.ALL.index(_dtype.of_array(array)), array.ndim
     data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # the bytes, without a copy
-    row[2] = int.from_bytes(hashlib.blake2b(memoryview(data), digest_size=8).digest(),
-                            "little", signed=True)
-    row[3:3 + min(array.ndim, 17)] = array.shape[:17]
+    digest = int.from_bytes(hashlib.blake2b(memoryview(data), digest_size=8).digest(), "little", signed=True)
     ranks = placement.rank_list()
-    table = gather_rows(row, placement.type, _group(tuple(sorted(ranks))))
-    rows = dict(zip(sorted(ranks), (tuple(r) for r in table)))
+    rows = gather_pieces([array], placement.type, _group(tuple(sorted(ranks))), tag=digest, what="gt.tensor")
     if len(set(rows.values())) == 1:
         return
     votes = [sum(rows[r] == rows[q] for q in rows) for r in ranks]  # the odd ones out are named
     usual = rows[ranks[votes.index(max(votes))]]
     differ = sorted(r for r in rows if rows[r] != usual)
     same = sorted(r for r in rows if rows[r] == usual)
-    what = "shapes or dtypes" if any(rows[r][:2] + rows[r][3:] != usual[:2] + usual[3:] for r in differ) \
-        else "values"
+    what = "shapes or dtypes" if any(rows[r][1] != usual[1] for r in differ) else "values"
     raise ValueError(f"gt.tensor: the data must be the same on every rank of the placement (it is the whole "
                      f"global value), but rank(s) {differ} passed other {what} than rank(s) {same}. Seed the "
                      f"data alike on every rank, build the tensor from local pieces with "
@@ -250,15 +244,14 @@ def empty_like(input, dtype=None, placement=None, sbp=None, requires_grad=False)
 
 def _random_tensor(shape, dt, placement, sbp, kind, a, b):
     """Values of Philox at each element's global index; the counter advances on every rank."""
-    code = _dtype.KERNEL_CODES.get(dt.name)
-    if code is None:
+    if not dt.code.arithmetic:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
     def draw():
         counter = _random.next_counter()
 
         def fill(box):
             out = allocate(tuple(hi - lo for lo, hi in box), dt)
-            _random.fill(out, code, kind, shape, [lo for lo, _ in box], counter, a, b)
+            _random.fill(out, kind, shape, [lo for lo, _ in box], counter, a, b)
             return out
 
         return build(shape, dt, placement, sbp, fill)

@@ -74,12 +74,12 @@ def clear_caches():
     shards and gradient-bucket buffers (each is bounded; this frees them now). Results do not
     change: each cache holds pure functions of its keys."""
     from . import dispatch, grad_buckets
-    from .boxing import planning
+    from .boxing import planning, steps
     from .ops import attention
     from .pipeline import microbatch
     dispatch._cache.clear()
     grad_buckets._flat_cache.clear()
-    for cached in (planning.plan, planning._overlap_blocks, attention._future, microbatch._dim0_shards):
+    for cached in (planning.plan, steps.overlap_blocks, attention._future, microbatch._dim0_shards):
         cached.cache_clear()
 
 

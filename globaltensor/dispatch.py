@@ -15,7 +15,7 @@ from . import autograd
 from . import dtype as _dtype
 from . import layout as layout_lib
 from .backends.devices import device, of_array
-from .boxing import plan, run
+from .boxing import gather_pieces, plan, run
 from .boxing.planning import reduction_bytes
 from .env import get_rank
 from .ops.registry import REGISTRY
@@ -321,55 +321,27 @@ def _wrong_piece(opdef, decision, j, piece, tensors):
         f"data_dependent=True when the output size depends on the values)")
 
 
-# One row per rank: in the placement, number of outputs, then per output (ndim, dtype code, dims).
-_MAX_OUTPUTS, _MAX_DIMS = 4, 16
-_ROW = 2 + _MAX_OUTPUTS * (2 + _MAX_DIMS)
+_MAX_OUTPUTS = 4  # the outputs of a data-dependent op whose shapes the ranks exchange
 
 
 def _data_dependent_outputs(opdef, decision, placement, out):
     """Wrap a data-dependent op's results (None on a rank outside the placement) as broadcast
     tensors. Every rank, in the placement or not, learns the shapes from one small all_gather over
-    all ranks; ranks of the placement whose results differ in shape raise on every rank."""
+    all ranks (boxing's gather_pieces); ranks of the placement whose results differ in shape raise
+    on every rank."""
     from .distributed.group import world_group
-    from .env import get_world_size
     dev = decision.device
     outs = None if out is None else [dev.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
-    row = np.zeros(_ROW, np.int64)
-    if outs is not None:
-        if len(outs) > _MAX_OUTPUTS or any(o.ndim > _MAX_DIMS for o in outs):
-            raise ValueError(f"{opdef.name}: a data-dependent op has at most {_MAX_OUTPUTS} outputs of at most "
-                             f"{_MAX_DIMS} dims")
-        row[0], row[1] = 1, len(outs)
-        for j, o in enumerate(outs):
-            at = 2 + j * (2 + _MAX_DIMS)
-            row[at], row[at + 1] = o.ndim, _dtype.ALL.index(_dtype.of_array(o))
-            row[at + 2:at + 2 + o.ndim] = o.shape
-    world = get_world_size()
-    if world > 1:
-        table = dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=world_group(),
-                                                       sizes=[1] * world))
-    else:
-        table = row[None, :]
-    rows = {r: tuple(int(v) for v in table[r]) for r in range(len(table)) if table[r, 0]}
+    found = gather_pieces(outs, placement.type, world_group(), slots=_MAX_OUTPUTS, what=opdef.name)
     first = placement.rank_list()[0]
-    if any(v != rows[first] for v in rows.values()):
-        detail = "; ".join(f"rank {r}: {_shapes_of(v)}" for r, v in sorted(rows.items()))
+    if any(v != found[first] for v in found.values()):
+        detail = "; ".join(f"rank {r}: {list(pieces)}" for r, (_, pieces) in sorted(found.items()))
         raise RuntimeError(f"{opdef.name}: the ranks of {placement} computed results of different shapes from the "
                            f"same broadcast inputs ({detail})")
-    found = rows[first]
     whole = (broadcast,) * placement.ndim
     result = []
-    for j, (shape, dt) in enumerate(_shapes_of(found)):
+    for j, (shape, dt) in enumerate(found[first][1]):
         lay = Layout.of(shape, dt, placement, whole)
         piece = outs[j] if outs is not None else dev.empty((0,) * max(1, len(shape)), dt.np)
         result.append(Tensor._wrap(piece, lay))
     return tuple(result)
-
-
-def _shapes_of(row):
-    """[(shape, DType)] of the outputs a row of _data_dependent_outputs describes."""
-    found = []
-    for j in range(row[1]):
-        at = 2 + j * (2 + _MAX_DIMS)
-        found.append((tuple(row[at + 2:at + 2 + row[at]]), _dtype.ALL[row[at + 1]]))
-    return found

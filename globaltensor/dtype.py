@@ -4,20 +4,22 @@ import builtins
 import ml_dtypes
 import numpy as np
 
-
-# The dtype codes of the native kernels (kernels/types.h), by numpy dtype name.
-KERNEL_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int32": 4, "int64": 5}
+from . import _C
 
 
 class DType:
-    """An element type; `np` is its numpy dtype. Compares equal to that numpy dtype too."""
+    """An element type; `np` is its numpy dtype. Compares equal to that numpy dtype too.
 
-    __slots__ = ("name", "np", "is_floating")
+    `code` is its _C.DType: kernels/types.h numbers the dtypes once, for the kernels and for
+    every code that travels between ranks (int(code)); `from_code` reads one back."""
+
+    __slots__ = ("name", "np", "is_floating", "code")
 
     def __init__(self, name, np_dtype):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.is_floating = self.np.kind == "f" or name == "bfloat16"
+        self.code = _C.DType.__members__[name]
 
     @property
     def itemsize(self):
@@ -50,6 +52,7 @@ uint8 = DType("uint8", np.uint8)
 
 ALL = (float32, float64, float16, bfloat16, int32, int64, bool, int8, uint8)
 _BY_NP = {d.np: d for d in ALL}
+_BY_CODE = {int(d.code): d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update(float="float32", double="float64", half="float16", long="int64", int="int32")
 
@@ -91,6 +94,14 @@ def to_dtype(value, default=None):
 def of_array(array):
     """The DType of a numpy array (float64 data stays float64)."""
     return to_dtype(array.dtype)
+
+
+def from_code(code):
+    """The DType of a _C.DType code (an int as sent between ranks, or the enum member)."""
+    found = _BY_CODE.get(int(code))
+    if found is None:
+        raise ValueError(f"no dtype has the code {int(code)}; the codes: {sorted(_BY_CODE)}")
+    return found
 
 
 # --- type promotion (PyTorch's torch.result_type) ------------------------------------------------

@@ -8,7 +8,8 @@ one-process run reproduces a multi-process one.
 from . import _C
 
 DEFAULT_SEED = 67280421310721
-UNIFORM, NORMAL, RANDINT, BERNOULLI = 0, 1, 2, 3
+UNIFORM, NORMAL, RANDINT, BERNOULLI = (_C.RandomKind.uniform, _C.RandomKind.normal, _C.RandomKind.randint,
+                                      _C.RandomKind.bernoulli)  # kernels/philox.h's numbering
 _state = {"seed": DEFAULT_SEED, "counter": 0}
 
 
@@ -39,6 +40,6 @@ def next_counter():
     return counter
 
 
-def fill(out, code, kind, global_shape, starts, counter, a=0.0, b=1.0):
-    """Write into `out` (a piece starting at `starts`) the values of the call `counter`."""
-    _C.philox_fill(out, code, kind, list(global_shape), list(starts), _state["seed"], counter, float(a), float(b))
+def fill(out, kind, global_shape, starts, counter, a=0.0, b=1.0):
+    """Write into `out` (a piece starting at `starts`, in its own dtype) the values of the call `counter`."""
+    _C.philox_fill(out, kind, list(global_shape), list(starts), _state["seed"], counter, float(a), float(b))

@@ -25,9 +25,9 @@ void run(T* __restrict y, const T* __restrict x, T a, T b, size_t n) {
 }  // namespace
 
 void axpby(void* y, const void* x, double a, double b, size_t count, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     run(static_cast<float*>(y), static_cast<const float*>(x), float(a), float(b), count);
-  else if (dtype == 1)
+  else if (dtype == kF64)
     run(static_cast<double*>(y), static_cast<const double*>(x), a, b, count);
   else
     throw std::invalid_argument("axpby takes float32 or float64");

@@ -134,28 +134,28 @@ void pool_any(T* out, int64_t* tap, const T* x, const ConvGeometry& g) {
 }
 
 void max_pool(void* out, int64_t* tap, const void* x, const ConvGeometry& g, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     pool_any(static_cast<float*>(out), tap, static_cast<const float*>(x), g);
   else
     pool_any(static_cast<double*>(out), tap, static_cast<const double*>(x), g);
 }
 
 void max_pool_backward(void* dx, const void* grad, const int64_t* tap, const ConvGeometry& g, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     unpool(static_cast<float*>(dx), static_cast<const float*>(grad), tap, g);
   else
     unpool(static_cast<double*>(dx), static_cast<const double*>(grad), tap, g);
 }
 
 void im2col(void* cols, const void* x, const ConvGeometry& g, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     to_cols(static_cast<float*>(cols), static_cast<const float*>(x), g);
   else
     to_cols(static_cast<double*>(cols), static_cast<const double*>(x), g);
 }
 
 void col2im(void* dx, const void* cols, const ConvGeometry& g, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     from_cols(static_cast<float*>(dx), static_cast<const float*>(cols), g);
   else
     from_cols(static_cast<double*>(dx), static_cast<const double*>(cols), g);

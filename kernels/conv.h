@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "types.h"
+
 namespace gt {
 
 // Geometry of a 2-D convolution over x [n, c, h, w] with a kh x kw kernel.

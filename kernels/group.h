@@ -1,4 +1,5 @@
-// A group of ranks on one node sharing a control segment: phase barriers and collectives.
+// A group of ranks on one node sharing a control segment: phase barriers and collectives
+// (group.cpp), its all_reduce algorithms (allreduce.cpp) and the liveness protocol (liveness.cpp).
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -119,6 +120,8 @@ class Group {
 
   void begin(uint32_t op, Desc d, const void* prestage, size_t prestage_bytes);
   void sync();
+  // The liveness protocol (liveness.cpp): waiting for a member's phase while checking that it
+  // lives, has not finished or given up, and is not in a cycle of waits; the errors that say so.
   void wait_for(int p, uint32_t target);
   [[noreturn]] void fail_waiting(uint32_t target, bool timed_out);
   void check_peers(int p, uint32_t target);  // every 0.2 s of waiting for member p
@@ -131,6 +134,11 @@ class Group {
   std::string describe(int p) const;
   std::vector<int> all_members() const;
   std::string ranks_text(const std::vector<int>& members) const;
+  // all_reduce's algorithms (allreduce.cpp), once every descriptor is validated.
+  void all_reduce_in_arenas(size_t count, int32_t dtype, int32_t redop, bool out_of_place);
+  void all_reduce_one_shot(const void* in, void* out, size_t count, int32_t dtype, int32_t redop, bool all_staged);
+  void all_reduce_whole_chunks(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
+  void all_reduce_shared_chunks(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
   bool all_direct() const;
   bool any_arena_source() const;
   int64_t own_offset(const void* ptr, size_t nbytes) const;

@@ -114,7 +114,7 @@ void affine_backward(T* dx, double* sum_g, double* sum_gx, const T* g, const T* 
 }  // namespace
 
 void channel_sums(double* s1, double* s2, const void* x, size_t n, size_t c, size_t hw, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     sums(s1, s2, static_cast<const float*>(x), n, c, hw);
   else
     sums(s1, s2, static_cast<const double*>(x), n, c, hw);
@@ -122,7 +122,7 @@ void channel_sums(double* s1, double* s2, const void* x, size_t n, size_t c, siz
 
 void channel_affine(void* y, const void* x, const void* a, const void* b, size_t n, size_t c, size_t hw,
                     int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     affine(static_cast<float*>(y), static_cast<const float*>(x), static_cast<const float*>(a),
            static_cast<const float*>(b), n, c, hw);
   else
@@ -132,7 +132,7 @@ void channel_affine(void* y, const void* x, const void* a, const void* b, size_t
 
 void channel_affine_backward(void* dx, double* sum_g, double* sum_gx, const void* g, const void* x, const void* a,
                              size_t n, size_t c, size_t hw, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     affine_backward(static_cast<float*>(dx), sum_g, sum_gx, static_cast<const float*>(g),
                     static_cast<const float*>(x), static_cast<const float*>(a), n, c, hw);
   else
@@ -142,7 +142,7 @@ void channel_affine_backward(void* dx, double* sum_g, double* sum_gx, const void
 
 void layer_norm(void* y, void* mean, void* rstd, const void* x, const void* w, const void* b, size_t rows,
                 size_t cols, double eps, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     forward(static_cast<float*>(y), static_cast<float*>(mean), static_cast<float*>(rstd), static_cast<const float*>(x),
             static_cast<const float*>(w), static_cast<const float*>(b), rows, cols, eps);
   else
@@ -152,7 +152,7 @@ void layer_norm(void* y, void* mean, void* rstd, const void* x, const void* w, c
 
 void layer_norm_backward(void* dx, void* dw, void* db, const void* g, const void* x, const void* mean,
                          const void* rstd, const void* w, size_t rows, size_t cols, int32_t dtype) {
-  if (dtype == 0)
+  if (dtype == kF32)
     backward(static_cast<float*>(dx), static_cast<float*>(dw), static_cast<float*>(db), static_cast<const float*>(g),
              static_cast<const float*>(x), static_cast<const float*>(mean), static_cast<const float*>(rstd),
              static_cast<const float*>(w), rows, cols);

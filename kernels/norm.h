@@ -3,10 +3,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "types.h"
+
 namespace gt {
 
 // Per row r of x [rows, cols]: mean[r], rstd[r] = 1 / sqrt(var + eps) (sums in double),
-// y = (x - mean) * rstd * w + b (w, b of cols elements, or null). dtype 0 float32, 1 float64.
+// y = (x - mean) * rstd * w + b (w, b of cols elements, or null). dtype kF32 or kF64.
 void layer_norm(void* y, void* mean, void* rstd, const void* x, const void* w, const void* b, size_t rows,
                 size_t cols, double eps, int32_t dtype);
 

@@ -12,16 +12,6 @@
 
 namespace gt {
 
-const char* dtype_name(int32_t dtype) {
-  static const char* names[] = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "bytes"};
-  return (dtype >= 0 && dtype <= kBytes) ? names[dtype] : "unknown";
-}
-
-const char* redop_name(int32_t redop) {
-  static const char* names[] = {"sum", "max", "min"};
-  return (redop >= 0 && redop <= kMin) ? names[redop] : "unknown";
-}
-
 void copy_bytes(void* dst, const void* src, size_t nbytes, bool nontemporal) {
   if (dst == src || nbytes == 0) return;
 #if defined(__x86_64__)

@@ -31,7 +31,7 @@ T gelu_grad_one(T g, T x) {
 }  // namespace
 
 void erf(void* out, const void* x, size_t count, int32_t dtype) {
-  if (dtype == 0) {
+  if (dtype == kF32) {
     auto* o = static_cast<float*>(out);
     auto* v = static_cast<const float*>(x);
     for (size_t i = 0; i < count; ++i) o[i] = static_cast<float>(std::erf(static_cast<double>(v[i])));
@@ -43,7 +43,7 @@ void erf(void* out, const void* x, size_t count, int32_t dtype) {
 }
 
 void gelu(void* out, const void* x, size_t count, int32_t dtype) {
-  if (dtype == 1) {
+  if (dtype == kF64) {
     auto* o = static_cast<double*>(out);
     auto* v = static_cast<const double*>(x);
     for (size_t i = 0; i < count; ++i) o[i] = gelu_one(v[i]);
@@ -64,7 +64,7 @@ void gelu(void* out, const void* x, size_t count, int32_t dtype) {
 }
 
 void gelu_backward(void* out, const void* g, const void* x, size_t count, int32_t dtype) {
-  if (dtype == 1) {
+  if (dtype == kF64) {
     auto* o = static_cast<double*>(out);
     auto* gv = static_cast<const double*>(g);
     auto* v = static_cast<const double*>(x);

@@ -3,9 +3,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "types.h"
+
 namespace gt {
 
-// out[i] = erf(x[i]) for float32 (dtype 0, computed through double) or float64 (dtype 1).
+// out[i] = erf(x[i]) for float32 (kF32, computed through double) or float64 (kF64).
 void erf(void* out, const void* x, size_t count, int32_t dtype);
 
 // out[i] = x * Phi(x), Phi the normal CDF 0.5 * (1 + erf(x / sqrt 2)): float32 four lanes at a

@@ -7,8 +7,18 @@
 
 namespace gt {
 
-enum DType : int32_t { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3, kI32 = 4, kI64 = 5, kBytes = 6 };
+// The element types and reduction ops, numbered here once: bindings/module.cpp exports both
+// tables to Python as _C.DType and _C.RedOp (members named as below), and every code Python
+// passes or sends between ranks is one of these.
+enum DType : int32_t { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3, kI32 = 4, kI64 = 5, kBool = 6, kI8 = 7, kU8 = 8 };
+constexpr int32_t kNumDTypes = 9;
+// The names, by code: numpy's (bfloat16 is ml_dtypes').
+inline constexpr const char* kDTypeNames[kNumDTypes] = {"float32", "float64", "float16", "bfloat16", "int32",
+                                                        "int64",   "bool",    "int8",    "uint8"};
+
 enum RedOp : int32_t { kSum = 0, kMax = 1, kMin = 2 };
+constexpr int32_t kNumRedOps = 3;
+inline constexpr const char* kRedOpNames[kNumRedOps] = {"sum", "max", "min"};
 
 inline size_t dtype_size(int32_t dtype) {
   switch (dtype) {
@@ -19,8 +29,16 @@ inline size_t dtype_size(int32_t dtype) {
   }
 }
 
-const char* dtype_name(int32_t dtype);
-const char* redop_name(int32_t redop);
+// Whether the arithmetic kernels take this type: reductions (reduce_to, the CUDA sum) and random
+// fills (philox_fill). The others (bool, int8, uint8) are only moved, as bytes.
+inline bool is_arithmetic(int32_t dtype) { return dtype >= kF32 && dtype <= kI64; }
+
+inline const char* dtype_name(int32_t dtype) {
+  return dtype >= 0 && dtype < kNumDTypes ? kDTypeNames[dtype] : "unknown";
+}
+inline const char* redop_name(int32_t redop) {
+  return redop >= 0 && redop < kNumRedOps ? kRedOpNames[redop] : "unknown";
+}
 
 // Any failure of a collective that every rank of the group detects alike.
 struct CollectiveError : std::runtime_error {

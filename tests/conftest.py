@@ -1,6 +1,7 @@
 """Shared test helpers: a multi-process runner with a hard timeout, and the CUDA marker."""
 import os
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -9,6 +10,10 @@ from globaltensor.distributed import spawn
 
 TESTS = os.path.dirname(os.path.abspath(__file__))  # the shared helpers (scripts/, numpy_refs, ...) live here
 REPO = os.path.dirname(TESTS)
+# A few tests reuse another subsystem's test module (test_every_op's specs on cuda placements):
+# every subsystem folder is importable, whichever test pytest collects first.
+SUBSYSTEMS = ("core", "ops", "boxing", "distributed", "parallel", "graph", "faces", "usage")
+sys.path[1:1] = [os.path.join(TESTS, d) for d in SUBSYSTEMS]
 
 
 def run_ranks(fn, nprocs, *args, timeout=120, env=None):

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from .. import _C
-from ..dtype import KERNEL_CODES
+from .. import dtype as _dtype
 from .cuda import find_library
 from .devices import simulated, took
 
@@ -69,7 +69,7 @@ def _code(arrays, dtype):
     name = dtype if dtype is not None else names.pop()
     if name not in _FLOATS:
         raise TypeError(f"cuBLASLt kernels take {sorted(_FLOATS)}, got {name}")
-    return KERNEL_CODES[name]
+    return _dtype.to_dtype(name).code
 
 
 def _matrix(a, name, shape=None):
@@ -131,7 +131,7 @@ def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
         _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, g.data.ptr, x.data.ptr, m, n, k,
                                    code, tf32, _stream())
     except RuntimeError as exc:  # no fused bias-gradient algorithm for this case: reduce separately
-        if db is None or "no algorithm" not in str(exc) or code == KERNEL_CODES["bfloat16"]:
+        if db is None or "no algorithm" not in str(exc) or code == _C.DType.bfloat16:
             raise
         _C.cuda.linear_weight_grad(dw.data.ptr, 0, g.data.ptr, x.data.ptr, m, n, k, code, tf32, _stream())
         db = g.sum(axis=0)

@@ -4,12 +4,13 @@ from ..scope import recorder as _recorder
 from ..sbp import broadcast, normalize
 from ..tensor import Tensor
 from .execution import _group, run
-from .from_pieces import from_local, gather_rows
+from .from_pieces import from_local
+from .metadata import gather_pieces
 from .planning import Plan, Step, plan
 
 # What other modules take from globaltensor.boxing (dispatch, autograd, ops.conversion, creation,
 # grad_buckets, debug, the tests and benchmarks); each name has one home in a submodule.
-__all__ = ["Plan", "Step", "plan", "run", "convert", "from_local", "full_value", "gather_rows", "_group"]
+__all__ = ["Plan", "Step", "plan", "run", "convert", "from_local", "full_value", "gather_pieces", "_group"]
 
 
 def convert(x, placement, sbp):

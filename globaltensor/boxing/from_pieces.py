@@ -1,5 +1,4 @@
 """A global tensor from every rank's local piece (to_global on a local tensor)."""
-import numpy as np
 
 from .. import layout
 from ..backends.devices import device
@@ -7,50 +6,25 @@ from ..env import get_rank
 from ..sbp import broadcast, normalize, split
 from ..tensor import Tensor
 from .execution import _alloc, _contiguous, _group, _redistribute
-
-
-_META = 20  # in placement, ndim, dtype index, then up to 17 dims
-
-
-def _exchange_meta(array, placement):
-    """Every rank's (in placement, ndim, dtype, shape): one small all_gather over all ranks, by the
-    placement's device (so a cuda job spanning machines exchanges it through NCCL)."""
-    from .. import dtype as _dtype
-    from ..distributed.group import world_group
-    if array.ndim > _META - 3:
-        raise ValueError(f"at most {_META - 3} dimensions are supported, got {array.ndim}")
-    row = np.zeros(_META, np.int64)
-    row[0] = get_rank() in placement
-    row[1] = array.ndim
-    row[2] = _dtype.ALL.index(_dtype.of_array(array))
-    row[3:3 + array.ndim] = array.shape
-    table = gather_rows(row, placement.type, world_group())
-    return {r: (tuple(int(v) for v in table[r, 3:3 + table[r, 1]]), int(table[r, 2]))
-            for r in range(len(table)) if table[r, 0]}
-
-
-def gather_rows(row, device_type, group):
-    """Every member's int64 `row`, stacked in member order, through the device's collectives (so
-    a cuda job spanning machines goes through NCCL): the small exchanges that check metadata."""
-    dev = device(device_type)
-    return dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=group,
-                                                  sizes=[1] * len(group.ranks)))
+from .metadata import gather_pieces
 
 
 def from_local(array, placement, sbp):
     """A global tensor from every rank's piece (SPEC §3): split pieces concatenate (lengths may
     differ: they are rebalanced to the even layout), broadcast takes the first rank's data
     along each broadcast axis, partial_sum pieces add up. Mismatches raise on every rank."""
-    from .. import dtype as _dtype
+    from ..distributed.group import world_group
     sbp = normalize(sbp, placement.ndim, array.ndim)
-    meta = _exchange_meta(array, placement)
-    names = {(shape, code) for shape, code in meta.values()}
-    ndims = {len(shape) for shape, _ in names}
-    codes = {code for _, code in names}
-    if len(ndims) > 1 or len(codes) > 1:
-        detail = ", ".join(f"rank {r}: shape {s} {_dtype.ALL[c].name}" for r, (s, c) in sorted(meta.items()))
+    # every rank's (shape, dtype), ranks outside the placement included: they learn the global shape
+    meta = {r: pieces[0] for r, (_, pieces) in
+            gather_pieces([array] if get_rank() in placement else None, placement.type, world_group(),
+                          what="to_global").items()}
+    ndims = {len(shape) for shape, _ in meta.values()}
+    dtypes = {dt.name for _, dt in meta.values()}
+    if len(ndims) > 1 or len(dtypes) > 1:
+        detail = ", ".join(f"rank {r}: shape {s} {dt.name}" for r, (s, dt) in sorted(meta.items()))
         raise ValueError(f"to_global: the local pieces must have the same number of dims and dtype; got {detail}")
-    dt = _dtype.ALL[codes.pop()]
+    dt = next(iter(meta.values()))[1]
     shapes = {r: shape for r, (shape, _) in meta.items()}
     first = {r: tuple(0 if s is broadcast else c for s, c in zip(sbp, placement.mesh_coord(r))) for r in shapes}
     unlike = [r for r in shapes if shapes[r] != shapes[int(placement.ranks[first[r]])]]

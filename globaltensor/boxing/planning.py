@@ -1,17 +1,9 @@
 """What a conversion costs and which steps it takes: plans, priced in bytes.
 
 A plan is a list of steps, each priced in the bytes it moves between ranks (summed over
-ranks); candidates are compared and the cheapest wins. One mesh axis at a time, the 1-D
-transitions are (k ranks along the axis, N the bytes of the value they share):
-
-    S(i) -> S(i), B -> B, P -> P      nothing
-    S(i) -> B      all_gather           (k-1) N   concatenate the pieces
-    S(i) -> S(j)   all_to_all           (k-1) N/k each rank keeps its j-slice of every i-piece
-    S(i) -> P      local                0         own piece in place, zeros elsewhere: sum = value
-    B -> S(i)      local slice (view)   0
-    B -> P         local                0         first rank keeps the value, others zeros
-    P -> B         all_reduce           2(k-1) N
-    P -> S(i)      reduce_scatter       (k-1) N
+ranks); candidates are compared and the cheapest wins. One mesh axis at a time, each change
+S -> B, S(i) -> S(j), P -> S, ... is one kind of step, from the table of boxing/steps.py (which
+gives its price and its runner); S(i) -> S(i), B -> B and P -> P need nothing.
 
 Nesting: split axes cut the tensor in mesh-axis order, so an axis is converted directly only
 when no later axis splits a dimension the conversion touches; such later axes are gathered
@@ -21,14 +13,14 @@ receives, from one holder each, the parts of its box that source pieces cover.
 """
 import functools
 import itertools
-import math
 
-from .. import layout
-from ..sbp import _Broadcast, _PartialSum, broadcast, partial_sum, split, without_partial
+from ..sbp import broadcast, partial_sum, split, without_partial
+from .steps import ALL_REDUCE, REDISTRIBUTE, SLICE, along_axis
 
 
 class Step:
-    """One transition: `kind` on mesh axis `mesh_dim` (None for the overlap route)."""
+    """One transition: `kind` (a row of boxing/steps.py's KINDS) on mesh axis `mesh_dim` (None for
+    the overlap route)."""
 
     __slots__ = ("kind", "mesh_dim", "src", "dst", "bytes", "placement")
 
@@ -38,7 +30,7 @@ class Step:
 
     def __repr__(self):
         where = "" if self.mesh_dim is None else f" on mesh axis {self.mesh_dim}"
-        return f"{self.kind}{where}: {_text(self.src)} -> {_text(self.dst)}, {self.bytes} bytes"
+        return f"{self.kind.name}{where}: {_text(self.src)} -> {_text(self.dst)}, {self.bytes} bytes"
 
 
 class Plan:
@@ -62,7 +54,7 @@ class Plan:
     __str__ = explain
 
     def __repr__(self):
-        kinds = ", ".join(s.kind for s in self.steps) or "no communication"
+        kinds = ", ".join(s.kind.name for s in self.steps) or "no communication"
         return (f"Plan({_text(self.src_sbp)} -> {_text(self.dst_sbp)}, shape {self.global_shape}: {kinds}; "
                 f"{self.bytes} bytes)")
 
@@ -75,33 +67,9 @@ def _touched(s, t):
     return {x.dim for x in (s, t) if isinstance(x, split)}
 
 
-def _axis_kind(s, t):
-    if isinstance(s, split):
-        return {split: "all_to_all", _Broadcast: "all_gather", _PartialSum: "split_to_partial"}[type(t)]
-    if s is broadcast:
-        return "slice" if isinstance(t, split) else "broadcast_to_partial"
-    return "reduce_scatter" if isinstance(t, split) else "all_reduce"
-
-
-_GROUP_BYTES = {"all_gather": lambda n, k: (k - 1) * n, "reduce_scatter": lambda n, k: (k - 1) * n,
-                "all_reduce": lambda n, k: 2 * (k - 1) * n, "all_to_all": lambda n, k: (k - 1) * n / k}
-
-
-def _axis_bytes(kind, placement, state, axis, global_shape, itemsize):
-    """Bytes moved by `kind` along `axis`, over all groups (pieces estimated as even)."""
-    cost = _GROUP_BYTES.get(kind)
-    if cost is None:
-        return 0
-    shared = math.prod(global_shape) * itemsize  # the value one group shares
-    for b, s in enumerate(state):
-        if b != axis and isinstance(s, split):
-            shared /= placement.hierarchy[b]
-    return cost(shared, placement.hierarchy[axis]) * (placement.size // placement.hierarchy[axis])
-
-
 def reduction_bytes(placement, sbp, axis, global_shape, itemsize):
     """What reducing a value partial on mesh axis `axis` costs (an all_reduce there)."""
-    return _axis_bytes("all_reduce", placement, sbp, axis, global_shape, itemsize)
+    return ALL_REDUCE.bytes(placement, sbp, placement, sbp, axis, global_shape, itemsize)
 
 
 def _plan_axes(placement, src, dst, global_shape, itemsize):
@@ -115,11 +83,12 @@ def _plan_axes(placement, src, dst, global_shape, itemsize):
     changing = [a for a in range(len(src)) if src[a] != dst[a]]
 
     def convert(axis, target):
-        kind = _axis_kind(state[axis], target)
+        kind = along_axis(state[axis], target)
         before = tuple(state)
         state[axis] = target
-        steps.append(Step(kind, axis, before, tuple(state),
-                          _axis_bytes(kind, placement, before, axis, global_shape, itemsize), placement))
+        after = tuple(state)
+        nbytes = kind.bytes(placement, before, placement, after, axis, global_shape, itemsize)
+        steps.append(Step(kind, axis, before, after, nbytes, placement))
 
     for axis in reversed(range(len(src))):
         held = set().union(*(_touched(src[a], dst[a]) for a in changing if a < axis))
@@ -135,38 +104,6 @@ def _plan_axes(placement, src, dst, global_shape, itemsize):
     return steps
 
 
-def _overlap_bytes(src_pl, src, dst_pl, dst, global_shape, itemsize):
-    total = 0
-    for r, s, box in _overlap_blocks(src_pl, src, dst_pl, dst, tuple(global_shape)):
-        if r != s:
-            total += math.prod(b - a for a, b in box) * itemsize
-    return total
-
-
-@functools.lru_cache(maxsize=4096)
-def _overlap_blocks(src_pl, src, dst_pl, dst, global_shape):
-    """(receiver, sender, global box) for every piece of data that must reach a receiver.
-
-    Sources with partial_sum axes are not allowed here; broadcast axes of the source give
-    several holders of one box: a receiver takes it from itself when it holds it, else from
-    the holder picked by its own position (spreading the load)."""
-    holders = {}
-    for s_rank in src_pl.rank_list():
-        coord = src_pl.mesh_coord(s_rank)
-        box = tuple(layout.local_box(global_shape, src_pl.hierarchy, src, coord))
-        holders.setdefault(box, []).append(s_rank)
-    blocks = []
-    for i, r in enumerate(dst_pl.rank_list()):
-        need = layout.local_box(global_shape, dst_pl.hierarchy, dst, dst_pl.mesh_coord(r))
-        for box, owners in holders.items():
-            part = layout.intersect(box, need)
-            if part is None:
-                continue
-            sender = r if r in owners else owners[i % len(owners)]
-            blocks.append((r, sender, tuple(part)))
-    return tuple(blocks)
-
-
 def _cuts_first(placement, src, dst, global_shape, itemsize):
     """Free local cuts (B -> S) first, so that later collectives move less."""
     state, steps = list(src), []
@@ -176,7 +113,7 @@ def _cuts_first(placement, src, dst, global_shape, itemsize):
         if state[axis] is broadcast and isinstance(t, split) and t.dim not in later:
             before = tuple(state)
             state[axis] = t
-            steps.append(Step("slice", axis, before, tuple(state), 0, placement))
+            steps.append(Step(SLICE, axis, before, tuple(state), 0, placement))
     if not steps:
         return None
     return steps + _plan_axes(placement, tuple(state), dst, global_shape, itemsize)
@@ -195,9 +132,9 @@ def _resolved(sbp, ndim):
 def _overlap_route(src_placement, src_sbp, mid_src, dst_placement, dst_sbp, global_shape, itemsize):
     mid_dst = without_partial(dst_sbp)
     route = _plan_axes(src_placement, src_sbp, mid_src, global_shape, itemsize)
-    moved = _overlap_bytes(src_placement, mid_src, dst_placement, mid_dst, global_shape, itemsize)
+    moved = REDISTRIBUTE.bytes(src_placement, mid_src, dst_placement, mid_dst, None, global_shape, itemsize)
     if moved or src_placement != dst_placement or mid_src != mid_dst:
-        route.append(Step("redistribute", None, mid_src, mid_dst, moved, dst_placement))
+        route.append(Step(REDISTRIBUTE, None, mid_src, mid_dst, moved, dst_placement))
     return route + _plan_axes(dst_placement, mid_dst, dst_sbp, global_shape, itemsize)
 
 

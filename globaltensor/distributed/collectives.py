@@ -10,15 +10,16 @@ import zlib
 
 import numpy as np
 
-from ..dtype import KERNEL_CODES
+from .. import _C
+from .. import dtype as _dtype
 from .group import Group, world_group
 from .world import world
 
-_REDUCE_DTYPE_NAMES = KERNEL_CODES
-# Keyed by dtype object: `dtype.name` costs microseconds, a dict lookup on the dtype tens of ns.
-_REDUCE_DTYPES = {np.dtype(n): c for n, c in _REDUCE_DTYPE_NAMES.items() if n != "bfloat16"}
-_REDOPS = {"sum": 0, "max": 1, "min": 2}
-
+# The reduction ops, from _C (kernels/types.h numbers them): {"sum": _C.RedOp.sum, ...}.
+_REDOPS = dict(_C.RedOp.__members__)
+# The dtypes reductions take, by numpy dtype (a dict lookup on the dtype costs tens of ns). The
+# kernels read the dtype from the array itself; this only lets every rank raise before joining.
+_REDUCIBLE = {d.np for d in _dtype.ALL if d.code.arithmetic}
 
 
 def _contiguous(x):
@@ -55,18 +56,15 @@ def _group(group):
     return Group(group)
 
 
-def _reduce_codes(array, op, name):
-    code = _REDUCE_DTYPES.get(array.dtype)
-    if code is None:  # first sight of ml_dtypes.bfloat16, or a dtype we cannot reduce
-        code = _REDUCE_DTYPE_NAMES.get(array.dtype.name)
-        if code is None:
-            raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name}; supported: "
-                            f"{sorted(_REDUCE_DTYPE_NAMES)}")
-        _REDUCE_DTYPES[array.dtype] = code
+def _redop(array, op, name):
+    """The _C.RedOp of `op`, once array's dtype is known to reduce; TypeError or ValueError."""
+    if array.dtype not in _REDUCIBLE:
+        raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name}; supported: "
+                        f"{', '.join(d.name for d in _dtype.ALL if d.code.arithmetic)}")
     redop = _REDOPS.get(op)
     if redop is None:
         raise ValueError(f"{name}: op must be one of {sorted(_REDOPS)}, got {op!r}")
-    return code, redop
+    return redop
 
 
 def _check_array(x, name):
@@ -94,20 +92,20 @@ def all_reduce(x, op="sum", group=None, out=None):
     gets the same bits.
     """
     _check_array(x, "all_reduce")
-    code, redop = _reduce_codes(x, op, "all_reduce")
+    redop = _redop(x, op, "all_reduce")
     native = _group(group).native("all_reduce")
     if _observers:
         _observe("all_reduce", x.nbytes, group)
     if out is not None:
         if out.shape != x.shape or out.dtype != x.dtype or not out.flags.c_contiguous:
             raise ValueError(f"all_reduce: out must be a C-contiguous {x.dtype} array of shape {x.shape}")
-        native.all_reduce(_contiguous(x), out, code, redop)
+        native.all_reduce(_contiguous(x), out, redop)
         return out
     if x.flags.c_contiguous:
-        native.all_reduce(x, x, code, redop)
+        native.all_reduce(x, x, redop)
     else:
         tmp = _contiguous(x)
-        native.all_reduce(tmp, tmp, code, redop)
+        native.all_reduce(tmp, tmp, redop)
         x[...] = tmp
     return x
 
@@ -139,11 +137,11 @@ def all_reduce_async(x, op="sum", group=None):
     _check_array(x, "all_reduce_async")
     if not x.flags.c_contiguous or not x.flags.writeable:
         raise ValueError("all_reduce_async: x must be a writable C-contiguous array")
-    code, redop = _reduce_codes(x, op, "all_reduce_async")
+    redop = _redop(x, op, "all_reduce_async")
     native = _group(group).native("all_reduce_async")
     if _observers:
         _observe("all_reduce", x.nbytes, group)
-    return Work(native.all_reduce_async(x, x, code, redop), (x,))
+    return Work(native.all_reduce_async(x, x, redop), (x,))
 
 
 def broadcast(x, src=0, group=None):
@@ -203,7 +201,7 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
     sizes: the pieces' lengths; default the balanced split (the first L % k get one more).
     """
     _check_array(x, "reduce_scatter")
-    code, redop = _reduce_codes(x, op, "reduce_scatter")
+    redop = _redop(x, op, "reduce_scatter")
     g = _group(group)
     native = g.native("reduce_scatter")
     if _observers:
@@ -214,7 +212,7 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
                          f"axis 0 of the input ({x.shape[0]})")
     x = _contiguous(x)
     out = empty_shared((rows[native.index],) + x.shape[1:], x.dtype)
-    native.reduce_scatter(x, out, code, redop)
+    native.reduce_scatter(x, out, redop)
     return out
 
 

@@ -132,7 +132,7 @@ def all_reduce(x, op="sum", group=None, out=None):
     ranks = _ranks(group)
     dest = out if out is not None else x
     if len(ranks) == 1 or x.size == 0:  # alone, or nothing to reduce: x is the result, no transfer
-        host._reduce_codes(x, op, "all_reduce")
+        host._redop(x, op, "all_reduce")
         if host._observers:
             host._observe("all_reduce", x.nbytes, group)
         took("none.all_reduce")

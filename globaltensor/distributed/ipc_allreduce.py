@@ -16,11 +16,12 @@ import uuid
 
 import numpy as np
 
-from ..dtype import KERNEL_CODES as _DTYPES
+from .. import dtype as _dtype
 from . import collectives
 from .group import Group
 
 ONESHOT_BYTES = 256 << 10
+_SUMMABLE = {d.np for d in _dtype.ALL if d.code.arithmetic}  # what the CUDA sum takes (kernels/types.h)
 _ALIGN_BYTES = 256  # two-shot slices start on this boundary (aligned, vectorisable loads)
 
 
@@ -47,7 +48,7 @@ class CudaDevice:
         self.cu.copy_async(dst, src, nbytes, self.stream)
 
     def reduce(self, dst, srcs, count, dtype):
-        self.cu.reduce_sum_async(dst, srcs, count, _DTYPES[dtype.name], self.stream)
+        self.cu.reduce_sum_async(dst, srcs, count, _dtype.to_dtype(dtype).code, self.stream)
 
     def sync(self):
         self.cu.synchronize(self.stream)
@@ -140,8 +141,9 @@ class IpcAllReduce:
     def __call__(self, x, out=None):
         """out = sum of x over the group (in place when out is None); x C-contiguous."""
         out = x if out is None else out
-        if x.dtype.name not in _DTYPES or out.dtype != x.dtype or out.size != x.size:
-            raise ValueError(f"IPC all_reduce takes x and out of one dtype ({sorted(_DTYPES)}) and size; "
+        if x.dtype not in _SUMMABLE or out.dtype != x.dtype or out.size != x.size:
+            kinds = ", ".join(sorted(d.name for d in _SUMMABLE))
+            raise ValueError(f"IPC all_reduce takes x and out of one dtype ({kinds}) and size; "
                              f"got {x.dtype}[{x.size}] and {out.dtype}[{out.size}]")
         self.all_reduce(self.device.pointer(x), self.device.pointer(out), x.size, x.dtype)
         return out
@@ -158,10 +160,11 @@ class IpcAllReduce:
 
     def _agree(self, count, dtype):
         """All ranks check one another's (count, dtype) before any data moves."""
-        mine = np.array([count, _DTYPES[dtype.name]], np.int64)
+        mine = np.array([count, int(_dtype.to_dtype(dtype).code)], np.int64)
         every = collectives.all_gather(mine[None], group=self.group, sizes=[1] * self.k)
         if not (every == mine).all():
-            calls = ", ".join(f"rank {r}: {int(c)} x {_name(int(d))}" for r, (c, d) in zip(self.ranks, every))
+            calls = ", ".join(f"rank {r}: {int(c)} x {_dtype.from_code(d).name}"
+                              for r, (c, d) in zip(self.ranks, every))
             raise ValueError(f"IPC all_reduce on ranks {self.ranks}: the ranks passed different buffers ({calls})")
 
     def _chunk(self, x_ptr, out_ptr, m, dtype, first):
@@ -193,6 +196,3 @@ class IpcAllReduce:
             self.device.close(ptr, own=j == self.index)
         self.buffers = []
 
-
-def _name(code):
-    return next(n for n, c in _DTYPES.items() if c == code)

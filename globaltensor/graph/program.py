@@ -92,8 +92,7 @@ class Program:
         found = []
         for ins in self.instrs:
             if ins.kind == "box":
-                found += [s.kind for s in ins.detail.steps if s.kind not in ("slice", "broadcast_to_partial",
-                                                                             "split_to_partial")]
+                found += [s.kind.collective for s in ins.detail.steps if s.kind.collective]
             elif ins.kind in ("start", "reduce"):
                 found.append("all_reduce")
         return found
@@ -148,7 +147,7 @@ def _describe(ins, args):
         what = f"to_global({args}) {sbp_text(p.src_sbp)} -> {sbp_text(p.dst_sbp)}"
         if p.dst_placement != p.src_placement:
             what += f" on {p.dst_placement}"
-        steps = [s.kind + ("" if s.mesh_dim is None else f"@{s.mesh_dim}") for s in p.steps]
+        steps = [s.kind.name + ("" if s.mesh_dim is None else f"@{s.mesh_dim}") for s in p.steps]
         return what + (f" [{', '.join(steps)}]" if steps else "")
     static = ins.detail or {}
     extra = "".join(f", {k}={_short(v)}" for k, v in static.items()) if isinstance(static, dict) else ""

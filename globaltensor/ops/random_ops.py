@@ -73,7 +73,7 @@ def randperm(n, dtype=None, placement=None, sbp=None):
     def draw():
         counter = _random.next_counter()
         keys = np.empty(n, np.float64)
-        _random.fill(keys, 1, _random.UNIFORM, (n,), (0,), counter)
+        _random.fill(keys, _random.UNIFORM, (n,), (0,), counter)
         perm = np.argsort(keys, kind="stable")
 
         def fill(box):

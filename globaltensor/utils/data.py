@@ -35,7 +35,7 @@ def _order(n, shuffle, epoch_counter):
     if not shuffle:
         return np.arange(n)
     keys = np.empty(n, np.float64)
-    _random.fill(keys, 1, _random.UNIFORM, (n,), (0,), epoch_counter)
+    _random.fill(keys, _random.UNIFORM, (n,), (0,), epoch_counter)
     return np.argsort(keys, kind="stable")
 
 

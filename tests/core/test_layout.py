@@ -109,19 +109,21 @@ def test_normalize_sbp():
         normalize(gt.sbp.split(3), 1, 2)
 
 
-@pytest.mark.parametrize("kind, dtype", [(0, 0), (0, 1), (1, 0), (1, 1), (2, 5), (2, 4), (3, 0), (0, 2), (0, 3)])
+@pytest.mark.parametrize("kind, dtype", [("uniform", gt.float32), ("uniform", gt.float64), ("normal", gt.float32),
+                                         ("normal", gt.float64), ("randint", gt.int64), ("randint", gt.int32),
+                                         ("bernoulli", gt.float32), ("uniform", gt.float16), ("uniform", gt.bfloat16)])
 def test_random_piece_equals_slice_of_whole(kind, dtype):
     """Generating only a piece gives exactly the slice of the whole: no full temporary needed."""
-    np_dtypes = {0: np.float32, 1: np.float64, 2: np.float16, 3: gt.bfloat16.np, 4: np.int32, 5: np.int64}
     shape = (9, 7)
-    a, b = (0.0, 10.0) if kind == 2 else ((0.3, 0.0) if kind == 3 else (0.0, 1.0))
-    whole = np.empty(shape, np_dtypes[dtype])
-    _C.philox_fill(whole, dtype, kind, list(shape), [0, 0], 5, 11, a, b)
-    piece = np.empty((4, 3), np_dtypes[dtype])
-    _C.philox_fill(piece, dtype, kind, list(shape), [2, 3], 5, 11, a, b)
+    a, b = (0.0, 10.0) if kind == "randint" else ((0.3, 0.0) if kind == "bernoulli" else (0.0, 1.0))
+    kind = _C.RandomKind.__members__[kind]
+    whole = np.empty(shape, dtype.np)
+    _C.philox_fill(whole, kind, list(shape), [0, 0], 5, 11, a, b)
+    piece = np.empty((4, 3), dtype.np)
+    _C.philox_fill(piece, kind, list(shape), [2, 3], 5, 11, a, b)
     np.testing.assert_array_equal(piece, whole[2:6, 3:6])
-    other = np.empty(shape, np_dtypes[dtype])
-    _C.philox_fill(other, dtype, kind, list(shape), [0, 0], 5, 12, a, b)
+    other = np.empty(shape, dtype.np)
+    _C.philox_fill(other, kind, list(shape), [0, 0], 5, 12, a, b)
     assert not np.array_equal(other, whole)  # the next call differs
 
 

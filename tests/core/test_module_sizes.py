@@ -45,3 +45,13 @@ def _summary_problem(path):
 def test_every_module_opens_with_a_one_line_docstring():
     missing = [f"globaltensor/{rel}: {why}" for rel, path in _modules() if (why := _summary_problem(path))]
     assert not missing, "modules without a one-line docstring: " + "; ".join(missing)
+
+
+def test_tests_live_in_their_subsystem_folders():
+    import conftest
+    tests = os.path.join(os.path.dirname(ROOT), "tests")
+    loose = [f for f in os.listdir(tests) if f.startswith("test_")]
+    folders = sorted(d for d in os.listdir(tests) if os.path.isdir(os.path.join(tests, d))
+                     and d not in ("scripts", "__pycache__"))
+    assert not loose, f"tests at the top of tests/ (put each in its subsystem's folder): {loose}"
+    assert folders == sorted(conftest.SUBSYSTEMS), "a new test folder: add it to conftest.SUBSYSTEMS"

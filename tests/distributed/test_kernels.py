@@ -5,9 +5,9 @@ import pytest
 
 from globaltensor import _C
 
-DTYPES = {"float32": (np.float32, 0), "float64": (np.float64, 1), "float16": (np.float16, 2),
-          "bfloat16": (ml_dtypes.bfloat16, 3), "int32": (np.int32, 4), "int64": (np.int64, 5)}
-OPS = {"sum": 0, "max": 1, "min": 2}
+DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+          "int32": np.int32, "int64": np.int64}
+OPS = _C.RedOp.__members__
 
 
 def twin(srcs, op, dtype):
@@ -28,42 +28,42 @@ def twin(srcs, op, dtype):
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_reduce_matches_twin(dtype, op, count, nsrc):
-    np_dtype, code = DTYPES[dtype]
+    np_dtype = DTYPES[dtype]
     rng = np.random.default_rng(count * 10 + nsrc)
     if np.dtype(np_dtype).kind == "i":
         srcs = [rng.integers(-(2**20), 2**20, count).astype(np_dtype) for _ in range(nsrc)]
     else:
         srcs = [(rng.standard_normal(count) * 100).astype(np_dtype) for _ in range(nsrc)]
     out = np.empty(count, np_dtype)
-    _C.reduce_into(out, srcs, code, OPS[op], nontemporal=count > 2048)
+    _C.reduce_into(out, srcs, OPS[op], nontemporal=count > 2048)
     np.testing.assert_array_equal(out.view(np.uint8), twin(srcs, op, np_dtype).view(np.uint8))
 
 
 def test_integer_sum_wraps():
     big = np.array([2**62, -(2**63)], np.int64)
     out = np.empty_like(big)
-    _C.reduce_into(out, [big, big], 5, 0)
+    _C.reduce_into(out, [big, big], _C.RedOp.sum)
     np.testing.assert_array_equal(out, big + big)  # numpy wraps too
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_max_min_propagate_nan(dtype):
-    np_dtype, code = DTYPES[dtype]
+    np_dtype = DTYPES[dtype]
     a = np.array([1, np.nan, 3], np_dtype)
     b = np.array([np.nan, 2, 1], np_dtype)
     for op in ("max", "min"):
         out = np.empty_like(a)
-        _C.reduce_into(out, [a, b], code, OPS[op])
+        _C.reduce_into(out, [a, b], OPS[op])
         assert np.isnan(out.astype(np.float32)[:2]).all()
 
 
 def test_half_rounding_special_values():
     vals = np.array([0.0, -0.0, 6.1e-5, 5.96e-8, 2.98e-8, 3.0e-8, 1e-6, 65504, 65519, 1e-10, np.inf, -np.inf,
                      0.1, 2049, 2051], np.float32)
-    for np_dtype, code in (DTYPES["float16"], DTYPES["bfloat16"]):
+    for np_dtype in (DTYPES["float16"], DTYPES["bfloat16"]):
         a = vals.astype(np_dtype)
         out = np.empty_like(a)
-        _C.reduce_into(out, [a, np.zeros_like(a)], code, 0)
+        _C.reduce_into(out, [a, np.zeros_like(a)], _C.RedOp.sum)
         np.testing.assert_array_equal(out.view(np.uint16), (a.astype(np.float32) + 0).astype(np_dtype).view(np.uint16))
 
 
@@ -79,12 +79,12 @@ def test_copy_bytes_streaming(nbytes, offset):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_sum_over_every_bit_pattern(dtype):
-    np_dtype, code = DTYPES[dtype]
+    np_dtype = DTYPES[dtype]
     a = np.arange(65536, dtype=np.uint16).view(np_dtype)
     a = a[np.isfinite(a.astype(np.float32))]
     b = np.random.default_rng(7).permutation(a)
     out = np.empty_like(a)
-    _C.reduce_into(out, [a, b], code, 0)
+    _C.reduce_into(out, [a, b], _C.RedOp.sum)
     want = (a.astype(np.float32) + b.astype(np.float32)).astype(np_dtype)
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
 
@@ -109,3 +109,20 @@ def test_axpby_rejects_what_it_cannot_do():
         _C.axpby(y, np.zeros(8, np.float64), 1.0, 1.0)
     with pytest.raises(TypeError, match="float32 or float64"):
         _C.axpby(np.zeros(4, np.int32), np.zeros(4, np.int32), 1.0, 1.0)
+
+
+def test_reduce_into_takes_the_dtype_from_the_arrays_and_refuses_what_it_cannot_reduce():
+    a = np.arange(4, dtype=np.int32)
+    with pytest.raises(TypeError, match=r"reduce_into: a source's dtype \(float32\) differs from out's \(int32\)"):
+        _C.reduce_into(np.empty(4, np.int32), [a, np.zeros(4, np.float32)], _C.RedOp.sum)
+    for bad in (np.bool_, np.int8, np.uint8, np.int16, np.complex64):
+        x = np.zeros(4, bad)
+        name = np.dtype(bad).name
+        with pytest.raises(TypeError, match=f"reduce_into: cannot reduce dtype {name}; supported: float32, float64, "
+                                            "float16, bfloat16, int32, int64"):
+            _C.reduce_into(np.empty_like(x), [x, x], _C.RedOp.sum)
+    swapped = np.zeros(4, ">f4")  # the right kind and size, but not this machine's byte order
+    with pytest.raises(TypeError, match="cannot reduce dtype >f4"):
+        _C.reduce_into(np.empty_like(swapped), [swapped], _C.RedOp.sum)
+    with pytest.raises(TypeError):  # a raw number is not a reduction op
+        _C.reduce_into(np.empty(4, np.int32), [a], 0)

@@ -1,0 +1,260 @@
+// The liveness protocol of a Group: waiting for a member's phase while checking that it lives,
+// has not finished its script or given up, and is not in a cycle of waits; the errors that say so.
+//
+// A waiting program thread publishes what it waits for in its RankStatus (status.h): peers follow
+// these "waits for" edges to find a deadlock, and a rank that raised publishes that it gave up,
+// so peers waiting for it fail at once instead of at the timeout.
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "group.h"
+#include "group_segment.h"
+#include "wait.h"
+
+namespace gt {
+
+namespace {
+
+constexpr int kSpinIterations = 4000;
+constexpr double kYieldSeconds = 0.002;
+constexpr double kSleepSeconds = 0.02;
+constexpr double kLivenessPeriod = 0.2;
+
+// Messages are built from std::string and snprintf, never iostreams: an extension built by a
+// newer GCC than the libstdc++ it runs with (seen on a GPU machine) crashes in ostream's locale.
+std::string seconds_text(double s) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
+}  // namespace
+
+void Node::add_group(uint64_t key, Group* group) {
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  groups_[key] = group;
+}
+
+void Node::remove_group(uint64_t key) {
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  groups_.erase(key);
+}
+
+int64_t Node::phase_in(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(groups_mu_);
+  auto it = groups_.find(key);
+  return it == groups_.end() ? -1 : int64_t(it->second->my_phase());
+}
+
+bool Node::sole_program_thread() {
+  thread_local size_t me = std::hash<std::thread::id>()(std::this_thread::get_id()) | 1;
+  size_t first = 0;
+  if (program_thread_.compare_exchange_strong(first, me) || first == me) return true;
+  status(rank_)->threads.store(2);  // peers stop following this rank's waits: one slot, two threads
+  return false;
+}
+
+void Node::mark_finished(const std::string& how) {
+  RankStatus* st = status(rank_);
+  copy_text(st->how, sizeof(st->how), how);
+  st->finished.store(1, std::memory_order_release);
+}
+
+void Node::give_up(const std::string& what) {
+  RankStatus* st = status(rank_);
+  if (st->threads.load() > 1) return;  // with several program threads "this rank" waits nowhere in particular
+  copy_text(st->failure, sizeof(st->failure), what.substr(0, what.find('\n')));
+  uint64_t failed = st->waiting_for.load() >= 0
+                        ? st->epoch.load() + 1  // inside a wait: its end moves the epoch once more
+                        : st->epoch.fetch_add(2, std::memory_order_acq_rel) + 2;  // even (not waiting), never 0
+  st->failed_epoch.store(failed, std::memory_order_release);
+}
+
+std::vector<int> Node::known_ranks() const {
+  std::vector<int> out{rank_};
+  for (auto& [r, mapping] : peers_) out.push_back(r);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void Group::wait_for(int p, uint32_t target) {
+  Slot& s = slot(p);
+  auto reached = [&] { return int32_t(s.phase.load(std::memory_order_acquire) - target) >= 0; };
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (reached()) return;
+    cpu_relax();
+  }
+  double yield_until = now_seconds() + kYieldSeconds;
+  while (now_seconds() < yield_until) {
+    if (reached()) return;
+    sched_yield();
+  }
+  s.waiters.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave { std::atomic<uint32_t>& w; ~Leave() { w.fetch_sub(1); } } leave{s.waiters};
+  // The program's thread says what it waits for (peers follow such waits to find a cycle);
+  // worker threads run queued all_reduces, which every rank drains before its next collective.
+  RankStatus* mine = node_->status(node_->rank());
+  if (on_a_worker_thread() || mine->threads.load(std::memory_order_relaxed) > 1) mine = nullptr;
+  if (mine) {
+    if (doing_.empty()) doing_ = " on ranks " + ranks_text(all_members());
+    copy_text(mine->doing, sizeof(mine->doing), op_name_ + doing_);
+    mine->group_key.store(key_, std::memory_order_relaxed);
+    mine->target.store(target, std::memory_order_relaxed);
+    mine->waiting_for.store(ranks_[p], std::memory_order_relaxed);
+    mine->epoch.fetch_add(1, std::memory_order_release);
+  }
+  struct Stop {
+    RankStatus* st;
+    ~Stop() {
+      if (!st) return;
+      st->waiting_for.store(-1, std::memory_order_relaxed);
+      st->epoch.fetch_add(1, std::memory_order_release);
+    }
+  } stop{mine};
+  while (true) {
+    uint32_t v = s.phase.load(std::memory_order_seq_cst);
+    if (int32_t(v - target) >= 0) return;
+    futex_wait(&s.phase, v, kSleepSeconds);
+    double t = now_seconds();
+    if (t - op_start_ >= opts_.timeout_s) fail_waiting(target, true);
+    if (t >= next_liveness_check_) {
+      next_liveness_check_ = t + kLivenessPeriod;
+      check_peers(p, target);
+      if (mine && opts_.deadlock_s > 0) check_cycle(p);
+    }
+  }
+}
+
+void Group::check_peers(int p, uint32_t target) {
+  (void)p;
+  for (int q = 0; q < k_; ++q) {
+    if (q == me_ || int32_t(slot(q).phase.load() - target) >= 0) continue;
+    if (!process_alive(slot(q).pid.load())) fail_waiting(target, false);
+    RankStatus* st = node_->status(ranks_[q]);
+    if (st && (st->finished.load(std::memory_order_acquire) || gave_up(st))) fail_waiting(target, false);
+  }
+}
+
+bool Group::gave_up(const RankStatus* st) {
+  uint64_t failed = st->failed_epoch.load(std::memory_order_acquire);
+  return failed != 0 && st->epoch.load(std::memory_order_acquire) == failed;
+}
+
+void Group::publish_failure(const std::string& what) {
+  // Peers waiting for this rank learn it gave up (until it starts another wait): a rank that
+  // catches the error and goes on must not leave them waiting for the timeout.
+  if (!on_a_worker_thread()) node_->give_up(what);
+}
+
+void Group::check_cycle(int p) {
+  // Follow "waits for" from the member this rank waits for; a path back here, unchanged for
+  // opts_.deadlock_s, is a deadlock: every rank on it waits in a collective the next never reaches.
+  std::vector<std::pair<int, uint64_t>> path{{node_->rank(), node_->status(node_->rank())->epoch.load()}};
+  int r = ranks_[p];
+  while (true) {  // ends: each step either returns, closes the cycle, or visits a new rank
+    RankStatus* st = node_->status(r);
+    if (!st) return;  // on another machine: only the timeout can tell
+    uint64_t epoch = st->epoch.load(std::memory_order_acquire);
+    int next = st->waiting_for.load(std::memory_order_relaxed);
+    bool unknown = st->threads.load() > 1 || !process_alive(st->pid.load());  // no single story to follow
+    if (next < 0 || unknown) {
+      cycle_.clear();
+      return;  // running (it may still come), or its wait cannot be trusted
+    }
+    path.emplace_back(r, epoch);
+    if (next == node_->rank()) {
+      // The last wait is on this rank: it is real only while this rank has not reached its target
+      // there (else that rank is merely slow to notice), checked against this rank's own phase.
+      int64_t reached = node_->phase_in(st->group_key.load());
+      if (reached < 0 || int32_t(uint32_t(reached) - st->target.load()) >= 0) {
+        cycle_.clear();
+        return;
+      }
+      break;
+    }
+    for (auto& seen : path)
+      if (seen.first == next) return;  // a cycle without this rank: its members report it
+    r = next;
+  }
+  double t = now_seconds();
+  if (path != cycle_) {
+    cycle_ = path;
+    cycle_since_ = t;
+    return;
+  }
+  if (t - cycle_since_ < opts_.deadlock_s) return;
+  std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members()) +
+                     ": deadlock: these ranks wait for each other in collectives that the others do not call:";
+  for (auto& [rank, epoch] : path) text += "\n  rank " + std::to_string(rank) + ": " + peer_state(rank, 0);
+  std::string others;
+  for (int rank : node_->known_ranks()) {
+    bool on_path = false;
+    for (auto& step : path) on_path = on_path || step.first == rank;
+    std::string state = on_path ? "" : peer_state(rank, 0);
+    if (!state.empty()) others += "\n  rank " + std::to_string(rank) + ": " + state;
+  }
+  if (!others.empty()) text += "\nThe other ranks on this machine:" + others;
+  fail(text + "\n" + collective_hint());
+}
+
+void Group::fail(const std::string& what) {
+  broken_ = true;
+  broken_reason_ = what;
+  publish_failure(what);
+  throw CollectiveError(what);
+}
+
+std::string Group::peer_state(int rank, uint32_t target) const {
+  (void)target;
+  RankStatus* st = node_->status(rank);
+  bool finished = st && st->finished.load(std::memory_order_acquire);
+  if (st && gave_up(st))  // its own error says more than how its script ended
+    return "gave up: " + read_text(st->failure, sizeof(st->failure)) +
+           (finished ? " (then " + read_text(st->how, sizeof(st->how)) + ")" : "");
+  if (finished) return read_text(st->how, sizeof(st->how));
+  if (st && st->waiting_for.load() >= 0)
+    return "in " + read_text(st->doing, sizeof(st->doing)) + ", waiting for rank " +
+           std::to_string(st->waiting_for.load());
+  return "";
+}
+
+void Group::fail_waiting(uint32_t target, bool timed_out) {
+  std::vector<int> missing, gone;  // gone: exited, or finished their script
+  for (int q = 0; q < k_; ++q) {
+    if (q == me_ || int32_t(slot(q).phase.load() - target) >= 0) continue;
+    missing.push_back(q);
+    RankStatus* st = node_->status(ranks_[q]);
+    if (!process_alive(slot(q).pid.load()) || (st && st->finished.load())) gone.push_back(q);
+  }
+  std::string elapsed = seconds_text(now_seconds() - op_start_);
+  std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members());
+  if (!gone.empty()) {
+    text += ": rank(s) " + ranks_text(gone) + " will not come: they ended while rank " + std::to_string(ranks_[me_]) +
+            " waited for them (" + elapsed + " s)";
+  } else {
+    text += ": timed out after " + elapsed + " s; rank(s) " + ranks_text(missing) + " did not arrive (the timeout is " +
+            seconds_text(opts_.timeout_s) + " s, set by GLOBALTENSOR_TIMEOUT)";
+  }
+  text += ". The ranks were:\n  rank " + std::to_string(ranks_[me_]) + ": in " + op_name_ + " on ranks " +
+          ranks_text(all_members());
+  for (int q : missing) {
+    std::string state = peer_state(ranks_[q], target);
+    if (state.empty())
+      state = process_alive(slot(q).pid.load()) ? "running, not in a collective"
+                                                : "exited before the end of its script (killed, crashed, or os._exit)";
+    text += "\n  rank " + std::to_string(ranks_[q]) + ": " + state;
+  }
+  text += std::string("\n") + collective_hint();
+  broken_ = true;
+  broken_reason_ = text;
+  publish_failure(text);
+  throw CollectiveTimeout(text);
+}
+
+}  // namespace gt
