@@ -92,7 +92,7 @@ def signature(name, *tensors, **static):
         Signature(S(0), B -> S(0))
     """
     from .dispatch import decision_for
-    from .ops.registry import REGISTRY
+    from .registry import REGISTRY
     return decision_for(REGISTRY[name], tensors, static).signature
 
 

@@ -2,7 +2,7 @@
 
 Decisions are cached per (op, placement, input SBPs, shapes, dtypes, static arguments), so
 a repeated op costs a dictionary lookup before its kernel. Output shapes come from what the op
-declares (ops/registry.py): a meta, stand-ins where that is declared safe, or, for an op whose
+declares (registry/__init__.py): a meta, stand-ins where that is declared safe, or, for an op whose
 output size depends on the data, the results of each call (never the cache). Every piece a
 kernel returns is checked against the shape its layout says.
 """
@@ -18,7 +18,7 @@ from .backends.devices import device, of_array
 from .boxing import gather_pieces, plan, run
 from .boxing.planning import reduction_bytes
 from .env import get_rank
-from .ops.registry import REGISTRY
+from .registry import REGISTRY
 from .sbp import Signature, broadcast, partial_sum, split
 from .scope import current as _scope
 from .tensor import Layout, Tensor

@@ -16,8 +16,8 @@ import globaltensor as gt
 from globaltensor import distributed as dist
 from globaltensor.dispatch import apply
 from globaltensor.ops import rules
-from globaltensor.ops import registry  # used as registry.REGISTRY: spawned ranks then see the real one
-from globaltensor.ops.registry import op
+from globaltensor import registry  # used as registry.REGISTRY: spawned ranks then see the real one
+from globaltensor.registry import op
 
 S0, S1, B, P = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast, gt.sbp.partial_sum
 

@@ -37,7 +37,7 @@ from .attention_heads import merge_heads, split_heads
 from .random_ops import bernoulli, dropout, multinomial, randperm
 from ..creation import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,
                        randint, randn, uniform, zeros, zeros_like)
-from .keywords import accept_paddle_keywords
+from ..registry.keywords import accept_paddle_keywords
 from ..tensor import Tensor
 
 cat = concat  # PyTorch's name

@@ -9,12 +9,12 @@ import numpy as np
 
 from .. import _C
 from .. import dtype as _dtype
-from . import rules
+from ..registry import rules
 from ._front import apply, c_floats, tensors
 from .elementwise import _erf_kernel, tanh
 from .reduction import _as, _float, sum  # noqa: A004
 from .reduction_composites import logsumexp
-from .registry import op
+from ..registry import op
 from ..backends import devices
 from ..backends.devices import array_module
 

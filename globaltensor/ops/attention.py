@@ -4,9 +4,9 @@ import functools
 import numpy as np
 
 from ..backends.devices import array_module
-from . import rules
+from ..registry import rules
 from ._front import apply
-from .registry import op
+from ..registry import op
 
 B, P, S = rules.B, rules.P, rules.split
 

@@ -4,9 +4,9 @@ A split of the features is a split of whole heads (S(2) <-> S(1)) when the heads
 over the mesh axis; otherwise a piece is not a whole number of heads and the kernel says so
 (make num_heads a multiple of the axis size)."""
 from ..backends.devices import array_module
-from . import rules
+from ..registry import rules
 from ._front import apply, tensors
-from .registry import op
+from ..registry import op
 
 B, P, S = rules.B, rules.P, rules.split
 

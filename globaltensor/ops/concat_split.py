@@ -4,10 +4,10 @@ import itertools
 
 import numpy as np
 
-from . import rules
+from ..registry import rules
 from . import _front
 from ._front import apply, tensors
-from .registry import op
+from ..registry import op
 from .shape import _meta, _rows, squeeze
 from ..creation import zeros_like
 

@@ -6,9 +6,9 @@ import math
 import numpy as np
 
 from .. import _C
-from . import rules
+from ..registry import rules
 from ._front import apply, c_floats, tensors
-from .registry import op
+from ..registry import op
 from ..backends.devices import array_module
 
 B, P, S = rules.B, rules.P, rules.split

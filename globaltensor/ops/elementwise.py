@@ -10,9 +10,9 @@ import numpy as np
 
 from .. import _C
 
-from . import rules
+from ..registry import rules
 from ._front import apply, c_floats, cast_to, kind, own_tensor, promoted, promoted_pair, result_dtype, tensors
-from .registry import op
+from ..registry import op
 from .. import dtype as _dtype
 from ..backends import devices
 from ..tensor import Tensor

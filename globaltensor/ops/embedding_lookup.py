@@ -1,10 +1,10 @@
 """embedding: rows of a table at integer indices; a table split by rows gives a partial sum (vocabulary parallel)."""
 import numpy as np
 
-from . import rules
+from ..registry import rules
 from ._front import apply, tensors
 from .gather_scatter import _in_slice
-from .registry import op
+from ..registry import op
 from ..creation import zeros_like
 
 B, P, S = rules.B, rules.P, rules.split

@@ -5,10 +5,10 @@ index on a global tensor becomes the integer positions of its nonzero elements f
 import numpy as np
 
 from ..backends.devices import add_at, array_module
-from . import rules
+from ..registry import rules
 from ._front import apply, tensors
 from .data_dependent import nonzero
-from .registry import op
+from ..registry import op
 from .shape import _rows
 from ..creation import zeros_like
 

@@ -2,9 +2,9 @@
 import numpy as np
 
 from ..backends import cuda_kernels
-from . import rules
+from ..registry import rules
 from ._front import apply, tensors
-from .registry import op
+from ..registry import op
 
 B, P, S = rules.B, rules.P, rules.split
 

@@ -6,10 +6,10 @@ import builtins
 import numpy as np
 
 from ..backends.devices import array_module
-from . import rules
+from ..registry import rules
 from ._front import apply, tensors
 from .reduction import mean, sum  # noqa: A004
-from .registry import op
+from ..registry import op
 from .activations import log_softmax
 
 B, P, S = rules.B, rules.P, rules.split

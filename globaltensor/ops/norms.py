@@ -8,10 +8,10 @@ import numpy as np
 
 from .. import _C
 from ..backends.devices import array_module
-from . import rules
+from ..registry import rules
 from ._front import apply, c_floats, tensors
 from .reduction import _float
-from .registry import op
+from ..registry import op
 from ..creation import zeros_like
 
 B, P, S = rules.B, rules.P, rules.split

@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 
-from . import rules
+from ..registry import rules
 from . import _front
 from ._front import apply, dims_arg, tensors
-from .registry import op
+from ..registry import op
 
 B, P, S = rules.B, rules.P, rules.split
 

@@ -1,9 +1,9 @@
 """Slices by axes, starts, ends and strides (strided_slice, slice) and slice_scatter, their backward."""
 import builtins
 
-from . import rules
+from ..registry import rules
 from ._front import apply, tensors
-from .registry import op
+from ..registry import op
 from .shape import _meta, _rows
 from ..creation import zeros_like
 

@@ -4,7 +4,7 @@ import numpy as np
 from ._front import apply, tensors
 from .gather_scatter import _other_dims, scatter_add_
 from .reduction import return_type
-from .registry import op
+from ..registry import op
 from ..creation import zeros_like
 
 

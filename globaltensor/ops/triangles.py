@@ -4,7 +4,7 @@ import builtins
 import numpy as np
 
 from ._front import apply, tensors
-from .registry import op
+from ..registry import op
 from .shape import _meta, _rows
 
 

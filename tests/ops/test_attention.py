@@ -212,7 +212,7 @@ def test_fused_attention_equals_the_composite(lq, lk, causal, mask):
 
 def _count_kernels(monkeypatch, names):
     """{op name: how many times its kernel ran}, filled in as ops run."""
-    from globaltensor.ops.registry import REGISTRY
+    from globaltensor.registry import REGISTRY
     calls = {}
     for name in names:
         def counted(*args, _name=name, _kernel=REGISTRY[name].kernel, **kwargs):

@@ -1,6 +1,6 @@
 """Shape inference on global tensors.
 
-The dispatcher finds output shapes as each op declares (ops/registry.py): a meta from shapes
+The dispatcher finds output shapes as each op declares (registry/__init__.py): a meta from shapes
 alone, stand-ins only where declared safe, or, for output sizes that depend on the data, the
 results of every call. Here: every name of ops-target.txt on global tensors whose dims have
 sizes 0, 1 and 2, on 2 and 3 ranks, with several input SBPs (splits of size-0 and size-1 dims
@@ -16,7 +16,8 @@ import pytest
 import globaltensor as gt
 from conftest import run_ranks
 from globaltensor import dispatch
-from globaltensor.ops import registry, rules
+from globaltensor import registry
+from globaltensor.registry import rules
 from sized_ops import CASES, Random, inputs
 from test_every_op import Global, Local
 from targets import OPS_TARGET

@@ -254,7 +254,7 @@ def test_pytorch_positional_orders_that_differ_from_paddle():
 
 
 def test_the_ops_own_parameters_are_never_paddles_spellings():
-    """Paddle's names reach an op only through ops/keywords.py's table, where the ops are exported:
+    """Paddle's names reach an op only through registry/keywords.py's table, where the ops are exported:
     no op of the core names a parameter x, y, axis, label or epsilon itself."""
     from globaltensor import ops
     paddle_only = {"x", "y", "axis", "label", "epsilon"}

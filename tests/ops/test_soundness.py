@@ -11,7 +11,7 @@ import pytest
 
 from globaltensor import layout
 import globaltensor.ops  # noqa: F401 - loads every family into the registry
-from globaltensor.ops.registry import REGISTRY as _REGISTRY
+from globaltensor.registry import REGISTRY as _REGISTRY
 from globaltensor.sbp import broadcast as B
 from globaltensor.sbp import partial_sum as P
 from globaltensor.sbp import split

@@ -95,7 +95,8 @@ def test_buckets_start_in_plan_order_once_complete():
 def _probe(events):
     """Identity whose backward logs when it runs (it sits between the two layers)."""
     from globaltensor.dispatch import apply
-    from globaltensor.ops import registry, rules
+    from globaltensor import registry
+    from globaltensor.registry import rules
     if "probe_identity" not in registry.REGISTRY:
         def backward(ctx, grad):
             events.append("probe backward")
