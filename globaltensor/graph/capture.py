@@ -27,7 +27,8 @@ class Recorder:
         self.regs, self.instrs = [], []
         self._by_array = {}  # id(array) -> register (the arrays are kept alive by their Reg)
         self._names = dict(names or {})  # id(state tensor) -> its name in the program text
-        self._alive = {id(t): t for t in gc.get_objects() if isinstance(t, Tensor)}
+        # type(t), not isinstance: a deprecated proxy (torch.distributed.reduce_op) warns on __class__
+        self._alive = {id(t): t for t in gc.get_objects() if issubclass(type(t), Tensor)}
         self._grad_leaves, self._grad_regs, self._grad_set, self._became = {}, {}, {}, {}
         self.inputs = [self._new_reg("input", t) for t in inputs]
 
