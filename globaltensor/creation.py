@@ -88,7 +88,14 @@ def tensor(data, dtype=None, placement=None, sbp=None, requires_grad=False, chec
     """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta
     (on a placement) a checksum compared over the placement's ranks says so, or raises. Without
     dtype=: Python floats give the default float dtype (gt.get_default_dtype()), ints int64, bools
-    bool; numpy data keeps its dtype."""
+    bool; numpy data keeps its dtype.
+
+    Examples:
+        >>> gt.tensor([[1.0, 2.0], [3.0, 4.0]])                       # local, float32
+        >>> p = gt.placement("cpu", [0, 1])
+        >>> x = gt.tensor([[1.0, 2.0], [3.0, 4.0]], placement=p, sbp=gt.sbp.split(0))
+        >>> x.to_local()                                              # rank r holds row r
+    """
     if isinstance(data, Tensor):
         data = data.numpy()
     array = host_array(data) if dtype is None else np.asarray(data)
@@ -275,7 +282,13 @@ def rand(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
 
 
 def randn(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
-    """Standard normal."""
+    """Standard normal; on a placement each rank draws only its own box, and the whole value is
+    the same for every layout and rank count (counter-based Philox).
+
+    Examples:
+        >>> gt.manual_seed(0)
+        >>> w = gt.randn(1024, 1024, placement=gt.placement("cpu", [0, 1]), sbp=gt.sbp.split(1))
+    """
     return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.NORMAL, 0.0, 1.0), requires_grad)
 
 

@@ -34,7 +34,14 @@ def _observing(observer):
 
 
 def count_collectives():
-    """with gt.debug.count_collectives() as c: ...; then c == {"all_reduce": 1}."""
+    """Count the collectives this rank runs inside the with block, by kind.
+
+    Examples:
+        >>> with gt.debug.count_collectives() as c:
+        ...     y = (x @ w).to_global(sbp=gt.sbp.broadcast)   # x S(1), w S(0): partial, then reduced
+        >>> c
+        {'all_reduce': 1}
+    """
     return _observing(CollectiveCount())
 
 

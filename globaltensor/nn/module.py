@@ -209,7 +209,12 @@ class Module:
     def to_global(self, placement=None, sbp=None):
         """Convert every parameter and buffer, by Tensor.to_global's rule (SPEC §3): a local
         tensor is this rank's component (split: the pieces concatenate; broadcast, or no sbp:
-        the first rank's values; partial_sum: the pieces add up); a global one is boxed."""
+        the first rank's values; partial_sum: the pieces add up); a global one is boxed.
+
+        Examples:
+            >>> model = gt.nn.Linear(8, 4).to_global(gt.placement("cpu", [0, 1]), gt.sbp.broadcast)
+            >>> model.weight.to_global(sbp=gt.sbp.split(0))   # then shard one weight (tensor parallel)
+        """
         for module in self.modules():
             for name, p in list(module._parameters.items()):
                 if p is not None:
