@@ -212,8 +212,10 @@ class Module:
         the first rank's values; partial_sum: the pieces add up); a global one is boxed.
 
         Examples:
-            >>> model = gt.nn.Linear(8, 4).to_global(gt.placement("cpu", [0, 1]), gt.sbp.broadcast)
-            >>> model.weight.to_global(sbp=gt.sbp.split(0))   # then shard one weight (tensor parallel)
+            >>> p = gt.placement("cpu", [0, 1])
+            >>> model = gt.nn.Linear(8, 4).to_global(p, gt.sbp.broadcast)   # data parallel
+            >>> model.weight.is_global, model.weight.sbp
+            (True, (gt.sbp.broadcast,))
         """
         for module in self.modules():
             for name, p in list(module._parameters.items()):
