@@ -121,7 +121,7 @@ def have_mvec():
 
 ext = Pybind11Extension(
     "globaltensor._C",
-    sorted(glob.glob("kernels/*.cpp")) + ["bindings/module.cpp"],
+    sorted(glob.glob("kernels/*.cpp")) + sorted(glob.glob("bindings/*.cpp")),  # module.cpp: the one PYBIND11_MODULE
     cxx_std=17,
     extra_compile_args=["-O3", "-fvisibility=hidden", "-ffp-contract=off"],  # numpy's rounding
     libraries=["rt"],

@@ -1,5 +1,5 @@
-// Patches for convolution and max pooling (see conv.h): one output row of one tap at a time,
-// bounds checked against the padding, so no padded copy of x is made and dx comes out in x's
+// Patches for convolution and max pooling (see conv.h), one output row of one tap at a time.
+// Bounds are checked against the padding, so no padded copy of x is made and dx comes out in x's
 // layout. The geometry is passed by value: a copy the outputs cannot alias (int64_t taps could
 // alias a reference's size_t fields), so its sizes stay in registers.
 #include "conv.h"

@@ -1,5 +1,6 @@
-// cuBLASLt behind row-major calls: each op is one cublasLtMatmul on the column-major view of
-// its buffers (a row-major m x n matrix is a column-major n x m one), with the epilogue fused:
+// cuBLASLt behind row-major calls: matmul, the fused linear layer and its weight gradient.
+// Each op is one cublasLtMatmul on the column-major view of its buffers (a row-major m x n
+// matrix is a column-major n x m one), with the epilogue fused:
 //   matmul          C^T (n x m)  = B^T . A^T
 //   linear forward  Y^T (n x m)  = act(W . X^T + bias)     bias per row of Y^T: per output feature
 //   weight grad     dW^T (k x n) = X^T . G, dbias = sum of G over the k dimension (BGRADB)

@@ -1,5 +1,6 @@
-// A group of ranks on one node sharing a control segment: phase barriers and collectives
-// (group.cpp), its all_reduce algorithms (allreduce.cpp) and the liveness protocol (liveness.cpp).
+// A group of ranks on one node sharing a control segment, and its collectives.
+// Phase barriers and collectives are in group.cpp, its all_reduce algorithms in allreduce.cpp
+// and the liveness protocol in liveness.cpp.
 #pragma once
 #include <atomic>
 #include <cstddef>

@@ -1,5 +1,5 @@
-// A Group's shared control segment as group.cpp, allreduce.cpp and liveness.cpp read it: one Slot
-// per member (its phase, its sleepers, its pid, its descriptors) and the op codes of a Desc.
+// A Group's shared control segment, as group.cpp, allreduce.cpp and liveness.cpp read it.
+// One Slot per member (its phase, its sleepers, its pid, its descriptors) and the op codes of a Desc.
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -1,5 +1,6 @@
-// The liveness protocol of a Group: waiting for a member's phase while checking that it lives,
-// has not finished its script or given up, and is not in a cycle of waits; the errors that say so.
+// The liveness protocol of a Group: waiting for a member's phase while checking on the member.
+// The member must live, not have finished its script or given up, and not be in a cycle of
+// waits; else the error says which.
 //
 // A waiting program thread publishes what it waits for in its RankStatus (status.h): peers follow
 // these "waits for" edges to find a deadlock, and a rank that raised publishes that it gave up,

@@ -1,5 +1,6 @@
-// numpy's data allocator (NEP 49) over this rank's arena: large arrays live in shared memory,
-// so collectives read them in place and freed blocks are reused without fresh page faults.
+// numpy's data allocator (NEP 49) over this rank's shared-memory arena.
+// Large arrays live in shared memory, so collectives read them in place and freed blocks are
+// reused without fresh page faults.
 #pragma once
 #include <Python.h>
 

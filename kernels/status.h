@@ -1,5 +1,6 @@
-// What a rank is doing, in the first page of its arena: peers on the node read it to tell a
-// rank that finished its script, or a cycle of ranks waiting for each other, from a slow one.
+// What a rank is doing, kept in the first page of its arena for its peers on the node.
+// Peers read it to tell a rank that finished its script, or a cycle of ranks waiting for each
+// other, from a slow one.
 #pragma once
 #include <atomic>
 #include <cstdint>

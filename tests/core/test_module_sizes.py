@@ -1,12 +1,16 @@
-"""One screen per idea (DESIGN.md): every module under globaltensor/ is at most 400 lines and opens with its
-one-line docstring (the concept, stated on the file's first line). Offenders are listed with their counts."""
+"""One screen per idea (DESIGN.md): every module under globaltensor/ and every C++/CUDA source under kernels/
+and bindings/ is at most 400 lines and says its concept on its first line (a docstring; a one-sentence `//`
+comment). Offenders are listed with their counts."""
 import ast
 import os
 
 import globaltensor
 
 ROOT = os.path.dirname(globaltensor.__file__)
+REPO = os.path.dirname(ROOT)
 MAX_LINES = 400
+NATIVE_FOLDERS = ("kernels", "bindings")
+NATIVE_SUFFIXES = (".cpp", ".cu", ".h")
 
 
 def _modules():
@@ -45,6 +49,48 @@ def _summary_problem(path):
 def test_every_module_opens_with_a_one_line_docstring():
     missing = [f"globaltensor/{rel}: {why}" for rel, path in _modules() if (why := _summary_problem(path))]
     assert not missing, "modules without a one-line docstring: " + "; ".join(missing)
+
+
+def _native_sources():
+    """(kernels/x.cpp, path) for every C++/CUDA source and header of the extension."""
+    for folder in NATIVE_FOLDERS:
+        for f in sorted(os.listdir(os.path.join(REPO, folder))):
+            if f.endswith(NATIVE_SUFFIXES):
+                yield f"{folder}/{f}", os.path.join(REPO, folder, f)
+
+
+def test_native_sources_are_found():
+    names = [rel for rel, _ in _native_sources()]
+    assert "bindings/module.cpp" in names and "kernels/types.h" in names, names
+
+
+def test_every_native_source_is_at_most_400_lines():
+    long = []
+    for rel, path in _native_sources():
+        with open(path) as f:
+            n = sum(1 for _ in f)
+        if n > MAX_LINES:
+            long.append(f"{rel}: {n} lines")
+    assert not long, f"C++/CUDA sources over {MAX_LINES} lines (split them, one concept a file): " + "; ".join(long)
+
+
+def _comment_problem(path):
+    """Why the source does not open with a one-line `//` comment saying what it is, or None."""
+    with open(path) as f:
+        first = f.readline().rstrip("\n")
+    if not first.startswith("//"):
+        return "the first line is not a // comment"
+    text = first[2:].strip()
+    if not text:
+        return "the first line's comment is empty (say the file's concept there)"
+    if not text.endswith("."):
+        return "the first line's comment runs on (say the concept in one sentence on that line)"
+    return None
+
+
+def test_every_native_source_opens_with_a_one_line_comment():
+    missing = [f"{rel}: {why}" for rel, path in _native_sources() if (why := _comment_problem(path))]
+    assert not missing, "C++/CUDA sources without a one-line opening comment: " + "; ".join(missing)
 
 
 def test_tests_live_in_their_subsystem_folders():

@@ -1,0 +1,113 @@
+// Bindings of the collectives: Group (ranks on one node and their collectives), Work (an async one's completion).
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../kernels/group.h"
+#include "common.h"
+
+namespace gt {
+namespace bindings {
+namespace {
+
+// all_to_all's per-member byte counts, checked: one per member, none negative.
+std::vector<uint64_t> byte_counts(const std::vector<int64_t>& counts, int k, const char* what) {
+  if (int(counts.size()) != k)
+    throw py::value_error(std::string(what) + " needs one entry per group member (" + std::to_string(k) + ")");
+  std::vector<uint64_t> out;
+  for (int64_t c : counts) {
+    if (c < 0) throw py::value_error(std::string(what) + " must not be negative");
+    out.push_back(uint64_t(c));
+  }
+  return out;
+}
+
+// The reduction's dtype, from `in` (out must match): what every reducing binding takes.
+gt::DType reduce_dtype(const py::array& in, const py::array& out, const char* what) {
+  gt::DType dtype = arithmetic_dtype(in, (std::string(what) + ": cannot reduce").c_str());
+  if (dtype_code(out) != dtype)
+    throw py::type_error(std::string(what) + ": the output's dtype (" + dtype_text(out) + ") differs from the input's (" +
+                         gt::dtype_name(dtype) + ")");
+  return dtype;
+}
+
+}  // namespace
+
+void bind_collectives(py::module_& m) {
+  m.def("collective_hint", [] { return std::string(gt::collective_hint()); },
+        "The advice every error about ranks that did not meet in a collective ends with.");
+
+  py::class_<gt::Work, std::shared_ptr<gt::Work>>(m, "Work", "Completion of one asynchronous collective.")
+      .def("wait", [](gt::Work& w) { py::gil_scoped_release r; w.wait(); },
+           "Block until it ran; raises its error (CollectiveTimeoutError, ...).")
+      .def("done", &gt::Work::done);
+
+  py::class_<Group, std::shared_ptr<Group>>(m, "Group", "A group of ranks on one node and its collectives.")
+      .def(py::init([](std::shared_ptr<Node> node, const std::string& name, std::vector<int> ranks, int index,
+                       double timeout, size_t stage_bytes, size_t oneshot_bytes, size_t nontemporal_bytes,
+                       double deadlock_s) {
+        gt::GroupOptions o;
+        o.timeout_s = timeout;
+        o.deadlock_s = deadlock_s;
+        o.stage_bytes = stage_bytes;
+        o.oneshot_bytes = oneshot_bytes;
+        o.nontemporal_bytes = nontemporal_bytes;
+        return std::make_shared<Group>(node, name, ranks, index, o);
+      }), py::arg("node"), py::arg("name"), py::arg("ranks"), py::arg("index"), py::arg("timeout"),
+          py::arg("stage_bytes"), py::arg("oneshot_bytes"), py::arg("nontemporal_bytes"), py::arg("deadlock_s") = 2.0)
+      .def("barrier", [](Group& g) { py::gil_scoped_release r; g.barrier(); })
+      .def("broadcast", [](Group& g, py::array buf, int root) {
+        View v = contiguous(buf, "buffer", true);
+        py::gil_scoped_release r;
+        g.broadcast(v.ptr, v.nbytes, root);
+      }, py::arg("buf"), py::arg("root"))
+      .def("all_gather", [](Group& g, py::array in, py::array out) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        py::gil_scoped_release r;
+        g.all_gather(i.ptr, i.nbytes, o.ptr, o.nbytes);
+      }, py::arg("input"), py::arg("output"))
+      .def("reduce_scatter", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        gt::DType dtype = reduce_dtype(in, out, "reduce_scatter");
+        size_t esz = gt::dtype_size(dtype);
+        py::gil_scoped_release r;
+        g.reduce_scatter(i.ptr, i.nbytes / esz, o.ptr, o.nbytes / esz, dtype, redop);
+      }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _C.RedOp) in the input's dtype.")
+      .def("all_reduce", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        gt::DType dtype = reduce_dtype(in, out, "all_reduce");
+        if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
+        py::gil_scoped_release r;
+        g.all_reduce(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
+      }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _C.RedOp) in the input's dtype.")
+      .def("all_reduce_async", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        gt::DType dtype = reduce_dtype(in, out, "all_reduce_async");
+        if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
+        return g.all_reduce_async(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
+      }, py::arg("input"), py::arg("output"), py::arg("redop"),
+         "all_reduce on the group's worker thread; the caller keeps the arrays alive until wait().")
+      .def("drain", [](Group& g) { py::gil_scoped_release r; g.drain(); },
+           "Wait until the queued asynchronous ops have run.")
+      .def("all_to_all", [](Group& g, py::array in, std::vector<int64_t> send, py::array out,
+                            std::vector<int64_t> recv) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        auto s = byte_counts(send, g.size(), "send_bytes"), rc = byte_counts(recv, g.size(), "recv_bytes");
+        uint64_t ts = 0, tr = 0;
+        for (auto v : s) ts += v;
+        for (auto v : rc) tr += v;
+        if (ts != i.nbytes || tr != o.nbytes) throw py::value_error("all_to_all byte counts do not match the buffers");
+        py::gil_scoped_release r;
+        g.all_to_all(i.ptr, s.data(), o.ptr, rc.data());
+      }, py::arg("input"), py::arg("send_bytes"), py::arg("output"), py::arg("recv_bytes"))
+      .def_property("timeout", &Group::timeout, &Group::set_timeout)
+      .def_property_readonly("size", &Group::size)
+      .def_property_readonly("index", &Group::index)
+      .def_property_readonly("ranks", &Group::ranks);
+}
+
+}  // namespace bindings
+}  // namespace gt
