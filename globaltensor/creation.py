@@ -1,5 +1,8 @@
 """Factories: build each rank's piece of a new tensor directly (no full-size temporary)."""
+from __future__ import annotations
+
 import math
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -10,8 +13,13 @@ from .env import get_rank
 from .layout import holds_value, local_box
 from .placement import placement as Placement
 from .sbp import normalize
+from .sbp import sbp as SBP
 from .scope import recorder as _recorder
 from .tensor import Tensor
+
+Number = Union[int, float, bool]
+DTypeLike = Union[None, _dtype.DType, str, type, np.dtype]  # gt.float32, "float32", np.float32
+SbpLike = Union[None, SBP, Sequence[SBP]]
 
 
 
@@ -84,7 +92,8 @@ def host_array(data):
     return array
 
 
-def tensor(data, dtype=None, placement=None, sbp=None, requires_grad=False, check_meta=True):
+def tensor(data: Any, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
+           requires_grad: bool = False, check_meta: bool = True) -> Tensor:
     """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta
     (on a placement) a checksum compared over the placement's ranks says so, or raises. Without
     dtype=: Python floats give the default float dtype (gt.get_default_dtype()), ints int64, bools
@@ -143,18 +152,21 @@ def _default(dtype):
     return _dtype.to_dtype(dtype) if dtype is not None else _dtype.get_default_dtype()
 
 
-def zeros(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+def zeros(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
+          sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     """Zeros of the default float dtype unless dtype= says."""
     dt = _default(dtype)
     return _flagged(build(_shape(size), dt, placement, sbp, _constant(0, dt)), requires_grad)
 
 
-def ones(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+def ones(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
+         sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     """Ones of the default float dtype unless dtype= says."""
     return full(_shape(size), 1, dtype=_default(dtype), placement=placement, sbp=sbp, requires_grad=requires_grad)
 
 
-def full(size, fill_value, dtype=None, placement=None, sbp=None, requires_grad=False):
+def full(size: Union[int, Sequence[int]], fill_value: Number, dtype: DTypeLike = None,
+         placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     """fill_value everywhere; without dtype=, the fill value's kind says: bool, int64 for an
     integer, the default float dtype for a float (as torch.full)."""
     if dtype is None:
@@ -165,13 +177,15 @@ def full(size, fill_value, dtype=None, placement=None, sbp=None, requires_grad=F
     return _flagged(build(_shape((size,)), dt, placement, sbp, _constant(fill_value, dt)), requires_grad)
 
 
-def empty(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+def empty(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
+          sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     dt = _default(dtype)
     return _flagged(build(_shape(size), dt, placement, sbp,
                           lambda box: allocate(tuple(b - a for a, b in box), dt)), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, placement=None, sbp=None, requires_grad=False):
+def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype: DTypeLike = None,
+           placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     """[start, end) by step; int64 when all three are integers, else the default float dtype."""
     if end is None:
         start, end = 0, start
@@ -190,7 +204,8 @@ def arange(start, end=None, step=1, dtype=None, placement=None, sbp=None, requir
     return _flagged(build((n,), dt, placement, sbp, fill), requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, placement=None, sbp=None, requires_grad=False):
+def linspace(start: Number, end: Number, steps: int, dtype: DTypeLike = None,
+             placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     """`steps` evenly spaced values from start to end inclusive (numpy's formula, piece by piece);
     the default float dtype unless dtype= says (integer ends too, as torch.linspace)."""
     steps = int(steps)
@@ -211,7 +226,8 @@ def linspace(start, end, steps, dtype=None, placement=None, sbp=None, requires_g
     return _flagged(build((steps,), dt, placement, sbp, fill), requires_grad)
 
 
-def eye(n, m=None, dtype=None, placement=None, sbp=None, requires_grad=False):
+def eye(n: int, m: Optional[int] = None, dtype: DTypeLike = None, placement: Optional[Placement] = None,
+        sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     m = n if m is None else m
     dt = _default(dtype)
 
@@ -229,22 +245,26 @@ def _like(x, dtype, placement, sbp):
             sbp if sbp is not None else x.sbp)
 
 
-def zeros_like(input, dtype=None, placement=None, sbp=None, requires_grad=False):
+def zeros_like(input: Tensor, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
+               requires_grad: bool = False) -> Tensor:
     shape, dt, pl, s = _like(input, dtype, placement, sbp)
     return zeros(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
 
 
-def ones_like(input, dtype=None, placement=None, sbp=None, requires_grad=False):
+def ones_like(input: Tensor, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
+              requires_grad: bool = False) -> Tensor:
     shape, dt, pl, s = _like(input, dtype, placement, sbp)
     return ones(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
 
 
-def full_like(input, fill_value, dtype=None, placement=None, sbp=None, requires_grad=False):
+def full_like(input: Tensor, fill_value: Number, dtype: DTypeLike = None, placement: Optional[Placement] = None,
+              sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     shape, dt, pl, s = _like(input, dtype, placement, sbp)
     return full(shape, fill_value, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
 
 
-def empty_like(input, dtype=None, placement=None, sbp=None, requires_grad=False):
+def empty_like(input: Tensor, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
+               requires_grad: bool = False) -> Tensor:
     shape, dt, pl, s = _like(input, dtype, placement, sbp)
     return empty(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
 
@@ -276,12 +296,14 @@ def _float(dtype):
     return dt
 
 
-def rand(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+def rand(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
+         sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     """Uniform in [0, 1)."""
     return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.UNIFORM, 0.0, 1.0), requires_grad)
 
 
-def randn(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
+def randn(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
+          sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     """Standard normal; on a placement each rank draws only its own box, and the whole value is
     the same for every layout and rank count (counter-based Philox).
 
@@ -292,7 +314,9 @@ def randn(*size, dtype=None, placement=None, sbp=None, requires_grad=False):
     return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.NORMAL, 0.0, 1.0), requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None, placement=None, sbp=None, requires_grad=False):
+def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, Sequence[int]] = None,
+            dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
+            requires_grad: bool = False) -> Tensor:
     """Integers uniform in [low, high); randint(high, size) starts at 0."""
     if high is None:
         low, high = 0, low
@@ -304,7 +328,9 @@ def randint(low, high=None, size=None, dtype=None, placement=None, sbp=None, req
     return _flagged(_random_tensor(_shape((size,)), dt, placement, sbp, _random.RANDINT, low, high), requires_grad)
 
 
-def normal(mean=0.0, std=1.0, size=None, dtype=None, placement=None, sbp=None, requires_grad=False):
+def normal(mean: float = 0.0, std: float = 1.0, size: Union[None, int, Sequence[int]] = None,
+           dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
+           requires_grad: bool = False) -> Tensor:
     if size is None:
         raise ValueError("normal needs size")
     if std < 0:
@@ -312,7 +338,8 @@ def normal(mean=0.0, std=1.0, size=None, dtype=None, placement=None, sbp=None, r
     return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.NORMAL, mean, std), requires_grad)
 
 
-def uniform(size, low=0.0, high=1.0, dtype=None, placement=None, sbp=None, requires_grad=False):
+def uniform(size: Union[int, Sequence[int]], low: Number = 0.0, high: Number = 1.0, dtype: DTypeLike = None,
+            placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
     """Uniform in [low, high)."""
     if not high > low:
         raise ValueError(f"uniform needs low < high, got [{low}, {high})")

@@ -4,9 +4,12 @@ Arrays made by `empty_shared` live in this rank's arena and are read by peers in
 (zero copy); other arrays pass through bounded staging buffers. Arguments are checked on
 every rank before any rank communicates.
 """
+from __future__ import annotations
+
 import contextlib
 import math
 import zlib
+from typing import Any, Literal, Optional, Sequence
 
 import numpy as np
 
@@ -14,6 +17,8 @@ from .. import _C
 from .. import dtype as _dtype
 from .group import Group, world_group
 from .world import world
+
+ReduceOp = Literal["sum", "max", "min"]
 
 # The reduction ops, from _C (kernels/types.h numbers them): {"sum": _C.RedOp.sum, ...}.
 _REDOPS = dict(_C.RedOp.__members__)
@@ -72,12 +77,12 @@ def _check_array(x, name):
         raise TypeError(f"{name} takes a numpy array, got {type(x).__name__}")
 
 
-def empty_shared(shape, dtype=np.float32):
+def empty_shared(shape: Sequence[int], dtype: Any = np.float32) -> np.ndarray:
     """An uninitialised array in shared memory: collectives read it from peers without a copy."""
     return world().empty_shared(shape, dtype)
 
 
-def barrier(group=None):
+def barrier(group: Optional[Group] = None) -> None:
     """Wait until every member of the group (default: every rank) arrives."""
     native = _group(group).native("barrier")
     if _observers:
@@ -85,7 +90,8 @@ def barrier(group=None):
     native.barrier()
 
 
-def all_reduce(x, op="sum", group=None, out=None):
+def all_reduce(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = None,
+               out: Optional[np.ndarray] = None) -> np.ndarray:
     """Reduce x element-wise over the group's members, in place (or into `out`); returns it.
 
     op: "sum", "max" or "min". float16 and bfloat16 sums accumulate in float32. Every rank
@@ -131,7 +137,7 @@ class Work:
         return self._native.done()
 
 
-def all_reduce_async(x, op="sum", group=None):
+def all_reduce_async(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = None) -> Any:
     """Start all_reduce(x, op, group) in place on the group's worker thread and return a Work.
 
     The caller goes on computing meanwhile (the gradient buckets of backward use it); x must be
@@ -148,7 +154,7 @@ def all_reduce_async(x, op="sum", group=None):
     return Work(native.all_reduce_async(x, x, redop), (x,))
 
 
-def broadcast(x, src=0, group=None):
+def broadcast(x: np.ndarray, src: int = 0, group: Optional[Group] = None) -> np.ndarray:
     """Copy the array of global rank `src` into x on every member, in place; returns x."""
     _check_array(x, "broadcast")
     g = _group(group)
@@ -175,7 +181,7 @@ def _exchange_rows(native, x, name):
     return table[:, 0].tolist()
 
 
-def all_gather(x, group=None, sizes=None):
+def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Sequence[int]] = None) -> np.ndarray:
     """Concatenate every member's x along axis 0 (lengths may differ) into a new array.
 
     sizes: each member's length along axis 0, when known (saves one small exchange).
@@ -199,7 +205,8 @@ def _split_sizes(length, k):
     return [base + (1 if i < extra else 0) for i in range(k)]
 
 
-def reduce_scatter(x, op="sum", group=None, sizes=None):
+def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = None,
+                   sizes: Optional[Sequence[int]] = None) -> np.ndarray:
     """Reduce x over the members, then give member i the i-th piece along axis 0.
 
     sizes: the pieces' lengths; default the balanced split (the first L % k get one more).
@@ -220,7 +227,8 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
     return out
 
 
-def all_to_all(x, send_sizes, group=None, recv_sizes=None):
+def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] = None,
+               recv_sizes: Optional[Sequence[int]] = None) -> np.ndarray:
     """Member i sends rows [sum(send_sizes[:j]), ...) of x to member j; returns what it receives.
 
     The result concatenates, along axis 0, the pieces from members 0, 1, ... in order.
@@ -252,7 +260,7 @@ def _pair(peer, name):
     return Group((min(me, peer), max(me, peer)))
 
 
-def send(x, dst):
+def send(x: np.ndarray, dst: int) -> None:
     """Send x to global rank dst, which must call recv with an array of the same size."""
     _check_array(x, "send")
     g = _pair(dst, "send")
@@ -261,7 +269,7 @@ def send(x, dst):
     g.native("send").broadcast(_contiguous(x), g.ranks.index(world().rank))
 
 
-def recv(x, src):
+def recv(x: np.ndarray, src: int) -> np.ndarray:
     """Receive into x, in place, what global rank src sends; returns x."""
     _check_array(x, "recv")
     g = _pair(src, "recv")

@@ -7,6 +7,7 @@ import pytest
 
 import globaltensor as gt
 from globaltensor import autograd, sbp
+from globaltensor.distributed import collectives
 from globaltensor.ops import conversion
 
 TYPED = {
@@ -21,6 +22,12 @@ TYPED = {
                  autograd.set_grad_enabled.__init__, autograd.seeds_ones, autograd.Function.apply,
                  autograd.FunctionCtx.save_for_backward],
     "conversion": [conversion.to_global],
+    "collectives": [getattr(collectives, n) for n in ("empty_shared", "barrier", "all_reduce", "all_reduce_async",
+                                                       "broadcast", "all_gather", "reduce_scatter", "all_to_all",
+                                                       "send", "recv")],
+    "factories": [getattr(gt, n) for n in ("tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "eye",
+                                           "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn",
+                                           "randint", "normal", "uniform")],
 }
 
 
