@@ -1,7 +1,7 @@
 """globaltensor: global tensors with eager execution (see SPEC.md for the contract)."""
 from . import distributed, env  # first: loading distributed gives the device backend its collectives
 from . import autograd, debug, sbp
-from . import nn, optim, pipeline, utils, jit  # noqa: E402 - after the ops they build on
+from . import comm, nn, optim, pipeline, utils, jit  # noqa: E402 - after the ops they build on
 from .serialization import load, save
 from .memory import empty_cache, max_memory_allocated, memory_allocated, memory_stats, reset_peak_memory_stats
 from . import ops as _ops
@@ -30,7 +30,7 @@ for _name in _ops.PUBLIC:
 # the factories and every op (PyTorch's `max`, `sum`, `bool` ... among them, as torch's __all__),
 # except Paddle's `slice`, which would hide Python's builtin slice.
 __all__ = [
-    "autograd", "debug", "distributed", "env", "jit", "nn", "optim", "utils", "sbp", "placement", "Tensor", "tensor",
+    "autograd", "comm", "debug", "distributed", "env", "jit", "nn", "optim", "utils", "sbp", "placement", "Tensor", "tensor",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8",
     "get_default_dtype", "set_default_dtype",
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",

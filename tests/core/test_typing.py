@@ -25,6 +25,7 @@ TYPED = {
     "collectives": [getattr(collectives, n) for n in ("empty_shared", "barrier", "all_reduce", "all_reduce_async",
                                                        "broadcast", "all_gather", "reduce_scatter", "all_to_all",
                                                        "send", "recv")],
+    "comm": [getattr(gt.comm, n) for n in gt.comm.__all__],
     "factories": [getattr(gt, n) for n in ("tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "eye",
                                            "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn",
                                            "randint", "normal", "uniform")],
