@@ -88,7 +88,7 @@ def train_pipelined(inside, steps=4, clip=None, path=None):
         opt.zero_grad()
         losses.append(loss.item())
     if path is not None:
-        gt.save(pipe.state_dict(), path)  # the model's own names: "0.weight", ..., "6.bias"
+        gt.save(pipe.state_dict(), path, global_dst_rank=0)  # the model's own names: "0.weight", ..., "6.bias"
     layouts = {name: str(p.placement.rank_list()) + " " + ",".join(map(str, p.sbp))
                for name, p in pipe.state_dict().items() if name.endswith("weight")}
     out = pipe(x).numpy()  # forward only: the trained model's output for the whole batch

@@ -198,8 +198,9 @@ def linear(x, weight, bias=None, name=None):
 
 
 def save(obj, path, **configs):
-    """paddle.save: a state dict (or any tree of tensors) to path, atomically."""
-    _save(obj, path)
+    """paddle.save: a state dict (or any picklable object) to the file path, atomically; a
+    distributed tensor's whole value, written by rank 0."""
+    _save(obj, path, global_dst_rank=0)
 
 
 def load(path, **configs):

@@ -29,7 +29,7 @@ path, sharded = sys.argv[1], sys.argv[2] == "sharded"
 values = {f"w{i}": gt.tensor(np.full(1 << 20, 1.0, np.float32)) for i in range(4)}
 if sharded:
     values = {k: v.to_global(placement=gt.placement("cpu", [0]), sbp=gt.sbp.broadcast) for k, v in values.items()}
-gt.save(values, path, sharded=sharded)
+gt.save(values, path, sharded=sharded, save_as_external_data=not sharded)  # one .npy a tensor
 """
 
 
@@ -87,7 +87,7 @@ def test_save_keeps_the_temporary_directory_of_a_live_save(tmp_path, sharded):
 
 @pytest.mark.timeout(60)
 def test_save_removes_only_temporary_directories_it_can_prove_stale(tmp_path):
-    host, pid, start = ser._owner().split("-")
+    host, pid, start = ser.directory._owner().split("-")
     recycled_pid = f".ck.tmp-{host}-{pid}-{int(start) + 1}-abc"  # this pid, but a different process
     other_host = f".ck.tmp-{'0' * 12}-{pid}-{int(start) + 1}-abc"
     old_format = ".ck.tmp-abcd1234"

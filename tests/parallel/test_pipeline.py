@@ -214,7 +214,7 @@ def _checkpoint_worker(path, target_layout):
     if target_layout == "save":
         stages, _, _ = _build("1d")
         pipe = gt.pipeline.Pipeline(stages, micro_batches=2, loss_fn=nn.MSELoss())
-        gt.save(pipe.state_dict(), path)
+        gt.save(pipe.state_dict(), path, global_dst_rank=0)
         return {k: v.numpy() for k, v in pipe.state_dict().items()}
     gt.manual_seed(123)  # other initial values: the checkpoint must overwrite them
     loaded = gt.load(path)

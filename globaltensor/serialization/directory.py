@@ -1,10 +1,11 @@
-"""save / load: tensors as .npy files plus a JSON tree in a directory, written atomically.
+"""The directory format: tensors as .npy files plus a JSON tree, written atomically; sharded.
 
-gt.save(obj, path, global_dst_rank=0): every rank calls it; global tensors are gathered and
-rank `global_dst_rank` writes (None: each rank writes its own local values). gt.load(path,
-global_src_rank=0): that rank reads and broadcasts to every rank; the values come back as
-local tensors, and Module/Optimizer.load_state_dict lay them out by each parameter's
-placement and SBP, so a checkpoint saved under one layout loads under any other.
+save_dir(obj, path, global_dst_rank): every rank calls it; global tensors are gathered and rank
+`global_dst_rank` writes (None: each rank writes its own local values). load_dir(path,
+global_src_rank): that rank reads and broadcasts to every rank; the values come back as local
+tensors, and Module/Optimizer.load_state_dict lay them out by each parameter's placement and
+SBP, so a checkpoint saved under one layout loads under any other. sharded=True: each rank
+writes the pieces it holds, read back lazily (ShardedTensor).
 """
 import hashlib
 import json
@@ -15,10 +16,10 @@ import tempfile
 
 import numpy as np
 
-from . import dtype as _dtype
-from .distributed import job_barrier
-from .env import get_rank, get_world_size
-from .tensor import Tensor
+from .. import dtype as _dtype
+from ..distributed import job_barrier
+from ..env import get_rank, get_world_size
+from ..tensor import Tensor
 
 FORMAT = "globaltensor-checkpoint-1"
 
@@ -79,7 +80,7 @@ def _start_time(pid):
 
 def _owner():
     """This process as 'HOST-PID-START' for temporary directory names (HOST: host and PID namespace)."""
-    from .distributed.world import host_key
+    from ..distributed.world import host_key
     try:
         pid_ns = os.stat("/proc/self/ns/pid").st_ino  # pids name the same process only within one
     except OSError:
@@ -110,7 +111,7 @@ _sharded_saves = [0]  # every rank counts its sharded saves alike (SPMD): one st
 def _shared_tmp(path):
     """The temporary directory of a sharded save: rank 0 cleans stale ones and makes it, and
     hands its name (or its error) to the others through the store, which spans machines."""
-    from .distributed.world import world
+    from ..distributed.world import world
     w = world()
     key = f"save/tmp/{_sharded_saves[0]}"
     _sharded_saves[0] += 1
@@ -132,31 +133,65 @@ def _shared_tmp(path):
 
 
 def _write_dir(path, tree, arrays):
-    parent = os.path.dirname(os.path.abspath(path)) or "."
-    tmp = _fresh_tmp(path)
-    try:
+    def fill(tmp):
         for name, array in arrays.items():
             np.save(os.path.join(tmp, name), _storable(np.ascontiguousarray(array)), allow_pickle=False)
         with open(os.path.join(tmp, "tree.json"), "w") as f:
             json.dump({"format": FORMAT, "tree": tree}, f)
-        for name in os.listdir(tmp):
-            fd = os.open(os.path.join(tmp, name), os.O_RDONLY)
-            os.fsync(fd)
-            os.close(fd)
-        old = None
-        if os.path.exists(path):  # keep the previous checkpoint until the new one is in place
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
-            os.rmdir(old)
-            os.rename(path, old)
-        os.rename(tmp, path)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
+    write_tree(path, fill)
+
+
+def write_tree(path, fill, writes=True):
+    """Directory `path` made atomically: fill(tmp) writes into a fresh temporary directory beside
+    it (named after this process; stale ones of dead writers are removed), which then replaces
+    `path`; the previous checkpoint stays until the new one is in place. A rank that does not
+    write calls fill("") (it may still take part in collectives)."""
+    if not writes:
+        fill("")
+        return
+    tmp = _fresh_tmp(path)
+    try:
+        fill(tmp)
+        _synced(tmp)
+        _replace(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def save(obj, path, global_dst_rank=0, sharded=False):
+def write_file(path, blob):
+    """File `path` holding `blob`, written atomically (through a temporary directory beside it)."""
+    tmp = _fresh_tmp(path)
+    try:
+        with open(os.path.join(tmp, "data"), "wb") as f:
+            f.write(blob)
+        _synced(tmp)
+        _replace(os.path.join(tmp, "data"), path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _synced(tmp):
+    for name in os.listdir(tmp):
+        fd = os.open(os.path.join(tmp, name), os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+
+
+def _replace(new, path):
+    """Rename `new` to `path`; an existing checkpoint (file or directory) goes only once it is."""
+    parent = os.path.dirname(os.path.abspath(path)) or "."
+    old = None
+    if os.path.isdir(path) or (os.path.isdir(new) and os.path.exists(path)):
+        old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
+        os.rmdir(old)
+        os.rename(path, old)
+    os.replace(new, path)
+    if old:
+        shutil.rmtree(old, ignore_errors=True) if os.path.isdir(old) else os.remove(old)
+
+
+def save_dir(obj, path, global_dst_rank=0, sharded=False):
     """Write obj (state dicts, tensors, ...) to directory `path`; every rank must call it.
     sharded=True: each rank writes the pieces it holds (no gather), plus a shared index."""
     if sharded:
@@ -196,7 +231,7 @@ def _collect(node, path, arrays):
             _collect(v, path, arrays)
 
 
-def load(path, global_src_rank=0):
+def load_dir(path, global_src_rank=0):
     """Read a checkpoint on rank global_src_rank and give its values to every rank (None:
     every rank reads the file itself)."""
     with open(os.path.join(path, "tree.json")) as f:
@@ -204,7 +239,7 @@ def load(path, global_src_rank=0):
             return _load_sharded(path)
     if global_src_rank is None or get_world_size() == 1:
         return _decode(*_read_dir(path))
-    from .distributed import collectives as c
+    from ..distributed import collectives as c
     if get_rank() == global_src_rank:
         tree, arrays = _read_dir(path)
         header = json.dumps({"tree": tree, "arrays": [[n, a.dtype.str if a.dtype != _dtype.bfloat16.np else
@@ -240,7 +275,7 @@ class ShardedTensor:
 
     def read_box(self, box):
         """The values of `box` ((start, stop) per dim), from the overlapping piece files only."""
-        from .layout import intersect
+        from ..layout import intersect
         out = np.empty(tuple(b - a for a, b in box), self.dtype.np)
         for piece in self.pieces:
             part = intersect([tuple(p) for p in piece["box"]], box)
@@ -262,9 +297,9 @@ class ShardedTensor:
 def _save_sharded(obj, path):
     """Every rank writes its pieces into a temporary directory; rank 0 writes the index and
     renames it into place once all have finished."""
-    from . import layout
-    from .distributed.world import job_id
-    from .sbp import broadcast, partial_sum, without_partial
+    from .. import layout
+    from ..distributed.world import job_id
+    from ..sbp import broadcast, partial_sum, without_partial
     parent = os.path.dirname(os.path.abspath(path)) or "."
     me = get_rank()
     tmp = os.path.join(parent, _shared_tmp(path))
