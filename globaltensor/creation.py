@@ -47,6 +47,7 @@ def build(global_shape, dt, placement, sbp, fill):
         return _made(Tensor(fill([(0, n) for n in global_shape]), global_shape, dt))
     if not isinstance(placement, Placement):
         raise TypeError(f"placement must be a gt.placement, got {placement!r}")
+    placement.check_in_job("a new tensor")
     if sbp is None:
         raise ValueError("a global tensor needs sbp as well as placement")
     sbp = normalize(sbp, placement.ndim, len(global_shape))

@@ -24,7 +24,7 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         >>> mesh.mesh_coord(2), mesh[1]             # (1, 0) and the row gt.placement("cpu", [2, 3])
     """
 
-    __slots__ = ("_type", "_ranks", "_key", "_coords", "_hash")
+    __slots__ = ("_type", "_ranks", "_key", "_coords", "_hash", "_beyond")
 
     def __init__(self, type: str, ranks: Union[Sequence, np.ndarray]) -> None:  # noqa: A002 - OneFlow's keyword
         if type not in _TYPES:
@@ -43,12 +43,13 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
             raise ValueError(f"placement ranks must be distinct; {dups} appear more than once in {array.tolist()}")
         size = get_world_size()
         outside = [r for r in flat if not 0 <= r < size]
+        beyond = None  # built as OneFlow builds it; a tensor placed on it raises (check_in_job)
         if outside:
             need = max(flat) + 1
-            raise ValueError(f"placement ranks {outside} are outside [0, {size}): this job has {size} process"
-                             f"{'es' if size > 1 else ''} (WORLD_SIZE={size}) and the placement needs {need}; start "
-                             f"one per rank: python -m globaltensor.distributed.launch --nproc_per_node {need} "
-                             f"script.py, or gt.distributed.spawn(fn, nprocs={need})")
+            beyond = (f"placement ranks {outside} are outside [0, {size}): this job has {size} process"
+                      f"{'es' if size > 1 else ''} (WORLD_SIZE={size}) and the placement needs {need}; start "
+                      f"one per rank: python -m globaltensor.distributed.launch --nproc_per_node {need} "
+                      f"script.py, or gt.distributed.spawn(fn, nprocs={need})")
         if type == "cuda":  # after the checks of the ranks: bad arguments are a ValueError everywhere
             devices.require_cuda(f"placement(\"cuda\", {array.tolist()!r})")
         array.setflags(write=False)
@@ -57,6 +58,13 @@ class placement:  # noqa: N801 - the public name is gt.placement, as in OneFlow
         object.__setattr__(self, "_key", (type, array.shape, tuple(flat)))
         object.__setattr__(self, "_coords", {r: tuple(int(c) for c in np.argwhere(array == r)[0]) for r in flat})
         object.__setattr__(self, "_hash", hash(self._key))
+        object.__setattr__(self, "_beyond", beyond)
+
+    def check_in_job(self, what: str = "a tensor") -> None:
+        """Raise ValueError when a rank of this placement is not in the job: a placement may name
+        ranks beyond it (OneFlow builds one), but nothing can be placed on it."""
+        if self._beyond is not None:
+            raise ValueError(f"{what} on {self}: {self._beyond}")
 
     @classmethod
     def all(cls, type: str) -> placement:  # noqa: A002

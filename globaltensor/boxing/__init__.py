@@ -19,6 +19,8 @@ def convert(x, placement, sbp):
     from ..placement import placement as Placement
     if placement is not None and not isinstance(placement, Placement):
         raise TypeError(f"placement must be a gt.placement, got {placement!r}")
+    if placement is not None:
+        placement.check_in_job("to_global")
     if x.is_local:
         if placement is None or sbp is None:
             raise ValueError("to_global on a local tensor needs both placement and sbp")

@@ -1,4 +1,5 @@
 """A global tensor from every rank's local piece (to_global on a local tensor)."""
+import hashlib
 
 from .. import layout
 from ..backends.devices import device
@@ -15,10 +16,13 @@ def from_local(array, placement, sbp):
     along each broadcast axis, partial_sum pieces add up. Mismatches raise on every rank."""
     from ..distributed.group import world_group
     sbp = normalize(sbp, placement.ndim, array.ndim)
-    # every rank's (shape, dtype), ranks outside the placement included: they learn the global shape
-    meta = {r: pieces[0] for r, (_, pieces) in
-            gather_pieces([array] if get_rank() in placement else None, placement.type, world_group(),
-                          what="to_global").items()}
+    # every rank's (shape, dtype), ranks outside the placement included: they learn the global
+    # shape; and a digest of the (placement, sbp) it passed, so ranks that differ are named
+    digest = _digest(placement, sbp)
+    found = gather_pieces([array] if get_rank() in placement else None, placement.type, world_group(),
+                          tag=digest, what="to_global", everyone=True)
+    _check_same_layout(found, digest, placement, sbp)
+    meta = {r: pieces[0] for r, (_, pieces) in found.items() if pieces}
     ndims = {len(shape) for shape, _ in meta.values()}
     dtypes = {dt.name for _, dt in meta.values()}
     if len(ndims) > 1 or len(dtypes) > 1:
@@ -38,6 +42,27 @@ def from_local(array, placement, sbp):
     out = _settle_splits(local, shapes, first, global_shape, placement, sbp, dt)
     out._source = _source_box(shapes, first, global_shape, placement, sbp)
     return out
+
+
+def _digest(placement, sbp):
+    """A 63-bit digest of (placement, sbp), the same on every rank that passed the same ones."""
+    text = f"{placement.type}|{placement.ranks.tolist()}|{','.join(map(str, sbp))}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
+
+
+def _check_same_layout(found, digest, placement, sbp):
+    """Raise on every rank when the ranks passed different placements or sbp to to_global."""
+    groups = {}
+    for r, (tag, _) in found.items():
+        groups.setdefault(tag, []).append(r)
+    if len(groups) > 1:
+        mine = sorted(groups[digest])
+        others = "; ".join(f"ranks {sorted(rs)}" for t, rs in sorted(groups.items(), key=lambda kv: min(kv[1]))
+                           if t != digest)
+        sbp_text = "(" + ", ".join(map(str, sbp)) + ")"
+        raise ValueError(f"to_global: the ranks passed different placements or sbp (every rank must pass the same): "
+                         f"ranks {mine} passed {placement} with sbp {sbp_text}, and these passed something else: "
+                         f"{others}")
 
 
 def _source_box(shapes, first, global_shape, placement, sbp):

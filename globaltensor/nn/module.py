@@ -206,6 +206,10 @@ class Module:
                 _copy_into(own[name], value, name)
         return missing, unexpected
 
+    def to_consistent(self, *args, **kwargs):
+        """Removed in OneFlow ("consistent" is "global" now): raises, naming to_global."""
+        raise RuntimeError(".to_consistent has been removed, please use .to_global instead")
+
     def to_global(self, placement=None, sbp=None):
         """Convert every parameter and buffer, by Tensor.to_global's rule (SPEC §3): a local
         tensor is this rank's component (split: the pieces concatenate; broadcast, or no sbp:

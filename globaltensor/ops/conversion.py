@@ -194,3 +194,14 @@ def _local_gpu():
 
 Tensor.to_global, Tensor.numpy, Tensor.to = _to_global_method, _numpy, _to
 Tensor.cpu, Tensor.cuda, Tensor.contiguous = _cpu, _cuda, _contiguous
+
+
+def _removed(old, new):
+    def method(self, *args, **kwargs):
+        raise RuntimeError(f".{old} has been removed, please use .{new} instead")  # OneFlow's words
+    method.__name__ = old
+    method.__doc__ = f"Removed in OneFlow (\"consistent\" is \"global\" now): raises, naming .{new}."
+    return method
+
+
+Tensor.to_consistent, Tensor.is_consistent = _removed("to_consistent", "to_global"), _removed("is_consistent", "is_global")

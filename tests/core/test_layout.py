@@ -69,12 +69,24 @@ def test_placement_value_semantics():
 
 
 @pytest.mark.parametrize("ranks, message", [
-    ([0, 0], "distinct"), ([], "empty"), ([0, 5], "outside"), ([[0], [0, 1]], "mesh"),
+    ([0, 0], "distinct"), ([], "empty"), ([[0], [0, 1]], "mesh"),
 ])
 def test_placement_errors(ranks, message, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
     with pytest.raises(ValueError, match=message):
         gt.placement("cpu", ranks)
+
+
+def test_a_placement_beyond_the_job_builds_and_raises_when_used():
+    """As OneFlow: gt.placement("cpu", [0, 5]) in a job of one rank is a value; a tensor placed
+    on it raises, naming the ranks and how to start enough processes."""
+    p = gt.placement("cpu", [0, 5])
+    assert p.rank_list() == [0, 5] and p == gt.placement("cpu", [0, 5])
+    for make in (lambda: gt.zeros(2, placement=p, sbp=gt.sbp.broadcast),
+                 lambda: gt.ones(2).to_global(p, gt.sbp.broadcast),
+                 lambda: gt.ones(2).to_global(gt.placement("cpu", [0]), gt.sbp.broadcast).to_global(placement=p)):
+        with pytest.raises(ValueError, match=r"outside \[0, 1\).*--nproc_per_node 6"):
+            make()
 
 
 def test_placement_type_and_mesh(monkeypatch):
