@@ -1,6 +1,7 @@
 """Tensor: a local piece (numpy array; cupy on cuda) plus, for a global tensor, its global shape, placement and SBP."""
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any, Optional, Union
 
@@ -86,6 +87,7 @@ class device:  # noqa: N801 - torch.device's name
 
 
 _CPU = device("cpu")
+_global_ids = itertools.count(1)
 
 
 class Size(tuple):
@@ -112,8 +114,9 @@ class Tensor:
     over `placement` as `sbp` says. Conversions live in boxing/; no op logic here."""
 
     __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
-                 "_source", "_grad_sbp", "_layout", "_read_at", "_past", "_retains_grad", "__weakref__")
-    # _retains_grad is set only by retain_grad() (never by the constructors: _wrap stays as fast)
+                 "_source", "_grad_sbp", "_layout", "_read_at", "_past", "_global_id", "_retains_grad", "__weakref__")
+    # _global_id and _retains_grad are set only by global_id() and retain_grad() (never by the
+    # constructors: _wrap stays as fast); read with getattr and a default
 
     def __init__(self, local: Any, global_shape: Optional[tuple[int, ...]] = None, dtype: Optional[_dtype.DType] = None,
                  placement: Optional[Placement] = None, sbp: Optional[tuple[SBP, ...]] = None) -> None:
@@ -144,7 +147,7 @@ class Tensor:
         """The old version of a tensor an in-place op is about to change: another object over the
         same piece that takes this one's place in the autograd graph (so the graph has no cycle)."""
         t = Tensor.__new__(Tensor)
-        for name in Tensor.__slots__[:-2]:  # not _retains_grad: the old version keeps no .grad
+        for name in Tensor.__slots__[:-3]:  # not _global_id, _retains_grad: the old version has neither
             setattr(t, name, getattr(self, name))
         t._past = None
         if self._node is not None:
@@ -262,6 +265,16 @@ class Tensor:
 
     retains_grad = property(lambda self: self._node is not None and getattr(self, "_retains_grad", False),
                             doc="whether backward stores this non-leaf's gradient in .grad (retain_grad())")
+
+    def global_id(self) -> int:
+        """A global tensor's id, as OneFlow's: an int, the same on every rank when the ranks ask for
+        their tensors' ids in one order (ids are handed out on first call, counting up per process)."""
+        if self._placement is None:
+            raise RuntimeError("Only global tensors have 'global_id', global id is used to synchronize rank")
+        found = getattr(self, "_global_id", None)
+        if found is None:
+            found = self._global_id = next(_global_ids)
+        return found
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self._node is not None and not requires_grad:

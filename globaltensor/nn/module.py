@@ -226,6 +226,18 @@ class Module:
                     module._buffers[name] = _tensor_to_global(b, placement, sbp)
         return self
 
+    def to_local(self):
+        """Every global parameter and buffer becomes this rank's local piece (OneFlow's
+        Module.to_local); a parameter stays a Parameter with its requires_grad, local ones stay."""
+        for module in self.modules():
+            for name, p in list(module._parameters.items()):
+                if p is not None and p.is_global:
+                    module._parameters[name] = Parameter(p.to_local().detach(), requires_grad=p.requires_grad)
+            for name, b in list(module._buffers.items()):
+                if isinstance(b, Tensor) and b.is_global:
+                    module._buffers[name] = b.to_local().detach()
+        return self
+
     def __repr__(self):
         lines = [f"{type(self).__name__}("]
         for name, child in self.named_children():
