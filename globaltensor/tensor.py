@@ -28,7 +28,7 @@ class Layout:
         found = cls._interned.get(key)
         if found is None:
             found = cls._interned[key] = cls.__new__(cls)
-            found.shape, found.dtype, found.placement, found.sbp = shape, dtype, placement, sbp
+            found.shape, found.dtype, found.placement, found.sbp = Size(shape), dtype, placement, sbp
         return found
 
 
@@ -187,7 +187,11 @@ class Tensor:
     placement = property(lambda self: self._placement)
     sbp = property(lambda self: self._sbp, doc="one SBP per mesh axis (a tuple), or None when local")
     dtype = property(lambda self: self._dtype)
-    shape = property(lambda self: Size(self._global_shape), doc="the global shape (the local shape when local), a Size")
+    @property
+    def shape(self) -> Size:
+        """The global shape (the local shape when local), a Size (the dispatcher's outputs hold one already)."""
+        found = self._global_shape
+        return found if type(found) is Size else Size(found)
     ndim = property(lambda self: len(self._global_shape))
 
     def dim(self) -> int:
