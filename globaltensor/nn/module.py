@@ -3,7 +3,7 @@ import collections
 import itertools
 
 from .. import hooks
-from ..tensor import Tensor
+from ..tensor import Tensor, device as _device
 
 
 class Parameter(Tensor):
@@ -168,7 +168,7 @@ class Module:
         so optimizers keep them); a device of "cpu" changes nothing."""
         from .. import dtype as _dtype
         for a in args:
-            if not (isinstance(a, str) and a.split(":")[0] == "cpu"):
+            if not ((isinstance(a, str) and a.split(":")[0] == "cpu") or (isinstance(a, _device) and a.type == "cpu")):
                 dtype = a
         if dtype is None:
             return self

@@ -57,6 +57,7 @@ def test_local_tensor_device_and_to_device_object():
     x = gt.tensor([1.0, 2.0])
     assert isinstance(x.device, gt.device) and x.device == "cpu" and x.device.type == "cpu" and not x.is_cuda
     assert x.to(gt.device("cpu")) is x and x.to(x.device) is x and x.to(device=gt.device("cpu:0")) is x
+    assert nn.Linear(2, 2).to(gt.device("cpu"), gt.float64).weight.dtype == gt.float64  # Module.to too
 
 
 def test_factories_take_device_and_refuse_it_with_placement():
