@@ -214,6 +214,8 @@ def _global_surface():
     f = x.new_full((4,), 2.0, sbp=gt.sbp.broadcast())
     out["new_full"] = (f.sbp, f.to_local().numpy().tolist())
     loc = x.new_ones(3, device="cpu")
+    made = gt.Tensor(4, 2, placement=pl, sbp=gt.sbp.split(0))  # OneFlow's global form of the constructor
+    out["Tensor_global"] = (made.is_global, made.to_local().shape, made.dtype.name)
     out["new_ones_local"] = (loc.is_local, loc.shape)
     try:
         x.device
@@ -239,6 +241,7 @@ def test_global_surface_on_two_ranks():
     a, b = run_ranks(_global_surface, 2, timeout=180)
     assert a["new_zeros"] == (True, (gt.sbp.split(0),), (3, 2), "float64") and b["new_zeros"][2] == (3, 2)
     assert a["new_full"] == ((gt.sbp.broadcast,), [2.0] * 4) and a["new_ones_local"] == (True, (3,))
+    assert a["Tensor_global"] == (True, (2, 2), "float32")
     assert a["device"] == "Only local tensors have 'device'. Please use '.placement' for global tensors."
     ids = a["global_id"]
     assert a["global_id"] == b["global_id"] and ids[0] == ids[2] and ids[0] != ids[1]  # same on every rank
