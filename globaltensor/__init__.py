@@ -14,7 +14,9 @@ from .creation import tensor
 from .placement import placement
 from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
 from .ops.reduction import return_types
-from .tensor import Tensor
+from .tensor import Size, device
+from .tensor_types import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,
+                           IntTensor, LongTensor, Tensor)
 from .data_parallel import DataParallel as _DataParallel, no_sync as _no_sync, set_bucket_size as _set_bucket_size
 
 distributed.DataParallel, distributed.no_sync, distributed.set_bucket_size = _DataParallel, _no_sync, _set_bucket_size
@@ -31,6 +33,8 @@ for _name in _ops.PUBLIC:
 # except Paddle's `slice`, which would hide Python's builtin slice.
 __all__ = [
     "autograd", "comm", "debug", "distributed", "env", "jit", "nn", "optim", "utils", "sbp", "placement", "Tensor", "tensor",
+    "device", "Size", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
+    "CharTensor", "ByteTensor", "BoolTensor", "double", "half", "long", "char",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8",
     "get_default_dtype", "set_default_dtype",
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
@@ -42,3 +46,8 @@ __all__ = [
 
 if env.get_world_size() > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
     distributed.world.world()  # what this installs, and how exit undoes it: docs/architecture.md, "What a job installs"
+
+# PyTorch's and OneFlow's dtype aliases, here only (no module of ours shadows a builtin); `float` and
+# `int` stay out of __all__, so `from globaltensor import *` leaves the builtins alone.
+float, double, half = float32, float64, float16  # noqa: A001
+long, int, char = int64, int32, int8  # noqa: A001

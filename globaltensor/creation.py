@@ -8,18 +8,19 @@ import numpy as np
 
 from . import dtype as _dtype
 from . import random as _random
-from .backends.devices import device
+from .backends import devices as _devices
 from .env import get_rank
 from .layout import holds_value, local_box
 from .placement import placement as Placement
 from .sbp import normalize
 from .sbp import sbp as SBP
 from .scope import recorder as _recorder
-from .tensor import Tensor
+from .tensor import Tensor, device as Device
 
 Number = Union[int, float, bool]
 DTypeLike = Union[None, _dtype.DType, str, type, np.dtype]  # gt.float32, "float32", np.float32
 SbpLike = Union[None, SBP, Sequence[SBP]]
+DeviceLike = Union[None, str, Device]  # "cpu", "cuda:0", gt.device("cuda", 0)
 
 
 
@@ -35,16 +36,23 @@ def _shape(size):
 
 def allocate(shape, dt):
     """A host piece's storage: shared memory when several ranks may read it, else the heap."""
-    return device("cpu").empty(shape, dt.np)
+    return _devices.device("cpu").empty(shape, dt.np)
 
 
-def build(global_shape, dt, placement, sbp, fill):
+def build(global_shape, dt, placement, sbp, fill, device=None):
     """A tensor whose piece is `fill(box)` for the box this rank holds (zeros where a
-    partial_sum axis gives the value to another rank; empty outside the placement)."""
+    partial_sum axis gives the value to another rank; empty outside the placement); a local
+    one on `device` (the host unless it names cuda)."""
     if placement is None:
         if sbp is not None:
             raise ValueError("sbp needs a placement")
-        return _made(Tensor(fill([(0, n) for n in global_shape]), global_shape, dt))
+        local = fill([(0, n) for n in global_shape])
+        if device is not None and _on_gpu(device):
+            local = _devices.device("cuda").from_host(local)
+        return _made(Tensor(local, global_shape, dt))
+    if device is not None:
+        raise ValueError(f"device={str(device)!r} and placement= together: a global tensor lives on its placement "
+                         f"(its type says cpu or cuda); pass one of them")
     if not isinstance(placement, Placement):
         raise TypeError(f"placement must be a gt.placement, got {placement!r}")
     placement.check_in_job("a new tensor")
@@ -52,13 +60,27 @@ def build(global_shape, dt, placement, sbp, fill):
         raise ValueError("a global tensor needs sbp as well as placement")
     sbp = normalize(sbp, placement.ndim, len(global_shape))
     coord = placement.mesh_coord(get_rank())
-    dev = device(placement.type)
+    dev = _devices.device(placement.type)
     if coord is None:
         local = dev.empty((0,) * max(1, len(global_shape)), dt.np)
     else:  # filled on the host (the counter-based generator runs there), then moved
         box = local_box(global_shape, placement.hierarchy, sbp, coord)
         local = dev.from_host(fill(box)) if holds_value(sbp, coord) else dev.zeros(tuple(b - a for a, b in box), dt.np)
     return _made(Tensor(local, global_shape, dt, placement, sbp))
+
+
+def _on_gpu(device):
+    """Whether device= names this rank's GPU ("cpu" -> False; a cuda index other than its own raises)."""
+    where = Device(device)
+    if where.type == "cpu":
+        return False
+    _devices.require_cuda(f"device={str(device)!r}")
+    if where.index is not None and not _devices.simulated():
+        from .backends import cuda
+        if where.index != cuda.local_device():
+            raise ValueError(f"device={str(device)!r}: this rank's pieces live on its own GPU, "
+                             f"cuda:{cuda.local_device()} (LOCAL_RANK picks it)")
+    return True
 
 
 def _made(t):
@@ -94,7 +116,7 @@ def host_array(data):
 
 
 def tensor(data: Any, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-           requires_grad: bool = False, check_meta: bool = True) -> Tensor:
+           requires_grad: bool = False, check_meta: bool = True, device: DeviceLike = None) -> Tensor:
     """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta
     (on a placement) a checksum compared over the placement's ranks says so, or raises. Without
     dtype=: Python floats give the default float dtype (gt.get_default_dtype()), ints int64, bools
@@ -119,7 +141,7 @@ def tensor(data: Any, dtype: DTypeLike = None, placement: Optional[Placement] = 
         out[...] = array[tuple(slice(a, b) for a, b in box)]
         return out
 
-    t = build(array.shape, dt, placement, sbp, fill)
+    t = build(array.shape, dt, placement, sbp, fill, device)
     t.requires_grad = bool(requires_grad)
     return t
 
@@ -154,20 +176,22 @@ def _default(dtype):
 
 
 def zeros(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
-          sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+          sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
     """Zeros of the default float dtype unless dtype= says."""
     dt = _default(dtype)
-    return _flagged(build(_shape(size), dt, placement, sbp, _constant(0, dt)), requires_grad)
+    return _flagged(build(_shape(size), dt, placement, sbp, _constant(0, dt), device), requires_grad)
 
 
 def ones(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
-         sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+         sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
     """Ones of the default float dtype unless dtype= says."""
-    return full(_shape(size), 1, dtype=_default(dtype), placement=placement, sbp=sbp, requires_grad=requires_grad)
+    return full(_shape(size), 1, dtype=_default(dtype), placement=placement, sbp=sbp, requires_grad=requires_grad,
+                device=device)
 
 
 def full(size: Union[int, Sequence[int]], fill_value: Number, dtype: DTypeLike = None,
-         placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+         placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False,
+         device: DeviceLike = None) -> Tensor:
     """fill_value everywhere; without dtype=, the fill value's kind says: bool, int64 for an
     integer, the default float dtype for a float (as torch.full)."""
     if dtype is None:
@@ -175,18 +199,19 @@ def full(size: Union[int, Sequence[int]], fill_value: Number, dtype: DTypeLike =
         if dtype is None:
             dtype = _dtype.of_array(host_array(fill_value))
     dt = _dtype.to_dtype(dtype)
-    return _flagged(build(_shape((size,)), dt, placement, sbp, _constant(fill_value, dt)), requires_grad)
+    return _flagged(build(_shape((size,)), dt, placement, sbp, _constant(fill_value, dt), device), requires_grad)
 
 
 def empty(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
-          sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+          sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
     dt = _default(dtype)
     return _flagged(build(_shape(size), dt, placement, sbp,
-                          lambda box: allocate(tuple(b - a for a, b in box), dt)), requires_grad)
+                          lambda box: allocate(tuple(b - a for a, b in box), dt), device), requires_grad)
 
 
 def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype: DTypeLike = None,
-           placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+           placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False,
+           device: DeviceLike = None) -> Tensor:
     """[start, end) by step; int64 when all three are integers, else the default float dtype."""
     if end is None:
         start, end = 0, start
@@ -202,11 +227,12 @@ def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype:
         out[...] = start + step * np.arange(lo, hi, dtype=np.int64 if integral else np.float64)
         return out
 
-    return _flagged(build((n,), dt, placement, sbp, fill), requires_grad)
+    return _flagged(build((n,), dt, placement, sbp, fill, device), requires_grad)
 
 
 def linspace(start: Number, end: Number, steps: int, dtype: DTypeLike = None,
-             placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+             placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False,
+             device: DeviceLike = None) -> Tensor:
     """`steps` evenly spaced values from start to end inclusive (numpy's formula, piece by piece);
     the default float dtype unless dtype= says (integer ends too, as torch.linspace)."""
     steps = int(steps)
@@ -224,11 +250,11 @@ def linspace(start: Number, end: Number, steps: int, dtype: DTypeLike = None,
         out[...] = values
         return out
 
-    return _flagged(build((steps,), dt, placement, sbp, fill), requires_grad)
+    return _flagged(build((steps,), dt, placement, sbp, fill, device), requires_grad)
 
 
 def eye(n: int, m: Optional[int] = None, dtype: DTypeLike = None, placement: Optional[Placement] = None,
-        sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+        sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
     m = n if m is None else m
     dt = _default(dtype)
 
@@ -238,39 +264,43 @@ def eye(n: int, m: Optional[int] = None, dtype: DTypeLike = None, placement: Opt
         out[...] = np.arange(r0, r1)[:, None] == np.arange(c0, c1)[None, :]
         return out
 
-    return _flagged(build((int(n), int(m)), dt, placement, sbp, fill), requires_grad)
+    return _flagged(build((int(n), int(m)), dt, placement, sbp, fill, device), requires_grad)
 
 
-def _like(x, dtype, placement, sbp):
-    return (x.shape, _dtype.to_dtype(dtype, x.dtype), placement if placement is not None else x.placement,
-            sbp if sbp is not None else x.sbp)
+def _like(x, dtype, placement, sbp, device):
+    """shape, dtype, placement, sbp, device of a *_like result: x's unless given (a local x's device)."""
+    if device is not None and placement is not None:
+        raise ValueError("device= and placement= together: pass one of them")
+    pl = placement if placement is not None else (None if device is not None else x.placement)
+    return (x.shape, _dtype.to_dtype(dtype, x.dtype), pl, sbp if sbp is not None or pl is None else x.sbp,
+            device if device is not None or pl is not None else x.device)
 
 
 def zeros_like(input: Tensor, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-               requires_grad: bool = False) -> Tensor:
-    shape, dt, pl, s = _like(input, dtype, placement, sbp)
-    return zeros(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
+               requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
+    shape, dt, pl, s, dev = _like(input, dtype, placement, sbp, device)
+    return zeros(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad, device=dev)
 
 
 def ones_like(input: Tensor, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-              requires_grad: bool = False) -> Tensor:
-    shape, dt, pl, s = _like(input, dtype, placement, sbp)
-    return ones(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
+              requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
+    shape, dt, pl, s, dev = _like(input, dtype, placement, sbp, device)
+    return ones(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad, device=dev)
 
 
 def full_like(input: Tensor, fill_value: Number, dtype: DTypeLike = None, placement: Optional[Placement] = None,
-              sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
-    shape, dt, pl, s = _like(input, dtype, placement, sbp)
-    return full(shape, fill_value, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
+              sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
+    shape, dt, pl, s, dev = _like(input, dtype, placement, sbp, device)
+    return full(shape, fill_value, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad, device=dev)
 
 
 def empty_like(input: Tensor, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-               requires_grad: bool = False) -> Tensor:
-    shape, dt, pl, s = _like(input, dtype, placement, sbp)
-    return empty(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad)
+               requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
+    shape, dt, pl, s, dev = _like(input, dtype, placement, sbp, device)
+    return empty(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad, device=dev)
 
 
-def _random_tensor(shape, dt, placement, sbp, kind, a, b):
+def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None):
     """Values of Philox at each element's global index; the counter advances on every rank."""
     if not dt.code.arithmetic:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
@@ -282,7 +312,7 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b):
             _random.fill(out, kind, shape, [lo for lo, _ in box], counter, a, b)
             return out
 
-        return build(shape, dt, placement, sbp, fill)
+        return build(shape, dt, placement, sbp, fill, device)
 
     t = draw()
     if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
@@ -298,13 +328,14 @@ def _float(dtype):
 
 
 def rand(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
-         sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+         sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
     """Uniform in [0, 1)."""
-    return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.UNIFORM, 0.0, 1.0), requires_grad)
+    return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.UNIFORM, 0.0, 1.0,
+                                   device), requires_grad)
 
 
 def randn(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
-          sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+          sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
     """Standard normal; on a placement each rank draws only its own box, and the whole value is
     the same for every layout and rank count (counter-based Philox).
 
@@ -312,12 +343,13 @@ def randn(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: 
         >>> gt.manual_seed(0)
         >>> w = gt.randn(1024, 1024, placement=gt.placement("cpu", [0, 1]), sbp=gt.sbp.split(1))
     """
-    return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.NORMAL, 0.0, 1.0), requires_grad)
+    return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.NORMAL, 0.0, 1.0,
+                                   device), requires_grad)
 
 
 def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, Sequence[int]] = None,
             dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-            requires_grad: bool = False) -> Tensor:
+            requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
     """Integers uniform in [low, high); randint(high, size) starts at 0."""
     if high is None:
         low, high = 0, low
@@ -326,25 +358,29 @@ def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, S
     if high <= low:
         raise ValueError(f"randint needs low < high, got [{low}, {high})")
     dt = _dtype.to_dtype(dtype, _dtype.int64)
-    return _flagged(_random_tensor(_shape((size,)), dt, placement, sbp, _random.RANDINT, low, high), requires_grad)
+    return _flagged(_random_tensor(_shape((size,)), dt, placement, sbp, _random.RANDINT, low, high,
+                                   device), requires_grad)
 
 
 def normal(mean: float = 0.0, std: float = 1.0, size: Union[None, int, Sequence[int]] = None,
            dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-           requires_grad: bool = False) -> Tensor:
+           requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
     if size is None:
         raise ValueError("normal needs size")
     if std < 0:
         raise ValueError(f"normal needs std >= 0, got {std}")
-    return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.NORMAL, mean, std), requires_grad)
+    return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.NORMAL, mean, std,
+                                   device), requires_grad)
 
 
 def uniform(size: Union[int, Sequence[int]], low: Number = 0.0, high: Number = 1.0, dtype: DTypeLike = None,
-            placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False) -> Tensor:
+            placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False,
+            device: DeviceLike = None) -> Tensor:
     """Uniform in [low, high)."""
     if not high > low:
         raise ValueError(f"uniform needs low < high, got [{low}, {high})")
-    return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.UNIFORM, low, high), requires_grad)
+    return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.UNIFORM, low, high,
+                                   device), requires_grad)
 
 
 def _flagged(t, requires_grad):

@@ -16,6 +16,10 @@ class _SBP:
     def __reduce__(self):
         return (_restore, (str(self),))
 
+    def __call__(self) -> _SBP:
+        """The value itself: OneFlow code writes both flow.sbp.broadcast and flow.sbp.broadcast()."""
+        return self
+
 
 class split(_SBP):  # noqa: N801 - OneFlow's name
     """Each rank along the mesh axis holds one slice of tensor dimension `dim` (uneven allowed)."""

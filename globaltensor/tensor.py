@@ -1,6 +1,7 @@
 """Tensor: a local piece (numpy array; cupy on cuda) plus, for a global tensor, its global shape, placement and SBP."""
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any, Optional, Union
 
@@ -27,16 +28,85 @@ class Layout:
         found = cls._interned.get(key)
         if found is None:
             found = cls._interned[key] = cls.__new__(cls)
-            found.shape, found.dtype, found.placement, found.sbp = shape, dtype, placement, sbp
+            found.shape, found.dtype, found.placement, found.sbp = Size(shape), dtype, placement, sbp
         return found
 
 
-class device(str):  # noqa: N801 - torch.device's name
-    """Where a local tensor's piece lives, as PyTorch names it: "cpu" or "cuda:<index>" (a str,
-    so `t.device == "cpu"` holds), with .type and .index."""
+class device:  # noqa: N801 - torch.device's name
+    """Where a local tensor's piece lives: device("cpu"), device("cuda:0"), device("cuda", 1), with
+    .type and .index. repr as OneFlow and PyTorch (device(type='cpu', index=0)); str as OneFlow
+    prints it ("cpu:0", "cuda:1"). The host has one device, so a cpu index is always 0 and "cpu"
+    equals "cpu:0"; a cuda device named without an index keeps index None (PyTorch's "the current
+    one") and equals only "cuda" (not "cuda:0"). A device equals the strings that name it."""
 
-    type = property(lambda self: self.split(":")[0])
-    index = property(lambda self: int(self.split(":")[1]) if ":" in self else None)
+    __slots__ = ("type", "index")
+
+    def __init__(self, type: Union[str, device], index: Optional[int] = None) -> None:  # noqa: A002 - torch's name
+        if isinstance(type, device):
+            type, index = type.type, type.index if index is None else index
+        elif isinstance(type, str) and ":" in type:
+            if index is not None:
+                raise ValueError(f"device({type!r}, {index}): the string already names an index")
+            type, _, text = type.partition(":")
+            if not text.isdigit():
+                raise ValueError(f"device: bad index {text!r} (expected \"cpu\", \"cuda\" or \"cuda:<index>\")")
+            index = int(text)
+        if type not in ("cpu", "cuda"):
+            raise ValueError(f"device: unknown device type {type!r}; expected \"cpu\" or \"cuda\"")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool) or index < 0):
+            raise ValueError(f"device: the index must be a non-negative int, got {index!r}")
+        if type == "cpu" and index not in (None, 0):
+            raise ValueError(f"device: the host has one device, cpu:0, not cpu:{index}")
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "index", 0 if type == "cpu" else index)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("device values are immutable")
+
+    def __repr__(self) -> str:
+        return f"device(type={self.type!r}" + ("" if self.index is None else f", index={self.index}") + ")"
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except ValueError:
+                return False
+        if not isinstance(other, device):
+            return NotImplemented
+        return self.type == other.type and self.index == other.index
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+
+_CPU = device("cpu")
+_global_ids = itertools.count(1)
+
+
+class Size(tuple):
+    """A tensor's shape (torch.Size, oneflow.Size): a tuple of ints (equal to the plain tuple), with numel()."""
+
+    __slots__ = ()
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, key):
+        found = tuple.__getitem__(self, key)
+        return Size(found) if isinstance(key, slice) else found
+
+    def __repr__(self) -> str:
+        return f"gt.Size({list(self)})"
 
 
 class Tensor:
@@ -44,7 +114,9 @@ class Tensor:
     over `placement` as `sbp` says. Conversions live in boxing/; no op logic here."""
 
     __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
-                 "_source", "_grad_sbp", "_layout", "_read_at", "_past", "__weakref__")
+                 "_source", "_grad_sbp", "_layout", "_read_at", "_past", "_global_id", "_retains_grad", "__weakref__")
+    # _global_id and _retains_grad are set only by global_id() and retain_grad() (never by the
+    # constructors: _wrap stays as fast); read with getattr and a default
 
     def __init__(self, local: Any, global_shape: Optional[tuple[int, ...]] = None, dtype: Optional[_dtype.DType] = None,
                  placement: Optional[Placement] = None, sbp: Optional[tuple[SBP, ...]] = None) -> None:
@@ -75,7 +147,7 @@ class Tensor:
         """The old version of a tensor an in-place op is about to change: another object over the
         same piece that takes this one's place in the autograd graph (so the graph has no cycle)."""
         t = Tensor.__new__(Tensor)
-        for name in Tensor.__slots__[:-1]:
+        for name in Tensor.__slots__[:-3]:  # not _global_id, _retains_grad: the old version has neither
             setattr(t, name, getattr(self, name))
         t._past = None
         if self._node is not None:
@@ -115,7 +187,11 @@ class Tensor:
     placement = property(lambda self: self._placement)
     sbp = property(lambda self: self._sbp, doc="one SBP per mesh axis (a tuple), or None when local")
     dtype = property(lambda self: self._dtype)
-    shape = property(lambda self: self._global_shape, doc="the global shape (the local shape when local)")
+    @property
+    def shape(self) -> Size:
+        """The global shape (the local shape when local), a Size (the dispatcher's outputs hold one already)."""
+        found = self._global_shape
+        return found if type(found) is Size else Size(found)
     ndim = property(lambda self: len(self._global_shape))
 
     def dim(self) -> int:
@@ -123,21 +199,24 @@ class Tensor:
         return len(self._global_shape)
 
     @property
-    def device(self) -> Union[device, Placement]:
-        """A local tensor's device, "cpu" or "cuda:<index>" (a `device`: a str with .type and .index);
-        a global tensor's placement, as OneFlow (it has .type too, and x.to(y.device) works for both)."""
+    def device(self) -> device:
+        """A local tensor's device (a `device`: device(type='cpu', index=0), equal to "cpu").
+        A global tensor has none, as in OneFlow: RuntimeError, its placement says where it lives."""
         if self._placement is not None:
-            return self._placement
+            raise RuntimeError("Only local tensors have 'device'. Please use '.placement' for global tensors.")
         piece = self._local
         if isinstance(piece, (np.ndarray, np.generic)):
-            return device("cpu")
+            return _CPU
         index = getattr(getattr(piece, "device", None), "id", 0)
-        return device(f"cuda:{index if isinstance(index, int) else 0}")
+        return device("cuda", index if isinstance(index, int) else 0)
 
-    is_cuda = property(lambda self: self.device.type == "cuda")
+    @property
+    def is_cuda(self) -> bool:
+        return (self._placement.type if self._placement is not None else self.device.type) == "cuda"
 
-    def size(self, dim: Optional[int] = None) -> Union[tuple[int, ...], int]:
-        return self._global_shape if dim is None else self._global_shape[dim]
+    def size(self, dim: Optional[int] = None) -> Union[Size, int]:
+        """The shape (a Size), or its length along `dim`."""
+        return Size(self._global_shape) if dim is None else self._global_shape[dim]
 
     def numel(self) -> int:
         n = 1
@@ -167,6 +246,39 @@ class Tensor:
 
     def detach(self) -> Tensor:
         return Tensor(self._local, self._global_shape, self._dtype, self._placement, self._sbp)
+
+    @property
+    def data(self) -> Tensor:
+        """The tensor without its autograd history: a new tensor over the same piece (PyTorch's .data)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """x.data = y: x takes y's piece, shape, dtype and layout; x keeps its autograd flags (PyTorch's)."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"x.data must be set to a tensor, not {type(value).__name__}")
+        self._local, self._global_shape, self._dtype = value._local, value._global_shape, value._dtype
+        self._placement, self._sbp, self._layout = value._placement, value._sbp, None
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in .grad after backward (a leaf keeps it anyway)."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
+        if self._node is not None:
+            self._retains_grad = True
+
+    retains_grad = property(lambda self: self._node is not None and getattr(self, "_retains_grad", False),
+                            doc="whether backward stores this non-leaf's gradient in .grad (retain_grad())")
+
+    def global_id(self) -> int:
+        """A global tensor's id, as OneFlow's: an int, the same on every rank when the ranks ask for
+        their tensors' ids in one order (ids are handed out on first call, counting up per process)."""
+        if self._placement is None:
+            raise RuntimeError("Only global tensors have 'global_id', global id is used to synchronize rank")
+        found = getattr(self, "_global_id", None)
+        if found is None:
+            found = self._global_id = next(_global_ids)
+        return found
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self._node is not None and not requires_grad:

@@ -126,10 +126,10 @@ for line in dist.spawn(convert, nprocs=2)[0]:
 def from_pieces():
     rank = gt.env.get_rank()
     placement = gt.placement("cpu", [0, 1])
-    rows = gt.Tensor(np.full((rank + 1, 2), float(rank))).to_global(placement, S0)
-    total = gt.Tensor(np.array([rank + 1.0])).to_global(placement, P)
+    rows = gt.tensor(np.full((rank + 1, 2), float(rank))).to_global(placement, S0)
+    total = gt.tensor(np.array([rank + 1.0])).to_global(placement, P)
     try:
-        gt.Tensor(np.zeros((2, 2 + rank))).to_global(placement, S0)
+        gt.tensor(np.zeros((2, 2 + rank))).to_global(placement, S0)
     except ValueError as exc:
         error = str(exc)
     return rows.numpy().tolist(), total.item(), error

@@ -70,9 +70,11 @@ def _start(r, g, roots, order):
     return ones_like(r, sbp=_seed_sbp(r))
 
 
-def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
+def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=None):
     """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`). With
-    on_leaf, each leaf's gradient goes to on_leaf(leaf, grad_or_None) as soon as it is complete."""
+    on_leaf, each leaf's gradient goes to on_leaf(leaf, grad_or_None) as soon as it is complete;
+    with on_retained, each complete gradient of a non-leaf that retain_grad() marked goes to
+    on_retained(tensor, grad)."""
     if order is None:
         order = _topological(roots)
     grads = {}
@@ -83,6 +85,10 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None):
     with no_grad():
         for i, ctx in enumerate(order):
             outs = [grads.pop(id(o), None) for o in ctx.outputs]
+            if on_retained is not None:
+                for o, g in zip(ctx.outputs, outs):
+                    if g is not None and getattr(o, "_retains_grad", False):
+                        on_retained(o, g)
             if any(g is not None for g in outs):
                 in_grads = ctx.backward(ctx, *outs)
                 if not isinstance(in_grads, (tuple, list)):
@@ -206,7 +212,7 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
             if g is not None:
                 run.store(leaf, fit(leaf, g))
 
-        _run([tensor], [gradient], order=order, on_leaf=on_leaf)
+        _run([tensor], [gradient], order=order, on_leaf=on_leaf, on_retained=lambda t, g: run.store(t, fit(t, g)))
     except BaseException:
         for taker in takers:
             taker.abandon()

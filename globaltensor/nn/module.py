@@ -3,7 +3,7 @@ import collections
 import itertools
 
 from .. import hooks
-from ..tensor import Tensor
+from ..tensor import Tensor, device as _device
 
 
 class Parameter(Tensor):
@@ -168,7 +168,7 @@ class Module:
         so optimizers keep them); a device of "cpu" changes nothing."""
         from .. import dtype as _dtype
         for a in args:
-            if not (isinstance(a, str) and a.split(":")[0] == "cpu"):
+            if not ((isinstance(a, str) and a.split(":")[0] == "cpu") or (isinstance(a, _device) and a.type == "cpu")):
                 dtype = a
         if dtype is None:
             return self
@@ -228,6 +228,18 @@ class Module:
             for name, b in list(module._buffers.items()):
                 if isinstance(b, Tensor):
                     module._buffers[name] = _tensor_to_global(b, placement, sbp)
+        return self
+
+    def to_local(self):
+        """Every global parameter and buffer becomes this rank's local piece (OneFlow's
+        Module.to_local); a parameter stays a Parameter with its requires_grad, local ones stay."""
+        for module in self.modules():
+            for name, p in list(module._parameters.items()):
+                if p is not None and p.is_global:
+                    module._parameters[name] = Parameter(p.to_local().detach(), requires_grad=p.requires_grad)
+            for name, b in list(module._buffers.items()):
+                if isinstance(b, Tensor) and b.is_global:
+                    module._buffers[name] = b.to_local().detach()
         return self
 
     def __repr__(self):

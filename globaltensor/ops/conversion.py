@@ -14,7 +14,7 @@ from ..dtype import DType, to_dtype
 from ..placement import placement as Placement
 from ..sbp import broadcast, normalize, partial_sum
 from ..sbp import sbp as _SBP
-from ..tensor import Tensor
+from ..tensor import Tensor, device
 from .elementwise import cast, clone
 
 
@@ -106,8 +106,8 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
         if isinstance(a, Tensor):
-            dtype, where = a.dtype, a.device
-        elif isinstance(a, Placement) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
+            dtype, where = a.dtype, (a.placement if a.is_global else a.device)
+        elif isinstance(a, (Placement, device)) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
             where = a
         elif a is not None:
             dtype = a if isinstance(a, DType) else to_dtype(a)
@@ -152,11 +152,13 @@ def _copy(piece):
 
 
 def _moved(x, where):
-    """x on device `where`: a device string ("cpu", "cuda", "cuda:<i>") or a placement."""
+    """x on device `where`: a gt.device, a device string ("cpu", "cuda", "cuda:<i>") or a placement."""
     if isinstance(where, Placement):
         if x.is_global:
             return x.to_global(placement=where)
         return x.to_global(placement=where, sbp=(broadcast,) * where.ndim)
+    if isinstance(where, device):
+        where = where.type if where.type == "cpu" or where.index is None else str(where)
     kind, _, index = str(where).partition(":")
     if kind not in ("cpu", "cuda"):
         raise ValueError(f"to(): unknown device {where!r}; use \"cpu\", \"cuda\", \"cuda:<index>\" or a placement")

@@ -176,13 +176,13 @@ def _local_to_global():
     pl = gt.placement("cpu", list(range(k)))
     lengths = [3, 0, 5, 1][:k]  # not the even split: rebalanced
     piece = np.full((lengths[r], 2), r, np.float32)
-    x = gt.Tensor(piece).to_global(pl, S0)
+    x = gt.tensor(piece).to_global(pl, S0)
     want = np.concatenate([np.full((n, 2), p, np.float32) for p, n in enumerate(lengths)])
     np.testing.assert_array_equal(x.numpy(), want)
     check_piece(x, want)
-    b = gt.Tensor(np.full(3, 10.0 * r)).to_global(pl, B)  # the first rank's data wins
+    b = gt.tensor(np.full(3, 10.0 * r)).to_global(pl, B)  # the first rank's data wins
     np.testing.assert_array_equal(b.numpy(), np.zeros(3))
-    p = gt.Tensor(np.full(3, r + 1.0)).to_global(pl, P)
+    p = gt.tensor(np.full(3, r + 1.0)).to_global(pl, P)
     np.testing.assert_array_equal(p.numpy(), np.full(3, k * (k + 1) / 2))
     return x.shape
 
@@ -195,9 +195,9 @@ def _bad_input_then_recover():
     r, k = gt.env.get_rank(), gt.env.get_world_size()
     pl = gt.placement("cpu", list(range(k)))
     errors = []
-    for bad in (lambda: gt.Tensor(np.zeros((2, 3 + r), np.float32)).to_global(pl, S0),
-                lambda: gt.Tensor(np.zeros(3, np.float32 if r == 0 else np.float64)).to_global(pl, S0),
-                lambda: gt.Tensor(np.zeros(3)).to_global(pl, gt.sbp.split(1)),
+    for bad in (lambda: gt.tensor(np.zeros((2, 3 + r), np.float32)).to_global(pl, S0),
+                lambda: gt.tensor(np.zeros(3, np.float32 if r == 0 else np.float64)).to_global(pl, S0),
+                lambda: gt.tensor(np.zeros(3)).to_global(pl, gt.sbp.split(1)),
                 lambda: gt.zeros(4, 4, placement=pl, sbp="S(0)"),
                 lambda: gt.zeros(4, 4, placement=pl, sbp=(S0, S1)),
                 lambda: gt.zeros(4, placement=pl, sbp=S0).to_global(sbp=gt.sbp.split(2))):
@@ -245,7 +245,7 @@ def _data_that_differs_between_ranks():
                 lambda: gt.tensor(np.zeros((2, 2 + (r == 0))), placement=line, sbp=S0),  # shapes
                 lambda: gt.tensor(np.zeros(3, np.float32 if r else np.float64), placement=line, sbp=B),
                 lambda: gt.ones(3, placement=line, sbp=S0) + np.arange(3.0) * (r == 1),  # an array operand
-                lambda: gt.Tensor(np.zeros(2 + r)).to_global(line, B)):                  # pieces' shapes
+                lambda: gt.tensor(np.zeros(2 + r)).to_global(line, B)):                  # pieces' shapes
         try:
             bad()
             errors.append(None)

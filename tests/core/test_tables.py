@@ -79,7 +79,7 @@ def _pieces_of_many_dims():
     r = gt.env.get_rank()
     pl = gt.placement("cpu", [0, 1])
     ones = (1,) * 19
-    x = gt.Tensor(np.full((2,) + ones, r + 1.0, np.float32)).to_global(pl, gt.sbp.split(0))
+    x = gt.tensor(np.full((2,) + ones, r + 1.0, np.float32)).to_global(pl, gt.sbp.split(0))
     whole = x.to_global(sbp=gt.sbp.broadcast)
     mask = gt.tensor(np.array([True, False, True, False]), placement=pl, sbp=gt.sbp.broadcast)
     picked = whole[mask, ...]  # getitem: its output shape is read from the result (data-dependent)

@@ -147,7 +147,7 @@ def test_bitwise_operators_on_integer_and_bool_tensors():
 
 def test_to_cpu_device_dim_and_what_needs_a_gpu():
     x = gt.tensor(X, dtype=gt.float32)
-    assert x.dim() == 2 and x.device == "cpu" and x.device.type == "cpu" and x.device.index is None and not x.is_cuda
+    assert x.dim() == 2 and x.device == "cpu" and x.device.type == "cpu" and x.device.index == 0 and not x.is_cuda
     assert x.to("cpu") is x and x.cpu() is x and x.to(gt.float32) is x and x.to(device="cpu", dtype="float32") is x
     assert x.to(gt.float64).dtype == gt.float64 and x.to("cpu", gt.int64).dtype == gt.int64
     assert x.to(gt.tensor([1], dtype=gt.int32)).dtype == gt.int32  # another tensor: its dtype and device
@@ -507,7 +507,7 @@ def _global_api():
         out["view", name] = views
         i, j = g(INTS, s), g(INTS[::-1].copy(), s)
         out["bitwise", name] = ((i & 6 | ~j ^ i).numpy(), (~(i > 0) | (j > 0)).numpy())
-        out["to", name] = (x.to(gt.float32).dtype.name, x.device == pl, x.to(pl) is x, x.to("cpu") is x, x.dim())
+        out["to", name] = (x.to(gt.float32).dtype.name, x.placement == pl, x.to(pl) is x, x.to("cpu") is x, x.dim())
 
     params = [nn.Parameter(g(np.zeros((5, 3)), gt.sbp.split(0))), nn.Parameter(g(np.zeros((2, 3)), B))]
     params[0].grad, params[1].grad = g(X, gt.sbp.split(0)), g(INTS[:2] / 7, B)
@@ -630,12 +630,12 @@ def _on_cuda():
     for sbp in (gt.sbp.split(0), gt.sbp.partial_sum):
         g = gt.tensor(X, placement=pl, sbp=sbp)
         d = g.to("cuda")
-        assert d.placement == gt.placement("cuda", [0, 1]) and d.sbp == g.sbp and d.device.type == "cuda"
+        assert d.placement == gt.placement("cuda", [0, 1]) and d.sbp == g.sbp and d.placement.type == "cuda" and d.is_cuda
         assert type(d.to_local()._local) is simulated_cupy.ndarray and d.cuda() is d
         d[1:3] = 0.0
         d.add_(1)
         h = d.cpu()
-        assert h.placement == pl and h.sbp == g.sbp and g.to(d.device).placement == d.placement
+        assert h.placement == pl and h.sbp == g.sbp and g.to(d.placement).placement == d.placement and g.to(d).placement == d.placement
         out.append(h.numpy())
     return out
 

@@ -18,7 +18,7 @@ def _fused():
     placement = gt.placement("cpu", [0, 1])
     rank = gt.env.get_rank()
     piece = np.arange(15, dtype=np.float32).reshape(5, 3) * (rank + 1)
-    partial = gt.Tensor(piece).to_global(placement, P)
+    partial = gt.tensor(piece).to_global(placement, P)
     split = gt.tensor(np.arange(10, dtype=np.float32).reshape(5, 2), placement=placement, sbp=S0)
 
     @gt.jit.trace
@@ -162,7 +162,7 @@ def _shared():
     """One partial value needed whole by two ops: converted once."""
     placement = gt.placement("cpu", [0, 1])
     rank = gt.env.get_rank()
-    partial = gt.Tensor(np.full((2, 2), rank + 1.0, np.float32)).to_global(placement, P)
+    partial = gt.tensor(np.full((2, 2), rank + 1.0, np.float32)).to_global(placement, P)
     w = gt.tensor(np.eye(2, dtype=np.float32), placement=placement, sbp=B)
 
     @gt.jit.trace

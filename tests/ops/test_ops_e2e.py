@@ -147,7 +147,7 @@ def _boxing_gradients():
     pinned = gt.randn(5, 3, placement=pl, sbp=S0).requires_grad_()
     y = pinned.to_global(sbp=B, grad_sbp=P)
     (y * 3).sum().backward()
-    piece = gt.Tensor(np.ones((2 + gt.env.get_rank(), 3))).requires_grad_()
+    piece = gt.tensor(np.ones((2 + gt.env.get_rank(), 3))).requires_grad_()
     (piece.to_global(pl, S0) * 5).sum().backward()
     return free, x.grad.sbp, x.grad.numpy().tolist(), pinned.grad.numpy().tolist(), piece.grad.numpy().tolist()
 
