@@ -11,11 +11,11 @@ from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from .norm import BatchNorm1d, BatchNorm2d, GroupNorm
 from .loss import BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
 from ..graph import Graph
-from . import tensor_parallel, utils  # noqa: E402
+from . import parallel, tensor_parallel, utils  # noqa: E402
 
 
 __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", "Embedding", "LayerNorm", "Sequential",
-           "ModuleList", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "tensor_parallel", "SiLU",
+           "ModuleList", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "parallel", "tensor_parallel", "SiLU",
            "Softmax", "LogSoftmax", "Tanh", "Sigmoid", "LeakyReLU", "Identity", "Flatten", "ModuleDict",
            "ParameterList", "L1Loss",
            "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss", "MultiHeadAttention",
