@@ -124,9 +124,11 @@ def hypot(input, other):
 
 
 def xlogy(input, other):
-    """input * log(other), 0 where input is 0 (even where other is 0 or nan)."""
+    """input * log(other), 0 where input is 0 (even where other is 0); as PyTorch, the gradient
+    for input is log(other) there too where other > 0."""
     (x, y) = tensors(input, other)
-    return where(equal(x, 0), 0.0, multiply(x, log(y)))
+    safe = not_equal(x, 0) | greater_than(y, 0)
+    return where(safe, multiply(x, log(where(safe, y, 1.0))), 0.0)
 
 
 def lerp(input, end, weight):
