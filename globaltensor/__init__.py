@@ -25,8 +25,10 @@ env.barrier = distributed.job_barrier  # SPEC's gt.env.barrier(); env itself imp
 __version__ = "0.1.0"
 
 
-for _name in _ops.PUBLIC:
+for _name in _ops.PUBLIC + _ops.EVERYDAY:
     globals()[_name] = getattr(_ops, _name)
+from . import linalg  # noqa: E402 - torch.linalg's names
+nn.functional.normalize = _ops.normalize  # noqa: E402 - written with the ops (nn/ is another's file)
 
 # `from globaltensor import *` gives what `import torch` users reach for: the modules, the types,
 # the factories and every op (PyTorch's `max`, `sum`, `bool` ... among them, as torch's __all__),
@@ -42,7 +44,7 @@ __all__ = [
     "save", "load", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "return_types",
     "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "__version__",
     "memory_stats", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
-] + [_name for _name in _ops.PUBLIC if _name != "slice"]
+] + [_name for _name in _ops.PUBLIC + _ops.EVERYDAY if _name != "slice"] + ["linalg"]
 
 if env.get_world_size() > 1:  # a rank of a job: numpy's large arrays live in shared memory from the start
     distributed.world.world()  # what this installs, and how exit undoes it: docs/architecture.md, "What a job installs"

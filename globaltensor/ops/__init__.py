@@ -155,4 +155,15 @@ def _repeat(self, *sizes):
 Tensor.view, Tensor.repeat, Tensor.clone, Tensor.masked_fill = _view, _repeat, clone, masked_fill
 
 
+from . import everyday, everyday_shape  # noqa: E402 - PyTorch's everyday names the families lack
+from .everyday import EVERYDAY as _E1, METHODS as _M1, normalize  # noqa: E402
+from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
+
+EVERYDAY = sorted(set(_E1) | set(_E2))  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+for _name in EVERYDAY:
+    _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
+for _name in sorted(set(_M1) | set(_M2)):
+    setattr(Tensor, _name, _method(_g[_name]))
+Tensor.where = lambda self, condition, other: where(condition, self, other)  # torch's Tensor.where(cond, y)
+
 from . import inplace  # noqa: E402,F401 - binds add_/mul_/.../x[k] = v (it uses the ops above)

@@ -22,6 +22,8 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf_kernel(x):
+    if isinstance(x, (float, int, np.generic)):  # a 0-dim piece may come as a scalar
+        x = np.asarray(x)
     dtype = x.dtype if _dtype.to_dtype(x.dtype).is_floating else np.float64
     if not isinstance(x, np.ndarray) and not devices.simulated():  # cupy: no Python callbacks on the GPU
         from cupyx.scipy.special import erf
@@ -35,6 +37,11 @@ def _erf_kernel(x):
 
 
 
+def _zeros(x, y, g):
+    """A piecewise constant op's gradient: zeros (as PyTorch), not none."""
+    return g * 0.0
+
+
 def _sqrt_pi_exp(x):
     return (-(x * x)).exp() * (2.0 / math.sqrt(math.pi))
 
@@ -45,20 +52,20 @@ UNARY = {
     "acos": (np.arccos, None, lambda x, y, g: -g / sqrt(1 - x * x)),
     "asin": (np.arcsin, None, lambda x, y, g: g / sqrt(1 - x * x)),
     "atan": (np.arctan, None, lambda x, y, g: g / (1 + x * x)),
-    "ceil": (np.ceil, None, None),
+    "ceil": (np.ceil, None, _zeros),
     "cos": (np.cos, None, lambda x, y, g: -g * sin(x)),
     "cosh": (np.cosh, None, lambda x, y, g: g * sinh(x)),
     "erf": (_erf_kernel, None, lambda x, y, g: g * _sqrt_pi_exp(x)),
     "exp": (np.exp, None, lambda x, y, g: g * y),
-    "floor": (np.floor, None, None),
+    "floor": (np.floor, None, _zeros),
     "log": (np.log, None, lambda x, y, g: g / x),
     "log10": (np.log10, None, lambda x, y, g: g / (x * math.log(10))),
     "log1p": (np.log1p, None, lambda x, y, g: g / (1 + x)),
     "log2": (np.log2, None, lambda x, y, g: g / (x * math.log(2))),
     "reciprocal": (np.reciprocal, None, lambda x, y, g: -g * y * y),
-    "round": (np.round, None, None),
+    "round": (np.round, None, _zeros),
     "rsqrt": (lambda x: 1 / np.sqrt(x), None, lambda x, y, g: g * y * y * y * -0.5),
-    "sign": (lambda x: x.copy() if x.dtype == np.bool_ else np.sign(x), None, None),
+    "sign": (lambda x: x.copy() if x.dtype == np.bool_ else np.sign(x), None, _zeros),
     "sin": (np.sin, None, lambda x, y, g: g * cos(x)),
     "sinh": (np.sinh, None, lambda x, y, g: g * cosh(x)),
     "sqrt": (np.sqrt, None, lambda x, y, g: g * 0.5 / y),
@@ -274,6 +281,9 @@ def where(condition, input=None, other=None):
         return Tensor.nonzero(condition, as_tuple=True)
     like = next((v for v in (condition, input, other) if isinstance(v, Tensor)), None)
     condition = own_tensor(condition, like)
+    if condition.is_global and not condition._dtype.is_floating and rules.P in condition.sbp:
+        # a partial bool/int condition: its pieces summed in int64 (no collective reduces bool)
+        condition = RAW_BINARY["not_equal"](cast(condition, "int64"), 0)
     if type(input) is Tensor and type(other) is Tensor and input._dtype is other._dtype:
         return apply("where", [condition, input, other])
     return apply("where", [condition, *promoted(input, other, like=condition, name="where")])

@@ -20,7 +20,7 @@ def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     if not input.dtype.is_floating:  # integers and bools: in the default float dtype
         input = _float(input)
     centered = input - mean(input, dims, keepdim=True)
-    return sum(centered * centered, dims, keepdim) / builtins.max(count - correction, 1)
+    return sum(centered * centered, dims, keepdim) / float(builtins.max(count - correction, 0))  # 0: nan, as PyTorch
 
 
 def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):

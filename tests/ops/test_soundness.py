@@ -67,6 +67,10 @@ def samples(name):
         "bitwise_and": bits, "bitwise_or": bits, "bitwise_xor": bits, "bitwise_not": [([ints(5, 3, hi=16)], {})],
         "where": [([ints(5, 3, hi=2).astype(bool), f(5, 3), f(3)], {})],
         "clip": [([f(5, 3)], {"min": -0.5, "max": 0.7})],
+        **{n: [([f(5, 3, lo=-0.9, hi=0.9)], {})] for n in ("expm1", "exp2", "asinh", "atanh", "trunc")},
+        "acosh": [([f(5, 3, lo=1.5, hi=3.0)], {})],
+        **{n: [([f(5, 3, lo=-2.0, hi=2.0), f(3, lo=0.5, hi=2.0)], {}), ([f(5, 1), f(1, 3, lo=0.5, hi=2.0)], {})]
+           for n in ("fmod", "logaddexp")},
         "cast": [([f(5, 3)], {"dtype": np.dtype(np.float32)})],
         "scale": [([f(5, 3)], {"scale": 2.0, "bias": 1.0, "bias_after_scale": True})],
         "gelu": [([f(5, 3)], {})],

@@ -1,0 +1,338 @@
+"""PyTorch's and OneFlow's everyday shape and linear-algebra names that the families lack, all
+composites of existing ops (getitem, permute, reshape, matmul, ...), which give them their SBP
+rows and gradients: narrow, select, movedim, broadcast_tensors, tensor_split, hstack, outer,
+baddbmm, tensordot, cdist, ..."""
+import builtins
+import functools
+
+import numpy as np
+
+from ._front import tensors
+from .elementwise import multiply, subtract
+from .shape import broadcast_to, flatten, flip, permute, reshape, transpose, unsqueeze
+from .concat_split import concat
+from .reduction import sum  # noqa: A004
+from .reduction_composites import norm
+from .linalg import bmm, inverse, matmul, mm, mv
+from .triangles import diag
+from .gather_scatter import gather, index_select
+
+
+def _dim(dim, ndim):
+    if not -builtins.max(ndim, 1) <= dim < builtins.max(ndim, 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {dim})")
+    return dim % builtins.max(ndim, 1)
+
+
+def narrow(input, dim, start, length):
+    """input[..., start:start + length, ...] along dim (start may be negative)."""
+    dim = _dim(dim, input.ndim)
+    start = int(start) + (input.shape[dim] if int(start) < 0 else 0)
+    return input[(builtins.slice(None),) * dim + (builtins.slice(start, start + int(length)),)]
+
+
+def select(input, dim, index):
+    """input[..., index, ...] along dim: that dim removed."""
+    return input[(builtins.slice(None),) * _dim(dim, input.ndim) + (int(index),)]
+
+
+def movedim(input, source, destination):
+    """input with dims `source` moved to positions `destination` (ints or sequences), the others in order."""
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src, dst = [_dim(d, input.ndim) for d in src], [_dim(d, input.ndim) for d in dst]
+    rest = iter(d for d in range(input.ndim) if d not in src)
+    at = dict(zip(dst, src))
+    return permute(input, tuple(at[i] if i in at else next(rest) for i in range(input.ndim)))
+
+
+moveaxis = movedim
+concatenate = concat
+
+
+def argwhere(input):
+    """The indices of the non-zero values, one row each (nonzero)."""
+    from .data_dependent import nonzero
+    return nonzero(input)
+swapaxes = swapdims = transpose
+
+
+def broadcast_shapes(*shapes):
+    """numpy's broadcast of the shapes."""
+    return tuple(np.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s) for s in shapes]))
+
+
+def broadcast_tensors(*tensors):
+    """The tensors broadcast to their common shape."""
+    shape = broadcast_shapes(*[tuple(t.shape) for t in tensors])
+    return tuple(t if tuple(t.shape) == shape else broadcast_to(t, shape) for t in tensors)
+
+
+def unflatten(input, dim, sizes):
+    """dim of input split into the dims `sizes` (one may be -1)."""
+    dim = _dim(dim, input.ndim)
+    return reshape(input, tuple(input.shape[:dim]) + tuple(sizes) + tuple(input.shape[dim + 1:]))
+
+
+def ravel(input):
+    """input flattened to 1-D."""
+    return flatten(input)
+
+
+def fliplr(input):
+    """input flipped along dim 1."""
+    return flip(input, (1,))
+
+
+def flipud(input):
+    """input flipped along dim 0."""
+    return flip(input, (0,))
+
+
+def rot90(input, k=1, dims=(0, 1)):
+    """input rotated by 90 degrees k times in the plane of dims (from the first towards the second)."""
+    d0, d1 = (_dim(d, input.ndim) for d in dims)
+    k %= 4
+    if k == 0:
+        return input * 1
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 1:
+        return transpose(flip(input, (d1,)), d0, d1)
+    return flip(transpose(input, d0, d1), (d1,))
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """input split along dim into `sections` nearly equal parts (the first size % sections one
+    longer) or at the given indices."""
+    dim = _dim(dim, input.ndim)
+    n = input.shape[dim]
+    if isinstance(indices_or_sections, int):
+        s = indices_or_sections
+        sizes = [n // s + (1 if i < n % s else 0) for i in range(s)]
+        bounds = list(np.cumsum([0] + sizes))
+    else:
+        bounds = [0] + [builtins.min(builtins.max(int(i) + (n if int(i) < 0 else 0), 0), n)
+                        for i in indices_or_sections] + [n]
+    return tuple(narrow(input, dim, a, builtins.max(b - a, 0)) for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def _split_by(name, dim):
+    def fn(input, indices_or_sections):
+        d = 0 if (name == "hsplit" and input.ndim == 1) else dim
+        if isinstance(indices_or_sections, int) and input.shape[d] % indices_or_sections:
+            raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the size of the "
+                               f"dimension {input.shape[d]} is not divisible by the split_size "
+                               f"{indices_or_sections}!")
+        return tensor_split(input, indices_or_sections, d)
+    fn.__name__, fn.__doc__ = name, f"tensor_split along dim {dim} (sections must divide it)."
+    return fn
+
+
+hsplit, vsplit, dsplit = _split_by("hsplit", 1), _split_by("vsplit", 0), _split_by("dsplit", 2)
+
+
+def atleast_1d(*tensors):
+    """Each tensor with at least 1 dim."""
+    out = tuple(reshape(t, (1,)) if t.ndim == 0 else t for t in _flat(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*tensors):
+    """Each tensor with at least 2 dims (a vector becomes a row)."""
+    out = tuple(reshape(t, (1,) * (2 - t.ndim) + tuple(t.shape)) if t.ndim < 2 else t for t in _flat(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*tensors):
+    """Each tensor with at least 3 dims (as numpy: (n,) -> (1, n, 1), (m, n) -> (m, n, 1))."""
+    def up(t):
+        if t.ndim == 0:
+            return reshape(t, (1, 1, 1))
+        if t.ndim == 1:
+            return reshape(t, (1, t.shape[0], 1))
+        return unsqueeze(t, 2) if t.ndim == 2 else t
+    out = tuple(up(t) for t in _flat(tensors))
+    return out[0] if len(out) == 1 else out
+
+
+def _flat(tensors):
+    return tuple(tensors[0]) if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+
+
+def hstack(tensors):
+    """Concatenated along dim 1 (dim 0 for vectors)."""
+    ts = atleast_1d(*tensors)
+    ts = ts if isinstance(ts, tuple) else (ts,)
+    return concat(list(ts), 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    """Rows stacked: concatenated along dim 0 after atleast_2d."""
+    ts = atleast_2d(*tensors)
+    return concat(list(ts if isinstance(ts, tuple) else (ts,)), 0)
+
+
+def dstack(tensors):
+    """Concatenated along dim 2 after atleast_3d."""
+    ts = atleast_3d(*tensors)
+    return concat(list(ts if isinstance(ts, tuple) else (ts,)), 2)
+
+
+def column_stack(tensors):
+    """Vectors as columns, matrices as they are, concatenated along dim 1."""
+    return concat([reshape(t, (-1, 1)) if t.ndim <= 1 else t for t in tensors], 1)
+
+
+def repeat_interleave(input, repeats, dim=None, *, output_size=None):
+    """Each element repeated `repeats` times (an int, or a tensor of one count per element) along
+    dim (the flattened input when None)."""
+    (input,) = tensors(input)
+    if dim is None:
+        input, dim = flatten(input), 0
+    dim = _dim(dim, input.ndim)
+    counts = repeats.numpy() if hasattr(repeats, "numpy") else np.asarray(repeats)
+    if counts.ndim == 0 or counts.size == 1:
+        r = int(counts.reshape(()))
+        shape = tuple(input.shape)
+        grown = shape[:dim + 1] + (r,) + shape[dim + 1:]
+        out = broadcast_to(unsqueeze(input, dim + 1), grown)
+        return reshape(out, shape[:dim] + (shape[dim] * r,) + shape[dim + 1:])
+    index = np.repeat(np.arange(input.shape[dim]), counts)
+    return index_select(input, dim, tensors(input, index)[1])
+
+
+def take(input, index):
+    """input flattened, at index (the result has index's shape)."""
+    (input,) = tensors(input)
+    index = tensors(input, index)[1]
+    return reshape(index_select(flatten(input), 0, flatten(index)), tuple(index.shape))
+
+
+def take_along_dim(input, indices, dim=None):
+    """gather along dim after broadcasting input and indices (except along dim); the flattened input when None."""
+    if dim is None:
+        return take(input, flatten(indices))
+    dim = _dim(dim, input.ndim)
+    shape = [builtins.max(a, b) for a, b in zip(input.shape, indices.shape)]
+    x = broadcast_to(input, tuple(shape[:dim]) + (input.shape[dim],) + tuple(shape[dim + 1:]))
+    i = broadcast_to(indices, tuple(shape[:dim]) + (indices.shape[dim],) + tuple(shape[dim + 1:]))
+    return gather(x, dim, i)
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal of a matrix (offset above/below the main one); 2-D inputs."""
+    if input.ndim != 2 or {_dim(dim1, 2), _dim(dim2, 2)} != {0, 1}:
+        raise NotImplementedError("diagonal: only of 2-D tensors over dims (0, 1) for now")
+    return diag(input if _dim(dim1, 2) == 0 else transpose(input, 0, 1), offset)
+
+
+def diagflat(input, offset=0):
+    """The flattened input on the diagonal `offset` of a square matrix."""
+    return diag(flatten(input), offset)
+
+
+def diff(input, n=1, dim=-1):
+    """The n-th forward difference along dim."""
+    dim = _dim(dim, input.ndim)
+    for _ in range(n):
+        k = input.shape[dim]
+        input = subtract(narrow(input, dim, 1, k - 1), narrow(input, dim, 0, k - 1))
+    return input
+
+
+# --- linear algebra
+def outer(input, vec2):
+    """The outer product of two vectors: input[i] * vec2[j]."""
+    return multiply(unsqueeze(input, 1), unsqueeze(vec2, 0))
+
+
+ger = outer
+
+
+def inner(input, other):
+    """The sum of products over the last dims of input and other (a number times a tensor for 0-dim)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return multiply(input, other)
+    k = input.shape[-1]
+    out = mm(reshape(input, (-1, k)), transpose(reshape(other, (-1, k)), 0, 1))
+    return reshape(out, tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
+
+
+def vdot(input, other):
+    """The dot product of two vectors (real tensors: no conjugation)."""
+    return sum(multiply(input, other))
+
+
+def _scaled(input, product, beta, alpha):
+    product = product if alpha == 1 else multiply(product, alpha)
+    return product if beta == 0 else (input if beta == 1 else multiply(input, beta)) + product
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat @ vec)."""
+    return _scaled(input, mv(mat, vec), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1):
+    """beta * input + alpha * outer(vec1, vec2)."""
+    return _scaled(input, outer(vec1, vec2), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta * input + alpha * (batch1 @ batch2), batched."""
+    return _scaled(input, bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta * input + alpha * the sum over the batch of batch1[b] @ batch2[b]."""
+    return _scaled(input, sum(bmm(batch1, batch2), 0), beta, alpha)
+
+
+def tensordot(a, b, dims=2):
+    """The sum of products over the last `dims` dims of a and the first of b (or the dim lists dims = (da, db))."""
+    if isinstance(dims, int):
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    da, db = [_dim(d, a.ndim) for d in da], [_dim(d, b.ndim) for d in db]
+    fa, fb = [d for d in range(a.ndim) if d not in da], [d for d in range(b.ndim) if d not in db]
+    k = int(np.prod([a.shape[d] for d in da]))
+    left = reshape(permute(a, tuple(fa + da)), (-1, k))
+    right = reshape(permute(b, tuple(db + fb)), (k, -1))
+    return reshape(mm(left, right), tuple(a.shape[d] for d in fa) + tuple(b.shape[d] for d in fb))
+
+
+def matrix_power(input, n):
+    """input @ input @ ... (n times); the identity for n = 0, powers of the inverse for n < 0."""
+    if n == 0:
+        from ..creation import eye
+        out = eye(input.shape[-1], dtype=input.dtype)
+        return broadcast_to(tensors(input, out.numpy())[1], tuple(input.shape))
+    base = inverse(input) if n < 0 else input
+    return functools.reduce(matmul, [base] * abs(n))
+
+
+def chain_matmul(*matrices):
+    """matrices[0] @ matrices[1] @ ..."""
+    return functools.reduce(matmul, _flat(matrices))
+
+
+def cdist(x1, x2, p=2.0):
+    """The p-norm distance between each row of x1 and each row of x2 (batched over leading dims)."""
+    return norm(subtract(unsqueeze(x1, -2), unsqueeze(x2, -3)), p, -1)
+
+
+EVERYDAY = [
+    "addbmm", "addmv", "addr", "atleast_1d", "atleast_2d", "atleast_3d", "baddbmm", "broadcast_shapes",
+    "broadcast_tensors", "cdist", "argwhere", "chain_matmul", "column_stack", "concatenate", "diagflat", "diagonal", "diff", "dsplit",
+    "dstack", "fliplr", "flipud", "ger", "hsplit", "hstack", "inner", "matrix_power", "moveaxis", "movedim",
+    "narrow", "outer", "ravel", "repeat_interleave", "rot90", "select", "swapaxes", "swapdims", "take",
+    "take_along_dim", "tensor_split", "tensordot", "unflatten", "vdot", "vsplit", "vstack"
+]
+METHODS = [
+    "addbmm", "addmv", "addr", "argwhere", "baddbmm", "diagflat", "diagonal", "diff", "dsplit", "fliplr", "flipud", "ger",
+    "hsplit", "inner", "matrix_power", "moveaxis", "movedim", "narrow", "outer", "ravel", "repeat_interleave",
+    "rot90", "select", "swapaxes", "swapdims", "take", "take_along_dim", "tensor_split", "unflatten", "vdot",
+    "vsplit"
+]  # those torch.Tensor has
