@@ -1,5 +1,6 @@
 """PyTorch's activation modules and losses against torch itself: same constructor arguments, same random input,
 equal outputs and input (and PReLU's weight) gradients in float32; the same on 2-rank global inputs (split(0), B)."""
+import warnings
 import zlib
 
 import numpy as np
@@ -122,9 +123,11 @@ def _build(lib, name, to_tensor):
 def _torch_result(name):
     """(output, input gradients, PReLU's weight gradient or None) from torch; the cotangent is random."""
     data = _data(name)
-    module = _build(torch.nn, name, torch.tensor)
-    inputs = [torch.tensor(a, requires_grad=i in CASES[name][4]) for i, a in enumerate(data)]
-    out = module(*inputs)
+    with warnings.catch_warnings():  # torch's deprecations (NLLLoss2d, softmin's implicit dim)
+        warnings.simplefilter("ignore")
+        module = _build(torch.nn, name, torch.tensor)
+        inputs = [torch.tensor(a, requires_grad=i in CASES[name][4]) for i, a in enumerate(data)]
+        out = module(*inputs)
     cot = _f(_rng(name + "cot").standard_normal(tuple(out.shape)))
     (out * torch.tensor(cot)).sum().backward()
     weight = module.weight.grad.numpy() if isinstance(module, torch.nn.PReLU) else None
