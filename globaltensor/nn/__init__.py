@@ -16,6 +16,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, GaussianNLLL
                    MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
                    TripletMarginLoss, TripletMarginWithDistanceLoss)
 from .distance import CosineSimilarity, PairwiseDistance
+from .ctc import CTCLoss
 from ..graph import Graph
 from . import tensor_parallel, utils  # noqa: E402
 
@@ -32,7 +33,7 @@ __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", 
            "Softmax2d", "NLLLoss2d", "BCELoss", "HuberLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
            "HingeEmbeddingLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
            "TripletMarginWithDistanceLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiMarginLoss",
-           "MultiLabelMarginLoss", "CosineSimilarity", "PairwiseDistance",
+           "MultiLabelMarginLoss", "CosineSimilarity", "PairwiseDistance", "CTCLoss",
            "Conv1D", "Conv2D", "MaxPool2D", "AvgPool2D", "AdaptiveAvgPool2D", "BatchNorm1D", "BatchNorm2D"]
 
 # Paddle's spellings of the same layers (PyTorch's weight layouts agree with Paddle's for these)

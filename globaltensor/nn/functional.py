@@ -10,6 +10,7 @@ from .loss_fns import binary_cross_entropy, cosine_embedding_loss, gaussian_nll_
     huber_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, \
     poisson_nll_loss, soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss
 from .distance import cosine_similarity, pairwise_distance
+from .ctc import ctc_loss
 from ..ops.norms import batch_norm
 
 __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "relu",
@@ -21,4 +22,4 @@ __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linea
            "binary_cross_entropy", "huber_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "hinge_embedding_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multi_margin_loss",
-           "multilabel_margin_loss", "cosine_similarity", "pairwise_distance"]
+           "multilabel_margin_loss", "cosine_similarity", "pairwise_distance", "ctc_loss"]

@@ -382,6 +382,8 @@ CASES = {
                                 lambda x, t: F_.multilabel_margin_loss(x, t)),
     "cosine_similarity": C([F(4, 3), F(4, 3)], lambda a, b: F_.cosine_similarity(a, b)),
     "pairwise_distance": C([F(4, 3), F(4, 3)], lambda a, b: F_.pairwise_distance(a, b)),
+    "ctc_loss": C([F(6, 2, 4), np.array([[1, 1], [2, 3]])],
+                  lambda x, t: F_.ctc_loss(F_.log_softmax(x, 2), t, [6, 5], [2, 1])),
     "scaled_dot_product_attention": C([F(2, 2, 3, 4), F(2, 2, 3, 4), F(2, 2, 3, 4)],
                                       lambda q, k, v: F_.scaled_dot_product_attention(q, k, v, is_causal=True)),
     # the fused primitive ("attention" / "attention_backward") with Lq != Lk, masks, a scale; the composite
