@@ -3,13 +3,20 @@ from . import functional, init
 from .layers import (GELU, CrossEntropyLoss, Dropout, Embedding, LayerNorm, Linear, ModuleList, MSELoss, ReLU,
                      Sequential)
 from .module import Module, Parameter
-from .activation import Flatten, Identity, LeakyReLU, LogSoftmax, Sigmoid, SiLU, Softmax, Tanh
+from .activation import (CELU, ELU, GLU, SELU, Flatten, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, Identity,
+                         LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU6, RReLU, Sigmoid, SiLU, Softmax,
+                         Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold)
 from .attention import MultiHeadAttention
 from .transformer import TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 from .container import ModuleDict, ParameterList
 from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
 from .norm import BatchNorm1d, BatchNorm2d, GroupNorm
-from .loss import BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss,
+                   KLDivLoss, L1Loss, MarginRankingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
+                   MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+                   TripletMarginLoss, TripletMarginWithDistanceLoss)
+from .distance import CosineSimilarity, PairwiseDistance
+from .ctc import CTCLoss
 from ..graph import Graph
 from . import parallel, tensor_parallel, utils  # noqa: E402
 
@@ -21,6 +28,12 @@ __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", 
            "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss", "MultiHeadAttention",
            "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "Conv1d", "Conv2d",
            "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "GroupNorm",
+           "Threshold", "Hardtanh", "ReLU6", "ELU", "CELU", "SELU", "Hardsigmoid", "Hardswish", "Softplus", "Mish",
+           "Softsign", "Tanhshrink", "LogSigmoid", "GLU", "Hardshrink", "Softshrink", "PReLU", "RReLU", "Softmin",
+           "Softmax2d", "NLLLoss2d", "BCELoss", "HuberLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
+           "HingeEmbeddingLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
+           "TripletMarginWithDistanceLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiMarginLoss",
+           "MultiLabelMarginLoss", "CosineSimilarity", "PairwiseDistance", "CTCLoss",
            "Conv1D", "Conv2D", "MaxPool2D", "AvgPool2D", "AdaptiveAvgPool2D", "BatchNorm1D", "BatchNorm2D"]
 
 # Paddle's spellings of the same layers (PyTorch's weight layouts agree with Paddle's for these)

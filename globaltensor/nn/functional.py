@@ -1,13 +1,25 @@
 """nn.functional: the functional forms of the layers."""
-from ..ops import cross_entropy, dropout, embedding, gelu, layer_norm, linear, log_softmax, mse_loss, relu, sigmoid, \
+from ..ops import cross_entropy, dropout, embedding, gelu, layer_norm, linear, log_softmax, mse_loss, sigmoid, \
     softmax, tanh
-from .activation import leaky_relu, silu
+from .activation_fns import celu, elu, glu, hardshrink, hardsigmoid, hardswish, hardtanh, leaky_relu, logsigmoid, \
+    mish, prelu, relu, relu6, rrelu, selu, silu, softmin, softplus, softshrink, softsign, tanhshrink, threshold
 from .attention import scaled_dot_product_attention
 from ..ops.conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, fold2d, max_pool2d, unfold2d
 from .loss import binary_cross_entropy_with_logits, kl_div, l1_loss, nll_loss, smooth_l1_loss
+from .loss_fns import binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, \
+    huber_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, \
+    poisson_nll_loss, soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss
+from .distance import cosine_similarity, pairwise_distance
+from .ctc import ctc_loss
 from ..ops.norms import batch_norm
 
 __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "relu",
            "sigmoid", "softmax", "tanh", "silu", "leaky_relu", "l1_loss", "smooth_l1_loss", "nll_loss",
            "binary_cross_entropy_with_logits", "kl_div", "scaled_dot_product_attention",
-           "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "unfold2d", "fold2d", "batch_norm"]
+           "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "unfold2d", "fold2d", "batch_norm",
+           "threshold", "hardtanh", "relu6", "elu", "celu", "selu", "hardsigmoid", "hardswish", "softplus", "mish",
+           "softsign", "tanhshrink", "logsigmoid", "softmin", "glu", "hardshrink", "softshrink", "prelu", "rrelu",
+           "binary_cross_entropy", "huber_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+           "hinge_embedding_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
+           "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multi_margin_loss",
+           "multilabel_margin_loss", "cosine_similarity", "pairwise_distance", "ctc_loss"]

@@ -37,6 +37,10 @@ class Linear(Module):
 
 
 class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace  # accepted for PyTorch's signature; the result is a new tensor
+
     def forward(self, x):
         return ops.relu(x)
 
@@ -53,9 +57,9 @@ class GELU(Module):
 class Dropout(Module):
     """Sharding-invariant mask: the same elements drop whatever the layout."""
 
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
         return ops.dropout(x, self.p, self.training)

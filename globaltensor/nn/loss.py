@@ -1,11 +1,15 @@
-"""Losses beyond MSE and cross-entropy, as composites of registered ops (PyTorch's formulas and
-signatures): L1, smooth L1, NLL, BCE with logits, KL divergence."""
+"""PyTorch's losses beyond MSE and cross-entropy (L1, NLL, BCE, KL, Huber, margins, ...): functions and modules."""
 from .. import ops
 from ..ops.losses import legacy_reduction, nll_loss
+from . import loss_fns as fns
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401 - re-exported
 from .module import Module
 
 __all__ = ["l1_loss", "smooth_l1_loss", "nll_loss", "binary_cross_entropy_with_logits", "kl_div", "L1Loss",
-           "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss"]
+           "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss2d", "BCELoss", "HuberLoss",
+           "SoftMarginLoss", "MultiLabelSoftMarginLoss", "HingeEmbeddingLoss", "MarginRankingLoss",
+           "CosineEmbeddingLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "PoissonNLLLoss",
+           "GaussianNLLLoss", "MultiMarginLoss", "MultiLabelMarginLoss"]
 
 
 def _reduce(losses, reduction, name):
@@ -101,3 +105,124 @@ class KLDivLoss(_Loss):
 
     def forward(self, input, target):
         return kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class NLLLoss2d(NLLLoss):
+    """PyTorch's deprecated name of NLLLoss for (N, C, H, W) inputs."""
+
+
+class BCELoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.weight = weight
+
+    def forward(self, input, target):
+        return fns.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return fns.huber_loss(input, target, self.reduction, self.delta)
+
+
+class SoftMarginLoss(_Loss):
+    def forward(self, input, target):
+        return fns.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.weight = weight
+
+    def forward(self, input, target):
+        return fns.multilabel_soft_margin_loss(input, target, self.weight, reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input, target):
+        return fns.hinge_embedding_loss(input, target, self.margin, reduction=self.reduction)
+
+
+class MarginRankingLoss(_Loss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return fns.margin_ranking_loss(input1, input2, target, self.margin, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return fns.cosine_embedding_loss(input1, input2, target, self.margin, reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    def __init__(self, margin=1.0, p=2.0, eps=1e-6, swap=False, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got {margin} instead")
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor, positive, negative):
+        return fns.triplet_margin_loss(anchor, positive, negative, self.margin, self.p, self.eps, self.swap,
+                                       reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction=reduction)
+        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return fns.triplet_margin_with_distance_loss(anchor, positive, negative,
+                                                     distance_function=self.distance_function,
+                                                     margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    def __init__(self, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input, target):
+        return fns.poisson_nll_loss(log_input, target, self.log_input, self.full, eps=self.eps,
+                                    reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, *, full=False, eps=1e-6, reduction="mean"):
+        super().__init__(reduction=reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return fns.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class MultiMarginLoss(_Loss):
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        self.p, self.margin, self.weight = p, margin, weight
+
+    def forward(self, input, target):
+        return fns.multi_margin_loss(input, target, self.p, self.margin, self.weight, reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    def forward(self, input, target):
+        return fns.multilabel_margin_loss(input, target, reduction=self.reduction)
