@@ -91,7 +91,9 @@ _global_ids = itertools.count(1)
 
 
 class Size(tuple):
-    """A tensor's shape (torch.Size, oneflow.Size): a tuple of ints (equal to the plain tuple), with numel()."""
+    """A tensor's shape (torch.Size, oneflow.Size): a tuple of ints (equal to the plain tuple), with
+    numel(). Indexing is tuple's own (no Python-level __getitem__: shapes are read on every op's
+    path), so a slice of a Size is a plain tuple, where torch gives a Size."""
 
     __slots__ = ()
 
@@ -100,10 +102,6 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
-
-    def __getitem__(self, key):
-        found = tuple.__getitem__(self, key)
-        return Size(found) if isinstance(key, slice) else found
 
     def __repr__(self) -> str:
         return f"gt.Size({list(self)})"
@@ -187,11 +185,16 @@ class Tensor:
     placement = property(lambda self: self._placement)
     sbp = property(lambda self: self._sbp, doc="one SBP per mesh axis (a tuple), or None when local")
     dtype = property(lambda self: self._dtype)
+
     @property
     def shape(self) -> Size:
-        """The global shape (the local shape when local), a Size (the dispatcher's outputs hold one already)."""
+        """The global shape (the local shape when local), a Size: the dispatcher's outputs hold one
+        already; another tensor's tuple becomes one on the first read and is kept."""
         found = self._global_shape
-        return found if type(found) is Size else Size(found)
+        if type(found) is not Size:
+            found = self._global_shape = Size(found)
+        return found
+
     ndim = property(lambda self: len(self._global_shape))
 
     def dim(self) -> int:
