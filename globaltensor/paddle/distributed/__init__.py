@@ -5,12 +5,14 @@ from ...distributed import barrier as _barrier
 from ...distributed import collectives as _collectives
 from ...distributed import spawn as _spawn
 from ...env import get_local_rank, get_rank, get_world_size
-from .auto_parallel import Partial, Placement, ProcessMesh, Replicate, Shard, reshard, shard_dataloader, shard_tensor
+from .auto_parallel import (DistAttr, Partial, Placement, ProcessMesh, Replicate, Shard, dtensor_from_local, reshard,
+                            shard_dataloader, shard_layer, shard_tensor, unshard_dtensor)
 from .dist_model import DistModel, Strategy, to_static
 
 __all__ = ["init_parallel_env", "spawn", "get_rank", "get_world_size", "barrier", "all_reduce", "ReduceOp",
            "ParallelEnv", "ProcessMesh", "Placement", "Shard", "Replicate", "Partial", "shard_tensor", "reshard",
-           "shard_dataloader", "to_static", "DistModel", "Strategy"]
+           "shard_dataloader", "to_static", "DistModel", "Strategy", "DistAttr", "dtensor_from_local", "unshard_dtensor",
+           "shard_layer"]
 
 
 class ReduceOp:

@@ -1,10 +1,15 @@
 """Paddle's auto-parallel API over placements and SBPs: ProcessMesh is a placement, a list of
 Paddle placements (one per mesh dim) is an SBP signature."""
-from ...nn.module import Parameter
-from ...placement import placement as _placement
-from ...sbp import broadcast, partial_sum, split
-from ...tensor import Tensor
-from ..framework import device_type
+import weakref
+
+from ....nn.module import Parameter
+from ....placement import placement as _placement
+from ....sbp import broadcast
+from ....tensor import Tensor
+from ...framework import device_type
+from .placement_type import Partial, Placement, Replicate, Shard
+
+_meshes = weakref.WeakValueDictionary()  # placement -> the newest ProcessMesh on it (its dim names)
 
 
 class ProcessMesh:
@@ -20,6 +25,13 @@ class ProcessMesh:
         self.dim_names = list(dim_names) if dim_names is not None else [f"d{i}" for i in range(len(self.shape))]
         if len(self.dim_names) != len(self.shape):
             raise ValueError(f"ProcessMesh: {len(self.dim_names)} dim_names for a mesh of {len(self.shape)} dims")
+        _meshes[self.placement] = self
+
+    @classmethod
+    def of(cls, placement):
+        """The ProcessMesh of a placement: the newest one made on it (its dim names), else a new one."""
+        found = _meshes.get(placement)
+        return found if found is not None else cls(placement.ranks.tolist())
 
     ndim = property(lambda self: len(self.shape))
 
@@ -35,40 +47,8 @@ class ProcessMesh:
     def __repr__(self):
         return f"ProcessMesh(shape={self.shape}, process_ids={self.process_ids}, dim_names={self.dim_names})"
 
-
-class Placement:
-    """One mesh dim's layout."""
-
-
-class Shard(Placement):
-    def __init__(self, dim):
-        self.dim = dim
-
-    def sbp(self):
-        return split(self.dim)
-
-    def __repr__(self):
-        return f"Shard(dim={self.dim})"
-
-
-class Replicate(Placement):
-    def sbp(self):
-        return broadcast
-
-    def __repr__(self):
-        return "Replicate()"
-
-
-class Partial(Placement):
-    def __init__(self, reduce_type=None):
-        if reduce_type not in (None, "sum", 0):
-            raise NotImplementedError("Partial: only a sum of the pieces (the default) is supported")
-
-    def sbp(self):
-        return partial_sum
-
-    def __repr__(self):
-        return "Partial()"
+    def __str__(self):  # as Paddle prints it
+        return f"shape {self.shape}, process_ids {self.process_ids}, dim_names {self.dim_names}"
 
 
 def _sbp(mesh, placements):
@@ -81,7 +61,7 @@ def shard_tensor(data, mesh, placements, dtype=None, place=None, stop_gradient=N
     """A global tensor on `mesh` laid out as `placements`, from the full value on every rank
     (rank 0's copy is the one taken). A Parameter stays a Parameter (so a layer keeps it)."""
     if not isinstance(data, Tensor):
-        from .. import to_tensor
+        from ... import to_tensor
         data = to_tensor(data, dtype=dtype)
     sbp = _sbp(mesh, placements)
     whole = data.to_global(placement=mesh.placement, sbp=(broadcast,) * mesh.ndim) if data.is_local else data
@@ -168,4 +148,4 @@ def shard_dataloader(dataloader, meshes, input_keys=None, shard_dims=None, is_da
 
 
 __all__ = ["ProcessMesh", "Placement", "Shard", "Replicate", "Partial", "shard_tensor", "reshard",
-           "shard_dataloader", "ShardDataloader"]
+           "shard_dataloader", "ShardDataloader", "replicate_in_place", "replicate_dense_parameters"]
