@@ -350,7 +350,8 @@ def randn(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: 
 def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, Sequence[int]] = None,
             dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
             requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
-    """Integers uniform in [low, high); randint(high, size) starts at 0."""
+    """Integers uniform in [low, high); randint(high, size) starts at 0. Any dtype, as PyTorch:
+    the draw is int64's (the same values whatever the dtype and layout), then cast."""
     if high is None:
         low, high = 0, low
     if size is None:
@@ -358,8 +359,13 @@ def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, S
     if high <= low:
         raise ValueError(f"randint needs low < high, got [{low}, {high})")
     dt = _dtype.to_dtype(dtype, _dtype.int64)
-    return _flagged(_random_tensor(_shape((size,)), dt, placement, sbp, _random.RANDINT, low, high,
-                                   device), requires_grad)
+    if dt.np.kind in "iub":
+        info = np.iinfo(dt.np) if dt.np.kind != "b" else np.iinfo(np.uint8)
+        if low < info.min or high - 1 > (1 if dt.np.kind == "b" else info.max):
+            raise ValueError(f"randint: [{low}, {high}) does not fit dtype {dt.name}")
+    drawn = dt if dt in (_dtype.int32, _dtype.int64) else _dtype.int64
+    t = _random_tensor(_shape((size,)), drawn, placement, sbp, _random.RANDINT, low, high, device)
+    return _flagged(t if drawn is dt else t.to(dt), requires_grad)
 
 
 def normal(mean: float = 0.0, std: float = 1.0, size: Union[None, int, Sequence[int]] = None,

@@ -512,3 +512,20 @@ def test_result_type_helper():
     assert result_type(gt.float16, gt.bfloat16) == gt.float32
     assert result_type(gt.tensor(True), 1) == gt.int64
     assert math.isclose(float((gt.arange(3) * 2.5).numpy()[2]), 5.0)
+
+
+@pytest.mark.parametrize("name", ["int8", "uint8", "int32", "int64", "bool", "float32", "float64"])
+def test_randint_takes_every_dtype_pytorch_takes(name):
+    """As torch.randint(..., dtype=): the values are int64's draw (the same for every dtype), cast."""
+    high = 2 if name == "bool" else 7
+    gt.manual_seed(5)
+    want = gt.randint(0, high, (3, 4)).numpy()
+    gt.manual_seed(5)
+    got = gt.randint(0, high, (3, 4), dtype=getattr(gt, name))
+    assert got.dtype == getattr(gt, name) and got.shape == (3, 4)
+    np.testing.assert_array_equal(got.numpy().astype(np.int64), want)
+    torch = pytest.importorskip("torch")
+    assert torch.randint(0, high, (3, 4), dtype=getattr(torch, name)).dtype == getattr(torch, name)
+    if name in ("int8", "uint8", "bool"):  # a range the dtype cannot hold is refused, not wrapped
+        with pytest.raises(ValueError, match="does not fit"):
+            gt.randint(0, 3 if name == "bool" else 300, (2,), dtype=getattr(gt, name))
