@@ -360,8 +360,8 @@ def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, S
         raise ValueError(f"randint needs low < high, got [{low}, {high})")
     dt = _dtype.to_dtype(dtype, _dtype.int64)
     if dt.np.kind in "iub":
-        info = np.iinfo(dt.np) if dt.np.kind != "b" else np.iinfo(np.uint8)
-        if low < info.min or high - 1 > (1 if dt.np.kind == "b" else info.max):
+        least, most = (0, 1) if dt.np.kind == "b" else (np.iinfo(dt.np).min, np.iinfo(dt.np).max)
+        if low < least or high - 1 > most:
             raise ValueError(f"randint: [{low}, {high}) does not fit dtype {dt.name}")
     drawn = dt if dt in (_dtype.int32, _dtype.int64) else _dtype.int64
     t = _random_tensor(_shape((size,)), drawn, placement, sbp, _random.RANDINT, low, high, device)

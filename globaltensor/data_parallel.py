@@ -8,7 +8,8 @@ from .scope import current as _scope
 
 
 class DataParallel:
-    """Wraps a module of local tensors. Rank 0's parameters are broadcast at construction.
+    """Wraps a module of local tensors. Rank 0's parameters are broadcast at construction
+    (unless broadcast_parameters=False: each rank keeps its own).
     Backward averages the gradients in buckets of comm_buffer_size MB (the first bucket, the
     last layers', last_comm_buffer_size MB), in reverse parameter order on every rank.
 
@@ -17,7 +18,8 @@ class DataParallel:
     the graph), so their buckets need not wait for the end of backward; without it a bucket
     holding one starts at the end. Inside `no_sync()` gradients accumulate locally."""
 
-    def __init__(self, module, comm_buffer_size=25, last_comm_buffer_size=1, find_unused_parameters=False):
+    def __init__(self, module, comm_buffer_size=25, last_comm_buffer_size=1, find_unused_parameters=False,
+                 broadcast_parameters=True):
         self.module = module
         self.bucket_bytes = int(comm_buffer_size * (1 << 20))
         self.last_bucket_bytes = int(last_comm_buffer_size * (1 << 20))
@@ -27,7 +29,7 @@ class DataParallel:
             raise ValueError("DataParallel wraps modules of local tensors; a global module is data-parallel "
                              "already with to_global(placement, broadcast)")
         self._syncing = True
-        for p in self._params:  # every rank starts from rank 0's values
+        for p in self._params if broadcast_parameters else ():  # every rank starts from rank 0's values
             collectives.broadcast(p._local, src=0)
         order = list(reversed(self._params))  # gradients of the last layers are ready first
         self._plan = grad_buckets.pack(

@@ -36,12 +36,8 @@ def DistributedDataParallel(module: Module, device_ids: Optional[Sequence[int]] 
     if process_group is not None and sorted(getattr(process_group, "ranks", ())) != list(range(get_world_size())):
         raise ValueError("DistributedDataParallel: gradients are averaged over the whole job; a process_group of "
                          "some ranks is not supported (use a global model on a placement of those ranks instead)")
-    if not broadcast_parameters:  # DataParallel broadcasts rank 0's parameters; keep each rank's own
-        saved = [p._local.copy() for p in module.parameters()]
-    dp = DataParallel(module, comm_buffer_size=bucket_cap_mb, find_unused_parameters=find_unused_parameters)
-    if not broadcast_parameters:
-        for p, own in zip(module.parameters(), saved):
-            p._local[...] = own
+    dp = DataParallel(module, comm_buffer_size=bucket_cap_mb, find_unused_parameters=find_unused_parameters,
+                      broadcast_parameters=broadcast_parameters)
     object.__setattr__(module, "_gt_data_parallel", dp)  # keeps its buckets (autograd holds sinks weakly)
     object.__setattr__(module, "module", module)  # PyTorch's ddp.module; not a child (no "module." keys)
     if broadcast_buffers and get_world_size() > 1:

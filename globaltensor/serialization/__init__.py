@@ -67,12 +67,5 @@ def load(path, global_src_rank=None, map_location=None):
             return pickled.from_torch(path, map_location)
     if global_src_rank is None or get_world_size() == 1:
         return pickled.loads(pickled.read_bytes(path), map_location)
-    import numpy as np
-    from ..distributed import collectives
-    blob = np.frombuffer(pickled.read_bytes(path), np.uint8).copy() if get_rank() == global_src_rank else None
-    size = np.array([0 if blob is None else blob.size], np.int64)
-    collectives.broadcast(size, src=global_src_rank)
-    if blob is None:
-        blob = np.empty(int(size[0]), np.uint8)
-    collectives.broadcast(blob, src=global_src_rank)
-    return pickled.loads(blob.tobytes(), map_location)
+    blob = pickled.read_bytes(path) if get_rank() == global_src_rank else None
+    return pickled.loads(directory.broadcast_bytes(blob, global_src_rank), map_location)

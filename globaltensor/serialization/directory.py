@@ -240,19 +240,12 @@ def load_dir(path, global_src_rank=0):
     if global_src_rank is None or get_world_size() == 1:
         return _decode(*_read_dir(path))
     from ..distributed import collectives as c
+    header = None
     if get_rank() == global_src_rank:
         tree, arrays = _read_dir(path)
         header = json.dumps({"tree": tree, "arrays": [[n, a.dtype.str if a.dtype != _dtype.bfloat16.np else
                                                        "bfloat16", list(a.shape)] for n, a in arrays.items()]})
-        blob = np.frombuffer(header.encode(), np.uint8).copy()
-        length = np.array([blob.size], np.int64)
-    else:
-        length = np.zeros(1, np.int64)
-    c.broadcast(length, src=global_src_rank)
-    if get_rank() != global_src_rank:
-        blob = np.empty(int(length[0]), np.uint8)
-    c.broadcast(blob, src=global_src_rank)
-    header = json.loads(blob.tobytes().decode())
+    header = json.loads(broadcast_bytes(None if header is None else header.encode(), global_src_rank).decode())
     received = {}
     for name, dt, shape in header["arrays"]:
         np_dtype = _dtype.bfloat16.np if dt == "bfloat16" else np.dtype(dt)
@@ -261,6 +254,16 @@ def load_dir(path, global_src_rank=0):
         c.broadcast(buf.view(np.uint8).reshape(-1), src=global_src_rank)
         received[name] = buf
     return _decode(header["tree"], received)
+
+
+def broadcast_bytes(blob, src):
+    """Rank src's bytes (blob; None elsewhere) on every rank: its length, then the bytes."""
+    from ..distributed import collectives
+    length = np.array([0 if blob is None else len(blob)], np.int64)
+    collectives.broadcast(length, src=src)
+    data = np.frombuffer(blob, np.uint8).copy() if blob is not None else np.empty(int(length[0]), np.uint8)
+    collectives.broadcast(data, src=src)
+    return data.tobytes()
 
 
 # --- sharded checkpoints --------------------------------------------------------------------

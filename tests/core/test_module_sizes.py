@@ -21,13 +21,19 @@ def _modules():
                 yield os.path.relpath(path, ROOT), path
 
 
-def test_every_module_is_at_most_400_lines():
+def _over_limit(files):
+    """'name: N lines' for each (name, path) longer than MAX_LINES."""
     long = []
-    for rel, path in _modules():
+    for name, path in files:
         with open(path) as f:
             n = sum(1 for _ in f)
         if n > MAX_LINES:
-            long.append(f"globaltensor/{rel}: {n} lines")
+            long.append(f"{name}: {n} lines")
+    return long
+
+
+def test_every_module_is_at_most_400_lines():
+    long = _over_limit((f"globaltensor/{rel}", path) for rel, path in _modules())
     assert not long, f"modules over {MAX_LINES} lines (split them, one concept a module): " + "; ".join(long)
 
 
@@ -65,12 +71,7 @@ def test_native_sources_are_found():
 
 
 def test_every_native_source_is_at_most_400_lines():
-    long = []
-    for rel, path in _native_sources():
-        with open(path) as f:
-            n = sum(1 for _ in f)
-        if n > MAX_LINES:
-            long.append(f"{rel}: {n} lines")
+    long = _over_limit(_native_sources())
     assert not long, f"C++/CUDA sources over {MAX_LINES} lines (split them, one concept a file): " + "; ".join(long)
 
 

@@ -81,3 +81,15 @@ def test_a_directory_checkpoint_of_earlier_versions_still_loads(tmp_path):
     from globaltensor.serialization import save_dir
     save_dir({"w": gt.tensor([1.0, 2.0])}, str(tmp_path / "old"))
     assert gt.load(str(tmp_path / "old"))["w"].numpy().tolist() == [1.0, 2.0]
+
+
+def _legacy_from_rank_1(path):
+    return gt.load(path, global_src_rank=1)["w"].numpy().tolist()
+
+
+def test_a_directory_checkpoint_read_on_one_rank_reaches_every_rank(tmp_path):
+    from globaltensor.serialization import save_dir
+    path = str(tmp_path / "old")
+    save_dir({"w": gt.tensor([1.0, 2.0])}, path)
+    for _ in range(3):  # every rank decides alike, run after run
+        assert run_ranks(_legacy_from_rank_1, 2, path) == [[1.0, 2.0], [1.0, 2.0]]
