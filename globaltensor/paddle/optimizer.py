@@ -8,6 +8,13 @@ __all__ = ["SGD", "Momentum", "Adam", "AdamW"]
 class _PaddleMethods:
     """What Paddle calls on an optimizer, over gt.optim's."""
 
+    def step(self, closure=None):
+        """The update; a Partial gradient (Paddle's rule for a replicated distributed parameter) is
+        first reduced to its parameter's layout."""
+        from .distributed.auto_parallel.grad_rule import fit_grads_to_parameters
+        fit_grads_to_parameters(p for g in self.param_groups for p in g["params"])
+        return super().step(closure)
+
     def clear_grad(self, set_to_zero=True):
         """Zero the gradients in place (Paddle's default), or forget them (set_to_zero=False)."""
         self.zero_grad(set_to_none=not set_to_zero)
