@@ -13,7 +13,7 @@ from .activation import __all__ as _activations
 from .layer import Layer
 from .loss import *  # noqa: F401,F403 - the loss layers
 from .loss import __all__ as _losses
-from .parameter import paddle_parameters as _paddle_parameters
+from .parameter import create_parameter as _create_parameter, paddle_parameters as _paddle_parameters  # noqa: F401
 from .initializer import Constant as _Constant, Normal as _Normal
 
 __all__ = ["Layer", "Linear", "Dropout", "Embedding", "LayerNorm", "Sequential", "LayerList", "Parameter",

@@ -2,7 +2,7 @@
 import math
 
 from ... import ops as _ops
-from ..nn.parameter import create_parameter as _create_parameter
+from ..nn import _create_parameter
 from .program import default_main_program, record
 
 __all__ = ["fc"]
