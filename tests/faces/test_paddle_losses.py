@@ -30,6 +30,7 @@ def _check(ours, theirs, arrays, grad_of=(0,), rtol=1e-6):
         np.testing.assert_allclose(ts[i].grad.numpy(), rs[i].grad.numpy(), rtol=rtol, atol=1e-7)
 
 
+@pytest.mark.filterwarnings("ignore:reduction")  # torch's note on kl_div's 'mean'
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_losses_match_torch(reduction):
     r = reduction
