@@ -130,8 +130,9 @@ class _Sinks:
     def __init__(self):
         self._refs = []
 
-    def add(self, sink):
-        self._refs.append(weakref.ref(sink))
+    def add(self, sink, first=False):
+        """Register sink, after those registered before it (first: before them all)."""
+        self._refs.insert(0 if first else len(self._refs), weakref.ref(sink))
 
     def __iter__(self):
         self._refs = [r for r in self._refs if r() is not None]

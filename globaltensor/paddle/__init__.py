@@ -25,6 +25,7 @@ from . import static  # noqa: E402
 from .static.program import recordable  # noqa: E402
 from . import autograd, io, nn, optimizer  # noqa: E402 - after the ops they use
 from .autograd import grad  # noqa: E402
+from .nn.parameter import create_parameter  # noqa: E402
 from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_enabled, set_device,  # noqa: E402
                         stop_gradient_property)
 from .toplevel import (CUDAPinnedPlace, ParamAttr, assign, device_guard, get_cuda_rng_state,  # noqa: E402
@@ -228,7 +229,7 @@ def in_dynamic_mode():
 _NOT_RECORDED = {"seed", "to_tensor", "save", "load", "is_tensor", "enable_static", "disable_static",
                  "in_dynamic_mode", "set_device", "get_device", "is_grad_enabled", "get_default_dtype",
                  "set_default_dtype", "enable_grad", "no_grad", "grad", "DataParallel", "CPUPlace", "CUDAPlace",
-                 "recordable"}
+                 "recordable", "create_parameter"}
 for _name, _fn in list(globals().items()):  # in static mode, a call on placeholders is recorded
     if not _name.startswith("_") and _name not in _NOT_RECORDED and callable(_fn) and not isinstance(_fn, type) \
             and not hasattr(_fn, "__path__") and getattr(_fn, "__module__", "") != "numpy":

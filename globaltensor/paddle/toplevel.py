@@ -37,17 +37,30 @@ class CUDAPinnedPlace:
 
 
 class ParamAttr:
-    """paddle.ParamAttr: how a layer makes a parameter. `initializer` (a callable filling the
-    parameter in place, e.g. a gt.nn.init function with its arguments bound) and `trainable` are
-    honoured; a learning rate other than 1 and a regularizer are refused (set them on the optimizer)."""
+    """paddle.ParamAttr: how a layer makes a parameter: its name, initializer (a
+    paddle.nn.initializer, or any callable filling the parameter in place), learning_rate (a factor
+    on the optimizer's) and trainable flag; a regularizer is refused (use the optimizer's weight_decay)."""
 
     def __init__(self, name=None, initializer=None, learning_rate=1.0, regularizer=None, trainable=True,
                  do_model_average=False, need_clip=True):
-        if learning_rate != 1.0 or regularizer is not None:
-            raise NotImplementedError("ParamAttr: learning_rate other than 1.0 and regularizer are not supported; "
-                                      "use the optimizer's learning rate and weight_decay")
+        if regularizer is not None:
+            raise NotImplementedError("ParamAttr: regularizer is not supported; use the optimizer's weight_decay")
         self.name, self.initializer, self.trainable = name, initializer, trainable
-        self.learning_rate, self.regularizer, self.need_clip = learning_rate, regularizer, need_clip
+        self.learning_rate, self.regularizer, self.need_clip = float(learning_rate), regularizer, need_clip
+
+    @staticmethod
+    def _to_attr(arg):
+        """Paddle's reading of a weight_attr / bias_attr: None a default ParamAttr, a string its name,
+        an initializer its initializer, False no parameter (returned as False)."""
+        if arg is None:
+            return ParamAttr()
+        if arg is False or isinstance(arg, ParamAttr):
+            return arg
+        if isinstance(arg, str):
+            return ParamAttr(name=arg)
+        if callable(arg):
+            return ParamAttr(initializer=arg)
+        raise TypeError(f"a ParamAttr, a name, an initializer, None or False, got {type(arg).__name__}")
 
 
 def assign(x, output=None):

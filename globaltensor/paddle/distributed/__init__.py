@@ -5,14 +5,15 @@ from ...distributed import barrier as _barrier
 from ...distributed import collectives as _collectives
 from ...distributed import spawn as _spawn
 from ...env import get_local_rank, get_rank, get_world_size
-from .auto_parallel import (DistAttr, Partial, Placement, ProcessMesh, Replicate, Shard, dtensor_from_local, reshard,
-                            shard_dataloader, shard_layer, shard_tensor, unshard_dtensor)
+from .auto_parallel import (DistAttr, Partial, Placement, ProcessMesh, Replicate, Shard, ShardingStage1, ShardingStage2,
+                            ShardingStage3, dtensor_from_local, reshard, shard_dataloader, shard_layer, shard_optimizer,
+                            shard_tensor, unshard_dtensor)
 from .dist_model import DistModel, Strategy, to_static
 
 __all__ = ["init_parallel_env", "spawn", "get_rank", "get_world_size", "barrier", "all_reduce", "ReduceOp",
            "ParallelEnv", "ProcessMesh", "Placement", "Shard", "Replicate", "Partial", "shard_tensor", "reshard",
            "shard_dataloader", "to_static", "DistModel", "Strategy", "DistAttr", "dtensor_from_local", "unshard_dtensor",
-           "shard_layer"]
+           "shard_layer", "shard_optimizer", "ShardingStage1", "ShardingStage2", "ShardingStage3"]
 
 
 class ReduceOp:

@@ -7,6 +7,7 @@ from ....placement import placement as _placement
 from ....sbp import broadcast
 from ....tensor import Tensor
 from ...framework import device_type
+from .grad_rule import follows_paddles_grad_rule
 from .placement_type import Partial, Placement, Replicate, Shard
 
 _meshes = weakref.WeakValueDictionary()  # placement -> the newest ProcessMesh on it (its dim names)
@@ -66,11 +67,13 @@ def shard_tensor(data, mesh, placements, dtype=None, place=None, stop_gradient=N
     sbp = _sbp(mesh, placements)
     whole = data.to_global(placement=mesh.placement, sbp=(broadcast,) * mesh.ndim) if data.is_local else data
     out = whole.to_global(placement=mesh.placement, sbp=sbp).detach()
-    if isinstance(data, Parameter):
-        out = Parameter(out)
+    if isinstance(data, Parameter):  # the same kind (a Paddle parameter keeps its name and learning rate)
+        out, attrs = type(data)(out), getattr(data, "__dict__", None)
+        if attrs:
+            out.__dict__.update(attrs)
     requires = data.requires_grad if stop_gradient is None else not stop_gradient
     out.requires_grad = requires
-    return out
+    return follows_paddles_grad_rule(out)
 
 
 def replicate_in_place(t, placement):
@@ -81,7 +84,7 @@ def replicate_in_place(t, placement):
         return t
     whole = t.detach().to_global(placement=placement, sbp=(broadcast,) * placement.ndim)
     t._local, t._placement, t._sbp, t._layout = whole._local, placement, whole.sbp, None
-    return t
+    return follows_paddles_grad_rule(t)
 
 
 def replicate_dense_parameters(layer, placement):
@@ -147,5 +150,49 @@ def shard_dataloader(dataloader, meshes, input_keys=None, shard_dims=None, is_da
     return ShardDataloader(dataloader, meshes, input_keys, shard_dims, is_dataset_splitted)
 
 
+class _ShardingStage:
+    """paddle.distributed.ShardingStage1/2/3(sharding_mesh_dim, mesh=None): ZeRO's sharding of the
+    optimizer's states (1), gradients (2) and parameters (3) along a mesh dim. Made as Paddle's;
+    shard_optimizer refuses it (see there)."""
+
+    stage = 0
+
+    def __init__(self, sharding_mesh_dim, mesh=None):
+        self.sharding_mesh_dim, self.mesh = sharding_mesh_dim, mesh
+
+    def __call__(self, key, param, accumulator):
+        raise NotImplementedError(_ZERO)
+
+
+class ShardingStage1(_ShardingStage):
+    stage = 1
+
+
+class ShardingStage2(_ShardingStage):
+    stage = 2
+
+
+class ShardingStage3(_ShardingStage):
+    stage = 3
+
+
+_ZERO = ("ZeRO sharding stages (ShardingStage1/2/3) are not built yet: they come with the memory strategies work "
+         "(a later issue). shard_optimizer(optimizer) without shard_fn keeps every state on its parameter's "
+         "placements")
+
+
+def shard_optimizer(optimizer, shard_fn=None, gradient_accumulation_steps=1):
+    """Paddle's shard_optimizer. Without shard_fn the optimizer itself: each state (momentum, Adam's
+    moments) is made with its parameter's placement and SBP, as Paddle's default passes the
+    parameters' dist attrs down. A ShardingStage or another shard_fn is refused (NotImplementedError)."""
+    if isinstance(shard_fn, _ShardingStage):
+        raise NotImplementedError(_ZERO)
+    if shard_fn is not None:
+        raise NotImplementedError("shard_optimizer: a shard_fn placing the optimizer's states differently from "
+                                  "their parameters is not supported; pass none (states follow the parameters)")
+    return optimizer
+
+
 __all__ = ["ProcessMesh", "Placement", "Shard", "Replicate", "Partial", "shard_tensor", "reshard",
-           "shard_dataloader", "ShardDataloader", "replicate_in_place", "replicate_dense_parameters"]
+           "shard_dataloader", "ShardDataloader", "replicate_in_place", "replicate_dense_parameters", "shard_optimizer",
+           "ShardingStage1", "ShardingStage2", "ShardingStage3"]

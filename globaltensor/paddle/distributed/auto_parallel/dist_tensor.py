@@ -2,6 +2,7 @@
 from ....sbp import broadcast
 from ....tensor import Tensor
 from .api import ProcessMesh, _sbp, replicate_dense_parameters
+from .grad_rule import follows_paddles_grad_rule
 from .placement_type import of_sbp, to_dim_map
 
 
@@ -40,7 +41,8 @@ def _need_dist(t, what):
 def dtensor_from_local(local_tensor, mesh, placements):
     """A distributed tensor whose piece on this rank is `local_tensor` (Shard: the pieces
     concatenate; Replicate: rank 0's along that mesh dim; Partial: the pieces add up)."""
-    return local_tensor.to_global(placement=mesh.placement, sbp=_sbp(mesh, placements))
+    out = local_tensor.to_global(placement=mesh.placement, sbp=_sbp(mesh, placements))
+    return follows_paddles_grad_rule(out)
 
 
 def unshard_dtensor(dist_tensor):
