@@ -12,7 +12,7 @@ from .ops import (arange, empty, empty_like, eye, full, full_like, linspace, nor
                   randint, randn, uniform, zeros, zeros_like)
 from .creation import tensor
 from .placement import placement
-from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
+from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .ops.reduction import return_types
 from .tensor import Size, device
 from .tensor_types import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,
@@ -42,7 +42,8 @@ __all__ = [
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
     "zeros_like", "ones_like", "full_like", "empty_like",
     "save", "load", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "return_types",
-    "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "__version__",
+    "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "seed", "Generator", "default_generator",
+    "__version__",
     "memory_stats", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
 ] + [_name for _name in _ops.PUBLIC + _ops.EVERYDAY if _name != "slice"] + ["linalg"]
 
