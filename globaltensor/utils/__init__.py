@@ -1,4 +1,4 @@
-"""Utilities: data loading."""
-from . import data
+"""Utilities: data loading, activation recompute (checkpoint)."""
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
