@@ -27,6 +27,8 @@ __version__ = "0.1.0"
 
 for _name in _ops.PUBLIC + _ops.EVERYDAY:
     globals()[_name] = getattr(_ops, _name)
+for _name in utils.global_view.SOURCES:  # under flow.utils.global_view.global_mode they make global tensors
+    globals()[_name] = utils.global_view.sourced(globals()[_name])
 from . import linalg  # noqa: E402 - torch.linalg's names
 nn.functional.normalize = _ops.normalize  # noqa: E402 - written with the ops (nn/ is another's file)
 
