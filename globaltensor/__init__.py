@@ -12,7 +12,7 @@ from .ops import (arange, empty, empty_like, eye, full, full_like, linspace, nor
                   randint, randn, uniform, zeros, zeros_like)
 from .creation import tensor
 from .placement import placement
-from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .generator import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .ops.reduction import return_types
 from .tensor import Size, device
 from .tensor_types import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,

@@ -329,7 +329,7 @@ def _float(dtype):
 
 def rand(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
          sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None,
-         generator: Optional[_random.Generator] = None) -> Tensor:
+         generator: Any = None) -> Tensor:
     """Uniform in [0, 1)."""
     return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.UNIFORM, 0.0, 1.0,
                                    device, generator), requires_grad)
@@ -337,7 +337,7 @@ def rand(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: O
 
 def randn(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
           sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None,
-          generator: Optional[_random.Generator] = None) -> Tensor:
+          generator: Any = None) -> Tensor:
     """Standard normal; on a placement each rank draws only its own box, and the whole value is
     the same for every layout and rank count (counter-based Philox).
 
@@ -352,7 +352,7 @@ def randn(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: 
 def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, Sequence[int]] = None,
             dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
             requires_grad: bool = False, device: DeviceLike = None,
-            generator: Optional[_random.Generator] = None) -> Tensor:
+            generator: Any = None) -> Tensor:
     """Integers uniform in [low, high); randint(high, size) starts at 0. Any dtype, as PyTorch:
     the draw is int64's (the same values whatever the dtype and layout), then cast."""
     if high is None:
@@ -374,7 +374,7 @@ def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, S
 def normal(mean: float = 0.0, std: float = 1.0, size: Union[None, int, Sequence[int]] = None,
            dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
            requires_grad: bool = False, device: DeviceLike = None,
-           generator: Optional[_random.Generator] = None) -> Tensor:
+           generator: Any = None) -> Tensor:
     if size is None:
         raise ValueError("normal needs size")
     if std < 0:
@@ -385,7 +385,7 @@ def normal(mean: float = 0.0, std: float = 1.0, size: Union[None, int, Sequence[
 
 def uniform(size: Union[int, Sequence[int]], low: Number = 0.0, high: Number = 1.0, dtype: DTypeLike = None,
             placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False,
-            device: DeviceLike = None, generator: Optional[_random.Generator] = None) -> Tensor:
+            device: DeviceLike = None, generator: Any = None) -> Tensor:
     """Uniform in [low, high)."""
     if not high > low:
         raise ValueError(f"uniform needs low < high, got [{low}, {high})")

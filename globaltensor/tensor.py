@@ -207,8 +207,8 @@ class Tensor:
         A global tensor has none, as in OneFlow: RuntimeError, its placement says where it lives
         (under OneFlow's global_mode: the placement's type, as OneFlow)."""
         if self._placement is not None:
-            from .utils.global_view import active
-            if active() is not None:
+            from .scope import global_mode
+            if global_mode.get() is not None:
                 return device(self._placement.type)
             raise RuntimeError("Only local tensors have 'device'. Please use '.placement' for global tensors.")
         piece = self._local

@@ -46,7 +46,7 @@ def _segment(function, args, kwargs, rng_state):
     """Run function on detached copies of args with grad on and the RNG at rng_state (if given);
     the default generator's own state comes back after. -> (detached args, outputs)."""
     inner = _detached(args)
-    now = (_random.default_generator._seed, _random.default_generator._counter)
+    now = _random.get_rng_state()
     if rng_state is not None:
         _random.set_rng_state(rng_state)
     try:
@@ -62,7 +62,7 @@ def _recompute(function, args, kwargs, preserve_rng_state):
     """Forward keeping only the inputs: the segment's graph is walked once (which parameters it
     reads) and dropped; backward re-runs the segment with the RNG state forward had, so dropout
     draws the same mask, and hands back the gradients of the inputs and of those parameters."""
-    rng_state = (_random.default_generator._seed, _random.default_generator._counter) if preserve_rng_state else None
+    rng_state = _random.get_rng_state() if preserve_rng_state else None
     inner, out = _segment(function, args, kwargs, None)
     own = [a for a in args if isinstance(a, Tensor)]
     params = _leaves([o for o in _tensors(out) if o.requires_grad], {id(t) for t in inner})

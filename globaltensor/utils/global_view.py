@@ -1,6 +1,6 @@
 """OneFlow's flow.utils.global_view: to_global/to_local over nested containers, and global_mode (a contextvar)."""
 import collections
-import contextvars
+import functools
 import pickle
 import types
 import warnings
@@ -8,11 +8,11 @@ import warnings
 import numpy as np
 
 from ..env import get_rank, get_world_size
+from ..scope import global_mode as _mode
 from ..tensor import Tensor
 
 __all__ = ["to_global", "to_local", "global_mode", "current_global_mode"]
 
-_mode = contextvars.ContextVar("globaltensor.global_mode", default=None)  # None, or (placement, sbp tuple)
 SOURCES = ("arange", "empty", "eye", "full", "linspace", "normal", "ones", "rand", "randint", "randn", "randperm",
            "uniform", "zeros")  # the source ops: under global_mode they make global tensors directly
 
@@ -125,19 +125,13 @@ class current_global_mode:  # noqa: N801 - OneFlow's name
         self.placement, self.sbp = value if value is not None else (None, None)
 
 
-def active():
-    """(placement, sbp) of the global mode in force, or None (read by the factories and Tensor.device)."""
-    return _mode.get()
-
-
 def sourced(factory):
     """factory, making a global tensor under global_mode when called without placement=."""
+    @functools.wraps(factory)
     def call(*args, **kwargs):
         mode = _mode.get()
         if mode is not None and kwargs.get("placement") is None:
             kwargs.pop("device", None)
             kwargs["placement"], kwargs["sbp"] = mode
         return factory(*args, **kwargs)
-    call.__name__, call.__qualname__, call.__doc__ = factory.__name__, factory.__qualname__, factory.__doc__
-    call.__wrapped__ = factory
     return call
