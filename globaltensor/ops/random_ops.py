@@ -88,3 +88,4 @@ def randperm(n, *, generator=None, dtype=None, placement=None, sbp=None):
     if (rec := _recorder()) is not None:  # a graph replays the draw
         rec.random(t, lambda: draw()._local)
     return t
+

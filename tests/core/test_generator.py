@@ -74,6 +74,23 @@ def test_every_factory_and_op_takes_generator():
         assert np.array_equal(w.numpy(), v.numpy())
 
 
+def test_in_place_methods_take_generator_as_torch():
+    for name in ("uniform_", "normal_", "bernoulli_"):
+        assert "generator" in getattr(torch.Tensor, name).__doc__ and "generator" in str(
+            inspect.signature(getattr(gt.Tensor, name)))
+    g = gt.Generator().manual_seed(1)
+    a = gt.empty(5).uniform_(2, 3, generator=g).numpy()
+    b = gt.empty(5).normal_(1, 2, generator=g).numpy()
+    c = gt.zeros(4000, dtype=gt.int64).bernoulli_(0.3, generator=g).numpy()
+    g.manual_seed(1)
+    assert np.array_equal(a, gt.uniform((5,), 2, 3, generator=g).numpy())
+    assert np.array_equal(b, gt.normal(1.0, 2.0, (5,), generator=g).numpy())
+    assert c.dtype == np.int64 and abs(c.mean() - 0.3) < 0.03
+    assert gt.empty(3).uniform_(**{"from": 5, "to": 6}).numpy().min() >= 5
+    with pytest.raises(RuntimeError, match="in-place"):
+        gt.ones(2, requires_grad=True).uniform_()
+
+
 def test_kaiming_as_torch():
     """Same bounds as PyTorch's (a=0 default, mode, nonlinearity): compare the spread of many draws."""
     w = gt.empty(400, 300)
@@ -87,7 +104,8 @@ def _on_two_ranks():
     g = gt.Generator().manual_seed(9)
     out = [gt.randn(6, 4, placement=pl, sbp=gt.sbp.split(0), generator=g).numpy(),
            gt.rand(5, 3, placement=pl, sbp=gt.sbp.split(1), generator=g).numpy(),
-           gt.randperm(8, placement=pl, sbp=gt.sbp.broadcast, generator=g).numpy()]
+           gt.randperm(8, placement=pl, sbp=gt.sbp.broadcast, generator=g).numpy(),
+           gt.empty(6, placement=pl, sbp=gt.sbp.split(0)).uniform_(generator=g).numpy()]
     state = g.get_state()
     out.append(gt.randn(6, placement=pl, sbp=gt.sbp.split(0), generator=g).numpy())
     g.set_state(state)
@@ -99,8 +117,8 @@ def test_same_values_on_every_rank_and_layout():
     got = run_ranks(_on_two_ranks, 2, timeout=120)
     g = gt.Generator().manual_seed(9)
     local = [gt.randn(6, 4, generator=g).numpy(), gt.rand(5, 3, generator=g).numpy(), gt.randperm(8, generator=g).numpy(),
-             gt.randn(6, generator=g).numpy()]
+             gt.empty(6).uniform_(generator=g).numpy(), gt.randn(6, generator=g).numpy()]
     for rank in got:
-        for x, y in zip(rank[:4], local):
+        for x, y in zip(rank[:5], local):
             assert np.array_equal(x, y)
-        assert np.array_equal(rank[4], local[3])  # restored state replays, in another layout
+        assert np.array_equal(rank[5], local[4])  # restored state replays, in another layout
