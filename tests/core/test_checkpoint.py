@@ -76,6 +76,7 @@ def test_intermediate_activations_are_not_kept():
     assert np.array_equal(gx, x.grad.numpy()) and np.array_equal(gw, w.grad.numpy())
 
 
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")  # both libraries say it; checked below
 def test_reentrant_rules_as_torch():
     lin, tlin = nn.Linear(3, 2), torch.nn.Linear(3, 2)
     x, tx = gt.randn(4, 3), torch.randn(4, 3)
@@ -84,6 +85,8 @@ def test_reentrant_rules_as_torch():
     with pytest.warns(UserWarning, match="use_reentrant"):
         tout = torch.utils.checkpoint.checkpoint(tlin, tx)
     assert out.requires_grad == tout.requires_grad == False  # noqa: E712 - no input needs grad: no gradient
+    with pytest.warns(UserWarning, match="None of the inputs have requires_grad=True"):
+        checkpoint(lin, x, use_reentrant=True)
     tnon = torch.utils.checkpoint.checkpoint(tlin, tx, use_reentrant=False)
     assert checkpoint(lin, x, use_reentrant=False).requires_grad == tnon.requires_grad == True  # noqa: E712
     with pytest.raises(ValueError, match="Unexpected keyword arguments"):
