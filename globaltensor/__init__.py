@@ -12,7 +12,7 @@ from .ops import (arange, empty, empty_like, eye, full, full_like, linspace, nor
                   randint, randn, uniform, zeros, zeros_like)
 from .creation import tensor
 from .placement import placement
-from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
+from .generator import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .ops.reduction import return_types
 from .tensor import Size, device
 from .tensor_types import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,
@@ -27,6 +27,8 @@ __version__ = "0.1.0"
 
 for _name in _ops.PUBLIC + _ops.EVERYDAY:
     globals()[_name] = getattr(_ops, _name)
+for _name in utils.global_view.SOURCES:  # under flow.utils.global_view.global_mode they make global tensors
+    globals()[_name] = utils.global_view.sourced(globals()[_name])
 from . import linalg  # noqa: E402 - torch.linalg's names
 nn.functional.normalize = _ops.normalize  # noqa: E402 - written with the ops (nn/ is another's file)
 
@@ -42,7 +44,8 @@ __all__ = [
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
     "zeros_like", "ones_like", "full_like", "empty_like",
     "save", "load", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "return_types",
-    "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "__version__",
+    "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "seed", "Generator", "default_generator",
+    "__version__",
     "memory_stats", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "empty_cache",
 ] + [_name for _name in _ops.PUBLIC + _ops.EVERYDAY if _name != "slice"] + ["linalg"]
 

@@ -300,16 +300,16 @@ def empty_like(input: Tensor, dtype: DTypeLike = None, placement: Optional[Place
     return empty(shape, dtype=dt, placement=pl, sbp=s, requires_grad=requires_grad, device=dev)
 
 
-def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None):
-    """Values of Philox at each element's global index; the counter advances on every rank."""
+def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator=None):
+    """Values of Philox at each element's global index; the generator's counter advances on every rank."""
     if not dt.code.arithmetic:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
     def draw():
-        counter = _random.next_counter()
+        seed, counter = _random.next_key(generator)
 
         def fill(box):
             out = allocate(tuple(hi - lo for lo, hi in box), dt)
-            _random.fill(out, kind, shape, [lo for lo, _ in box], counter, a, b)
+            _random.fill(out, kind, shape, [lo for lo, _ in box], counter, a, b, seed)
             return out
 
         return build(shape, dt, placement, sbp, fill, device)
@@ -328,14 +328,16 @@ def _float(dtype):
 
 
 def rand(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
-         sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
+         sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None,
+         generator: Any = None) -> Tensor:
     """Uniform in [0, 1)."""
     return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.UNIFORM, 0.0, 1.0,
-                                   device), requires_grad)
+                                   device, generator), requires_grad)
 
 
 def randn(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: Optional[Placement] = None,
-          sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
+          sbp: SbpLike = None, requires_grad: bool = False, device: DeviceLike = None,
+          generator: Any = None) -> Tensor:
     """Standard normal; on a placement each rank draws only its own box, and the whole value is
     the same for every layout and rank count (counter-based Philox).
 
@@ -344,12 +346,13 @@ def randn(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: 
         >>> w = gt.randn(1024, 1024, placement=gt.placement("cpu", [0, 1]), sbp=gt.sbp.split(1))
     """
     return _flagged(_random_tensor(_shape(size), _float(dtype), placement, sbp, _random.NORMAL, 0.0, 1.0,
-                                   device), requires_grad)
+                                   device, generator), requires_grad)
 
 
 def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, Sequence[int]] = None,
             dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-            requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
+            requires_grad: bool = False, device: DeviceLike = None,
+            generator: Any = None) -> Tensor:
     """Integers uniform in [low, high); randint(high, size) starts at 0. Any dtype, as PyTorch:
     the draw is int64's (the same values whatever the dtype and layout), then cast."""
     if high is None:
@@ -364,29 +367,30 @@ def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, S
         if low < least or high - 1 > most:
             raise ValueError(f"randint: [{low}, {high}) does not fit dtype {dt.name}")
     drawn = dt if dt in (_dtype.int32, _dtype.int64) else _dtype.int64
-    t = _random_tensor(_shape((size,)), drawn, placement, sbp, _random.RANDINT, low, high, device)
+    t = _random_tensor(_shape((size,)), drawn, placement, sbp, _random.RANDINT, low, high, device, generator)
     return _flagged(t if drawn is dt else t.to(dt), requires_grad)
 
 
 def normal(mean: float = 0.0, std: float = 1.0, size: Union[None, int, Sequence[int]] = None,
            dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-           requires_grad: bool = False, device: DeviceLike = None) -> Tensor:
+           requires_grad: bool = False, device: DeviceLike = None,
+           generator: Any = None) -> Tensor:
     if size is None:
         raise ValueError("normal needs size")
     if std < 0:
         raise ValueError(f"normal needs std >= 0, got {std}")
     return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.NORMAL, mean, std,
-                                   device), requires_grad)
+                                   device, generator), requires_grad)
 
 
 def uniform(size: Union[int, Sequence[int]], low: Number = 0.0, high: Number = 1.0, dtype: DTypeLike = None,
             placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False,
-            device: DeviceLike = None) -> Tensor:
+            device: DeviceLike = None, generator: Any = None) -> Tensor:
     """Uniform in [low, high)."""
     if not high > low:
         raise ValueError(f"uniform needs low < high, got [{low}, {high})")
     return _flagged(_random_tensor(_shape((size,)), _float(dtype), placement, sbp, _random.UNIFORM, low, high,
-                                   device), requires_grad)
+                                   device, generator), requires_grad)
 
 
 def _flagged(t, requires_grad):

@@ -24,6 +24,9 @@ class State:
 
 DEFAULT = State()
 current = contextvars.ContextVar("globaltensor.scope", default=DEFAULT)  # .get() on the hot path
+# OneFlow's global_mode (utils/global_view.py): None, or (placement, sbp tuple); read by the source
+# factories and a global tensor's .device only, so it stays off the hot path's State
+global_mode = contextvars.ContextVar("globaltensor.global_mode", default=None)
 
 
 @contextlib.contextmanager

@@ -204,8 +204,12 @@ class Tensor:
     @property
     def device(self) -> device:
         """A local tensor's device (a `device`: device(type='cpu', index=0), equal to "cpu").
-        A global tensor has none, as in OneFlow: RuntimeError, its placement says where it lives."""
+        A global tensor has none, as in OneFlow: RuntimeError, its placement says where it lives
+        (under OneFlow's global_mode: the placement's type, as OneFlow)."""
         if self._placement is not None:
+            from .scope import global_mode
+            if global_mode.get() is not None:
+                return device(self._placement.type)
             raise RuntimeError("Only local tensors have 'device'. Please use '.placement' for global tensors.")
         piece = self._local
         if isinstance(piece, (np.ndarray, np.generic)):

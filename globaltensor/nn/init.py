@@ -21,12 +21,14 @@ def _like(t, factory, *args):
     return factory(*args, dtype=t.dtype)
 
 
-def uniform_(t, a=0.0, b=1.0):
-    return _fill(t, _like(t, lambda *s, **k: creation.uniform(s, a, b, **k), *t.shape))
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    return _fill(tensor, _like(tensor, lambda *s, **k: creation.uniform(s, a, b, generator=generator, **k),
+                               *tensor.shape))
 
 
-def normal_(t, mean=0.0, std=1.0):
-    return _fill(t, _like(t, lambda *s, **k: creation.normal(mean, std, s, **k), *t.shape))
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    return _fill(tensor, _like(tensor, lambda *s, **k: creation.normal(mean, std, s, generator=generator, **k),
+                               *tensor.shape))
 
 
 def zeros_(t):
@@ -48,20 +50,31 @@ def _fans(t):
     return fan_in * receptive, fan_out * receptive
 
 
-def kaiming_uniform_(t, a=math.sqrt(5)):
-    """PyTorch's default for Linear weights."""
-    fan_in, _ = _fans(t)
-    gain = math.sqrt(2.0 / (1 + a * a))
-    bound = gain * math.sqrt(3.0 / fan_in) if fan_in else 0.0
-    return uniform_(t, -bound, bound)
+def _gain(nonlinearity, a):
+    if nonlinearity == "leaky_relu":
+        return math.sqrt(2.0 / (1 + a * a))
+    gains = {"relu": math.sqrt(2.0), "tanh": 5.0 / 3, "selu": 0.75}
+    return gains.get(nonlinearity, 1.0)  # linear, sigmoid and the conv family: 1
 
 
-def xavier_uniform_(t, gain=1.0):
-    fan_in, fan_out = _fans(t)
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """PyTorch's signature; Linear's default init calls it with a=sqrt(5)."""
+    fan = _fans(tensor)[0 if mode == "fan_in" else 1]
+    bound = _gain(nonlinearity, a) * math.sqrt(3.0 / fan) if fan else 0.0
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    fan = _fans(tensor)[0 if mode == "fan_in" else 1]
+    return normal_(tensor, 0.0, _gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0, generator)
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(t, gain=1.0):
-    fan_in, fan_out = _fans(t)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _fans(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)

@@ -21,7 +21,7 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = _empty_param(out_features, in_features)
-        init.kaiming_uniform_(self.weight)
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if bias:
             self.bias = _empty_param(out_features)
             bound = 1 / math.sqrt(in_features) if in_features else 0.0

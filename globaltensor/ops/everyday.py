@@ -202,13 +202,13 @@ def isneginf(input):
     return isinf(input) & less_than(input, 0)
 
 
-def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
-    """nan, +inf and -inf replaced by nan, posinf and neginf (default: the dtype's extremes)."""
+def nan_to_num(input, nan=None, posinf=None, neginf=None):
+    """nan, +inf and -inf replaced by nan, posinf and neginf (defaults, as torch's: 0, the dtype's extremes)."""
     (input,) = tensors(input)
     if not input._dtype.is_floating:
         return input
     big = float(np.finfo(input._dtype.np).max)
-    out = where(isnan(input), nan, input)
+    out = where(isnan(input), 0.0 if nan is None else nan, input)
     out = where(isposinf(input), big if posinf is None else posinf, out)
     return where(isneginf(input), -big if neginf is None else neginf, out)
 

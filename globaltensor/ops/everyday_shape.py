@@ -54,7 +54,14 @@ def argwhere(input):
     """The indices of the non-zero values, one row each (nonzero)."""
     from .data_dependent import nonzero
     return nonzero(input)
-swapaxes = swapdims = transpose
+def swapaxes(input, axis0, axis1):
+    """torch.swapaxes: transpose under numpy's names (no defaults, as torch)."""
+    return transpose(input, axis0, axis1)
+
+
+def swapdims(input, dim0, dim1):
+    """torch.swapdims: transpose (no defaults, as torch)."""
+    return transpose(input, dim0, dim1)
 
 
 def broadcast_shapes(*shapes):

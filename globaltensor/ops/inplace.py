@@ -1,17 +1,18 @@
-"""In-place ops (add_, mul_, fill_, copy_, ...) and x[key] = value, on local and global tensors:
+"""In-place ops (add_, mul_, fill_, copy_, uniform_, ...) and x[key] = value, on local and global tensors:
 computed out of place, then the tensor takes the result (its dtype, placement and SBP kept)."""
 import builtins
 
 import numpy as np
 
-from . import bitwise, elementwise
+from . import bitwise, elementwise, random_ops
 from ._front import tensors
 from .elementwise import UNARY, cast, clip
 from .data_dependent import masked_select
 from .indexing import getitem
-from .. import autograd
+from .. import autograd, creation
 from .. import layout as _layout
 from ..backends.devices import array_module, move, of_array
+from ..dtype import get_default_dtype
 from ..sbp import broadcast as _B
 from ..tensor import Tensor
 
@@ -269,3 +270,39 @@ def _getitem(self, key):
 
 
 Tensor.__getitem__ = _getitem
+
+
+# --- in-place draws (Tensor.uniform_, normal_, bernoulli_: PyTorch's, generator= taken) ------------
+
+def _drawn_like(x, factory):
+    """x's shape, dtype and layout (partial taken as broadcast) from factory(dtype=, placement=, sbp=)."""
+    dt = x.dtype if x.dtype.is_floating else get_default_dtype()
+    return factory(dtype=dt, **random_ops._like_layout(x))
+
+
+def uniform_(self, from_=0.0, to=1.0, *, generator=None, **kwargs):
+    """Tensor.uniform_(from=0, to=1, *, generator=None) in place, as PyTorch (`from=`/`to=` taken too)."""
+    low, high = kwargs.pop("from", from_), kwargs.pop("to", to)
+    _no_more(kwargs, "uniform_")
+    draw = lambda **k: creation.uniform(tuple(self.shape), low, high, generator=generator, **k)  # noqa: E731
+    return inplace(self, lambda _: _drawn_like(self, draw), "uniform_", any_dtype=True)
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Tensor.normal_(mean=0, std=1, *, generator=None) in place, as PyTorch."""
+    draw = lambda **k: creation.normal(mean, std, tuple(self.shape), generator=generator, **k)  # noqa: E731
+    return inplace(self, lambda _: _drawn_like(self, draw), "normal_", any_dtype=True)
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Tensor.bernoulli_(p=0.5, *, generator=None) in place: 1 with probability p (a number or a tensor)."""
+    draw = lambda **k: creation.rand(*self.shape, generator=generator, **k)  # noqa: E731
+    return inplace(self, lambda _: _drawn_like(self, draw) < p, "bernoulli_", any_dtype=True)
+
+
+def _no_more(kwargs, name):
+    if kwargs:
+        raise TypeError(f"{name}() got unexpected keyword arguments {sorted(kwargs)}")
+
+
+Tensor.uniform_, Tensor.normal_, Tensor.bernoulli_ = uniform_, normal_, bernoulli_

@@ -33,17 +33,17 @@ def dropout(input, p=0.5, training=True):
     return input * keep * (1.0 / (1.0 - p)) if p < 1 else input * 0.0
 
 
-def bernoulli(input, p=None):
+def bernoulli(input, p=None, *, generator=None):
     """1 with probability x (element-wise), else 0; same layout as x and x's dtype (the default
     float dtype for integer probabilities)."""
     (input,) = tensors(input)
     probs = input if p is None else input * 0 + p
     dt = input.dtype if input.dtype.is_floating else _dtype.get_default_dtype()
-    u = rand(*input.shape, dtype=dt, **_like_layout(input))
+    u = rand(*input.shape, dtype=dt, generator=generator, **_like_layout(input))
     return (u < probs).astype(dt)
 
 
-def multinomial(input, num_samples, replacement=False):
+def multinomial(input, num_samples, replacement=False, *, generator=None):
     """num_samples class indices per row of the probabilities x (1-D or 2-D), int64.
     With replacement: inverse CDF of uniform draws; without: Gumbel top-k."""
     from .sorting import topk
@@ -54,26 +54,26 @@ def multinomial(input, num_samples, replacement=False):
     layout = _like_layout(probs)
     if replacement:
         cdf = cumsum(probs / sum(probs, -1, keepdim=True), -1)
-        u = rand(probs.shape[0], num_samples, dtype=probs.dtype, **layout)
+        u = rand(probs.shape[0], num_samples, dtype=probs.dtype, generator=generator, **layout)
         # the number of cdf entries below u is the sampled class
         out = sum((cdf.unsqueeze(1) < u.unsqueeze(2)).astype("int64"), -1).clip(None, probs.shape[1] - 1)
     else:
         if num_samples > probs.shape[1]:
             raise ValueError("multinomial without replacement needs num_samples <= number of classes")
-        u = rand(*probs.shape, dtype="float64", **layout)
+        u = rand(*probs.shape, dtype="float64", generator=generator, **layout)
         keys = (probs.astype("float64").log() - (-(u.clip(1e-300, None)).log()).log())
         out = topk(keys, num_samples, -1)[1]
     return out.squeeze(0) if squeeze else out
 
 
-def randperm(n, dtype=None, placement=None, sbp=None):
+def randperm(n, *, generator=None, dtype=None, placement=None, sbp=None):
     """A random permutation of 0..n-1 (the argsort of n uniform draws), int64 by default."""
     dt = _dtype.to_dtype(dtype, _dtype.int64)
 
     def draw():
-        counter = _random.next_counter()
+        seed, counter = _random.next_key(generator)
         keys = np.empty(n, np.float64)
-        _random.fill(keys, _random.UNIFORM, (n,), (0,), counter)
+        _random.fill(keys, _random.UNIFORM, (n,), (0,), counter, seed=seed)
         perm = np.argsort(keys, kind="stable")
 
         def fill(box):
@@ -88,3 +88,4 @@ def randperm(n, dtype=None, placement=None, sbp=None):
     if (rec := _recorder()) is not None:  # a graph replays the draw
         rec.random(t, lambda: draw()._local)
     return t
+

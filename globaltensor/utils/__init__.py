@@ -1,4 +1,4 @@
-"""Utilities: data loading."""
-from . import data
+"""Utilities: data loading, activation recompute (checkpoint), OneFlow's global_view."""
+from . import checkpoint, data, global_view
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data", "global_view"]

@@ -17,7 +17,7 @@ LAYERS = [
     ("L0 values", ["_C", "sbp", "layout", "dtype", "random", "scope", "hooks"]),
     ("L1 the job", ["env", "placement", "backends", "distributed"]),
     ("L2 tensor", ["tensor"]),
-    ("L3 creation and conversion", ["creation", "tensor_types", "boxing"]),
+    ("L3 creation and conversion", ["creation", "tensor_types", "boxing", "generator"]),
     ("L4 autograd", ["autograd"]),
     ("L5 op registry", ["registry"]),
     ("L6 dispatch", ["dispatch"]),
