@@ -40,7 +40,7 @@ def logsumexp(input, dim=None, keepdim=False):
     (input,) = tensors(input)
     dims = dims_arg(dim, input.ndim)
     from .elementwise import isfinite, where
-    if not input.dtype.is_floating:  # integers and bools: the default float dtype, as PyTorch
+    if not input.dtype.is_floating and not input.dtype.is_complex:  # integers and bools: the default float
         input = _float(input)
     if input.is_global and builtins.any(isinstance(s, split) and (dims is None or s.dim in dims) for s in input.sbp):
         out = _logsumexp_split(input, dims)
