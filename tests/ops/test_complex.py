@@ -197,3 +197,24 @@ def test_backward_of_a_complex_output_needs_a_gradient():
     t = torch.tensor([1 + 1j], requires_grad=True)
     (t * t).sum().backward(torch.tensor(1 + 0j))
     np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy())
+
+
+def test_paddle_face_spellings():
+    """Paddle's names (paddle.complex64, to_tensor of complex data, real/imag/conj/angle/as_complex/
+    as_real/complex) and its methods x.real() / x.imag(), beside PyTorch's attributes x.real / x.imag."""
+    import globaltensor.paddle as paddle
+    assert paddle.complex64 is gt.complex64 and paddle.complex128 is gt.complex128
+    x = paddle.to_tensor([1 + 2j, 3 - 4j], stop_gradient=False)
+    assert x.dtype == paddle.complex64 and paddle.to_tensor(np.array([1j])).dtype == paddle.complex128
+    assert x.real().numpy().tolist() == x.real.numpy().tolist() == paddle.real(x).numpy().tolist() == [1.0, 3.0]
+    assert x.imag().numpy().tolist() == paddle.imag(x).numpy().tolist() == [2.0, -4.0]
+    assert paddle.to_tensor([1.5]).real().numpy().tolist() == [1.5]  # a real tensor's part, as Paddle
+    np.testing.assert_array_equal(paddle.conj(x).numpy(), [1 - 2j, 3 + 4j])
+    np.testing.assert_allclose(paddle.angle(x).numpy(), np.angle([1 + 2j, 3 - 4j]), rtol=1e-6)
+    pairs = paddle.as_real(x)
+    assert pairs.shape == [2, 2] or tuple(pairs.shape) == (2, 2)
+    np.testing.assert_array_equal(paddle.as_complex(pairs).numpy(), x.numpy())
+    c = paddle.complex(paddle.to_tensor([1.0]), paddle.to_tensor([2.0]))
+    assert c.dtype == paddle.complex64 and c.numpy().tolist() == [1 + 2j] and c.is_complex() and paddle.is_complex(c)
+    (x.real() * x.imag()).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2 + 1j, -4 + 3j])  # d/dre + i d/dim
