@@ -12,8 +12,8 @@ from . import conversion  # noqa: F401 - binds Tensor.to_global, numpy, to, cpu,
 from . import conv  # noqa: F401 - registers unfold2d / fold2d (nn.functional has the convolutions)
 from . import attention  # noqa: F401 - registers attention / attention_backward (nn.attention calls them)
 from .elementwise import *  # noqa: F401,F403
-from .elementwise import (BINARY, RAW_BINARY, UNARY, add_n, allclose, cast, clip, clone, equal_all, increment,
-                          masked_fill, scale, shard_index, where)
+from .elementwise import BINARY, RAW_BINARY, UNARY, cast, clip, clone, masked_fill, where
+from .elementwise_extras import add_n, allclose, equal_all, increment, scale, shard_index
 from .bitwise import bitwise_and, bitwise_not, bitwise_or, bitwise_xor
 from .complex_ops import angle, complex, is_complex, polar, view_as_complex, view_as_real  # noqa: A004
 from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm, mv, t
