@@ -1,4 +1,4 @@
-"""Complex numbers: complex, view_as_real / view_as_complex, polar, angle, is_complex, x.real / x.imag, and the refusals.
+"""Complex numbers: complex, view_as_real / view_as_complex, polar, angle, is_complex, x.real / x.imag.
 
 Gradients follow PyTorch's convention (conjugate Wirtinger): the gradient of a real loss L with
 respect to z = x + iy is dL/dx + i dL/dy. A holomorphic op's backward is then g * conj(f'(z))
