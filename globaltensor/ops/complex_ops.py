@@ -7,6 +7,7 @@ respect to z = x + iy is dL/dx + i dL/dy. A holomorphic op's backward is then g 
 import numpy as np
 
 from .. import dtype as _dtype
+from ..backends.devices import array_module
 from ..registry import op, rules
 from ..tensor import Tensor
 from ._front import apply, cast_to, tensors
@@ -31,8 +32,10 @@ def _complex_meta(s, dt, st):
 @op("complex", rules.elementwise("sum"),
     lambda ctx, g: (sum_to(real(g), ctx.inputs[0].shape), sum_to(imag(g), ctx.inputs[1].shape)), meta=_complex_meta)
 def _complex(re, im):
-    out = np.empty(np.broadcast_shapes(re.shape, im.shape), np.result_type(re, im, np.complex64))
-    out.real, out.imag = re, im
+    xp = array_module(re)
+    out = xp.empty(np.broadcast_shapes(re.shape, im.shape), np.result_type(re.dtype, im.dtype, np.complex64))
+    out.real[...] = re  # not re + 1j * im: 1j * inf would be nan + inf j
+    out.imag[...] = im
     return out
 
 
@@ -61,7 +64,7 @@ def _as_real_meta(s, dt, st):
 @op("view_as_real", rules.along_dims(_last_dims, linear=True), lambda ctx, g: view_as_complex(g),
     meta=_as_real_meta)
 def _view_as_real(x):
-    return np.ascontiguousarray(x).view(x.real.dtype).reshape(x.shape + (2,))
+    return array_module(x).ascontiguousarray(x).view(np.dtype(x.dtype.char.lower())).reshape(x.shape + (2,))
 
 
 def view_as_real(input):
@@ -80,7 +83,7 @@ def _as_complex_meta(s, dt, st):
 @op("view_as_complex", rules.along_dims(_keep_dims, linear=True), lambda ctx, g: view_as_real(g),
     meta=_as_complex_meta)
 def _view_as_complex(x):
-    return np.ascontiguousarray(x).view(np.result_type(x, np.complex64)).reshape(x.shape[:-1])
+    return array_module(x).ascontiguousarray(x).view(np.result_type(x.dtype, np.complex64)).reshape(x.shape[:-1])
 
 
 def view_as_complex(input):
