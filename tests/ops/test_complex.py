@@ -230,3 +230,13 @@ def test_paddle_face_spellings():
     assert c.dtype == paddle.complex64 and c.numpy().tolist() == [1 + 2j] and c.is_complex() and paddle.is_complex(c)
     (x.real() * x.imag()).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [2 + 1j, -4 + 3j])  # d/dre + i d/dim
+
+
+def test_in_place_ops_keep_torchs_categories():
+    x = gt.ones(2)
+    with pytest.raises(RuntimeError, match="result type complex64 can't be cast to the desired output type float32"):
+        x.add_(gt.tensor([1j, 2j]))
+    c = gt.zeros(2, dtype=gt.complex64)
+    c.add_(gt.ones(2)).mul_(1j)
+    c[0] = 3 + 1j
+    np.testing.assert_array_equal(c.numpy(), [3 + 1j, 1j])
