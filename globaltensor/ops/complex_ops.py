@@ -15,6 +15,7 @@ from .elementwise import RAW_BINARY, cast, conj, cos, imag, real, sin, sum_to  #
 
 _mul, _add = RAW_BINARY["multiply"], RAW_BINARY["add"]
 
+
 def is_complex(input):
     """Whether the tensor's dtype is complex (complex64 or complex128)."""
     return input.dtype.is_complex
