@@ -25,12 +25,13 @@ std::vector<uint64_t> byte_counts(const std::vector<int64_t>& counts, int k, con
   return out;
 }
 
-// The reduction's dtype, from `in` (out must match): what every reducing binding takes.
-gt::DType reduce_dtype(const py::array& in, const py::array& out, const char* what) {
-  gt::DType dtype = arithmetic_dtype(in, (std::string(what) + ": cannot reduce").c_str());
-  if (dtype_code(out) != dtype)
+// The dtype the reduction runs in, from `in` (out must match): what every reducing binding takes.
+// A complex array is reduced as its float pairs (reduction_dtype), so counts are of those floats.
+gt::DType reduce_dtype(const py::array& in, const py::array& out, gt::RedOp redop, const char* what) {
+  gt::DType dtype = reduction_dtype(in, redop, (std::string(what) + ": cannot reduce").c_str());
+  if (dtype_code(out) != dtype_code(in))
     throw py::type_error(std::string(what) + ": the output's dtype (" + dtype_text(out) + ") differs from the input's (" +
-                         gt::dtype_name(dtype) + ")");
+                         dtype_text(in) + ")");
   return dtype;
 }
 
@@ -71,21 +72,21 @@ void bind_collectives(py::module_& m) {
       }, py::arg("input"), py::arg("output"))
       .def("reduce_scatter", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
-        gt::DType dtype = reduce_dtype(in, out, "reduce_scatter");
+        gt::DType dtype = reduce_dtype(in, out, redop, "reduce_scatter");
         size_t esz = gt::dtype_size(dtype);
         py::gil_scoped_release r;
         g.reduce_scatter(i.ptr, i.nbytes / esz, o.ptr, o.nbytes / esz, dtype, redop);
       }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _C.RedOp) in the input's dtype.")
       .def("all_reduce", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
-        gt::DType dtype = reduce_dtype(in, out, "all_reduce");
+        gt::DType dtype = reduce_dtype(in, out, redop, "all_reduce");
         if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
         py::gil_scoped_release r;
         g.all_reduce(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
       }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _C.RedOp) in the input's dtype.")
       .def("all_reduce_async", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
-        gt::DType dtype = reduce_dtype(in, out, "all_reduce_async");
+        gt::DType dtype = reduce_dtype(in, out, redop, "all_reduce_async");
         if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
         return g.all_reduce_async(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
       }, py::arg("input"), py::arg("output"), py::arg("redop"),

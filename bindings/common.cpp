@@ -25,6 +25,7 @@ int32_t dtype_code(const py::array& a) {
     case 'i': return size == 4 ? gt::kI32 : size == 8 ? gt::kI64 : size == 1 ? gt::kI8 : -1;
     case 'u': return size == 1 ? gt::kU8 : -1;
     case 'b': return gt::kBool;
+    case 'c': return size == 8 ? gt::kC64 : size == 16 ? gt::kC128 : -1;
     case 'V': {  // a user type: ml_dtypes' bfloat16 is one descriptor, remembered once seen
       static PyObject* bfloat16 = nullptr;
       if (dt.ptr() == bfloat16) return gt::kBF16;
@@ -48,6 +49,15 @@ gt::DType arithmetic_dtype(const py::array& a, const char* what) {
   for (int32_t d = 0; d < gt::kNumDTypes; ++d)
     if (gt::is_arithmetic(d)) supported += std::string(supported.empty() ? "" : ", ") + gt::dtype_name(d);
   throw py::type_error(std::string(what) + " dtype " + dtype_text(a) + "; supported: " + supported);
+}
+
+gt::DType reduction_dtype(const py::array& a, gt::RedOp redop, const char* what) {
+  int32_t code = dtype_code(a);
+  if (!gt::is_complex(code)) return arithmetic_dtype(a, what);
+  if (redop != gt::kSum)
+    throw py::type_error(std::string(what) + " dtype " + gt::dtype_name(code) + " with " + gt::redop_name(redop) +
+                         ": complex numbers are not ordered (only sum reduces them)");
+  return gt::DType(gt::summed_as(code));
 }
 
 gt::DType float_dtype(const py::array& x, const char* what) {

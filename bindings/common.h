@@ -34,6 +34,10 @@ std::string dtype_text(const py::array& a);
 // "<what> dtype bool; supported: float32, ...".
 gt::DType arithmetic_dtype(const py::array& a, const char* what);
 
+// The dtype a reduction of `a` by `redop` runs in: arithmetic_dtype, except that complex arrays are
+// summed as their float pairs (kernels/types.h's summed_as); MAX/MIN of complex: TypeError.
+gt::DType reduction_dtype(const py::array& a, gt::RedOp redop, const char* what);
+
 // x's dtype, float32 or float64, else TypeError "<what> takes float32 or float64 arrays".
 gt::DType float_dtype(const py::array& x, const char* what);
 

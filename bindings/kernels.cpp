@@ -17,14 +17,14 @@ namespace bindings {
 void bind_kernels(py::module_& m) {
   m.def("reduce_into", [](py::array out, std::vector<py::array> srcs, gt::RedOp redop, bool nontemporal) {
     View o = contiguous(out, "out", true);
-    gt::DType dtype = arithmetic_dtype(out, "reduce_into: cannot reduce");
+    gt::DType dtype = reduction_dtype(out, redop, "reduce_into: cannot reduce");
     std::vector<const void*> ptrs;
     for (auto& s : srcs) {
       View v = contiguous(s, "each source", false);
       if (v.nbytes != o.nbytes) throw py::value_error("every source must have the size of out");
-      if (dtype_code(s) != dtype)
+      if (dtype_code(s) != dtype_code(out))
         throw py::type_error("reduce_into: a source's dtype (" + dtype_text(s) + ") differs from out's (" +
-                             gt::dtype_name(dtype) + ")");
+                             dtype_text(out) + ")");
       ptrs.push_back(v.ptr);
     }
     size_t count = o.nbytes / gt::dtype_size(dtype);

@@ -22,6 +22,8 @@ PYBIND11_MODULE(_C, m) {
   for (int32_t d = 0; d < gt::kNumDTypes; ++d) dtypes.value(gt::kDTypeNames[d], gt::DType(d));
   dtypes.def_property_readonly("arithmetic", [](gt::DType d) { return gt::is_arithmetic(d); },
                                "Whether reductions and random fills take this type (else it is only moved).");
+  dtypes.def_property_readonly("complex", [](gt::DType d) { return gt::is_complex(d); },
+                               "Whether it is complex: sums reduce it as its float pairs; max/min refuse it.");
   dtypes.def_property_readonly("itemsize", [](gt::DType d) { return gt::dtype_size(d); });
   py::enum_<gt::RedOp> redops(m, "RedOp", "Reduction ops of all_reduce, reduce_scatter and reduce_into.");
   for (int32_t r = 0; r < gt::kNumRedOps; ++r) redops.value(gt::kRedOpNames[r], gt::RedOp(r));

@@ -6,8 +6,8 @@ from .serialization import load, save
 from .memory import empty_cache, max_memory_allocated, memory_allocated, memory_stats, reset_peak_memory_stats
 from . import ops as _ops
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .dtype import (bfloat16, bool, float16, float32, float64, get_default_dtype, int8, int32, int64,  # noqa: A004
-                    set_default_dtype, uint8)
+from .dtype import (bfloat16, bool, complex64, complex128, float16, float32, float64, get_default_dtype, int8,  # noqa: A004
+                    int32, int64, set_default_dtype, uint8)
 from .ops import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,  # noqa: E402
                   randint, randn, uniform, zeros, zeros_like)
 from .creation import tensor
@@ -39,8 +39,8 @@ __all__ = [
     "autograd", "comm", "debug", "distributed", "env", "jit", "nn", "optim", "utils", "sbp", "placement", "Tensor", "tensor",
     "device", "Size", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
     "CharTensor", "ByteTensor", "BoolTensor", "double", "half", "long", "char",
-    "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8",
-    "get_default_dtype", "set_default_dtype",
+    "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8", "complex64", "complex128",
+    "cfloat", "cdouble", "get_default_dtype", "set_default_dtype",
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
     "zeros_like", "ones_like", "full_like", "empty_like",
     "save", "load", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "return_types",
@@ -56,3 +56,4 @@ if env.get_world_size() > 1:  # a rank of a job: numpy's large arrays live in sh
 # `int` stay out of __all__, so `from globaltensor import *` leaves the builtins alone.
 float, double, half = float32, float64, float16  # noqa: A001
 long, int, char = int64, int32, int8  # noqa: A001
+cfloat, cdouble = complex64, complex128

@@ -107,11 +107,15 @@ def _first_leaf(data):
 def host_array(data):
     """`data` as a numpy array with the dtype gt.tensor gives it without dtype=, as torch.tensor
     does: Python floats (lists of them) become the default float dtype; numpy arrays and numpy
-    scalars keep theirs (float64 stays float64); Python ints int64, bools bool."""
+    scalars keep theirs (float64 stays float64); Python ints int64, bools bool; Python complex
+    numbers the default dtype's complex one (complex64)."""
     array = np.asarray(data)
     if array.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)) \
             and type(_first_leaf(data)) is not np.float64:
         array = array.astype(_dtype.get_default_dtype().np)
+    elif array.dtype == np.complex128 and not isinstance(data, (np.ndarray, np.generic)) \
+            and type(_first_leaf(data)) is not np.complex128:
+        array = array.astype(_dtype.scalar_dtype(1j).np)
     return array
 
 

@@ -139,6 +139,8 @@ def _infer(opdef, tensors, static):
 
 
 def _decide(opdef, tensors, static):
+    if opdef.real_only:
+        opdef.refuse_complex(tensors)
     placement = tensors[0].placement
     if opdef.data_dependent:
         return _decide_data_dependent(opdef, tensors, placement)
@@ -234,6 +236,8 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
         outs = state.recorder.apply(opdef, kernel, tensors, static)
     elif tensors[0]._placement is None:
         _check_placements(name, tensors)
+        if opdef.real_only:
+            opdef.refuse_complex(tensors)
         result = kernel(*[t._local for t in tensors], **static)
         dev = of_array(tensors[0]._local)
         outs = tuple(Tensor(dev.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))

@@ -13,13 +13,25 @@ class DType:
     `code` is its _C.DType: kernels/types.h numbers the dtypes once, for the kernels and for
     every code that travels between ranks (int(code)); `from_code` reads one back."""
 
-    __slots__ = ("name", "np", "is_floating", "code")
+    __slots__ = ("name", "np", "is_floating", "is_complex", "code")
 
     def __init__(self, name, np_dtype):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.is_floating = self.np.kind == "f" or name == "bfloat16"
+        self.is_complex = self.np.kind == "c"
         self.code = _C.DType.__members__[name]
+
+    def to_real(self):
+        """The real dtype of a complex one (complex64 -> float32); other dtypes: themselves."""
+        return _TO_REAL.get(self.name, self)
+
+    def to_complex(self):
+        """The complex dtype with this real part (float32 -> complex64; float64 -> complex128)."""
+        found = _TO_COMPLEX.get(self.name)
+        if found is None:
+            raise TypeError(f"no complex dtype has {self!r} parts; complex64 has float32, complex128 float64")
+        return found
 
     @property
     def itemsize(self):
@@ -49,12 +61,17 @@ int64 = DType("int64", np.int64)
 bool = DType("bool", np.bool_)  # noqa: A001 - the public name is gt.bool
 int8 = DType("int8", np.int8)
 uint8 = DType("uint8", np.uint8)
+complex64 = DType("complex64", np.complex64)
+complex128 = DType("complex128", np.complex128)
+_TO_REAL = {"complex64": float32, "complex128": float64}
+_TO_COMPLEX = {"float32": complex64, "float64": complex128, "complex64": complex64, "complex128": complex128}
 
-ALL = (float32, float64, float16, bfloat16, int32, int64, bool, int8, uint8)
+ALL = (float32, float64, float16, bfloat16, int32, int64, bool, int8, uint8, complex64, complex128)
 _BY_NP = {d.np: d for d in ALL}
 _BY_CODE = {int(d.code): d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update(float="float32", double="float64", half="float16", long="int64", int="int32")
+_BY_NAME.update(float="float32", double="float64", half="float16", long="int64", int="int32", cfloat="complex64",
+                cdouble="complex128")
 
 
 _default = [float32]  # what factories without dtype= make from float (or no) data
@@ -106,20 +123,23 @@ def from_code(code):
 
 # --- type promotion (PyTorch's torch.result_type) ------------------------------------------------
 #
-# Categories: bool < integer < floating. Two tensors of one category give the wider dtype
+# Categories: bool < integer < floating < complex. Two tensors of one category give the wider dtype
 # (float16 with bfloat16 gives float32; uint8 with int8 gives int32, PyTorch's int16 not being a
 # gt dtype). Operands come in three priorities: tensors with dims, 0-d tensors, Python (and numpy)
 # scalars. A lower-priority operand changes the result only when its category is higher than the
 # category of the higher-priority ones: `i32 + 0-d i64 -> i32`, `f16 + 0-d f64 -> f16`,
 # `f32 * 2.5 -> f32`, `i64 * 2.5 -> the default float`, `i32 + 0-d f64 -> f64`, `bool + 1 -> i64`.
 # A Python float counts as the default dtype, a Python int as int64, a Python bool as bool.
+# Complex with floating takes the wider parts (complex64 + float64 -> complex128); a complex operand
+# of lower priority next to a float tensor gives that float's complex dtype (f32 * 1j -> complex64,
+# f64 * 1j -> complex128; float16 and bfloat16 give complex64, gt having no complex32).
 
 DIM, ZERO, SCALAR = 2, 1, 0  # operand priorities: a tensor with dims, a 0-d tensor, a scalar
 
 
 def category(dt):
-    """0 for bool, 1 for the integers, 2 for the floating dtypes."""
-    return 2 if dt.is_floating else (0 if dt.np.kind == "b" else 1)
+    """0 for bool, 1 for the integers, 2 for the floating dtypes, 3 for the complex ones."""
+    return 2 if dt.is_floating else (3 if dt.is_complex else (0 if dt.np.kind == "b" else 1))
 
 
 _pairs = {}
@@ -138,6 +158,9 @@ def _promote(a, b):
     if a == b:
         return a
     ca, cb = category(a), category(b)
+    if max(ca, cb) == 3 and min(ca, cb) == 2:  # complex64 with float64: complex128 (the wider parts)
+        c, f = (a, b) if ca == 3 else (b, a)
+        return _promote(c.to_real(), f).to_complex()
     if ca != cb:
         return a if ca > cb else b
     if {a.name, b.name} == {"float16", "bfloat16"}:
@@ -153,7 +176,11 @@ def _combine(higher, lower):
     is of a higher category (or the higher one is bool)."""
     if higher is None:
         return lower
-    if lower is None or higher.is_floating:
+    if lower is None or higher.is_complex:
+        return higher
+    if lower.is_complex:  # a float tensor keeps its precision (f64 * 1j -> complex128), others take lower's
+        return _complex_of(higher) if higher.is_floating else lower
+    if higher.is_floating:
         return higher
     if higher.np.kind == "b" or lower.is_floating:
         return promote_types(higher, lower)
@@ -168,14 +195,22 @@ def combine(operands):
     return _combine(best[DIM], _combine(best[ZERO], best[SCALAR]))
 
 
+def _complex_of(dt):
+    """PyTorch's toComplexType, float16/bfloat16 going to complex64 (gt has no complex32)."""
+    return complex128 if dt is float64 else complex64
+
+
 def scalar_dtype(value):
-    """The dtype a Python or numpy scalar counts as in promotion (None: not a scalar)."""
+    """The dtype a Python or numpy scalar counts as in promotion (None: not a scalar); a Python
+    complex counts as the default dtype's complex one (complex64 by default)."""
     if isinstance(value, (builtins.bool, np.bool_)):
         return bool
     if isinstance(value, (int, np.integer)):
         return int64
     if isinstance(value, (float, np.floating)):
         return _default[0]
+    if isinstance(value, (complex, np.complexfloating)):
+        return _complex_of(_default[0])
     return None
 
 

@@ -54,7 +54,7 @@ def record(name, backward, inputs, outputs, static):
     an op with only such outputs needs no backward; an op without one raises in backward."""
     if not _scope.get().grad or not any(t.requires_grad for t in inputs):
         return
-    differentiable = [i for i, out in enumerate(outputs) if out.dtype.is_floating]
+    differentiable = [i for i, out in enumerate(outputs) if out.dtype.is_floating or out.dtype.is_complex]
     if not differentiable:
         return
     if backward is None:  # as PyTorch: the forward runs, a backward through it raises

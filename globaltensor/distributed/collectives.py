@@ -24,7 +24,9 @@ ReduceOp = Literal["sum", "max", "min"]
 _REDOPS = dict(_C.RedOp.__members__)
 # The dtypes reductions take, by numpy dtype (a dict lookup on the dtype costs tens of ns). The
 # kernels read the dtype from the array itself; this only lets every rank raise before joining.
-_REDUCIBLE = {d.np for d in _dtype.ALL if d.code.arithmetic}
+# Complex dtypes are summed as their float pairs; max and min refuse them (not ordered).
+_REDUCIBLE = {d.np for d in _dtype.ALL if d.code.arithmetic or d.code.complex}
+_COMPLEX = {d.np for d in _dtype.ALL if d.code.complex}
 
 
 def _contiguous(x):
@@ -65,8 +67,11 @@ def _redop(array, op, name):
     """The _C.RedOp of `op`, once array's dtype is known to reduce; TypeError or ValueError."""
     if array.dtype not in _REDUCIBLE:
         raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name}; supported: "
-                        f"{', '.join(d.name for d in _dtype.ALL if d.code.arithmetic)}")
+                        f"{', '.join(d.name for d in _dtype.ALL if d.np in _REDUCIBLE)}")
     redop = _REDOPS.get(op)
+    if redop is not None and op != "sum" and array.dtype in _COMPLEX:
+        raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name} with {op}: complex numbers are not "
+                        f"ordered (only sum reduces them)")
     if redop is None:
         raise ValueError(f"{name}: op must be one of {sorted(_REDOPS)}, got {op!r}")
     return redop

@@ -123,6 +123,12 @@ def _nccl(ranks):
     return pynccl.communicator(ranks) if transport(ranks) == "nccl" else None
 
 
+def _nccl_for(ranks, x):
+    """_nccl(ranks), or None for complex pieces: NCCL has no complex type (and the IPC sum none), so
+    they go through the host's collectives, which sum complex values as float pairs."""
+    return None if x.dtype.kind == "c" else _nccl(ranks)
+
+
 def _contiguous(x):
     return x if x.flags.c_contiguous else x.copy()
 
@@ -139,8 +145,8 @@ def all_reduce(x, op="sum", group=None, out=None):
         if dest is not x:
             dest[...] = x
         return dest
-    ipc = _ipc_for(ranks, x.nbytes) if op == "sum" else None
-    comm = None if ipc is not None else _nccl(ranks)
+    ipc = _ipc_for(ranks, x.nbytes) if op == "sum" and x.dtype.kind != "c" else None
+    comm = None if ipc is not None else _nccl_for(ranks, x)
     if ipc is None and comm is None:
         took("host.all_reduce")
         return _back(dest, host.all_reduce(_cuda().to_host(x), op=op, group=group))
@@ -184,7 +190,7 @@ def _back(dest, host_value):
 
 
 def broadcast(x, src=0, group=None):
-    comm = _nccl(_ranks(group))
+    comm = _nccl_for(_ranks(group), x)
     took(f"{'host' if comm is None else 'nccl'}.broadcast")
     if comm is None:
         return _back(x, host.broadcast(_cuda().to_host(x), src=src, group=group))
@@ -205,7 +211,7 @@ def _row(x):
 def all_gather(x, group=None, sizes=None):
     """Every member's x concatenated along axis 0 (sizes: their lengths there)."""
     ranks = _ranks(group)
-    comm = _nccl(ranks)
+    comm = _nccl_for(ranks, x)
     took(f"{'host' if comm is None else 'nccl'}.all_gather")
     if comm is None:
         return _cuda().from_host(host.all_gather(_cuda().to_host(x), group=group, sizes=sizes))
@@ -226,7 +232,7 @@ def all_gather(x, group=None, sizes=None):
 def reduce_scatter(x, op="sum", group=None, sizes=None):
     """x reduced over the group; this member keeps its piece along axis 0 (sizes: the pieces' lengths)."""
     ranks = _ranks(group)
-    comm = _nccl(ranks)
+    comm = _nccl_for(ranks, x)
     took(f"{'host' if comm is None else 'nccl'}.reduce_scatter")
     if comm is None:
         return _cuda().from_host(host.reduce_scatter(_cuda().to_host(x), op=op, group=group, sizes=sizes))
@@ -249,7 +255,7 @@ def reduce_scatter(x, op="sum", group=None, sizes=None):
 def all_to_all(x, send_sizes, group=None, recv_sizes=None):
     """Rows [sum(send_sizes[:j]), ...) of x go to member j; what arrives, in member order."""
     ranks = _ranks(group)
-    comm = _nccl(ranks)
+    comm = _nccl_for(ranks, x)
     took(f"{'host' if comm is None else 'nccl'}.all_to_all")
     if comm is None:
         return _cuda().from_host(host.all_to_all(_cuda().to_host(x), send_sizes, group=group,

@@ -83,6 +83,8 @@ class Recorder:
         ins = [self.reg_of(t, name) for t in tensors]
         if tensors[0]._placement is None:
             dispatch._check_placements(name, tensors)
+            if opdef.real_only:
+                opdef.refuse_complex(tensors)
             call = functools.partial(kernel, **static) if static else kernel
             raw = call(*[t._local for t in tensors])
             plain = type(raw) is np.ndarray

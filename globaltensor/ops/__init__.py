@@ -7,13 +7,15 @@ import numpy as np
 from . import (activations, attention_heads, bitwise, concat_split, data_dependent, elementwise,  # noqa: F401
                embedding_lookup, gather_scatter, gather_scatter_nd, indexing, linalg, linear_layer, losses, norms,
                random_ops, reduction, reduction_composites, shape, slicing, sorting, triangles)
+from . import complex_ops  # noqa: F401 - x.real / x.imag (attributes), x.is_complex()
 from . import conversion  # noqa: F401 - binds Tensor.to_global, numpy, to, cpu, cuda, contiguous
 from . import conv  # noqa: F401 - registers unfold2d / fold2d (nn.functional has the convolutions)
 from . import attention  # noqa: F401 - registers attention / attention_backward (nn.attention calls them)
 from .elementwise import *  # noqa: F401,F403
-from .elementwise import (BINARY, RAW_BINARY, UNARY, add_n, allclose, cast, clip, clone, equal_all, increment,
-                          masked_fill, scale, shard_index, where)
+from .elementwise import BINARY, RAW_BINARY, UNARY, cast, clip, clone, masked_fill, where
+from .elementwise_extras import add_n, allclose, equal_all, increment, scale, shard_index
 from .bitwise import bitwise_and, bitwise_not, bitwise_or, bitwise_xor
+from .complex_ops import angle, complex, is_complex, polar, view_as_complex, view_as_real  # noqa: A004
 from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm, mv, t
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, histogram, max, mean, median,  # noqa: A004
                         min, numel, prod, return_types, sum, trace)
@@ -57,7 +59,7 @@ PUBLIC = sorted(set(UNARY) | set(BINARY) | {
     "cross_entropy", "dropout", "embedding", "layer_norm", "linear", "log_softmax", "mse_loss", "softmax",
     "bernoulli", "multinomial", "randperm", "diag", "meshgrid", "tril", "triu",
     "amax", "amin", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "cat", "clone", "masked_fill",
-    "split_heads", "merge_heads",
+    "split_heads", "merge_heads", "angle", "complex", "is_complex", "polar", "view_as_complex", "view_as_real",
 })
 FACTORIES = ("arange", "empty", "empty_like", "eye", "full", "full_like", "linspace", "normal", "ones", "ones_like",
              "rand", "randint", "randn", "uniform", "zeros", "zeros_like")
@@ -75,7 +77,8 @@ def _method(fn):
 
 for _name in PUBLIC:
     if _name not in ("numel", "slice", "where", "add_n", "stack", "concat", "cat", "randperm", "multiplex",
-                     "scatter_nd", "meshgrid"):
+                     "scatter_nd", "meshgrid", "real", "imag", "complex", "polar", "view_as_complex",
+                     "view_as_real"):  # x.real, x.imag: attributes (ops/complex_ops.py)
         setattr(Tensor, _name, _method(_g[_name]))
 
 
@@ -85,7 +88,7 @@ def _operand(value):
     indices) result) is not data."""
     if isinstance(value, (list, tuple)):
         return not builtins.any(isinstance(v, Tensor) for v in value)
-    return isinstance(value, (Tensor, bool, int, float, complex, np.ndarray, np.generic))
+    return isinstance(value, (Tensor, bool, int, float, builtins.complex, np.ndarray, np.generic))
 
 
 def _operator(fn, reflected=False):

@@ -107,7 +107,7 @@ def result_dtype(kinds, mode=None, name="op"):
     found = _results.get(key)
     if found is None:
         found = _dtype.combine(kinds)
-        if mode == "float" and not found.is_floating:
+        if mode == "float" and not found.is_floating and not found.is_complex:
             found = _dtype.get_default_dtype()
         elif (mode == "nobool" and found.np.kind == "b") or (
                 mode == "subtract" and any(dt.np.kind == "b" for dt, _ in kinds)):

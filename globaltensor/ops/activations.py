@@ -31,7 +31,7 @@ def gelu(input, approximate="none"):
     if approximate == "tanh":
         return 0.5 * input * (1 + tanh(math.sqrt(2 / math.pi) * (input + 0.044715 * input * input * input)))
     (input,) = tensors(input)
-    if not input.dtype.is_floating:
+    if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
         input = input.astype(_dtype.get_default_dtype())
     return apply("gelu", [input])
 
@@ -84,7 +84,7 @@ def softmax(input, dim=-1, *, dtype=None):
     dim = dim % input.ndim
     if input.shape[dim] == 0:  # nothing to normalise (and no max of an empty dim)
         return input * 1
-    if not input.dtype.is_floating:
+    if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
         input = _float(input)
     return apply("softmax", [input], {"dim": dim})
 

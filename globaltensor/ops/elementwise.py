@@ -1,6 +1,7 @@
 """Element-wise ops: the unary and binary tables (kernel, linearity for the P rows, derivative) and others.
 
-Besides the tables: where, clip, cast, scale, shard_index, and composites (masked_fill, add_n, ...).
+Besides the tables: where, clip, cast, clone, masked_fill (Paddle's scale, add_n, ...: elementwise_extras).
+Complex inputs: the conjugate Wirtinger rule (see _unary_backward; complex_ops.py has the complex-only ops).
 Derivatives are written with gt ops, so their collectives are inserted by the dispatcher.
 x: the input, y: the output, g: the gradient of the output.
 """
@@ -16,7 +17,6 @@ from ..registry import op
 from .. import dtype as _dtype
 from ..backends import devices
 from ..tensor import Tensor
-from ..creation import full
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -48,7 +48,7 @@ def _sqrt_pi_exp(x):
 
 # name: (kernel, linear, derivative (x, y, g) -> dx or None for a zero/undefined gradient)
 UNARY = {
-    "abs": (np.abs, None, lambda x, y, g: g * sign(x)),
+    "abs": (np.abs, None, lambda x, y, g: _abs_grad(x, y, g)),
     "acos": (np.arccos, None, lambda x, y, g: -g / sqrt(1 - x * x)),
     "asin": (np.arcsin, None, lambda x, y, g: g / sqrt(1 - x * x)),
     "atan": (np.arctan, None, lambda x, y, g: g / (1 + x * x)),
@@ -77,9 +77,10 @@ UNARY = {
     "isinf": (np.isinf, None, None),
     "isnan": (np.isnan, None, None),
     "logical_not": (np.logical_not, None, None),
-    "conj": (np.conj, "unary", lambda x, y, g: g),
-    "real": (np.real, "unary", lambda x, y, g: g),
-    "imag": (lambda x: np.zeros_like(np.real(x)) if not np.iscomplexobj(x) else np.imag(x), None, None),
+    "conj": (np.conj, "unary", lambda x, y, g: conj(g) if g._dtype.is_complex else g),
+    "real": (np.real, "unary", lambda x, y, g: cast(g, x.dtype) if x._dtype.is_complex else g),
+    "imag": (lambda x: np.zeros_like(np.real(x)) if not np.iscomplexobj(x) else np.imag(x), "unary",
+             lambda x, y, g: g * 0.0 if not x._dtype.is_complex else cast(g, x.dtype) * 1j),
     "relu": (lambda x: np.maximum(x, x.dtype.type(0)), None, lambda x, y, g: g * (x > 0)),
     "sigmoid": (lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype), None, lambda x, y, g: g * y * (1 - y)),
 }
@@ -120,9 +121,25 @@ def _share(g, wins, ties):
     return g * (cast(wins, g.dtype) + cast(ties, g.dtype) * 0.5)
 
 
-def _unary_backward(derivative):
+# Ops whose complex derivative is not the holomorphic rule g * conj(f'(z)) (or that refuse complex)
+NOT_HOLOMORPHIC = frozenset({"abs", "conj", "real", "imag", "isfinite", "isinf", "isnan", "logical_not"})
+
+
+def _abs_grad(x, y, g):
+    """g * sign(x); for complex x, g * x / |x| (0 where x = 0), PyTorch's sgn."""
+    if not x._dtype.is_complex:
+        return g * sign(x)
+    return cast(g, x.dtype) * (x / where(y == 0, 1.0, y))
+
+
+def _unary_backward(derivative, holomorphic=True):
+    """derivative(x, y, g) = g * f'(x); for complex inputs of a holomorphic op, PyTorch's
+    conjugate Wirtinger rule g * conj(f'(x)) = conj(derivative(x, y, conj(g)))."""
     def backward(ctx, g):
-        return derivative(ctx.inputs[0], ctx.outputs[0], g)
+        x = ctx.inputs[0]
+        if holomorphic and x._dtype.is_complex:
+            return conj(derivative(x, ctx.outputs[0], conj(g)))
+        return derivative(x, ctx.outputs[0], g)
     return backward
 
 
@@ -133,6 +150,11 @@ def _binary_backward(derivatives):
     def backward(ctx, g):
         a, b = ctx.inputs
         y = ctx.outputs[0]
+        if a._dtype.is_complex or b._dtype.is_complex:  # one dtype (promoted): the conjugate Wirtinger rule (see unary)
+            gc = conj(g)
+            da = sum_to(conj(da_fn(a, b, y, gc)), a.shape) if a.requires_grad else None
+            db = sum_to(conj(db_fn(a, b, y, gc)), b.shape) if b.requires_grad else None
+            return da, db
         da = sum_to(da_fn(a, b, y, g), a.shape) if a.requires_grad else None
         db = sum_to(db_fn(a, b, y, g), b.shape) if b.requires_grad else None
         return da, db
@@ -149,14 +171,15 @@ def sum_to(g, shape):
 
 
 def _make_unary(name, kernel, linear, derivative):
-    op(name, rules.elementwise(linear), _unary_backward(derivative) if derivative else _zero_grad)(kernel)
+    backward = _unary_backward(derivative, name not in NOT_HOLOMORPHIC) if derivative else _zero_grad
+    op(name, rules.elementwise(linear), backward)(kernel)
 
     if name in FLOAT_RESULT:
         def front(input):
             if type(input) is not Tensor:
                 (input,) = tensors(input)
-            if not input._dtype.is_floating:  # integer or bool: the default float dtype, as PyTorch
-                input = cast_to(input, _dtype.get_default_dtype())
+            if not input._dtype.is_floating and not input._dtype.is_complex:  # integer or bool: the default
+                input = cast_to(input, _dtype.get_default_dtype())                # float dtype, as PyTorch
             return apply(name, [input])
         doc = "; integer and bool inputs give the default float dtype"
     elif name in NO_BOOL or name == "square":
@@ -178,6 +201,7 @@ def _make_unary(name, kernel, linear, derivative):
     front.__name__ = name
     front.__doc__ = f"Element-wise {name} (numpy semantics{doc})."
     return front
+
 
 
 # How each binary op's inputs are promoted (_front.result_dtype's modes): true division gives a
@@ -331,7 +355,15 @@ def clip(input, min=None, max=None):
     return apply("clip", [input], {"min": min, "max": max})
 
 
-@op("cast", rules.elementwise("unary"), lambda ctx, g: cast(g, ctx.inputs[0].dtype))
+def _cast_backward(ctx, g):
+    """g in the input's dtype; a real input of a complex result takes the real part (PyTorch)."""
+    x = ctx.inputs[0]
+    if g._dtype.is_complex and not x._dtype.is_complex:
+        g = real(g)  # noqa: F821 - from the UNARY table
+    return cast(g, x.dtype)
+
+
+@op("cast", rules.elementwise("unary"), _cast_backward)
 def _cast(x, dtype=None):
     return x.astype(dtype)
 
@@ -339,57 +371,3 @@ def _cast(x, dtype=None):
 def cast(input, dtype):
     """x converted to dtype (numpy's astype); differentiable, the gradient comes back in x's dtype."""
     return apply("cast", tensors(input), {"dtype": _dtype.to_dtype(dtype).np})
-
-
-@op("scale", rules.elementwise(), lambda ctx, g: g * ctx.static["scale"])
-def _scale(x, scale=1.0, bias=0.0, bias_after_scale=True):
-    return (x * scale + bias if bias_after_scale else (x + bias) * scale).astype(x.dtype)
-
-
-def scale(input, scale=1.0, bias=0.0, bias_after_scale=True):
-    """Paddle's scale: scale * x + bias (or (x + bias) * scale)."""
-    return apply("scale", tensors(input), {"scale": scale, "bias": bias, "bias_after_scale": bias_after_scale})
-
-
-def increment(input, value=1.0):
-    """x + value (Paddle's increment, as a new tensor)."""
-    return add(input, value)  # noqa: F821 - defined from the BINARY table
-
-
-@op("shard_index", rules.elementwise(), meta=rules.like(0))
-def _shard_index(x, index_num=1, nshards=1, shard_id=0, ignore_value=-1):
-    size = (index_num + nshards - 1) // nshards
-    return np.where(x // size == shard_id, x % size, ignore_value).astype(x.dtype)
-
-
-def shard_index(input, index_num, nshards, shard_id, ignore_value=-1):
-    """Paddle's shard_index: labels of shard `shard_id` become local indices, others ignore_value."""
-    return apply("shard_index", tensors(input), {"index_num": index_num, "nshards": nshards, "shard_id": shard_id,
-                                             "ignore_value": ignore_value})
-
-
-def add_n(inputs):
-    """The sum of a list of tensors."""
-    inputs = list(inputs)
-    total = inputs[0]
-    for t in inputs[1:]:
-        total = add(total, t)  # noqa: F821
-    return total
-
-
-def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """True (a 0-d bool tensor) when |x - y| <= atol + rtol * |y| everywhere."""
-    close = less_equal(abs(input - other), atol + rtol * abs(other))  # noqa: F821
-    if equal_nan:
-        close = logical_or(close, logical_and(isnan(input), isnan(other)))  # noqa: F821
-    return close.all()
-
-
-def equal_all(input, other):
-    """True (a 0-d bool tensor) when x and y have the same shape and values."""
-    if tuple(input.shape) != tuple(other.shape):
-        from ..sbp import broadcast
-        if input.is_local:
-            return full((), False, dtype="bool")
-        return full((), False, dtype="bool", placement=input.placement, sbp=(broadcast,) * input.placement.ndim)
-    return equal(input, other).all()  # noqa: F821

@@ -34,7 +34,7 @@ def _float_unary(name, kernel, derivative):
 
     def front(input):
         (input,) = tensors(input)
-        if not input._dtype.is_floating:
+        if not input._dtype.is_floating and not input._dtype.is_complex:
             input = cast_to(input, _dtype.get_default_dtype())
         return apply(name, [input])
     front.__name__ = name

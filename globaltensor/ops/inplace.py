@@ -11,6 +11,7 @@ from .data_dependent import masked_select
 from .indexing import getitem
 from .. import autograd, creation
 from .. import layout as _layout
+from .. import dtype as _dtype
 from ..backends.devices import array_module, move, of_array
 from ..dtype import get_default_dtype
 from ..sbp import broadcast as _B
@@ -28,7 +29,7 @@ _LEAF = "a leaf Variable that requires grad is being used in an in-place operati
 
 
 def _category(dt):
-    return 0 if dt.np.kind == "b" else (1 if dt.np.kind in "iu" else 2)
+    return _dtype.category(dt)
 
 
 def inplace(x, compute, name, any_dtype=False):

@@ -52,17 +52,21 @@ def _matmul_backward(ctx, g):
     from .elementwise import sum_to
     from .shape import squeeze, unsqueeze
     a, b = ctx.inputs
+    need_a, need_b = a.requires_grad, b.requires_grad
+    if a._dtype.is_complex or b._dtype.is_complex:  # PyTorch's rule: dA = g B^H, dB = A^H g
+        from .elementwise import conj
+        a, b = conj(a), conj(b)
     if a.ndim == 1 and b.ndim == 1:
-        return (g * b if a.requires_grad else None), (g * a if b.requires_grad else None)
+        return (g * b if need_a else None), (g * a if need_b else None)
     a2 = unsqueeze(a, 0) if a.ndim == 1 else a
     b2 = unsqueeze(b, -1) if b.ndim == 1 else b
     g2 = unsqueeze(g, -2) if a.ndim == 1 else g
     g2 = unsqueeze(g2, -1) if b.ndim == 1 else g2
     da = db = None  # only for the inputs that need one: a matmul each, into its destination if any
-    if a.requires_grad:
+    if need_a:
         da = apply("matmul", [g2, transpose(b2, -1, -2)], out=ctx.dest(0))
         da = sum_to(squeeze(da, -2) if a.ndim == 1 else da, a.shape)
-    if b.requires_grad:
+    if need_b:
         db = apply("matmul", [transpose(a2, -1, -2), g2], out=ctx.dest(1))
         db = sum_to(squeeze(db, -1) if b.ndim == 1 else db, b.shape)
     return da, db
@@ -104,8 +108,15 @@ def _matmul(a, b, out=None, order=None):
 
 def matmul(input, other):
     """np.matmul semantics. Rows (for 2-D): S(0) x B -> S(0); B x S(1) -> S(1); S(1) x S(0) -> P;
-    P x B -> P; B x P -> P; batch dims split alike stay split."""
-    return apply("matmul", tensors(input, other))
+    P x B -> P; B x P -> P; batch dims split alike stay split. A complex operand with a real one:
+    both in the promoted dtype first (so the real one's gradient is real)."""
+    a, b = tensors(input, other)
+    if a._dtype is not b._dtype and (a._dtype.is_complex or b._dtype.is_complex):
+        from ._front import cast_to
+        from ..dtype import promote_types
+        dt = promote_types(a._dtype, b._dtype)
+        a, b = cast_to(a, dt), cast_to(b, dt)
+    return apply("matmul", [a, b])
 
 
 def _check_ndim(name, x, ndims):

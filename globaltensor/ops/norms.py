@@ -25,7 +25,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
         raise ValueError(f"layer_norm: normalized_shape {shape} is not the end of the input's shape "
                          f"{tuple(input.shape)}")
-    if not input.dtype.is_floating:
+    if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
         input = _float(input)
     extra = [t for t in (weight, bias) if t is not None]
     ins = tensors(input, *extra) if extra else [input]
@@ -142,7 +142,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     c = input.shape[1] if input.ndim >= 2 else 0
     if input.ndim < 2 or c == 0:
         raise ValueError(f"batch_norm expects [N, C, ...] input with C > 0, got shape {tuple(input.shape)}")
-    if not input.dtype.is_floating:
+    if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
         input = _float(input)
     count = input.numel() // c
     if momentum is None:

@@ -54,7 +54,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     input = _as(input, dtype)
     dims = dims_arg(dim, input.ndim)
     count = int(np.prod([input.shape[d] for d in (dims if dims is not None else range(input.ndim))]))
-    total = sum(input if input.dtype.is_floating else _float(input), dims, keepdim)
+    total = sum(input if input.dtype.is_floating or input.dtype.is_complex else _float(input), dims, keepdim)
     return total / builtins.max(count, 1) if count else total * float("nan")
 
 

@@ -17,10 +17,15 @@ def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     dims = dims_arg(dim, input.ndim)
     count = int(np.prod([input.shape[d] for d in (dims if dims is not None else range(input.ndim))]))
     correction = (1 if unbiased else 0) if correction is None else correction
-    if not input.dtype.is_floating:  # integers and bools: in the default float dtype
+    if not input.dtype.is_floating and not input.dtype.is_complex:  # integers and bools: the default float
         input = _float(input)
     centered = input - mean(input, dims, keepdim=True)
-    return sum(centered * centered, dims, keepdim) / float(builtins.max(count - correction, 0))  # 0: nan, as PyTorch
+    if input.dtype.is_complex:  # |x - mean|^2, real (PyTorch)
+        from .elementwise import imag, real
+        squares = real(centered) * real(centered) + imag(centered) * imag(centered)
+    else:
+        squares = centered * centered
+    return sum(squares, dims, keepdim) / float(builtins.max(count - correction, 0))  # 0: nan, as PyTorch
 
 
 def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
@@ -35,7 +40,7 @@ def logsumexp(input, dim=None, keepdim=False):
     (input,) = tensors(input)
     dims = dims_arg(dim, input.ndim)
     from .elementwise import isfinite, where
-    if not input.dtype.is_floating:  # integers and bools: the default float dtype, as PyTorch
+    if not input.dtype.is_floating and not input.dtype.is_complex:  # integers and bools: the default float
         input = _float(input)
     if input.is_global and builtins.any(isinstance(s, split) and (dims is None or s.dim in dims) for s in input.sbp):
         out = _logsumexp_split(input, dims)

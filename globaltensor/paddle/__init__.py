@@ -15,7 +15,7 @@ from ..creation import tensor as _tensor
 from ..random import manual_seed as _manual_seed
 from ..serialization import load as _load, save as _save
 from ..tensor import Tensor
-from ..dtype import bfloat16, bool, float16, float32, float64, int8, int32, int64, uint8  # noqa: A004
+from ..dtype import bfloat16, bool, complex64, complex128, float16, float32, float64, int8, int32, int64, uint8  # noqa: A004
 from ..dtype import get_default_dtype, set_default_dtype
 
 for _name in _ops.PUBLIC + ["arange", "linspace", "eye", "full_like", "empty_like", "ones_like", "zeros_like"]:
@@ -28,12 +28,14 @@ from .autograd import grad  # noqa: E402
 from .nn.parameter import create_parameter  # noqa: E402
 from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_enabled, set_device,  # noqa: E402
                         stop_gradient_property)
-from .toplevel import (CUDAPinnedPlace, ParamAttr, assign, device_guard, get_cuda_rng_state,  # noqa: E402
-                       get_cudnn_version, get_flags, is_compiled_with_cuda, is_compiled_with_xpu, is_empty, rank,
-                       set_cuda_rng_state, shape, summary, tanh_)
+from .toplevel import (CUDAPinnedPlace, ParamAttr, as_complex, as_real, assign, device_guard,  # noqa: E402
+                       get_cuda_rng_state, get_cudnn_version, get_flags, is_compiled_with_cuda, is_compiled_with_xpu,
+                       is_empty, part_property, rank, set_cuda_rng_state, shape, summary, tanh_)
 from .static import data  # noqa: E402 - paddle.data, static mode's placeholder
 
 Tensor.stop_gradient = stop_gradient_property  # Paddle's name for `not requires_grad`, on every tensor
+# x.real() / x.imag() (Paddle's methods) beside x.real / x.imag (PyTorch's attributes): the part, callable
+Tensor.real, Tensor.imag = part_property("real"), part_property("imag")
 
 
 def seed(value):
@@ -226,7 +228,7 @@ def in_dynamic_mode():
     return not static.STATIC[0]
 
 
-_NOT_RECORDED = {"seed", "to_tensor", "save", "load", "is_tensor", "enable_static", "disable_static",
+_NOT_RECORDED = {"seed", "to_tensor", "part_property", "save", "load", "is_tensor", "enable_static", "disable_static",
                  "in_dynamic_mode", "set_device", "get_device", "is_grad_enabled", "get_default_dtype",
                  "set_default_dtype", "enable_grad", "no_grad", "grad", "DataParallel", "CPUPlace", "CUDAPlace",
                  "recordable", "create_parameter"}

@@ -31,8 +31,19 @@ import numpy as np
 STANDIN = "standin"
 """meta=STANDIN: the kernel on zero-stride stand-ins of ones gives the output shapes and dtypes."""
 
-# Ops registered without a declaration whose inputs may be integer or bool and whose shapes do
-# not depend on values (declared by their owners' files in time: then drop the name here).
+# The ops that refuse complex inputs (OpDef.real_only; the dispatcher raises a TypeError naming the
+# op and the dtype before its kernel, or any collective): complex numbers are not ordered, the
+# function has no complex form in PyTorch, or its backward here is written for real values only.
+REAL_ONLY = frozenset({
+    "ceil", "floor", "round", "sign", "relu", "erf", "trunc", "floor_divide", "mod", "fmod", "maximum", "minimum",
+    "greater_equal", "greater_than", "less_equal", "less_than", "clip", "max", "min", "argmax", "argmin", "sort",
+    "topk", "median", "histogram", "unique", "logaddexp", "gelu", "gelu_backward", "softmax", "layer_norm",
+    "layer_norm_backward", "channel_sums", "channel_affine", "channel_affine_backward", "max_pool2d",
+    "max_pool2d_backward", "mse_mean", "attention", "attention_backward", "conv2d", "conv2d_backward", "linear",
+    "linear_weight_grad", "kron", "cross", "prod", "inverse", "cholesky",
+})
+
+
 class OpDef:
     """An op: its numpy kernel, its SBP rows for one mesh axis, its backward, its shapes.
 
@@ -51,12 +62,22 @@ class OpDef:
     rank takes the indices that fall in its slice).
     """
 
-    __slots__ = ("name", "kernel", "rules", "backward", "meta", "data_dependent", "takes_hints", "takes_offsets")
+    __slots__ = ("name", "kernel", "rules", "backward", "meta", "data_dependent", "takes_hints", "takes_offsets",
+                 "real_only")
 
     def __init__(self, name, kernel, rules, backward, meta, data_dependent, takes_hints=False, takes_offsets=False):
         self.name, self.kernel, self.rules, self.backward = name, kernel, rules, backward
         self.meta, self.data_dependent, self.takes_hints = meta, data_dependent, takes_hints
         self.takes_offsets = takes_offsets
+        self.real_only = name in REAL_ONLY
+
+    def refuse_complex(self, tensors):
+        """TypeError naming the op and the dtype when a tensor input of a REAL_ONLY op is complex."""
+        for i, t in enumerate(tensors):
+            if t._dtype.is_complex:
+                raise TypeError(f"{self.name}: not supported for complex tensors (input {i} is {t._dtype.name}): "
+                                f"complex numbers are not ordered, or this op has no complex form here; take "
+                                f"abs(), .real or .imag first")
 
     def __repr__(self):
         return f"OpDef({self.name})"

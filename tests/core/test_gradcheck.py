@@ -133,6 +133,12 @@ CASES = {
     "clip": C([_clip_input()], lambda x: gt.clip(x, -0.3, 0.4)),
     "clip[min_only]": C([_clip_input()], lambda x: gt.clip(x, -0.3)),
     "cast": C([F(4, 3)], lambda x: gt.cast(x, "float64")),
+    # complex numbers, through real inputs and outputs: each checks PyTorch's convention end to end
+    "complex": C([F(4, 3), F(4, 3)], lambda x, y: gt.view_as_real(gt.complex(x, y) * gt.complex(y, x))),
+    "view_as_real": C([F(4, 3), F(4, 3)], lambda x, y: gt.view_as_real(gt.exp(gt.complex(x, y)) / gt.complex(y, x))),
+    "view_as_complex": C([AWAY(4, 3, 2)], lambda x: gt.abs(gt.view_as_complex(x) @ gt.view_as_complex(x).T)),
+    "angle": C([AWAY(4, 3), F(4, 3)], lambda x, y: gt.angle(gt.complex(x, y))),
+    "polar": C([POS(4, 3), F(4, 3)], lambda x, t: gt.view_as_real(gt.sqrt(gt.polar(x, t)))),
     # float32 forward: the differences see its rounding, hence the larger step and tolerance
     "cast[float32]": C([F(4, 3)], lambda x: gt.cast(x, "float32") * 3.0, eps=1e-2, rtol=1e-4, atol=1e-5),
     # elementwise binary (the second operand broadcast: gradients summed back to its shape)
@@ -541,7 +547,7 @@ NOT_DIFFERENTIABLE = {
                      "allclose", "equal_all", "all", "any"], "bool result"),
     **dict.fromkeys(["argmax", "argmin", "argsort", "nonzero", "histogram", "shard_index"], "integer result"),
     **dict.fromkeys(["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"], "integer/bool operands only"),
-    "numel": "a Python int",
+    "numel": "a Python int", "is_complex": "a Python bool",
     **dict.fromkeys(["arange", "linspace", "eye", "full", "empty", "ones", "zeros"],
                     "made from Python scalars: no tensor input"),
     **dict.fromkeys(["full_like", "empty_like", "ones_like", "zeros_like"],

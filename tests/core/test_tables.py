@@ -34,11 +34,14 @@ def test_reduction_ops_and_random_kinds_are_the_kernels_enums():
         _C.RandomKind.__members__[k] for k in ("uniform", "normal", "randint", "bernoulli"))
     reducible = {d.name for d in _dtype.ALL if d.code.arithmetic}
     assert reducible == {"float32", "float64", "float16", "bfloat16", "int32", "int64"}
-    assert collectives._REDUCIBLE == {np.dtype(gt.dtype.to_dtype(n).np) for n in reducible}
+    complex_ = {d.name for d in _dtype.ALL if d.code.complex}
+    assert complex_ == {"complex64", "complex128"}  # summed as float pairs; max/min refused
+    assert collectives._REDUCIBLE == {np.dtype(gt.dtype.to_dtype(n).np) for n in reducible | complex_}
 
 
 # NAME": <int> for a dtype or reduction name: a numbering of our own. pynccl.py maps to NCCL's.
-_NUMBERED = re.compile(r"""["'](float32|float64|float16|bfloat16|int32|int64|bool|int8|uint8|sum|max|min)["']\s*:\s*\d""")
+_NUMBERED = re.compile(r"""["'](float32|float64|float16|bfloat16|int32|int64|bool|int8|uint8|complex64|complex128|sum|max|min)"""
+                       r"""["']\s*:\s*\d""")
 _FOREIGN = {"distributed/pynccl.py": "NCCL's numbering (ncclDataType_t, ncclRedOp_t), the ABI of libnccl"}
 
 

@@ -23,6 +23,11 @@ def f(*shape, lo=-2.0, hi=2.0):
     return RNG.uniform(lo, hi, shape).astype(np.float64)
 
 
+def c(*shape):
+    """Complex128 samples: real and imaginary parts in [-2, 2)."""
+    return f(*shape) + 1j * f(*shape)
+
+
 def ints(*shape, hi=5):
     return RNG.integers(0, hi, shape).astype(np.int64)
 
@@ -71,7 +76,11 @@ def samples(name):
         "acosh": [([f(5, 3, lo=1.5, hi=3.0)], {})],
         **{n: [([f(5, 3, lo=-2.0, hi=2.0), f(3, lo=0.5, hi=2.0)], {}), ([f(5, 1), f(1, 3, lo=0.5, hi=2.0)], {})]
            for n in ("fmod", "logaddexp")},
-        "cast": [([f(5, 3)], {"dtype": np.dtype(np.float32)})],
+        "cast": [([f(5, 3)], {"dtype": np.dtype(np.float32)}), ([c(5, 3)], {"dtype": np.dtype(np.complex64)})],
+        "complex": [([f(5, 3), f(5, 3)], {}), ([f(5, 1), f(1, 3)], {})],
+        "view_as_real": [([c(5, 3)], {}), ([c(4, 3, 2)], {})],
+        "view_as_complex": [([f(5, 3, 2)], {})],
+        "angle": [([c(5, 3)], {}), ([f(5, 3)], {})],
         "scale": [([f(5, 3)], {"scale": 2.0, "bias": 1.0, "bias_after_scale": True})],
         "gelu": [([f(5, 3)], {})],
         "layer_norm": [([f(5, 4, 3), f(3), f(3)], {"ndims": 1, "eps": 1e-5, "has_weight": True, "has_bias": True}),
@@ -187,19 +196,25 @@ def pieces_of(x, sbp, k):
         if x.dtype == bool:
             return [x] + [np.zeros_like(x)] * (k - 1)
         parts = [RNG.integers(-3, 4, x.shape).astype(x.dtype) if x.dtype.kind in "iu"
-                 else RNG.standard_normal(x.shape).astype(x.dtype) for _ in range(k - 1)]
+                 else (RNG.standard_normal(x.shape) + (1j * RNG.standard_normal(x.shape) if x.dtype.kind == "c" else 0))
+                 .astype(x.dtype) for _ in range(k - 1)]
         return [x - sum(parts, np.zeros_like(x))] + parts
     return [x[layout.box_slices(layout.local_box(x.shape, (k,), (sbp,), (r,)))] for r in range(k)]
+
+
+def wide(o):
+    """o in float64, or complex128 when complex (compared without dropping an imaginary part)."""
+    return np.asarray(o, np.complex128 if np.iscomplexobj(o) else np.float64)
 
 
 def assemble(outs, sbp, full_shape):
     if sbp is B:
         for o in outs[1:]:
-            np.testing.assert_allclose(np.asarray(o, np.float64), np.asarray(outs[0], np.float64), rtol=1e-9,
+            np.testing.assert_allclose(wide(o), wide(outs[0]), rtol=1e-9,
                                        atol=1e-9, err_msg="a broadcast output differs between ranks")
         return outs[0]
     if sbp is P:
-        return sum(np.asarray(o, np.float64) for o in outs[1:]) + np.asarray(outs[0], np.float64)
+        return sum(wide(o) for o in outs[1:]) + wide(outs[0])
     return np.concatenate(outs, axis=sbp.dim)
 
 
@@ -226,7 +241,7 @@ def check_row(opdef, inputs, static, row, k):
             expect = [layout.local_shape(np.shape(want), (k,), (sbp,), (r,)) for r in range(k)]
             assert [np.shape(o[j]) for o in per_rank] == expect, "pieces do not follow the even layout"
         tol = 1e-5 if np.asarray(want).dtype.itemsize <= 4 and np.asarray(want).dtype.kind == "f" else 1e-7
-        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=tol, atol=tol)
+        np.testing.assert_allclose(wide(got), wide(want), rtol=tol, atol=tol)
 
 
 def _cases():
@@ -248,6 +263,25 @@ def test_every_row_is_exact(name, inputs, static):
                 check_row(opdef, inputs, static, row, k)
             except AssertionError as exc:
                 raise AssertionError(f"{name}: row {row} is wrong on {k} ranks: {exc}") from None
+
+
+def _complex_cases():
+    """The ops that take complex values (REGISTRY less REAL_ONLY) with their real samples made complex:
+    each float input gains an imaginary part."""
+    from globaltensor.registry import REAL_ONLY
+    for name in sorted(set(_REGISTRY) - REAL_ONLY):
+        for i, (inputs, static) in enumerate(samples(name)):
+            floats = [x for x in inputs if isinstance(x, np.ndarray) and x.dtype.kind == "f"]
+            if not floats or name in ("complex", "view_as_complex", "cast"):
+                continue
+            made = [x + 1j * f(*x.shape, lo=-1.0, hi=1.0) if isinstance(x, np.ndarray) and x.dtype.kind == "f" else x
+                    for x in inputs]
+            yield pytest.param(name, made, static, id=f"{name}-complex-{i}")
+
+
+@pytest.mark.parametrize("name, inputs, static", list(_complex_cases()))
+def test_every_row_is_exact_on_complex_values(name, inputs, static):
+    test_every_row_is_exact(name, inputs, static)
 
 
 def test_every_op_has_a_sample():
