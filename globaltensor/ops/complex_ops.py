@@ -124,13 +124,23 @@ def angle(input):
     return apply("angle", [input])
 
 
+class Part(Tensor):
+    """The real or imaginary part of a complex tensor: a tensor that answers a call with itself, so
+    PyTorch's attribute x.real and Paddle's method x.real() give the same tensor."""
+
+    __slots__ = ()
+
+    def __call__(self, name=None):
+        return self
+
+
 def _part(name):
     def get(self):
-        if name == "real":
-            return real(self) if self._dtype.is_complex else self
-        return imag(self)
-    get.__doc__ = (f"The {name} part (PyTorch's x.{name}, an attribute): a real tensor of the matching precision; "
-                   f"differentiable (x.real of a real tensor is x).")
+        out = real(self) if name == "real" else imag(self)
+        out.__class__ = Part
+        return out
+    get.__doc__ = (f"The {name} part (PyTorch's x.{name}, an attribute; Paddle's x.{name}() too): a real tensor "
+                   f"of the matching precision; differentiable (x.real of a real tensor: a copy, as Paddle's).")
     return property(get)
 
 

@@ -30,12 +30,10 @@ from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_e
                         stop_gradient_property)
 from .toplevel import (CUDAPinnedPlace, ParamAttr, as_complex, as_real, assign, device_guard,  # noqa: E402
                        get_cuda_rng_state, get_cudnn_version, get_flags, is_compiled_with_cuda, is_compiled_with_xpu,
-                       is_empty, part_property, rank, set_cuda_rng_state, shape, summary, tanh_)
+                       is_empty, rank, set_cuda_rng_state, shape, summary, tanh_)
 from .static import data  # noqa: E402 - paddle.data, static mode's placeholder
 
 Tensor.stop_gradient = stop_gradient_property  # Paddle's name for `not requires_grad`, on every tensor
-# x.real() / x.imag() (Paddle's methods) beside x.real / x.imag (PyTorch's attributes): the part, callable
-Tensor.real, Tensor.imag = part_property("real"), part_property("imag")
 
 
 def seed(value):
@@ -228,7 +226,7 @@ def in_dynamic_mode():
     return not static.STATIC[0]
 
 
-_NOT_RECORDED = {"seed", "to_tensor", "part_property", "save", "load", "is_tensor", "enable_static", "disable_static",
+_NOT_RECORDED = {"seed", "to_tensor", "save", "load", "is_tensor", "enable_static", "disable_static",
                  "in_dynamic_mode", "set_device", "get_device", "is_grad_enabled", "get_default_dtype",
                  "set_default_dtype", "enable_grad", "no_grad", "grad", "DataParallel", "CPUPlace", "CUDAPlace",
                  "recordable", "create_parameter"}

@@ -169,26 +169,3 @@ def as_complex(x, name=None):
 def as_real(x, name=None):
     """paddle.as_real: a complex tensor as float pairs, shape [..., 2]."""
     return _ops.view_as_real(x)
-
-
-class _Part(Tensor):
-    """x.real / x.imag on Paddle's face: the part itself (PyTorch's attribute), which Paddle's method
-    call x.real() returns unchanged, so both spellings give the same tensor."""
-
-    __slots__ = ()
-
-    def __call__(self, name=None):
-        return self
-
-
-def part_property(which):
-    """The property that Paddle's face puts on Tensor for `which` ("real" or "imag"): a new tensor
-    (also for a real x, as Paddle), of the class that answers a call with itself."""
-    fn = _ops.real if which == "real" else _ops.imag
-
-    def get(self):
-        out = fn(self)
-        out.__class__ = _Part
-        return out
-    get.__doc__ = f"x.{which} (PyTorch) or x.{which}() (Paddle): the {which} part, a real tensor; differentiable."
-    return property(get)
