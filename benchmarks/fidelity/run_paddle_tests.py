@@ -95,12 +95,13 @@ def classify(name, text):
 
 def first_error(output):
     """The first exception line of a failed run's output (rank logs and launcher output)."""
-    lines = output.splitlines()
+    lines = [line.strip() for line in output.splitlines()]
     for i, line in enumerate(lines):
         if line.startswith("Traceback"):
-            for follow in lines[i + 1:]:
-                if ERROR_LINE.match(follow.strip()) and not follow.startswith(" "):
-                    return follow.strip()[:300]
+            for j in range(i + 1, len(lines)):
+                if ERROR_LINE.match(lines[j]) and not lines[j].startswith("File "):
+                    detail = [x for x in lines[j + 1:j + 6] if x and not x.startswith("[")]
+                    return " | ".join([lines[j]] + detail)[:300] if lines[j].endswith(":") else lines[j][:300]
     for line in lines:
         if ERROR_LINE.match(line.strip()):
             return line.strip()[:300]
