@@ -23,7 +23,6 @@ SbpLike = Union[None, SBP, Sequence[SBP]]
 DeviceLike = Union[None, str, Device]  # "cpu", "cuda:0", gt.device("cuda", 0)
 
 
-
 def _shape(size):
     """(2, 3), [2, 3] or 2, 3 -> (2, 3), checked."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -308,14 +307,13 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
     """Values of Philox at each element's global index; the generator's counter advances on every rank."""
     if not dt.code.arithmetic:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
+
     def draw():
         seed, counter = _random.next_key(generator)
-
         def fill(box):
             out = allocate(tuple(hi - lo for lo, hi in box), dt)
             _random.fill(out, kind, shape, [lo for lo, _ in box], counter, a, b, seed)
             return out
-
         return build(shape, dt, placement, sbp, fill, device)
 
     t = draw()

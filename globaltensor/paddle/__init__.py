@@ -23,7 +23,7 @@ for _name in _ops.PUBLIC + ["arange", "linspace", "eye", "full_like", "empty_lik
 
 from . import static  # noqa: E402
 from .static.program import recordable  # noqa: E402
-from . import autograd, io, nn, optimizer  # noqa: E402 - after the ops they use
+from . import autograd, base, io, nn, optimizer  # noqa: E402 - after the ops they use
 from .autograd import grad  # noqa: E402
 from .nn.parameter import create_parameter  # noqa: E402
 from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_enabled, set_device,  # noqa: E402
@@ -32,6 +32,8 @@ from .toplevel import (CUDAPinnedPlace, ParamAttr, as_complex, as_real, assign, 
                        get_cuda_rng_state, get_cudnn_version, get_flags, is_compiled_with_cuda, is_compiled_with_xpu,
                        is_empty, rank, set_cuda_rng_state, shape, summary, tanh_)
 from .static import data  # noqa: E402 - paddle.data, static mode's placeholder
+
+framework.core = base.core  # `from paddle.framework import core`, as Paddle's scripts write it beside paddle.base.core
 
 Tensor.stop_gradient = stop_gradient_property  # Paddle's name for `not requires_grad`, on every tensor
 

@@ -13,6 +13,12 @@ class CPUPlace:
     def __repr__(self):
         return "Place(cpu)"
 
+    def __eq__(self, other):
+        return isinstance(other, CPUPlace)
+
+    def __hash__(self):
+        return hash("cpu")
+
 
 class CUDAPlace:
     """paddle.CUDAPlace(i): pieces on this rank's GPU (each rank uses its own; i is kept for repr)."""
@@ -24,6 +30,12 @@ class CUDAPlace:
 
     def __repr__(self):
         return f"Place(gpu:{self.index})"
+
+    def __eq__(self, other):
+        return isinstance(other, CUDAPlace) and other.index == self.index
+
+    def __hash__(self):
+        return hash(("cuda", self.index))
 
 
 def set_device(device):
@@ -71,3 +83,4 @@ class DataParallel(_DataParallel):
                  find_unused_parameters=False, group=None):
         super().__init__(layers, comm_buffer_size=comm_buffer_size, last_comm_buffer_size=last_comm_buffer_size,
                          find_unused_parameters=find_unused_parameters)
+

@@ -61,3 +61,19 @@ def test_dist_tensor_accessors_and_helpers_on_two_ranks():
         assert w0 == "[Shard(dim=1)]" and w2 == "[Replicate()]"  # shard_fn's choice; the rest replicated
         w1, b1, w2_, b2 = weights
         np.testing.assert_allclose(out, np.maximum(x @ w1 + b1, 0) @ w2_ + b2, rtol=1e-5, atol=1e-6)
+
+
+def test_the_module_paths_paddles_scripts_import_from():
+    """Paddle's own scripts import core from paddle.base and from paddle.framework (and create a
+    DeviceContext of their place), check parameters against paddle.base.framework.EagerParamBase, and
+    take PyLayer from paddle.autograd.py_layer: each path is there and is the same object."""
+    from globaltensor.paddle.autograd.py_layer import PyLayer
+    from globaltensor.paddle.base import core
+    from globaltensor.paddle.framework import core as framework_core
+
+    assert framework_core is core and PyLayer is paddle.autograd.PyLayer
+    ctx = core.DeviceContext.create(paddle.CPUPlace())
+    assert ctx.get_place() == paddle.CPUPlace()
+    layer = paddle.nn.Linear(2, 3)
+    assert isinstance(layer.weight, paddle.base.framework.EagerParamBase)
+    assert paddle.base.framework.in_dygraph_mode()

@@ -1,6 +1,6 @@
 """paddle.autograd: PyLayer (a custom forward and backward) and backward/grad."""
-from .. import autograd as _autograd
-from ..autograd import no_grad
+from ... import autograd as _autograd
+from ...autograd import no_grad
 
 __all__ = ["PyLayer", "PyLayerContext", "backward", "grad", "no_grad"]
 
