@@ -127,9 +127,9 @@ def _view(self, *shape):
     if out is self or self.is_global:
         return out
     if not _same_memory(self._local, out._local):
-        raise RuntimeError(f"view size is not compatible with input tensor's size and stride (shape "
-                           f"{tuple(self.shape)} to {tuple(out.shape)}: the piece is not contiguous enough); use "
-                           f".reshape(...) instead")
+        raise RuntimeError(f"view size is not compatible with input tensor's size and stride (at least one "
+                           f"dimension spans across two contiguous subspaces). Use .reshape(...) instead. (shape "
+                           f"{tuple(self.shape)} to {tuple(out.shape)}: the piece is not contiguous enough)")
     return out
 
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..errors import ShapeError, dim_out_of_range, wrap_dim
 from ..registry import rules
 from . import _front
 from ._front import apply, dims_arg, tensors
@@ -62,7 +63,8 @@ def _reshape_pairs(in_shape, out_shape):
 def _reshape_shape(s, st):
     shape = tuple(st["shape"])
     if math.prod(shape) != math.prod(s[0]):
-        raise ValueError(f"cannot reshape a tensor of shape {tuple(s[0])} into shape {shape}")
+        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {math.prod(s[0])}: cannot reshape a "
+                         f"tensor of shape {tuple(s[0])} into shape {shape}")
     return shape
 
 
@@ -121,13 +123,19 @@ def _reshape(x, shape=(), pairs=(), in_shape=()):
 
 def _shape_arg(shape, numel):
     shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else list(shape)
+    asked = tuple(shape)
     if shape.count(-1) > 1:
-        raise ValueError("only one dim may be -1")
+        raise ShapeError(f"only one dimension can be inferred (shape {asked} has several -1)")
+    if any(s < -1 for s in shape):
+        raise ShapeError(f"Invalid shape dimension {min(shape)} (shape {asked}): sizes are >= 0, or -1 once")
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
-        shape[shape.index(-1)] = numel // known if known else 0
+        if not known or numel % known:
+            raise ShapeError(f"shape '{list(asked)}' is invalid for input of size {numel}")
+        shape[shape.index(-1)] = numel // known
     if math.prod(shape) != numel:
-        raise ValueError(f"cannot reshape a tensor of {numel} elements into shape {tuple(shape)}")
+        raise ShapeError(f"shape '{list(asked)}' is invalid for input of size {numel}: cannot reshape a tensor of "
+                         f"{numel} elements into shape {asked}")
     return tuple(int(s) for s in shape)
 
 
@@ -165,7 +173,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     (input,) = tensors(input)
     if input.ndim == 0:
         return reshape(input, 1)
-    start, end = start_dim % input.ndim, end_dim % input.ndim
+    start, end = wrap_dim(start_dim, input.ndim), wrap_dim(end_dim, input.ndim)
     shape = input.shape[:start] + (int(np.prod(input.shape[start:end + 1])),) + input.shape[end + 1:]
     return reshape(input, shape)
 
@@ -191,7 +199,7 @@ def _unsqueeze_shape(s, st):
     shape = tuple(s[0])
     dim = st["dim"]
     if not -len(shape) - 1 <= dim <= len(shape):
-        raise IndexError(f"unsqueeze: dim {dim} is out of range for a {len(shape)}-D tensor")
+        raise dim_out_of_range(dim, len(shape) + 1, "unsqueeze")
     dim %= len(shape) + 1
     return shape[:dim] + (1,) + shape[dim:]
 
@@ -216,7 +224,7 @@ def squeeze(input, dim=None):
 def unsqueeze(input, dim):
     """Insert a dim of size one at dim."""
     (input,) = tensors(input)
-    dim = dim % (input.ndim + 1)
+    dim = wrap_dim(dim, input.ndim + 1, "unsqueeze")
     return apply("unsqueeze", [input], {"dim": dim})
 
 
@@ -249,14 +257,14 @@ def _permute(x, perm=()):
 def permute(input, *dims):
     (input,) = tensors(input)
     dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
-    return apply("permute", [input], {"perm": tuple(int(d) % input.ndim for d in dims)})
+    return apply("permute", [input], {"perm": tuple(wrap_dim(int(d), input.ndim) for d in dims)})
 
 
 def transpose(input, dim0=0, dim1=1):
     """Swap two dims; a split follows its dim."""
     (input,) = tensors(input)
     perm = list(range(input.ndim))
-    d0, d1 = dim0 % input.ndim, dim1 % input.ndim
+    d0, d1 = wrap_dim(dim0, input.ndim), wrap_dim(dim1, input.ndim)
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return apply("permute", [input], {"perm": tuple(perm)})
 
@@ -269,8 +277,15 @@ def _expand_pairs(s, o, st):
 def _expand_shape(s, st):
     shape, target = tuple(s[0]), tuple(st["shape"])
     lead = len(target) - len(shape)
-    if lead < 0 or any(n not in (1, target[d + lead]) for d, n in enumerate(shape)):
-        raise ValueError(f"expand: a tensor of shape {shape} cannot be expanded to {target}")
+    if lead < 0:
+        raise ShapeError(f"expand: the number of sizes provided ({len(target)}) must be greater or equal to the "
+                         f"number of dimensions in the tensor ({len(shape)}): shape {shape}, target {target}")
+    bad = [d for d, n in enumerate(shape) if n not in (1, target[d + lead])]
+    if bad:
+        d = bad[0]
+        raise ShapeError(f"expand: The expanded size of the tensor ({target[d + lead]}) must match the existing size "
+                         f"({shape[d]}) at non-singleton dimension {d + lead}: a tensor of shape {shape} cannot be "
+                         f"expanded to {target}")
     return target
 
 
@@ -359,7 +374,7 @@ def roll(input, shifts, dims=None):
     (input,) = tensors(input)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
     dims = None if dims is None else ((dims,) if isinstance(dims, int) else tuple(dims))
-    return apply("roll", [input], {"shifts": shifts, "dims": None if dims is None else tuple(d % input.ndim for d in dims)})
+    return apply("roll", [input], {"shifts": shifts, "dims": None if dims is None else tuple(wrap_dim(d, input.ndim) for d in dims)})
 
 
 def meshgrid(*tensors, indexing="ij"):

@@ -331,7 +331,7 @@ def test_inplace_ops_record_autograd_like_pytorch():
         check(w.grad.numpy(), tw.grad.numpy())
     leaf = gt.tensor(X, requires_grad=True)
     for bad in (lambda: leaf.add_(1), lambda: leaf.zero_(), lambda: leaf.__setitem__(0, 1.0)):
-        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        with pytest.raises(RuntimeError, match="leaf Tensor that requires grad"):
             bad()
     with gt.no_grad():
         leaf.mul_(2)
