@@ -18,6 +18,7 @@ from .backends.devices import device, of_array
 from .boxing import gather_pieces, plan, run
 from .boxing.planning import reduction_bytes
 from .env import get_rank
+from .errors import PlacementError, not_broadcast, same_placement_error
 from .registry import REGISTRY
 from .sbp import Signature, broadcast, partial_sum, split
 from .scope import current as _scope
@@ -217,8 +218,8 @@ def _check_placements(name, tensors):
             raise RuntimeError(f"{name}: cannot mix a global tensor (placement {g.placement}) with a local tensor "
                                f"(placement: none); convert the local one with to_global(placement, sbp)")
         if t.is_global and t.placement != first.placement:
-            raise RuntimeError(f"{name}: inputs have different placements, {first.placement} and {t.placement}; "
-                               f"move one with to_global(placement=...)")
+            raise PlacementError(f"{same_placement_error(first.placement, t.placement, name)}; move one with "
+                                 f"to_global(placement=...)")
 
 
 def apply(name, tensors, static=None, multi=False, out=None, order=None):
@@ -238,7 +239,14 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
         _check_placements(name, tensors)
         if opdef.real_only:
             opdef.refuse_complex(tensors)
-        result = kernel(*[t._local for t in tensors], **static)
+        try:
+            result = kernel(*[t._local for t in tensors], **static)
+        except ValueError as exc:  # numpy's words for bad shapes -> the op's meta's, or PyTorch's (errors.py)
+            if callable(opdef.meta):
+                opdef.meta([tuple(t.shape) for t in tensors], [t.dtype for t in tensors], static)
+            if "could not be broadcast" not in str(exc):
+                raise
+            raise not_broadcast(name, [t.shape for t in tensors]) from exc
         dev = of_array(tensors[0]._local)
         outs = tuple(Tensor(dev.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
     else:

@@ -8,6 +8,7 @@ from .ops import abs as _abs
 from .ops import cross as _cross
 from .ops import norm as _norm
 from .ops.everyday_shape import chain_matmul, diagonal, matrix_power  # noqa: F401
+from .errors import wrap_dim
 
 inv = inverse
 
@@ -49,7 +50,7 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 def cross(input, other, *, dim=-1):
     """The cross product of 3-vectors along dim (default the last)."""
-    return _cross(input, other, dim % input.ndim)
+    return _cross(input, other, wrap_dim(dim, input.ndim))
 
 
 def vecdot(x, y, *, dim=-1):

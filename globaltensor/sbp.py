@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Union
 
+from .errors import PlacementError
+
 
 class _SBP:
     __slots__ = ()
@@ -30,7 +32,7 @@ class split(_SBP):  # noqa: N801 - OneFlow's name
         if isinstance(dim, bool) or not isinstance(dim, int):
             raise TypeError(f"split(dim) needs an int dim, got {dim!r}")
         if dim < 0:
-            raise ValueError(f"split(dim) needs dim >= 0, got {dim}")
+            raise PlacementError(f"Split axis must not be negative, but got {dim}! (split(dim) needs dim >= 0)")
         object.__setattr__(self, "dim", dim)
 
     def __eq__(self, other):
@@ -119,7 +121,8 @@ def normalize(value: Union[_SBP, Sequence[_SBP]], ndim_mesh: int, tensor_ndim: O
     if tensor_ndim is not None:
         for s in items:
             if isinstance(s, split) and s.dim >= tensor_ndim:
-                raise ValueError(f"{s} on a {tensor_ndim}-D tensor: dim must be in [0, {tensor_ndim})")
+                raise PlacementError(f"Split axis out of range (expected to be in range of [0, {tensor_ndim}), but got "
+                                     f"{s.dim}! {s} on a {tensor_ndim}-D tensor: dim must be in [0, {tensor_ndim})")
     return items
 
 

@@ -65,8 +65,9 @@ def _unpack(flat, shapes, d, dt, dev):
     return out
 
 
-def _redistribute(x, blocks, src_box, dst_box, union, dt, dev):
-    """Send each (receiver, sender, box) block from sender to receiver in one all_to_all."""
+def _redistribute(x, blocks, src_box, dst_box, union, dt, dev, zeros=False):
+    """Send each (receiver, sender, box) block from sender to receiver in one all_to_all
+    (zeros: the parts of dst_box that no block covers are zero)."""
     me = get_rank()
     if me not in union:
         return x
@@ -83,6 +84,8 @@ def _redistribute(x, blocks, src_box, dst_box, union, dt, dev):
     if dst_box is None:
         return dev.empty((0,) * max(1, len(src_box or ())), dt.np)
     out = _alloc(tuple(b - a for a, b in dst_box), dt, dev)
+    if zeros:
+        out[...] = 0
     start = 0
     for q, n in zip(union, recv_counts):
         if n:

@@ -4,6 +4,7 @@ import hashlib
 from .. import layout
 from ..backends.devices import device
 from ..env import get_rank
+from ..errors import PlacementError
 from ..sbp import broadcast, normalize, split
 from ..tensor import Tensor
 from .execution import _alloc, _contiguous, _group, _redistribute
@@ -60,7 +61,7 @@ def _check_same_layout(found, digest, placement, sbp):
         others = "; ".join(f"ranks {sorted(rs)}" for t, rs in sorted(groups.items(), key=lambda kv: min(kv[1]))
                            if t != digest)
         sbp_text = "(" + ", ".join(map(str, sbp)) + ")"
-        raise ValueError(f"to_global: the ranks passed different placements or sbp (every rank must pass the same): "
+        raise PlacementError(f"Inconsistent parallel description: to_global: the ranks passed different placements or sbp (every rank must pass the same): "
                          f"ranks {mine} passed {placement} with sbp {sbp_text}, and these passed something else: "
                          f"{others}")
 

@@ -15,7 +15,7 @@ import functools
 import itertools
 
 from ..sbp import broadcast, partial_sum, split, without_partial
-from .steps import ALL_REDUCE, REDISTRIBUTE, SLICE, along_axis
+from .steps import ALL_REDUCE, REDISTRIBUTE, SLICE, SPLIT_TO_PARTIAL_MOVED, along_axis
 
 
 class Step:
@@ -138,9 +138,20 @@ def _overlap_route(src_placement, src_sbp, mid_src, dst_placement, dst_sbp, glob
     return route + _plan_axes(dst_placement, mid_dst, dst_sbp, global_shape, itemsize)
 
 
+def _split_to_partial_moved(src_placement, src_sbp, dst_placement, dst_sbp):
+    return (src_placement != dst_placement and src_placement.ndim == dst_placement.ndim == 1
+            and isinstance(src_sbp[0], split) and dst_sbp[0] is partial_sum)
+
+
 @functools.lru_cache(maxsize=4096)
 def plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize):
-    """The cheapest Plan; on a tie the earlier candidate (axis by axis: native collectives)."""
+    """The cheapest Plan; on a tie the earlier candidate (axis by axis: native collectives).
+    S -> P onto another 1-D placement is OneFlow's layout, not a price: each rank keeps its piece."""
+    if _split_to_partial_moved(src_placement, src_sbp, dst_placement, dst_sbp):
+        nbytes = SPLIT_TO_PARTIAL_MOVED.bytes(src_placement, src_sbp, dst_placement, dst_sbp, None, global_shape,
+                                              itemsize)
+        step = Step(SPLIT_TO_PARTIAL_MOVED, None, src_sbp, dst_sbp, nbytes, dst_placement)
+        return Plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize, [step])
     candidates = []
     if src_placement == dst_placement:
         candidates.append(_plan_axes(src_placement, src_sbp, dst_sbp, global_shape, itemsize))

@@ -14,7 +14,10 @@ mesh axis (k ranks, N the bytes of the value they share):
     P -> S(i)      reduce_scatter       (k-1) N
 
 `redistribute` is the move between placements (or any layout in one all_to_all): every target rank
-receives, from one holder each, the parts of its box that source pieces cover.
+receives, from one holder each, the parts of its box that source pieces cover. `split_to_partial_moved`
+is S -> P onto another 1-D placement, as OneFlow's naive S -> P: each source piece stays on its rank
+when that rank is a target, else goes to target number (source index % targets); every target holds
+zeros elsewhere, so the pieces still sum to the value.
 """
 import functools
 import math
@@ -99,6 +102,26 @@ def overlap_blocks(src_pl, src, dst_pl, dst, global_shape):
             sender = r if r in owners else owners[i % len(owners)]
             blocks.append((r, sender, tuple(part)))
     return tuple(blocks)
+
+
+@functools.lru_cache(maxsize=1024)
+def split_to_partial_blocks(src_pl, src, dst_pl, global_shape):
+    """(receiver, sender, global box) of S -> P onto another 1-D placement (OneFlow's naive S -> P:
+    a piece stays where its rank is a target, else goes to target (source index % targets))."""
+    targets = dst_pl.rank_list()
+    blocks = []
+    for i, s_rank in enumerate(src_pl.rank_list()):
+        box = tuple(layout.local_box(global_shape, src_pl.hierarchy, src, src_pl.mesh_coord(s_rank)))
+        if any(a == b for a, b in box):
+            continue  # an empty piece (uneven split) adds nothing to the sum
+        receiver = s_rank if s_rank in targets else targets[i % len(targets)]
+        blocks.append((receiver, s_rank, box))
+    return tuple(blocks)
+
+
+def _split_to_partial_moved_bytes(src_pl, src, dst_pl, _dst, _axis, global_shape, itemsize):
+    blocks = split_to_partial_blocks(src_pl, src, dst_pl, tuple(global_shape))
+    return sum(math.prod(b - a for a, b in box) * itemsize for r, s, box in blocks if r != s)
 
 
 # --- runners -----------------------------------------------------------------------------------
@@ -205,6 +228,17 @@ def _move(x, step, p, dt):
     return _redistribute(x, blocks, src_box, dst_box, union, dt, device(p.dst_placement.type))
 
 
+def _move_to_partial(x, step, p, dt):
+    """S -> P onto another 1-D placement: each piece to its receiver, zeros around it."""
+    me = get_rank()
+    src_coord, dst_coord = p.src_placement.mesh_coord(me), p.dst_placement.mesh_coord(me)
+    src_box = layout.local_box(p.global_shape, p.src_placement.hierarchy, step.src, src_coord) if src_coord else None
+    dst_box = tuple((0, n) for n in p.global_shape) if dst_coord else None
+    blocks = split_to_partial_blocks(p.src_placement, step.src, p.dst_placement, p.global_shape)
+    union = tuple(sorted(set(p.src_placement.rank_list()) | set(p.dst_placement.rank_list())))
+    return _redistribute(x, blocks, src_box, dst_box, union, dt, device(p.dst_placement.type), zeros=True)
+
+
 # --- the table ---------------------------------------------------------------------------------
 
 KINDS = {kind.name: kind for kind in (
@@ -217,9 +251,11 @@ KINDS = {kind.name: kind for kind in (
     Kind("reduce_scatter",       ("P", "S"), "reduce_scatter", _per_group(lambda n, k: (k - 1) * n),  _reduce_scatter),
     Kind("all_reduce",           ("P", "B"), "all_reduce",     _per_group(lambda n, k: 2 * (k - 1) * n), _all_reduce),
     Kind("redistribute",         None,       "all_to_all",     _overlap_bytes,                        _move),
+    Kind("split_to_partial_moved", None,     "all_to_all",     _split_to_partial_moved_bytes,         _move_to_partial),
 )}
 _BY_TRANSITION = {kind.transition: kind for kind in KINDS.values() if kind.transition is not None}
 SLICE, ALL_REDUCE, REDISTRIBUTE = KINDS["slice"], KINDS["all_reduce"], KINDS["redistribute"]
+SPLIT_TO_PARTIAL_MOVED = KINDS["split_to_partial_moved"]
 
 
 def along_axis(s, t):

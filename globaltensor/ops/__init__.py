@@ -122,18 +122,17 @@ Tensor.astype = lambda self, dtype: cast(self, dtype)
 
 def _view(self, *shape):
     """The same piece seen in another shape, never a copy (as PyTorch's view): RuntimeError when
-    the piece's strides do not allow it, or when a split would not survive (use reshape)."""
+    the piece's strides do not allow it. On a global tensor, OneFlow's view: the reshape op, whose
+    SBP follows the dims that split alike (S(0) of (8, 4) as (2, 4, 4) stays S(0) when 2 divides
+    evenly over the ranks) and whose input is boxed, as OneFlow does, where no split survives."""
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
     out = reshape(self, *shape)
-    if out is self:
+    if out is self or self.is_global:
         return out
-    if self.is_global and out.sbp != self.sbp:
-        raise RuntimeError(f"view: the split {self.sbp} of shape {tuple(self.shape)} does not survive as shape "
-                           f"{tuple(out.shape)} without moving data; use reshape")
     if not _same_memory(self._local, out._local):
-        raise RuntimeError(f"view size is not compatible with input tensor's size and stride (shape "
-                           f"{tuple(self.shape)} to {tuple(out.shape)}: the piece is not contiguous enough); use "
-                           f".reshape(...) instead")
+        raise RuntimeError(f"view size is not compatible with input tensor's size and stride (at least one "
+                           f"dimension spans across two contiguous subspaces). Use .reshape(...) instead. (shape "
+                           f"{tuple(self.shape)} to {tuple(out.shape)}: the piece is not contiguous enough)")
     return out
 
 

@@ -7,6 +7,7 @@ import numpy as np
 from .. import dtype as _dtype
 from ..backends.devices import array_module
 from ..dispatch import apply
+from ..errors import wrap_dim
 from ..dtype import DIM, SCALAR, ZERO, scalar_dtype
 from ..sbp import broadcast
 from ..tensor import Tensor
@@ -186,10 +187,7 @@ def dims_arg(dim, ndim):
     if dim is None:
         return None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    for d in dims:
-        if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise IndexError(f"dim {d} is out of range for a {ndim}-D tensor")
-    return tuple(sorted(d % max(ndim, 1) for d in dims))
+    return tuple(sorted(wrap_dim(d, ndim) for d in dims))
 
 
 __all__ = ["apply", "as_tensor", "tensors", "own_tensor", "promoted", "promoted_pair", "result_dtype", "cast_to",

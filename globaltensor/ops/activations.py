@@ -17,6 +17,7 @@ from .reduction_composites import logsumexp
 from ..registry import op
 from ..backends import devices
 from ..backends.devices import array_module
+from ..errors import wrap_dim
 
 
 def stanh(input, scale_a=0.67, scale_b=1.7159):
@@ -81,7 +82,7 @@ def _softmax(x, dim=-1):
 def softmax(input, dim=-1, *, dtype=None):
     """exp(x - max) / sum(exp(x - max)) along dim (in dtype when given)."""
     input = _as(input, dtype)
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     if input.shape[dim] == 0:  # nothing to normalise (and no max of an empty dim)
         return input * 1
     if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
@@ -92,7 +93,7 @@ def softmax(input, dim=-1, *, dtype=None):
 def log_softmax(input, dim=-1, *, dtype=None):
     """x - logsumexp(x) along dim (in dtype when given)."""
     input = _as(input, dtype)
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     if input.shape[dim] == 0:
         return input * 1
     return input - logsumexp(input, dim, keepdim=True)

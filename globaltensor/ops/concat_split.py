@@ -10,6 +10,7 @@ from ._front import apply, tensors
 from ..registry import op
 from .shape import _meta, _rows, squeeze
 from ..creation import zeros_like
+from ..errors import ShapeError, wrap_dim
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -127,7 +128,11 @@ def split(tensor, split_size_or_sections=None, dim=0, *, num_or_sections=None):
 def chunk(input, chunks, dim=0):
     """`chunks` pieces of ceil(n / chunks) along dim (the last ones may be smaller)."""
     (input,) = tensors(input)
-    dim = dim % input.ndim
+    if input.ndim == 0:
+        raise ShapeError("chunk expects at least a 1-dimensional tensor (got a 0-d tensor)")
+    if chunks <= 0:
+        raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    dim = wrap_dim(dim, input.ndim)
     if input.shape[dim] == 0:  # as PyTorch: `chunks` empty pieces
         return split(input, [0] * chunks, dim)
     size = -(-input.shape[dim] // chunks)
@@ -137,7 +142,7 @@ def chunk(input, chunks, dim=0):
 def unbind(input, dim=0):
     """The slices along dim, each without that dim."""
     (input,) = tensors(input)
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     if input.shape[dim] == 0:
         return []
     return [squeeze(p, dim) for p in split(input, 1, dim)]

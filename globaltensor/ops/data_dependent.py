@@ -11,6 +11,7 @@ from ._front import apply, tensors
 from .gather_scatter_nd import scatter_nd_add
 from ..registry import op
 from ..creation import zeros_like
+from ..errors import wrap_dim
 
 
 def _data_dependent(backward=None):
@@ -73,6 +74,6 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     Data-dependent size: gathered to broadcast."""
     (input,) = tensors(input)
     static = {"return_inverse": bool(return_inverse), "return_counts": bool(return_counts),
-              "dim": None if dim is None else dim % input.ndim}
+              "dim": None if dim is None else wrap_dim(dim, input.ndim)}
     out = apply("unique", [input], static, multi=True)
     return out[0] if len(out) == 1 else tuple(out)

@@ -16,12 +16,11 @@ from .reduction_composites import norm
 from .linalg import bmm, inverse, matmul, mm, mv
 from .triangles import diag
 from .gather_scatter import gather, index_select
+from ..errors import ShapeError, not_broadcast, wrap_dim
 
 
 def _dim(dim, ndim):
-    if not -builtins.max(ndim, 1) <= dim < builtins.max(ndim, 1):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {dim})")
-    return dim % builtins.max(ndim, 1)
+    return wrap_dim(dim, ndim)
 
 
 def narrow(input, dim, start, length):
@@ -65,12 +64,23 @@ def swapdims(input, dim0, dim1):
 
 
 def broadcast_shapes(*shapes):
-    """numpy's broadcast of the shapes."""
-    return tuple(np.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s) for s in shapes]))
+    """numpy's broadcast of the shapes (OneFlow's words when they do not broadcast)."""
+    if not shapes:
+        raise ShapeError("shapes should not be empty.")
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShapeError(f"input and other can't be broadcasted to a single shape. "
+                         f"({not_broadcast('', shapes)})") from None
 
 
 def broadcast_tensors(*tensors):
     """The tensors broadcast to their common shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if not tensors:
+        raise ShapeError("tensors should not be empty.")
     shape = broadcast_shapes(*[tuple(t.shape) for t in tensors])
     return tuple(t if tuple(t.shape) == shape else broadcast_to(t, shape) for t in tensors)
 

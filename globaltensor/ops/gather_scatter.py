@@ -13,6 +13,7 @@ from ..registry import rules
 from ._front import apply, tensors
 from ..registry import op
 from ..creation import zeros_like
+from ..errors import wrap_dim
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -102,7 +103,7 @@ def _gather(x, index, dim=0, size=None, offsets=None):
 def gather(input, dim, index):
     """out[i][j] = x[i][index[i][j]] along dim (PyTorch's gather)."""
     input, index = tensors(input, index)
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     return apply("gather", [input, index], {"dim": dim, "size": input.shape[dim]})
 
 
@@ -135,7 +136,7 @@ def _open_grid(xp, shape):
 
 def scatter_add_(input, dim, index, src):
     input, index, src = tensors(input, index, src)
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     return apply("scatter_add", [input, index, src], {"dim": dim, "size": input.shape[dim]})
 
 
@@ -151,7 +152,7 @@ def _scatter(x, index, src, dim=0):
 def scatter(input, dim, index, src):
     """A copy of x with out[i][index[i][j]] = src[i][j] along dim (PyTorch's scatter)."""
     input, index, src = tensors(input, index, src)
-    return apply("scatter", [input, index, src], {"dim": dim % input.ndim})
+    return apply("scatter", [input, index, src], {"dim": wrap_dim(dim, input.ndim)})
 
 
 def scatter_(input, dim, index, src):
@@ -211,7 +212,7 @@ def index_select(input, dim, index):
     """The slices of input at `index` (1-D, int) along dim (OneFlow/PyTorch's order; Paddle's
     index_select(x, index, axis) by keyword)."""
     input, index = tensors(input, index)
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     return apply("index_select", [input, index], {"dim": dim})
 
 

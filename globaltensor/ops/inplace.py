@@ -25,7 +25,7 @@ from ..tensor import Tensor
 # values: the piece is replaced, never written into (a piece may be shared with a boxing source or
 # a cached autograd seed).
 
-_LEAF = "a leaf Variable that requires grad is being used in an in-place operation"
+_LEAF = "a leaf Tensor that requires grad is being used in an in-place operation"  # OneFlow's words
 
 
 def _category(dt):

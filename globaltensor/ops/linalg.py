@@ -5,6 +5,7 @@ from ..backends import cuda_kernels
 from ..registry import rules
 from ._front import apply, tensors
 from ..registry import op
+from ..errors import wrap_dim
 
 _LETTERS = "abcdefghij"
 
@@ -226,7 +227,7 @@ def cross(input, other, dim=None):
     input, other = tensors(input, other)
     if dim is None:
         dim = next(i for i, n in enumerate(input.shape) if n == 3)
-    return apply("cross", [input, other], {"dim": dim % input.ndim})
+    return apply("cross", [input, other], {"dim": wrap_dim(dim, input.ndim)})
 
 
 def _batch_rows(in_shapes, out_shapes, static):

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ..errors import ShapeError, dim_out_of_range, wrap_dim
 from ..registry import rules
 from . import _front
 from ._front import apply, dims_arg, tensors
@@ -62,57 +63,79 @@ def _reshape_pairs(in_shape, out_shape):
 def _reshape_shape(s, st):
     shape = tuple(st["shape"])
     if math.prod(shape) != math.prod(s[0]):
-        raise ValueError(f"cannot reshape a tensor of shape {tuple(s[0])} into shape {shape}")
+        raise ShapeError(f"shape '{list(shape)}' is invalid for input of size {math.prod(s[0])}: cannot reshape a "
+                         f"tensor of shape {tuple(s[0])} into shape {shape}")
     return shape
 
 
-def _leading_merge(in_shape, out_shape, ranks, tail=0):
-    """Whether the first dim of one side is the first few dims of the other merged (e.g. [8, 128,
-    d] <-> [1024, d]), outside the `tail` dims both sides end with, with the coarser first dim a
-    multiple of `ranks`: then every even split of it over any mesh axes cuts the other side at
-    the same elements, so S(0) stays S(0)."""
-    if not in_shape or not out_shape or in_shape[0] == out_shape[0] or min(in_shape[0], out_shape[0]) == 0:
-        return False
-    short, long_ = (in_shape, out_shape) if in_shape[0] > out_shape[0] else (out_shape, in_shape)
-    merged = 1
-    for m, n in enumerate(long_, 1):
-        merged *= n
-        if merged >= short[0]:
-            return (merged == short[0] and m > 1 and long_[0] % ranks == 0 and m <= len(long_) - tail
-                    and len(short) > tail)
-    return False
+def _group_pairs(in_shape, out_shape, ranks):
+    """OneFlow's reshape rule: walking from the last dims (size-1 dims skipped), wherever the
+    trailing products agree the next dims start a group on both sides; splitting the two starts
+    cuts the same elements when their sizes agree or both divide evenly over `ranks`."""
+    if math.prod(in_shape) == 0:
+        return []
+    ins, outs = [d for d, n in enumerate(in_shape) if n != 1], [d for d, n in enumerate(out_shape) if n != 1]
+    i, o, pairs = len(ins) - 1, len(outs) - 1, []
+    count_in, count_out = (in_shape[ins[i]] if ins else 1), (out_shape[outs[o]] if outs else 1)
+    while i >= 0 and o >= 0:
+        step_in, step_out = count_in <= count_out, count_out <= count_in
+        if step_in and step_out:
+            a, b = in_shape[ins[i]], out_shape[outs[o]]
+            if a == b or (a % ranks == 0 and b % ranks == 0):
+                pairs.append((ins[i], outs[o]))
+        if step_in:
+            i -= 1
+            count_in *= in_shape[ins[i]] if i >= 0 else 1
+        if step_out:
+            o -= 1
+            count_out *= out_shape[outs[o]] if o >= 0 else 1
+    return pairs
+
+
+def _split_pairs(in_shape, out_shape, ranks):
+    """(in dim, out dim) whose splits are the same cut: equal sizes from the start or the end,
+    and OneFlow's group starts (a global fact: shapes and the number of ranks)."""
+    prefix, suffix = _reshape_pairs(in_shape, out_shape)
+    found = set(prefix) | set(suffix) | set(_group_pairs(in_shape, out_shape, ranks))
+    taken, pairs = set(), []
+    for i, o in sorted(found):
+        if i not in taken:  # one out dim for each in dim
+            taken.add(i)
+            pairs.append((i, o))
+    return tuple(pairs)
 
 
 def _reshape_rows(s, o, st):
-    """B; S(i) -> S(o) for dims whose sizes agree from the start or from the end; S(0) -> S(0)
-    where the first dims merge or part evenly over every rank (static lead); P -> P."""
-    pairs = sum(_reshape_pairs(s[0], o[0]), [])
-    if st.get("lead") and (0, 0) not in pairs:
-        pairs.append((0, 0))
-    return _rows(pairs)
+    """B; S(i) -> S(o) for the dims whose splits cut the same elements (static pairs); P -> P."""
+    return _rows(st.get("pairs", ()))
 
 
 @op("reshape", _reshape_rows, lambda ctx, g: reshape(g, ctx.inputs[0].shape), meta=_meta(_reshape_shape))
-def _reshape(x, shape=(), keep=0, tail=0, lead=False):
-    """The first `keep` and the last `tail` dims (the ones that may be split) come from the piece
-    itself, and with `lead` the first dim (the leading dims merged or parted); the dims between
-    are never split."""
-    if lead:
-        middle = tuple(shape[1:len(shape) - tail])
-        rest = middle + x.shape[x.ndim - tail:]
-        return np.reshape(x, (x.size // math.prod(rest) if math.prod(rest) else 0,) + rest)
-    return np.reshape(x, x.shape[:keep] + tuple(shape[keep:len(shape) - tail]) + x.shape[x.ndim - tail:])
+def _reshape(x, shape=(), pairs=(), in_shape=()):
+    """Paired dims come from the piece (a split dim holds its share of the out dim); the others
+    are never split and keep their global sizes."""
+    local = list(shape)
+    for i, o in pairs:
+        if x.shape[i] != in_shape[i]:
+            local[o] = x.shape[i] if in_shape[i] == shape[o] else shape[o] * x.shape[i] // in_shape[i]
+    return np.reshape(x, tuple(local))
 
 
 def _shape_arg(shape, numel):
     shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else list(shape)
+    asked = tuple(shape)
     if shape.count(-1) > 1:
-        raise ValueError("only one dim may be -1")
+        raise ShapeError(f"only one dimension can be inferred (shape {asked} has several -1)")
+    if any(s < -1 for s in shape):
+        raise ShapeError(f"Invalid shape dimension {min(shape)} (shape {asked}): sizes are >= 0, or -1 once")
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
-        shape[shape.index(-1)] = numel // known if known else 0
+        if not known or numel % known:
+            raise ShapeError(f"shape '{list(asked)}' is invalid for input of size {numel}")
+        shape[shape.index(-1)] = numel // known
     if math.prod(shape) != numel:
-        raise ValueError(f"cannot reshape a tensor of {numel} elements into shape {tuple(shape)}")
+        raise ShapeError(f"shape '{list(asked)}' is invalid for input of size {numel}: cannot reshape a tensor of "
+                         f"{numel} elements into shape {asked}")
     return tuple(int(s) for s in shape)
 
 
@@ -123,10 +146,10 @@ def reshape(input, *shape):
     shape = _shape_arg(shape, input.numel())
     if shape == tuple(input.shape):
         return input
-    prefix, suffix = _reshape_pairs(tuple(input.shape), shape)
-    static = {"shape": shape, "keep": len(prefix), "tail": len(suffix)}
-    if input.is_global and not prefix and _leading_merge(tuple(input.shape), shape, input.placement.size, len(suffix)):
-        static["lead"] = True  # a global fact (shapes, the number of ranks): every rank decides alike
+    static = {"shape": shape}
+    if input.is_global:  # a global fact (shapes, the number of ranks): every rank decides alike
+        static["pairs"] = _split_pairs(tuple(input.shape), shape, input.placement.size)
+        static["in_shape"] = tuple(input.shape)
     return apply("reshape", [input], static)
 
 
@@ -150,7 +173,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     (input,) = tensors(input)
     if input.ndim == 0:
         return reshape(input, 1)
-    start, end = start_dim % input.ndim, end_dim % input.ndim
+    start, end = wrap_dim(start_dim, input.ndim), wrap_dim(end_dim, input.ndim)
     shape = input.shape[:start] + (int(np.prod(input.shape[start:end + 1])),) + input.shape[end + 1:]
     return reshape(input, shape)
 
@@ -176,7 +199,7 @@ def _unsqueeze_shape(s, st):
     shape = tuple(s[0])
     dim = st["dim"]
     if not -len(shape) - 1 <= dim <= len(shape):
-        raise IndexError(f"unsqueeze: dim {dim} is out of range for a {len(shape)}-D tensor")
+        raise dim_out_of_range(dim, len(shape) + 1, "unsqueeze")
     dim %= len(shape) + 1
     return shape[:dim] + (1,) + shape[dim:]
 
@@ -201,7 +224,7 @@ def squeeze(input, dim=None):
 def unsqueeze(input, dim):
     """Insert a dim of size one at dim."""
     (input,) = tensors(input)
-    dim = dim % (input.ndim + 1)
+    dim = wrap_dim(dim, input.ndim + 1, "unsqueeze")
     return apply("unsqueeze", [input], {"dim": dim})
 
 
@@ -234,14 +257,14 @@ def _permute(x, perm=()):
 def permute(input, *dims):
     (input,) = tensors(input)
     dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
-    return apply("permute", [input], {"perm": tuple(int(d) % input.ndim for d in dims)})
+    return apply("permute", [input], {"perm": tuple(wrap_dim(int(d), input.ndim) for d in dims)})
 
 
 def transpose(input, dim0=0, dim1=1):
     """Swap two dims; a split follows its dim."""
     (input,) = tensors(input)
     perm = list(range(input.ndim))
-    d0, d1 = dim0 % input.ndim, dim1 % input.ndim
+    d0, d1 = wrap_dim(dim0, input.ndim), wrap_dim(dim1, input.ndim)
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return apply("permute", [input], {"perm": tuple(perm)})
 
@@ -254,8 +277,15 @@ def _expand_pairs(s, o, st):
 def _expand_shape(s, st):
     shape, target = tuple(s[0]), tuple(st["shape"])
     lead = len(target) - len(shape)
-    if lead < 0 or any(n not in (1, target[d + lead]) for d, n in enumerate(shape)):
-        raise ValueError(f"expand: a tensor of shape {shape} cannot be expanded to {target}")
+    if lead < 0:
+        raise ShapeError(f"expand: the number of sizes provided ({len(target)}) must be greater or equal to the "
+                         f"number of dimensions in the tensor ({len(shape)}): shape {shape}, target {target}")
+    bad = [d for d, n in enumerate(shape) if n not in (1, target[d + lead])]
+    if bad:
+        d = bad[0]
+        raise ShapeError(f"expand: The expanded size of the tensor ({target[d + lead]}) must match the existing size "
+                         f"({shape[d]}) at non-singleton dimension {d + lead}: a tensor of shape {shape} cannot be "
+                         f"expanded to {target}")
     return target
 
 
@@ -344,7 +374,7 @@ def roll(input, shifts, dims=None):
     (input,) = tensors(input)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
     dims = None if dims is None else ((dims,) if isinstance(dims, int) else tuple(dims))
-    return apply("roll", [input], {"shifts": shifts, "dims": None if dims is None else tuple(d % input.ndim for d in dims)})
+    return apply("roll", [input], {"shifts": shifts, "dims": None if dims is None else tuple(wrap_dim(d, input.ndim) for d in dims)})
 
 
 def meshgrid(*tensors, indexing="ij"):

@@ -6,6 +6,7 @@ from ._front import apply, tensors
 from ..registry import op
 from .shape import _meta, _rows
 from ..creation import zeros_like
+from ..errors import wrap_dim
 
 
 def _slice_index(shape, axes, starts, ends, strides):
@@ -51,7 +52,7 @@ def _scatter_slice(base, update, st):
 def strided_slice(input, axes, starts, ends, strides):
     """Paddle's strided_slice: x[starts:ends:strides] along axes."""
     (input,) = tensors(input)
-    axes = tuple(a % input.ndim for a in axes)
+    axes = tuple(wrap_dim(a, input.ndim) for a in axes)
     return apply("strided_slice", [input], {"axes": axes, "starts": tuple(starts), "ends": tuple(ends),
                                          "strides": tuple(strides)})
 

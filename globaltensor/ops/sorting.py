@@ -6,6 +6,7 @@ from .gather_scatter import _other_dims, scatter_add_
 from .reduction import return_type
 from ..registry import op
 from ..creation import zeros_like
+from ..errors import wrap_dim
 
 
 def _sort_backward(ctx, g, g_idx=None):
@@ -30,7 +31,7 @@ def sort(input, dim=-1, descending=False, *, stable=False):
     """The named tuple (values, indices) sorted along dim; independent along the other dims.
     Always stable (stable= is PyTorch's keyword; equal values keep their order)."""
     (input,) = tensors(input)
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     return return_type("sort")(*apply("sort", [input], {"dim": dim, "descending": descending}, multi=True))
 
 
@@ -60,7 +61,7 @@ def _topk(x, k=1, dim=-1, largest=True):
 def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     """The named tuple (values, indices) of the k largest (or smallest) along dim, in order."""
     (input,) = tensors(input)
-    dim = dim % input.ndim
+    dim = wrap_dim(dim, input.ndim)
     if not 0 <= k <= input.shape[dim]:
         raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {input.shape[dim]}")
     return return_type("topk")(*apply("topk", [input], {"k": k, "dim": dim, "largest": largest}, multi=True))

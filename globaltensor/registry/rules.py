@@ -8,6 +8,7 @@ Below them: helpers for writing metas (registry.py says what a meta is).
 """
 import numpy as np
 
+from ..errors import not_broadcast
 from ..sbp import broadcast as B
 from ..sbp import partial_sum as P
 from ..sbp import split
@@ -48,8 +49,12 @@ def elementwise(linear=None):
 
 
 def broadcast_shape(in_shapes, static=None):
-    """numpy's broadcast of the input shapes (ValueError when they do not broadcast)."""
-    return tuple(np.broadcast_shapes(*[tuple(s) for s in in_shapes]))
+    """numpy's broadcast of the input shapes (ShapeError, PyTorch's message, when they do not)."""
+    shapes = [tuple(s) for s in in_shapes]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise not_broadcast("", shapes) from None
 
 
 def reduction(linear):

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(globaltensor.__file__)
 # Bottom to top; a module belongs to the longest prefix that names it. Each prefix is a unit:
 # inside a layer the units import each other without a cycle (test_units_of_a_layer_form_a_dag).
 LAYERS = [
-    ("L0 values", ["_C", "sbp", "layout", "dtype", "random", "scope", "hooks"]),
+    ("L0 values", ["_C", "errors", "sbp", "layout", "dtype", "random", "scope", "hooks"]),
     ("L1 the job", ["env", "placement", "backends", "distributed"]),
     ("L2 tensor", ["tensor"]),
     ("L3 creation and conversion", ["creation", "tensor_types", "boxing", "generator"]),

@@ -128,7 +128,8 @@ def _sweep_plans(monkeypatch):
     for src_pl, dst_pl in itertools.product(pls, pls):
         for src in itertools.product(one, repeat=src_pl.ndim):
             for dst in itertools.product(one, repeat=dst_pl.ndim):
-                if S.partial_sum in dst and src_pl != dst_pl:
+                moved_s_to_p = src_pl.ndim == dst_pl.ndim == 1 and src[0] != S.broadcast and src[0] != S.partial_sum
+                if S.partial_sum in dst and src_pl != dst_pl and not moved_s_to_p:
                     continue
                 for step in plan(src_pl, src, dst_pl, dst, (8, 6), 4).steps:
                     seen[step.kind.name] = seen.get(step.kind.name, 0) + 1
