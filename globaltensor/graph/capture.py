@@ -206,6 +206,10 @@ class Recorder:
             self._grad_regs[key] = None if leaf.grad is None else self._known(leaf.grad._local)
         return result
 
+    def name_of(self, t):
+        """t's name in the program text (a module's parameter: its path, as fc.weight)."""
+        return self._name(t)
+
     def knows(self, t):
         """Whether t's piece is a register of this capture (made by a recorded step)."""
         return self._known(t._local) is not None

@@ -178,8 +178,7 @@ def _record_update(rec, optimizer, group, p, plan):
     name, names, static = plan
     opdef = REGISTRY[name]
     w, g = _fit(opdef, p, [p, p.grad] + [optimizer.state[id(p)][n] for n in names], 2 if names else 1)[:2]
-    index = next(i for i, q in enumerate(q for gr in optimizer.param_groups for q in gr["params"]) if q is p)
-    label = f"{type(optimizer).__name__}.param{index}"
+    label = f"{type(optimizer).__name__}[{rec.name_of(p)}]"
     states = [(_StateRead(optimizer, p, names, n, f"{label}.{n}"), optimizer.state[id(p)][n]) for n in names]
     scalars = [(f"{label}.lr", _GroupValue(group, "lr"))]
     if names:
