@@ -61,10 +61,29 @@ class Optimizer:
         return loss
 
     def _step_now(self):
-        todo = self._todo()
-        _advance(self, todo)
-        for group, p, plan in todo:
-            _run_update(self, group, p, plan)
+        """Eagerly: each parameter's update kernel on its pieces (the registry's op, without
+        dispatch: _fit checks the op's rows once per layout, and an update boxes nothing)."""
+        state = self.state
+        for group in self.param_groups:
+            opdef = None
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if opdef is None:
+                    name, names, static = self._plan(group)
+                    opdef, lr = REGISTRY[name], group["lr"]
+                if names:
+                    st = state.get(id(p)) or self._state(p, names)
+                    st["step"] += 1
+                    arrays = [p, p.grad] + [st[n] for n in names]
+                    if p._placement is not None:
+                        arrays = _fit(opdef, p, arrays, 2)
+                    opdef.kernel(*[t._local for t in arrays], lr, st["step"], **static)
+                elif p._placement is None:
+                    opdef.kernel(p._local, p.grad._local, lr, **static)
+                else:
+                    w, g = _fit(opdef, p, [p, p.grad], 1)
+                    opdef.kernel(w._local, g._local, lr, **static)
 
     def _plan(self, group):
         """(update op name, state names, static attributes) of a group's update."""
@@ -156,20 +175,6 @@ def _fit(opdef, p, arrays, n_scalars):
                                  f"{tuple(p.shape)} on {p.placement} sbp {p.sbp}; convert it to split or broadcast first")
         _checked.add(key)
     return arrays
-
-
-def _run_update(optimizer, group, p, plan):
-    """Eager: the update op's kernel on this rank's pieces (the registry's definition; no dispatch:
-    _fit has checked the rows, and an update needs no boxing)."""
-    name, names, static = plan
-    opdef = REGISTRY[name]
-    if names:
-        st = optimizer.state[id(p)]
-        pieces = [t._local for t in _fit(opdef, p, [p, p.grad] + [st[n] for n in names], 2)]
-        opdef.kernel(*pieces, group["lr"], st["step"], **static)
-    else:
-        w, g = _fit(opdef, p, [p, p.grad], 1)
-        opdef.kernel(w._local, g._local, group["lr"], **static)
 
 
 def _record_update(rec, optimizer, group, p, plan):

@@ -44,7 +44,10 @@ _local = threading.local()
 def _scratch(like):
     """A reusable buffer shaped like `like`, this thread's (no fresh temporaries: large ones cost
     page faults every step); only a kernel's temporary, never kept past its call."""
-    found = _local.__dict__.setdefault("buffers", {})
+    try:
+        found = _local.buffers
+    except AttributeError:
+        found = _local.buffers = {}
     key = (like.shape, like.dtype, type(like))
     buf = found.get(key)
     if buf is None:
