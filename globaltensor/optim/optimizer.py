@@ -50,9 +50,10 @@ class Optimizer:
         if rec is not None:
             todo = self._todo()
             if all(rec.knows(p.grad) for _, p, _ in todo):
+                fitted = [(group, p, _fitted_grad(p, plan), plan) for group, p, plan in todo]  # before any count
                 hooks.effect(f"{type(self).__name__}.step", functools.partial(_advance, self, todo))
-                for group, p, plan in todo:
-                    _record_update(rec, self, group, p, plan)
+                for group, p, g, plan in fitted:
+                    _record_update(rec, self, group, p, g, plan)
                 return None
             # a gradient made outside the recording (an effect replaced it): the step recorded whole
             return hooks.effect(f"{type(self).__name__}.step", self._step_now)
@@ -74,10 +75,10 @@ class Optimizer:
                     opdef, lr = REGISTRY[name], group["lr"]
                 if names:
                     st = state.get(id(p)) or self._state(p, names)
-                    st["step"] += 1
                     arrays = [p, p.grad] + [st[n] for n in names]
                     if p._placement is not None:
-                        arrays = _fit(opdef, p, arrays, 2)
+                        arrays = _fit(opdef, p, arrays, 2)  # before the count: a refused update counts none
+                    st["step"] += 1
                     opdef.kernel(*[t._local for t in arrays], lr, st["step"], **static)
                 elif p._placement is None:
                     opdef.kernel(p._local, p.grad._local, lr, **static)
@@ -138,7 +139,6 @@ class Optimizer:
                     _copy_into(mine[n], v, f"state {i}.{n}")
 
 
-
 def _no_closure_inside_a_graph(cls, closure):
     if closure is not None and scope.recorder() is not None:
         raise RuntimeError(f"{cls.__name__}.step(closure) inside a graph: a closure re-runs the step in "
@@ -177,18 +177,23 @@ def _fit(opdef, p, arrays, n_scalars):
     return arrays
 
 
-def _record_update(rec, optimizer, group, p, plan):
-    """Inside a capture: one update instruction, its state read from the optimizer and its lr and
-    step read from the group and the state at each replay."""
+def _fitted_grad(p, plan):
+    """p's gradient in p's layout, the op's rows checked for it (_fit; states are laid out as p)."""
+    name, names, _ = plan
+    return _fit(REGISTRY[name], p, [p, p.grad] + [p] * len(names), 2 if names else 1)[1]
+
+
+def _record_update(rec, optimizer, group, p, g, plan):
+    """Inside a capture: one update instruction of p and its gradient g (fitted), its state read
+    from the optimizer and its lr and step read from the group and the state at each replay."""
     name, names, static = plan
     opdef = REGISTRY[name]
-    w, g = _fit(opdef, p, [p, p.grad] + [optimizer.state[id(p)][n] for n in names], 2 if names else 1)[:2]
     label = f"{type(optimizer).__name__}[{rec.name_of(p)}]"
     states = [(_StateRead(optimizer, p, names, n, f"{label}.{n}"), optimizer.state[id(p)][n]) for n in names]
     scalars = [(f"{label}.lr", _GroupValue(group, "lr"))]
     if names:
         scalars.append((f"{label}.step", _StateRead(optimizer, p, names, "step", "")))
-    rec.update(opdef, [w, g], states, scalars, static)
+    rec.update(opdef, [p, g], states, scalars, static)
 
 
 class _StateRead:
