@@ -208,6 +208,29 @@ class Recorder:
             self._grad_regs[key] = None if leaf.grad is None else self._known(leaf.grad._local)
         return result
 
+    def name_of(self, t):
+        """t's name in the program text (a module's parameter: its path, as fc.weight)."""
+        return self._name(t)
+
+    def knows(self, t):
+        """Whether t's piece is a register of this capture (made by a recorded step)."""
+        return self._known(t._local) is not None
+
+    def update(self, opdef, tensors, states, scalars, static):
+        """An optimizer's update op (writes its pieces in place): the parameter and gradient are
+        registers, each state tensor is read through its reader ((reader, tensor): the optimizer's
+        entry at each replay), each scalar (lr, step) is a register its reader gives at each replay."""
+        ins = [self.reg_of(t, opdef.name) for t in tensors]
+        for reader, t in states:
+            ins.append(self._new_reg("state", t))
+            self._emit(Instr("read", reader.label, reader, [], [ins[-1]]))
+        for name, reader in scalars:
+            ins.append(self._new_reg("scalar", array=np.asarray(reader()), layout=None))
+            self._emit(Instr("scalar", name, reader, [], [ins[-1]], plain=True))
+        call = functools.partial(opdef.kernel, **static)
+        call(*[self.regs[r].array for r in ins])
+        self._emit(Instr("update", opdef.name, call, ins, [], detail=static))
+
     def refuse_readback(self, what, t):
         r = self._known(t._local)
         made = ""

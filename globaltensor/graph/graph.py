@@ -120,7 +120,10 @@ class Graph(Captured):
     def _body(self, args, kwargs):
         out = self.build(*args, **kwargs)
         for optimizer, lr_sch in self.__dict__.get("_optimizers", ()):
-            hooks.effect(f"{type(optimizer).__name__}.step", _OptimizerStep(optimizer, lr_sch))
+            optimizer.step()  # gt.optim's: one update instruction per parameter (others: recorded whole)
+            hooks.effect(f"{type(optimizer).__name__}.zero_grad", _ClearGrads(optimizer))
+            if lr_sch is not None:
+                lr_sch.step()  # recorded (hooks.effect): the next replay's updates read its lr
         return out
 
     def _modules(self):
@@ -138,19 +141,16 @@ class Graph(Captured):
         return names
 
 
-class _OptimizerStep:
-    """optimizer.step(), zero_grad(), lr_sch.step(): what add_optimizer adds to a graph's step."""
+class _ClearGrads:
+    """optimizer.zero_grad(set_to_none=True) after add_optimizer's step (nn is a layer above graph)."""
 
-    def __init__(self, optimizer, lr_sch):
-        self.optimizer, self.lr_sch = optimizer, lr_sch
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
 
     def __call__(self):
-        self.optimizer.step()
-        for group in self.optimizer.param_groups:  # zero_grad(set_to_none=True); nn is a layer above graph
+        for group in self.optimizer.param_groups:
             for p in group["params"]:
                 p.grad = None
-        if self.lr_sch is not None:
-            self.lr_sch.step()
 
 
 class Traced(Captured):

@@ -12,7 +12,8 @@ from ..boxing.planning import _text as sbp_text
 #   set      a state tensor takes a register (in-place)  step   the optimizer's update (and zero_grad)
 #   reduce   a leaf's partial gradient summed (all_reduce over the mesh axes where it is partial)
 #   start    a bucket's all_reduce starts (async)       wait   it lands: one register per gradient
-EFFECTS = frozenset({"random", "grad", "set", "step", "start", "wait"})  # never removed
+#   scalar   a number read at each replay (lr, step)    update an optimizer's update op, in place
+EFFECTS = frozenset({"random", "grad", "set", "step", "start", "wait", "update"})  # never removed
 
 
 class Reg:
@@ -133,7 +134,7 @@ class Program:
 
 _FORMS = {  # how an instruction reads, by kind (ops and conversions are written out below)
     "read": "state {name}", "const": "constant {name}", "grad": "{name}.grad = {args}", "set": "{name} <- {args}",
-    "step": "{name}()", "reduce": "all_reduce({args}) over mesh axes {detail}",
+    "step": "{name}()", "scalar": "scalar {name}", "reduce": "all_reduce({args}) over mesh axes {detail}",
     "start": "all_reduce_start({args}) [{detail}]", "wait": "all_reduce_wait({args})",
 }
 

@@ -1,18 +1,19 @@
-"""Optimizers: SGD, Adam, AdamW. Updates act on each parameter's local piece in place; state
-tensors have the parameter's placement and SBP."""
+"""Optimizers: SGD, Adam, AdamW. Each step runs a registered update op (updates.py) per parameter
+on its local piece, in place; state tensors have the parameter's placement and SBP."""
 
 import functools
 
-import numpy as np
-
-from .. import _C, hooks, scope
+from .. import hooks, scope
 from ..creation import zeros_like
-from ..sbp import partial_sum
+from ..registry import REGISTRY
+from ..sbp import broadcast
+from . import updates  # noqa: F401 - registers the update ops
 
 
 class Optimizer:
-    """Parameter groups, per-parameter state, zero_grad and the state_dict round trip. A
-    subclass's step() inside a graph's capture is recorded whole (hooks.effect) and replayed."""
+    """Parameter groups, per-parameter state, zero_grad and the state_dict round trip. step() runs
+    each group's update op (_plan); inside a graph's capture each update is one instruction. A
+    subclass's own step() inside a capture is recorded whole (hooks.effect) and replayed."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -20,9 +21,7 @@ class Optimizer:
         if inner is not None:
             @functools.wraps(inner)
             def step(self, closure=None):
-                if closure is not None and scope.recorder() is not None:
-                    raise RuntimeError(f"{cls.__name__}.step(closure) inside a graph: a closure re-runs the step in "
-                                       f"Python; call step() without one")
+                _no_closure_inside_a_graph(cls, closure)
                 return hooks.effect(f"{type(self).__name__}.step", functools.partial(inner, self, closure))
             cls.step = step
 
@@ -42,6 +41,65 @@ class Optimizer:
         from ..nn.module import zero_grads
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
+    def step(self, closure=None):
+        """One update of every parameter with a gradient: its group's update op on its pieces, lr
+        and step read now (inside a graph's capture: one instruction per parameter, lr and step
+        read at each replay, so a scheduler needs no recapture)."""
+        _no_closure_inside_a_graph(type(self), closure)
+        rec = scope.recorder()
+        if rec is not None:
+            todo = self._todo()
+            if all(rec.knows(p.grad) for _, p, _ in todo):
+                fitted = [(group, p, _fitted_grad(p, plan), plan) for group, p, plan in todo]  # before any count
+                hooks.effect(f"{type(self).__name__}.step", functools.partial(_advance, self, todo))
+                for group, p, g, plan in fitted:
+                    _record_update(rec, self, group, p, g, plan)
+                return None
+            # a gradient made outside the recording (an effect replaced it): the step recorded whole
+            return hooks.effect(f"{type(self).__name__}.step", self._step_now)
+        loss = closure() if closure is not None else None
+        self._step_now()
+        return loss
+
+    def _step_now(self):
+        """Eagerly: each parameter's update kernel on its pieces (the registry's op, without
+        dispatch: _fit checks the op's rows once per layout, and an update boxes nothing)."""
+        state = self.state
+        for group in self.param_groups:
+            opdef = None
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if opdef is None:
+                    name, names, static = self._plan(group)
+                    opdef, lr = REGISTRY[name], group["lr"]
+                if names:
+                    st = state.get(id(p)) or self._state(p, names)
+                    arrays = [p, p.grad] + [st[n] for n in names]
+                    if p._placement is not None:
+                        arrays = _fit(opdef, p, arrays, 2)  # before the count: a refused update counts none
+                    st["step"] += 1
+                    opdef.kernel(*[t._local for t in arrays], lr, st["step"], **static)
+                elif p._placement is None:
+                    opdef.kernel(p._local, p.grad._local, lr, **static)
+                else:
+                    w, g = _fit(opdef, p, [p, p.grad], 1)
+                    opdef.kernel(w._local, g._local, lr, **static)
+
+    def _plan(self, group):
+        """(update op name, state names, static attributes) of a group's update."""
+        raise NotImplementedError(f"{type(self).__name__} defines step() or _plan(group)")
+
+    def _todo(self):
+        """[(group, parameter, plan)] for the parameters with a gradient (each group planned once)."""
+        plans, todo = {}, []
+        for group, p in self._params():
+            plan = plans.get(id(group))
+            if plan is None:
+                plan = plans[id(group)] = self._plan(group)
+            todo.append((group, p, plan))
+        return todo
+
     def _params(self):
         for group in self.param_groups:
             for p in group["params"]:
@@ -53,14 +111,6 @@ class Optimizer:
         if st is None:
             st = self.state[id(p)] = {"step": 0, **{n: zeros_like(p) for n in names}}
         return st
-
-    def _scratch(self, p):
-        """A reusable buffer shaped like p's piece (not part of the saved state)."""
-        scratch = self.__dict__.setdefault("_scratch_buffers", {})
-        buf = scratch.get(id(p))
-        if buf is None or buf.shape != p._local.shape or buf.dtype != p._local.dtype:
-            buf = scratch[id(p)] = np.empty_like(p._local)
-        return buf
 
     def state_dict(self):
         index = {id(p): i for i, (_, p) in enumerate((g, p) for g in self.param_groups for p in g["params"])}
@@ -89,28 +139,91 @@ class Optimizer:
                     _copy_into(mine[n], v, f"state {i}.{n}")
 
 
-def _no_partial(p, name):
-    if p.is_global and partial_sum in p.sbp:
-        raise ValueError(f"{name} does not update partial_sum parameters (its update is not linear); "
-                         f"convert the parameter to split or broadcast first")
+def _no_closure_inside_a_graph(cls, closure):
+    if closure is not None and scope.recorder() is not None:
+        raise RuntimeError(f"{cls.__name__}.step(closure) inside a graph: a closure re-runs the step in "
+                           f"Python; call step() without one")
 
 
-def _axpby(y, x, a, b):
-    """y = b * y + a * x in place: one fused pass in _C for float32/float64 numpy arrays, array
-    operations otherwise (cupy too)."""
-    if type(y) is np.ndarray and y.dtype in _FUSED and x.dtype == y.dtype and y.flags.c_contiguous and x.flags.c_contiguous:
-        _C.axpby(y, x, a, b)
-        return
-    if b != 1:
-        y *= b
-    y += a * x if a != 1 else x
+def _advance(optimizer, todo):
+    """The step counts of the stateful updates advance (state made at a parameter's first step)."""
+    for _, p, (_, names, _) in todo:
+        if names:
+            optimizer._state(p, names)["step"] += 1
 
 
-_FUSED = (np.dtype(np.float32), np.dtype(np.float64))
+_checked = set()  # (op, layout, number of arrays): the op has a row keeping these pieces as they are
+
+
+def _fit(opdef, p, arrays, n_scalars):
+    """The arrays, checked once per layout against the op's rows: every array laid out as p, the
+    scalars B, on every mesh axis (an update runs on local pieces, no collective). A gradient of
+    another layout is boxed to p's first."""
+    if p._placement is None:
+        return arrays
+    lay = p._layout or p.layout()
+    g = arrays[1]
+    if g._placement != p._placement or g.sbp != p.sbp:
+        arrays = [arrays[0], g.to_global(placement=p.placement, sbp=p.sbp)] + arrays[2:]
+    key = (opdef.name, lay, len(arrays))
+    if key not in _checked:
+        shapes = [tuple(p.shape)] * len(arrays) + [()] * n_scalars
+        rows = {row[0] for row in opdef.rules(shapes, [tuple(p.shape)] * (len(arrays) - 1), {})}
+        for axis, s in enumerate(p.sbp):
+            if (s,) * len(arrays) + (broadcast,) * n_scalars not in rows:
+                raise ValueError(f"{opdef.name} does not update {s} parameters (its update is not linear): parameter "
+                                 f"{tuple(p.shape)} on {p.placement} sbp {p.sbp}; convert it to split or broadcast first")
+        _checked.add(key)
+    return arrays
+
+
+def _fitted_grad(p, plan):
+    """p's gradient in p's layout, the op's rows checked for it (_fit; states are laid out as p)."""
+    name, names, _ = plan
+    return _fit(REGISTRY[name], p, [p, p.grad] + [p] * len(names), 2 if names else 1)[1]
+
+
+def _record_update(rec, optimizer, group, p, g, plan):
+    """Inside a capture: one update instruction of p and its gradient g (fitted), its state read
+    from the optimizer and its lr and step read from the group and the state at each replay."""
+    name, names, static = plan
+    opdef = REGISTRY[name]
+    label = f"{type(optimizer).__name__}[{rec.name_of(p)}]"
+    states = [(_StateRead(optimizer, p, names, n, f"{label}.{n}"), optimizer.state[id(p)][n]) for n in names]
+    scalars = [(f"{label}.lr", _GroupValue(group, "lr"))]
+    if names:
+        scalars.append((f"{label}.step", _StateRead(optimizer, p, names, "step", "")))
+    rec.update(opdef, [p, g], states, scalars, static)
+
+
+class _StateRead:
+    """An optimizer state entry at replay time (made if a load_state_dict left none): a tensor's
+    piece as ._local (a graph's state read), a step count when called."""
+
+    def __init__(self, optimizer, p, names, name, label):
+        self.optimizer, self.p, self.names, self.name, self.label = optimizer, p, names, name, label
+
+    @property
+    def _local(self):
+        return self.optimizer._state(self.p, self.names)[self.name]._local
+
+    def __call__(self):
+        return self.optimizer._state(self.p, self.names)[self.name]
+
+
+class _GroupValue:
+    """group[key] at replay time (a scheduler's lr)."""
+
+    def __init__(self, group, key):
+        self.group, self.key = group, key
+
+    def __call__(self):
+        return self.group[self.key]
 
 
 class SGD(Optimizer):
-    """p -= lr * (g + weight_decay * p), with momentum (and Nesterov) buffers."""
+    """p -= lr * (g + weight_decay * p), with momentum (and Nesterov) buffers: sgd_update, or
+    momentum_update when momentum > 0."""
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
         if lr < 0 or momentum < 0 or weight_decay < 0:
@@ -120,81 +233,33 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov))
 
-    def step(self, closure=None):
-        loss = closure() if closure is not None else None
-        for group, p in self._params():
-            w, g = p._local, p.grad._local
-            tmp = None
-            if group["weight_decay"] or group["nesterov"]:
-                tmp = self._scratch(p)  # no fresh temporaries: large ones cost page faults every step
-            if group["weight_decay"]:
-                np.multiply(w, group["weight_decay"], out=tmp)
-                tmp += g
-                g = tmp
-            if group["momentum"]:
-                st = self._state(p, ["momentum_buffer"])
-                buf = st["momentum_buffer"]._local
-                if st["step"] == 0:
-                    buf[...] = g
-                else:  # buf = momentum * buf + (1 - dampening) * g
-                    _axpby(buf, g, 1 - group["dampening"], group["momentum"])
-                st["step"] += 1
-                if group["nesterov"]:  # g + momentum * buf
-                    if g is tmp:
-                        tmp += group["momentum"] * buf
-                    else:
-                        np.multiply(buf, group["momentum"], out=tmp)
-                        tmp += g
-                    g = tmp
-                else:
-                    g = buf
-            _axpby(w, g, -group["lr"], 1.0)
-        return loss
+    def _plan(self, group):
+        if not group["momentum"]:
+            return "sgd_update", (), {"weight_decay": group["weight_decay"]}
+        return "momentum_update", ("momentum_buffer",), {
+            "momentum": group["momentum"], "dampening": group["dampening"], "weight_decay": group["weight_decay"],
+            "nesterov": group["nesterov"]}
 
 
 class Adam(Optimizer):
-    """Adam (L2 weight decay added to the gradient); AdamW decouples it."""
+    """Adam (L2 weight decay added to the gradient): adam_update; AdamW decouples it (adamw_update)."""
 
-    decoupled = False
+    update = "adam_update"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
 
-    def step(self, closure=None):
-        loss = closure() if closure is not None else None
-        for group, p in self._params():
-            _no_partial(p, type(self).__name__)
-            names = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if group["amsgrad"] else [])
-            st = self._state(p, names)
-            st["step"] += 1
-            b1, b2 = group["betas"]
-            w, g = p._local, p.grad._local
-            if group["weight_decay"]:
-                if self.decoupled:
-                    w *= 1 - group["lr"] * group["weight_decay"]
-                else:
-                    g = g + group["weight_decay"] * w
-            m, v = st["exp_avg"]._local, st["exp_avg_sq"]._local
-            m *= b1
-            m += (1 - b1) * g
-            v *= b2
-            v += (1 - b2) * g * g
-            if group["amsgrad"]:
-                vmax = st["max_exp_avg_sq"]._local
-                np.maximum(vmax, v, out=vmax)
-                v = vmax
-            step_size = group["lr"] / (1 - b1 ** st["step"])
-            denom = np.sqrt(v / (1 - b2 ** st["step"])) + group["eps"]
-            w -= (step_size * m / denom).astype(w.dtype, copy=False)
-        return loss
+    def _plan(self, group):
+        names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
+        return self.update, names, {"betas": tuple(group["betas"]), "eps": group["eps"],
+                                    "weight_decay": group["weight_decay"], "amsgrad": bool(group["amsgrad"])}
 
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (default 0.01)."""
 
-    decoupled = True
+    update = "adamw_update"
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
-
 

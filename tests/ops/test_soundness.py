@@ -183,6 +183,18 @@ def samples(name):
         "conv2d": [([f(5, 4, 5, 6), f(6, 4, 3, 2), f(6)], {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
                                                            "groups": 1}),
                    ([f(5, 4, 5, 6), f(6, 2, 3, 3)], {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 2})],
+        # optimizer updates (globaltensor/optim/updates.py): parameter, gradient, states, then lr and step
+        "sgd_update": [([f(5, 3), f(5, 3), np.array(0.1)], {"weight_decay": 0.0}),
+                       ([f(5, 3), f(5, 3), np.array(0.1)], {"weight_decay": 0.01})],
+        "momentum_update": [([f(5, 3), f(5, 3), f(5, 3), np.array(0.1), np.array(step)],
+                             {"momentum": 0.9, "dampening": d, "weight_decay": 0.01, "nesterov": n})
+                            for step, d, n in ((1, 0.0, False), (3, 0.1, False), (3, 0.0, True))],
+        "adam_update": [([f(5, 3), f(5, 3), f(5, 3), f(5, 3, lo=0.0, hi=1.0), np.array(0.01), np.array(3)],
+                         {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.1}),
+                        ([f(5, 3), f(5, 3), f(5, 3), f(5, 3, lo=0.0, hi=1.0), f(5, 3, lo=0.5, hi=1.0),
+                          np.array(0.01), np.array(2)], {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": True})],
+        "adamw_update": [([f(5, 3), f(5, 3), f(5, 3), f(5, 3, lo=0.0, hi=1.0), np.array(0.01), np.array(1)],
+                          {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01})],
         "conv2d_backward": [([f(5, 6, 3, 4), f(5, 4, 5, 6), f(6, 4, 3, 2)], {"stride": (2, 1), "padding": (1, 0),
                                                                              "dilation": (1, 2), "groups": 1}),
                             ([f(5, 6, 5, 6), f(5, 4, 5, 6), f(6, 2, 3, 3)], {"stride": (1, 1), "padding": (1, 1),
@@ -225,10 +237,15 @@ def assemble(outs, sbp, full_shape):
     return np.concatenate(outs, axis=sbp.dim)
 
 
+def _fresh(arrays):
+    """Copies for one kernel call: an optimizer's update writes its inputs in place."""
+    return [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in arrays]
+
+
 def check_row(opdef, inputs, static, row, k):
     """Raise AssertionError when `row` is not exact for these inputs on k ranks."""
     in_sbps, out_sbps = row
-    full = opdef.kernel(*inputs, **static)
+    full = opdef.kernel(*_fresh(inputs), **static)
     full = full if isinstance(full, tuple) else (full,)
     per_input = [pieces_of(x, s, k) for x, s in zip(inputs, in_sbps)]
     def where_pieces_start(r):  # an op taking offsets learns where each of its pieces starts
@@ -237,7 +254,8 @@ def check_row(opdef, inputs, static, row, k):
         return {"offsets": tuple(tuple(a for a, _ in layout.local_box(np.shape(x), (k,), (s,), (r,)))
                                  for x, s in zip(inputs, in_sbps))}
     try:
-        per_rank = [opdef.kernel(*[p[r] for p in per_input], **static, **where_pieces_start(r)) for r in range(k)]
+        per_rank = [opdef.kernel(*_fresh([p[r] for p in per_input]), **static, **where_pieces_start(r))
+                    for r in range(k)]
     except (ValueError, IndexError) as exc:
         raise AssertionError(f"the kernel fails on the pieces: {exc}") from None
     per_rank = [o if isinstance(o, tuple) else (o,) for o in per_rank]
@@ -260,7 +278,7 @@ def _cases():
 @pytest.mark.parametrize("name, inputs, static", list(_cases()))
 def test_every_row_is_exact(name, inputs, static):
     opdef = _REGISTRY[name]
-    full = opdef.kernel(*inputs, **static)
+    full = opdef.kernel(*_fresh(inputs), **static)
     outs = full if isinstance(full, tuple) else (full,)
     rows = opdef.rules([x.shape for x in inputs], [np.shape(o) for o in outs], static)
     assert rows, f"{name} has no SBP rows"

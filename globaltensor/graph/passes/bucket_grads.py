@@ -15,11 +15,11 @@ from ..program import Instr, Reg
 
 def _member(program, ins, uses):
     """(placement, mesh axes, dtype) when ins sums a leaf's partial gradient over mesh axes
-    (capture's reduce_grad) and its result only becomes a .grad."""
+    (capture's reduce_grad) and its result only becomes a .grad (and an optimizer's update input)."""
     if ins.kind != "reduce":
         return None
     out = ins.outs[0]
-    if out in program.outputs or not all(program.instrs[k].kind == "grad" for k in uses.get(out, ())):
+    if out in program.outputs or not all(program.instrs[k].kind in ("grad", "update") for k in uses.get(out, ())):
         return None
     lay = program.regs[out].layout
     if lay.placement.mesh_coord(get_rank()) is None:
