@@ -53,3 +53,11 @@ if env.get_world_size() > 1:  # a rank of a job: numpy's large arrays live in sh
 # `int` stay out of __all__, so `from globaltensor import *` leaves the builtins alone.
 float, double, half = float32, float64, float16  # noqa: A001
 long, int, char = int64, int32, int8  # noqa: A001
+
+
+def __getattr__(name):
+    """gt.unittest (OneFlow's flow.unittest) on first use: importing the package does not load unittest."""
+    if name == "unittest":
+        from .unittest import TestCase  # noqa: F401 - loads the submodule, which the import system sets here
+        return globals()["unittest"]
+    raise AttributeError(f"module 'globaltensor' has no attribute {name!r}")
