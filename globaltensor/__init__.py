@@ -56,8 +56,11 @@ long, int, char = int64, int32, int8  # noqa: A001
 
 
 def __getattr__(name):
-    """gt.unittest (OneFlow's flow.unittest) on first use: importing the package does not load unittest."""
+    """gt.unittest (flow.unittest) and gt._oneflow_internal on first use: importing the package loads neither."""
     if name == "unittest":
         from .unittest import TestCase  # noqa: F401 - loads the submodule, which the import system sets here
         return globals()["unittest"]
+    if name == "_oneflow_internal":
+        from ._oneflow_internal import cpu_broadcast  # noqa: F401 - as above
+        return globals()["_oneflow_internal"]
     raise AttributeError(f"module 'globaltensor' has no attribute {name!r}")
