@@ -89,13 +89,14 @@ def stage(rel, test_dir, flat):
     return name, tests
 
 
-def run_job(flat, names, shape, work, timeout, test_timeout):
+def run_job(flat, names, shape, work, timeout, test_timeout, stubs=()):
     """Launch pytest over `names` on nodes*devices ranks: {test id: {rank file: last record}}, timed_out, wall, exit, log tail."""
     nodes, devices = shape
     out = tempfile.mkdtemp(prefix=f"out{nodes}n{devices}d_", dir=work)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ONEFLOW_TEST_")}
     env.update(ONEFLOW_TEST_CPU_ONLY="1", ONEFLOW_TEST_NODE_NUM=str(nodes), ONEFLOW_TEST_DEVICE_NUM=str(devices),
-               PYTHONPATH=os.pathsep.join([work, flat, REPO]), OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+               PYTHONPATH=os.pathsep.join([work, flat, REPO]), OMP_NUM_THREADS="1", PYTHONHASHSEED="0",
+               GT_FIDELITY_STUBS=",".join(stubs))
     cmd = [sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_node", str(nodes * devices),
            os.path.join(HERE, "_rank_runner.py"), out, str(test_timeout), *names]
     start = time.time()
@@ -127,7 +128,8 @@ def merge(per_rank, timed_out, rc):
     for bad in ("collect_error", "error", "failed"):
         for r in outcomes:
             if r["outcome"] == bad:
-                return ("error" if bad != "failed" else "failed"), r.get("error", "")
+                where = f" @ {r['where']}" if r.get("where") else ""
+                return ("error" if bad != "failed" else "failed"), r.get("error", "") + where
     if any(r["outcome"] == "started" for r in outcomes):
         return ("timeout" if timed_out else "crashed"), "ran past the job's timeout" if timed_out else \
             f"a rank died during the test (launcher exit {rc})"
@@ -136,11 +138,11 @@ def merge(per_rank, timed_out, rc):
     return "skipped", next((r.get("error", "") for r in outcomes if r["outcome"] == "skipped"), "")
 
 
-def run_batch(batch, flat, work, timeout, test_timeout):
+def run_batch(batch, flat, work, timeout, test_timeout, stubs=()):
     """Run one job (shape, [(file, tests)]) and give each of its tests an outcome."""
     shape, members = batch
     names = [name for name, _ in members]
-    records, timed_out, wall, rc, tail = run_job(flat, names, shape, work, timeout, test_timeout)
+    records, timed_out, wall, rc, tail = run_job(flat, names, shape, work, timeout, test_timeout, stubs)
     job = {"shape": f"{shape[0]}n{shape[1]}d", "files": names, "wall_s": round(wall, 1), "timed_out": timed_out,
            "exit": rc, "log_tail": tail}
     results = {}
@@ -208,6 +210,9 @@ def main(argv=None):
     p.add_argument("--test-timeout", type=int, default=60, help="seconds per test (SIGALRM in each rank)")
     p.add_argument("--batch", type=int, default=30, help="files per job")
     p.add_argument("--jobs", type=int, default=1, help="files run at once")
+    p.add_argument("--probe", nargs="*", default=[], metavar="NAME",
+                   help="diagnosis only, not the figure: stand-ins for these missing flow.NAMEs (e.g. complex64 "
+                        "complex128, which OneFlow's test support reads at import) to see the next failures")
     p.add_argument("--json", default=os.path.join(REPO, "benchmarks", "results", "fidelity_oneflow.json"))
     p.add_argument("--work", default=None, help="folder for the rewritten copies (default a temp folder)")
     args = p.parse_args(argv)
@@ -223,7 +228,7 @@ def main(argv=None):
     staged = [stage(rel, test_dir, flat) for rel in rels]
     tests, jobs, start = {}, [], time.time()
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for job, results in pool.map(lambda b: run_batch(b, flat, work, args.timeout, args.test_timeout),
+        for job, results in pool.map(lambda b: run_batch(b, flat, work, args.timeout, args.test_timeout, args.probe),
                                      batches(staged, args.batch)):
             jobs.append(job)
             tests.update(results)
@@ -233,7 +238,7 @@ def main(argv=None):
     summary = totals(tests)
     report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(), "command": " ".join(sys.argv), "wall_s": round(time.time() - start, 1),
-              "selection": SELECTION, "files": len(rels), "totals": summary, "jobs": jobs, "tests": tests}
+              "selection": SELECTION, "probe_stubs": args.probe, "files": len(rels), "totals": summary, "jobs": jobs, "tests": tests}
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
