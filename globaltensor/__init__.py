@@ -11,6 +11,7 @@ from .dtype import (bfloat16, bool, float16, float32, float64, get_default_dtype
 from .ops import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,  # noqa: E402
                   randint, randn, uniform, zeros, zeros_like)
 from .creation import tensor
+from .printing import is_tensor, set_printoptions
 from .placement import placement
 from .random import get_rng_state, initial_seed, manual_seed, set_rng_state
 from .ops.reduction import return_types

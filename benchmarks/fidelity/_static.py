@@ -8,6 +8,7 @@ SHAPE = re.compile(r"skip_unless_(\d)n(\d)d")
 CUDA = re.compile(r"""["']cuda|\.cuda\(|cuda_placement|gpu_device|random_gpu|flow\.cuda\.|device_type=["']cuda""")
 CPU = re.compile(r"""["']cpu|all_placement\(|random_placement\(|all_cpu_placement|random_cpu_placement|random_device\(|cpu_device\(""")
 GPU_MARK = "ONEFLOW_TEST_CPU_ONLY"
+EXPECTS = re.compile(r"assertRaises(?:Regex)?\(\s*(?:\w+\.)*(\w+)")  # the exception classes a test expects
 
 
 def _decorators(node, source):
@@ -52,7 +53,7 @@ def _needs_gpu(decorators, text):
 
 
 def tests_of(path, name):
-    """[{id, shape: (nodes, devices) or None, gpu: why or None, disabled: why or None}] for every test in the file."""
+    """[{id, shape: (nodes, devices) or None, gpu, disabled: why or None, expects: [exception classes]}] for every test in the file."""
     source = open(path).read()
     try:
         tree = ast.parse(source)
@@ -64,9 +65,9 @@ def tests_of(path, name):
     def add(test_id, node, outer):
         decorators = outer + _decorators(node, source)
         shapes = [tuple(map(int, m.groups())) for d in decorators for m in [SHAPE.search(d)] if m]
-        found.append({"id": test_id, "shape": shapes[-1] if shapes else None,
-                      "gpu": _needs_gpu(decorators, _closure_text(node, functions, source)),
-                      "disabled": _disabled(decorators)})
+        text = _closure_text(node, functions, source)
+        found.append({"id": test_id, "shape": shapes[-1] if shapes else None, "gpu": _needs_gpu(decorators, text),
+                      "disabled": _disabled(decorators), "expects": sorted(set(EXPECTS.findall(text)))})
 
     for node in tree.body:
         if isinstance(node, ast.ClassDef):

@@ -19,9 +19,13 @@ RULES = [  # (pattern on the first error line, cause, repro); \1.. are the patte
 ]
 
 
-def cause_of(error):
-    """(cause, repro) for one first error line; unknown lines keep their exception class and a shortened message."""
+def cause_of(error, expects=()):
+    """(cause, repro) for one first error line (and the exception classes the test asserts); unknown lines keep
+    their exception class and a shortened message."""
     text, _, where = (error[len("import: "):] if error.startswith("import: ") else error).partition(" @ ")
+    raised = re.match(r"(\w+(Error|Exception)): ", text)
+    if raised and expects and raised.group(1) not in expects and not re.search(r"has no attribute|unexpected keyword", text):
+        return f"raises {raised.group(1)} where OneFlow raises {'/'.join(expects)}", ""
     if re.match(r"AssertionError: (False is not true|unexpectedly None|.* not found in )", text) and \
             re.search(r"exception|context|ctx", where):
         return "error message text differs from OneFlow's (assert on str(exception))", ""
@@ -43,7 +47,7 @@ def rank(report):
     for test_id, info in report["tests"].items():
         if info["status"] in ("passed", "skipped") or info["gpu"] or info["disabled"]:
             continue
-        cause, repro = cause_of(info["error"]) if info["error"] else (info["status"], "")
+        cause, repro = cause_of(info["error"], info.get("expects", ())) if info["error"] else (info["status"], "")
         c = causes.setdefault(cause, {"cause": cause, "tests": 0, "files": set(), "import_time": 0,
                                       "example": test_id, "error": info["error"][:200], "repro": repro})
         c["tests"] += 1

@@ -150,7 +150,8 @@ def run_batch(batch, flat, work, timeout, test_timeout, stubs=()):
         collect = records.get(name, {})
         collect = next((r for r in collect.values() if r["outcome"] == "collect_error"), None)
         for t in tests:
-            info = {"file": name, "shape": job["shape"], "gpu": t["gpu"], "disabled": t["disabled"]}
+            info = {"file": name, "shape": job["shape"], "gpu": t["gpu"], "disabled": t["disabled"],
+                    "expects": t["expects"]}
             if t["id"] in records:
                 info["status"], info["error"] = merge(records[t["id"]], timed_out, rc)
             elif collect:
@@ -227,27 +228,37 @@ def main(argv=None):
     os.makedirs(flat, exist_ok=True)
     staged = [stage(rel, test_dir, flat) for rel in rels]
     tests, jobs, start = {}, [], time.time()
+    planned = batches(staged, args.batch)
+
+    def report(complete):
+        return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "machine": machine(), "command": " ".join(sys.argv), "wall_s": round(time.time() - start, 1),
+                "complete": complete, "jobs_done": f"{len(jobs)}/{len(planned)}", "selection": SELECTION,
+                "probe_stubs": args.probe, "files": len(rels), "totals": totals(tests), "jobs": jobs, "tests": tests}
+
+    def write(rep):  # after every job: a run cut short still leaves what it measured
+        if args.json:
+            os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+            with open(args.json, "w") as f:
+                json.dump(rep, f, indent=1)
+
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for job, results in pool.map(lambda b: run_batch(b, flat, work, args.timeout, args.test_timeout, args.probe),
-                                     batches(staged, args.batch)):
+                                     planned):
             jobs.append(job)
             tests.update(results)
             counts = totals(results)
             print(f"{job['shape']} {len(job['files']):3d} files {counts['passed']:4d}/{counts['runnable']:4d}/"
                   f"{counts['total']:4d} {job['wall_s']:6.1f}s{' TIMEOUT' if job['timed_out'] else ''}", flush=True)
-    summary = totals(tests)
-    report = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "machine": machine(), "command": " ".join(sys.argv), "wall_s": round(time.time() - start, 1),
-              "selection": SELECTION, "probe_stubs": args.probe, "files": len(rels), "totals": summary, "jobs": jobs, "tests": tests}
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
+            write(report(False))
+    final = report(True)
+    write(final)
+    summary = final["totals"]
     print(f"passed {summary['passed']} / runnable {summary['runnable']} / total {summary['total']}: "
           f"{summary['by_category']}")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
-    return report
+    return final
 
 
 if __name__ == "__main__":
