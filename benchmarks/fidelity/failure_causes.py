@@ -19,12 +19,12 @@ RULES = [  # (pattern on the first error line, cause, repro); \1.. are the patte
 ]
 
 
-def cause_of(error, expects=()):
+def cause_of(error, expects=[]):
     """(cause, repro) for one first error line (and the exception classes the test asserts); unknown lines keep
     their exception class and a shortened message."""
     text, _, where = (error[len("import: "):] if error.startswith("import: ") else error).partition(" @ ")
     raised = re.match(r"(\w+(Error|Exception)): ", text)
-    if raised and expects and raised.group(1) not in expects and not re.search(r"has no attribute|unexpected keyword", text):
+    if raised and expects and raised.group(1) not in expects + ["AssertionError"] and not re.search(r"has no attribute|unexpected keyword", text):
         return f"raises {raised.group(1)} where OneFlow raises {'/'.join(expects)}", ""
     if re.match(r"AssertionError: (False is not true|unexpectedly None|.* not found in )", text) and \
             re.search(r"exception|context|ctx", where):
@@ -47,7 +47,7 @@ def rank(report):
     for test_id, info in report["tests"].items():
         if info["status"] in ("passed", "skipped") or info["gpu"] or info["disabled"]:
             continue
-        cause, repro = cause_of(info["error"], info.get("expects", ())) if info["error"] else (info["status"], "")
+        cause, repro = cause_of(info["error"], list(info.get("expects", []))) if info["error"] else (info["status"], "")
         c = causes.setdefault(cause, {"cause": cause, "tests": 0, "files": set(), "import_time": 0,
                                       "example": test_id, "error": info["error"][:200], "repro": repro})
         c["tests"] += 1
@@ -59,6 +59,32 @@ def rank(report):
     return ranked
 
 
+def area(test_id):
+    """tensor/, exceptions/, modules/test_global_*, or the module file for the other selected files."""
+    folder, _, rest = test_id.partition("__")
+    if folder != "modules":
+        return folder + "/"
+    return "modules/test_global_*" if rest.startswith("test_global_") else "modules/" + rest.split(".py")[0]
+
+
+def by_area(report):
+    """{area: {passed, runnable, total, needs_gpu, disabled_in_oneflow}}."""
+    areas = {}
+    for test_id, info in report["tests"].items():
+        a = areas.setdefault(area(test_id), dict.fromkeys(("passed", "runnable", "total", "needs_gpu",
+                                                             "disabled_in_oneflow"), 0))
+        a["total"] += 1
+        if info["status"] == "passed":
+            a["passed"] += 1
+        if info["status"] != "passed" and info["gpu"]:
+            a["needs_gpu"] += 1
+        elif info["status"] != "passed" and info["disabled"]:
+            a["disabled_in_oneflow"] += 1
+        else:
+            a["runnable"] += 1
+    return dict(sorted(areas.items()))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("json", help="the harness's JSON (benchmarks/results/fidelity_oneflow.json)")
@@ -67,12 +93,16 @@ def main(argv=None):
     args = p.parse_args(argv)
     report = json.load(open(args.json))
     ranked = rank(report)
+    print(f"{'area':34s} passed runnable total needs_gpu off_in_oneflow")
+    for name, a in by_area(report).items():
+        print(f"{name:34s} {a['passed']:6d} {a['runnable']:8d} {a['total']:5d} {a['needs_gpu']:9d} "
+              f"{a['disabled_in_oneflow']:14d}")
     for i, c in enumerate(ranked[:args.top], 1):
         where = f"{c['tests']} tests, {c['files']} files" + (f", {c['import_time']} at import" if c["import_time"] else "")
         print(f"{i:2d}. {c['cause']}  [{where}]\n    e.g. {c['example']}: {c['error'][:150]}"
               + (f"\n    repro: {c['repro']}" if c["repro"] else ""))
     if args.write:
-        report["causes"] = ranked
+        report["causes"], report["areas"] = ranked, by_area(report)
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
 

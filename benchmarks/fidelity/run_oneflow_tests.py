@@ -80,9 +80,11 @@ def stage(rel, test_dir, flat):
     name = rel.replace("/", "__")
     source = open(src).read()
     copy_rewritten(src, os.path.join(flat, name))
-    for sib in set(SIBLING.findall(source)):  # `from test_nms import ...`: a helper beside the file
-        if os.path.exists(os.path.join(os.path.dirname(src), sib + ".py")):
-            copy_rewritten(os.path.join(os.path.dirname(src), sib + ".py"), os.path.join(flat, sib + ".py"))
+    folder = os.path.dirname(src)
+    helpers = {f[:-3] for f in os.listdir(folder) if f.endswith(".py") and not f.startswith("test_")}
+    for sib in set(SIBLING.findall(source)) | helpers:  # `from test_nms import ...`, throw_error.py: files beside it
+        if os.path.exists(os.path.join(folder, sib + ".py")):
+            copy_rewritten(os.path.join(folder, sib + ".py"), os.path.join(flat, sib + ".py"))
     tests = tests_of(src, name)
     for t in tests:
         t["shape"] = tuple(t["shape"]) if t["shape"] else default_shape(source)
