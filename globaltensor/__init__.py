@@ -11,6 +11,7 @@ from .dtype import (bfloat16, bool, complex64, complex128, float16, float32, flo
 from .ops import (arange, empty, empty_like, eye, full, full_like, linspace, normal, ones, ones_like, rand,  # noqa: E402
                   randint, randn, uniform, zeros, zeros_like)
 from .creation import tensor
+from .printing import is_tensor, set_printoptions
 from .placement import placement
 from .generator import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .ops.reduction import return_types
@@ -57,3 +58,14 @@ if env.get_world_size() > 1:  # a rank of a job: numpy's large arrays live in sh
 float, double, half = float32, float64, float16  # noqa: A001
 long, int, char = int64, int32, int8  # noqa: A001
 cfloat, cdouble = complex64, complex128
+
+
+def __getattr__(name):
+    """gt.unittest (flow.unittest) and gt._oneflow_internal on first use: importing the package loads neither."""
+    if name == "unittest":
+        from .unittest import TestCase  # noqa: F401 - loads the submodule, which the import system sets here
+        return globals()["unittest"]
+    if name == "_oneflow_internal":
+        from ._oneflow_internal import cpu_broadcast  # noqa: F401 - as above
+        return globals()["_oneflow_internal"]
+    raise AttributeError(f"module 'globaltensor' has no attribute {name!r}")

@@ -23,7 +23,8 @@ LAYERS = [
     ("L6 dispatch", ["dispatch"]),
     ("L7 ops", ["ops"]),
     ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "graph"]),
-    ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm"]),
+    ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
+                      "support", "_oneflow_internal", "printing"]),
     ("L10 the package", [""]),
     ("L11 faces", ["paddle"]),
 ]
