@@ -65,10 +65,10 @@ def _start(r, g, roots, order):
         raise RuntimeError("backward: the tensor does not require grad (no input of it requires grad)")
     if g is not None:
         return g
-    if r.dtype.is_complex:
-        raise RuntimeError(f"backward: grad can be implicitly created only for real scalar outputs, got "
-                           f"{r.dtype.name} (take .real, abs() or pass a gradient)")
-    if r.numel() != 1 and not _ones_for(roots, order):
+    if (r.dtype.is_complex or r.numel() != 1) and not _ones_for(roots, order):
+        if r.dtype.is_complex:
+            raise RuntimeError(f"backward: grad can be implicitly created only for real scalar outputs, got "
+                               f"{r.dtype.name} (take .real, abs() or pass a gradient)")
         raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
     return ones_like(r, sbp=_seed_sbp(r))
 

@@ -240,3 +240,22 @@ def test_in_place_ops_keep_torchs_categories():
     c.add_(gt.ones(2)).mul_(1j)
     c[0] = 3 + 1j
     np.testing.assert_array_equal(c.numpy(), [3 + 1j, 1j])
+
+
+def test_paddle_seeds_ones_for_a_complex_output_too():
+    """Paddle's rule (a non-scalar backward seeds ones) covers complex outputs as real Paddle 3.3.1
+    does: x complex128 @ y float32, backward without a gradient, gives x.grad = ones @ y^T (complex)
+    and y.grad = real(x^H @ ones); PyTorch's rule still refuses the implicit complex seed."""
+    import globaltensor.paddle as paddle
+    rng = np.random.default_rng(0)
+    xa, ya = rng.random((4, 3)).astype(np.complex128), rng.random((3, 2)).astype(np.float32)
+    x, y = paddle.to_tensor(xa), paddle.to_tensor(ya)
+    x.stop_gradient = y.stop_gradient = False
+    paddle.matmul(x, y).backward()
+    ones = np.ones((4, 2))
+    np.testing.assert_allclose(x.grad.numpy(), ones @ ya.T.astype(np.float64), rtol=1e-6)
+    assert x.grad.dtype == paddle.complex128 and y.grad.dtype == paddle.float32
+    np.testing.assert_allclose(y.grad.numpy(), (xa.conj().T @ ones).real, rtol=1e-5)
+    z = gt.tensor(xa, requires_grad=True)
+    with pytest.raises(RuntimeError, match="implicitly created only for real scalar"):
+        (z * 2).sum().backward()
