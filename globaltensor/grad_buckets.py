@@ -124,13 +124,14 @@ class Buckets:
     def offer(self, order):
         """Point each context of backward's `order` at the bucket views of its leaf inputs, so
         its backward may write those gradients in place: only leaves used once (nothing to add
-        up) that have no .grad yet. Taken back at finish() or abandon()."""
+        up) that have no .grad yet, or one that zero_grad left zeros (the gradient replaces it).
+        Taken back at finish() or abandon()."""
         if all(f is None for f in self._flats):
             return self
         uses = collections.Counter(id(t) for ctx in order for t in ctx.inputs)
         for ctx in order:
             for j, t in enumerate(ctx.inputs):
-                if id(t) in self._bucket_of and t.grad is None and uses[id(t)] == 1:
+                if id(t) in self._bucket_of and uses[id(t)] == 1 and (t.grad is None or _is_zeroed(t.grad)):
                     view = self.dest(t)
                     if view is not None:
                         if ctx.dests is None:
@@ -177,8 +178,12 @@ class Buckets:
             self._start_next()
 
     def _start_next(self):
+        """Start the next bucket: on the group's worker thread while others are to come, on this
+        thread when it is the plan's last (backward has nothing left to overlap with it; a hand-off
+        and a second thread spinning beside this one cost more than small all_reduces do)."""
         i = len(self._started)
-        self._started.append(self._launch(self.plan[i], self._grads[i], self._flats[i]))
+        now = i == len(self.plan) - 1
+        self._started.append(self._launch(self.plan[i], self._grads[i], self._flats[i], now=now))
 
     def finish(self):
         self._take_back()
@@ -220,9 +225,10 @@ def plan_global(leaves_in_order, limit):
     return plan
 
 
-def launch_global(bucket, grads, flat=None):
-    """One all_reduce_async per reduced axes: in place in the bucket's FlatBuffer when every leaf
-    has a gradient reduced over the same axes (the usual case), else packed afresh per axes."""
+def launch_global(bucket, grads, flat=None, now=False):
+    """One all_reduce_async per reduced axes (now: all_reduce, done on return): in place in the
+    bucket's FlatBuffer when every leaf has a gradient reduced over the same axes (the usual case),
+    else packed afresh per axes."""
     by_axes = {}
     for leaf in bucket:
         g = grads.get(id(leaf))
@@ -242,8 +248,27 @@ def launch_global(bucket, grads, flat=None):
             buffer = dev.empty((sum(g._local.size for _, g in items),), items[0][1]._local.dtype)
             np.concatenate([g._local.reshape(-1) for _, g in items], out=buffer)
         group = _group(placement.axes_ranks(axes, coord))
-        pending.append((dev.collectives.all_reduce_async(buffer, group=group), buffer, items))
+        pending.append((_all_reduce(dev.collectives, buffer, group, now), buffer, items))
     return pending
+
+
+class _Done:
+    """The Work of an all_reduce that ran on the caller's thread."""
+
+    def wait(self):
+        pass
+
+
+def _all_reduce(collectives_module, buffer, group, now):
+    """Sum buffer over the group in place: now, or started on the group's worker thread. Either
+    way the group's collectives keep one order on every rank (a blocking one drains the worker)."""
+    if now:
+        collectives_module.all_reduce(buffer, group=group)
+        return _Done()
+    return collectives_module.all_reduce_async(buffer, group=group)
+
+
+copies = [0]  # gradient pieces fill() copied into a FlatBuffer (the others backward wrote in place)
 
 
 def fill(flat, pieces):
@@ -253,6 +278,7 @@ def fill(flat, pieces):
         view = flat.views[flat.index[key]]
         if piece is not view:
             np.copyto(view, piece)
+            copies[0] += 1
     return flat.flat
 
 
@@ -271,9 +297,9 @@ def land_global(pending):
 
 # Local leaves (DataParallel, Paddle's fused_allreduce_gradients): the mean over all ranks.
 
-def launch_local(bucket, grads, flat):
+def launch_local(bucket, grads, flat, now=False):
     """Fill the bucket's buffer (a parameter without a gradient: its .grad, or zeros) and start
-    its all_reduce."""
+    its all_reduce (now: run it on this thread)."""
     pieces = {}
     for p in bucket:
         g = grads.get(id(p))
@@ -281,7 +307,7 @@ def launch_local(bucket, grads, flat):
             g = p.grad if p.grad is not None else None
         pieces[id(p)] = g._local if g is not None else np.zeros_like(p._local)
     buffer = fill(flat, pieces)
-    return [(collectives.all_reduce_async(buffer), buffer, bucket)]
+    return [(_all_reduce(collectives, buffer, None, now), buffer, bucket)]
 
 
 def land_local(pending, into_own=False):
@@ -296,10 +322,16 @@ def land_local(pending, into_own=False):
             n = p._local.size
             view = flat[start:start + n].reshape(p._local.shape)
             start += n
-            if into_own:
+            if into_own and p.grad._local.flags.writeable:
                 p.grad._local[...] = view
+            elif into_own:  # zeros left by zero_grad (read-only): the .grad takes a copy
+                p.grad._local = view.copy()
             else:
                 p.grad = Tensor(view)
+
+
+def _is_zeroed(t):
+    return autograd.engine.is_zeroed(t)
 
 
 def _group(ranks):

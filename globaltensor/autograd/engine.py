@@ -5,6 +5,8 @@ from __future__ import annotations
 import weakref
 from typing import Optional, Sequence, Union
 
+import numpy as np
+
 from ..boxing import convert
 from ..creation import ones_like
 from ..sbp import without_partial
@@ -31,6 +33,32 @@ def _ones_for(roots, order):
         return False
     return any(id(t) in _ones_rule for t in roots) or \
         any(id(t) in _ones_rule for ctx in order for t in ctx.inputs if t._node is None)
+
+
+_zeroed = {}  # id(t) -> (weakref to t, weakref to its piece): .grads zeroed by zero_in_place, still zeros
+
+
+def zero_in_place(t: Tensor) -> None:
+    """t (a .grad) reads as zeros, keeping its identity, and backward treats it as absent while it
+    holds that piece: the next gradient replaces it (bitwise what set_to_none gives) instead of being
+    added into zeros, so gradient buckets may take it in place. On cpu the zeros are a fresh
+    read-only array (calloc: no pass over memory; a write through numpy raises instead of being
+    missed; tensor ops replace the piece, which ends the mark); elsewhere t.zero_()."""
+    piece = t._local
+    if not isinstance(piece, np.ndarray) or t._node is not None:
+        t.zero_()
+        return
+    zeros = np.zeros(piece.shape, piece.dtype)
+    zeros.flags.writeable = False
+    t._local = zeros
+    key = id(t)
+    _zeroed[key] = (weakref.ref(t, lambda _, key=key: _zeroed.pop(key, None)), weakref.ref(zeros))
+
+
+def is_zeroed(t: Optional[Tensor]) -> bool:
+    """Whether t is a .grad that zero_in_place left all zeros (nothing replaced its piece since)."""
+    entry = _zeroed.get(id(t)) if t is not None else None
+    return entry is not None and entry[0]() is t and entry[1]() is t._local
 
 
 def _seed_sbp(t):
@@ -163,6 +191,13 @@ class Run:
         if g.dtype != leaf.dtype:
             g = g.cast(leaf.dtype)
         held = leaf.grad
+        if is_zeroed(held) and not self.assigns:  # zeros: replaced, not added into (same bits as None)
+            leaf.grad = None
+            if not _same_layout(held, g):
+                return g
+            held._local = g._local  # the .grad object a caller kept gets the new gradient
+            _zeroed.pop(id(held), None)
+            return held
         if held is not None and not self.assigns and _adds_in_place(held, g):
             held._local += g._local
             g, leaf.grad = held, None
@@ -173,7 +208,8 @@ class Run:
     def store(self, leaf, g):
         """leaf.grad = g (added to what it holds), g owning its memory (see _private)."""
         g = g.detach()
-        leaf.grad = self._private(g) if leaf.grad is None else (leaf.grad + g).detach()
+        fresh = leaf.grad is None or is_zeroed(leaf.grad)
+        leaf.grad = self._private(g) if fresh else (leaf.grad + g).detach()
 
     def _private(self, g):
         """g, or a copy of it, such that the .grad it becomes owns its piece: one whose memory is
@@ -235,10 +271,13 @@ def _root(a):
 def _adds_in_place(grad, g):
     """May g be added into grad's own memory? Same layout and dtype, and grad's piece is an array
     of its own (not a view into a gradient bucket or another tensor)."""
-    return (grad.shape == g.shape and grad.dtype == g.dtype and grad.placement == g.placement
-            and grad.sbp == g.sbp and grad._node is None and not grad.requires_grad
+    return (_same_layout(grad, g) and grad._node is None and not grad.requires_grad
             and getattr(grad._local, "base", 0) is None
             and getattr(grad._local.flags, "writeable", True))  # cupy arrays have no read-only flag
+
+
+def _same_layout(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and a.placement == b.placement and a.sbp == b.sbp
 
 
 def grad(outputs: Union[Tensor, Sequence[Tensor]], inputs: Union[Tensor, Sequence[Tensor]],

@@ -253,7 +253,8 @@ class Module:
 
 
 def zero_grads(params, set_to_none=True):
-    """p.grad = None for each parameter, or p.grad zeroed in place (Module's and Optimizer's zero_grad);
+    """p.grad = None for each parameter, or p.grad zeroed in place (Module's and Optimizer's zero_grad;
+    marked, so the next backward replaces it rather than adding into zeros: autograd.zero_in_place);
     inside a graph's capture, recorded whole and run at each replay."""
     params = list(params)
     hooks.effect("zero_grad", lambda: _zero_grads(params, set_to_none))
@@ -266,7 +267,12 @@ def _zero_grads(params, set_to_none):
                 p.grad = None
             else:
                 p.grad.requires_grad = False
-                p.grad.zero_()
+                _zero_in_place(p.grad)
+
+
+def _zero_in_place(t):
+    from ..autograd.engine import zero_in_place
+    zero_in_place(t)
 
 
 def _tensor_to_global(t, placement, sbp):

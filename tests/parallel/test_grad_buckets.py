@@ -79,7 +79,7 @@ def test_all_reduce_async_rejects_bad_input_before_communicating():
 def test_buckets_start_in_plan_order_once_complete():
     a, b, c, d = (gt.zeros(1) for _ in range(4))
     started, landed = [], []
-    buckets = grad_buckets.Buckets([[a, b], [c], [d]], lambda bucket, grads, flat: started.append(len(bucket))
+    buckets = grad_buckets.Buckets([[a, b], [c], [d]], lambda bucket, grads, flat, now: started.append(len(bucket))
                                    or dict(grads), landed.append)
     buckets.ready(c, "gc")          # bucket 1 is complete, but bucket 0 starts first
     assert started == []
