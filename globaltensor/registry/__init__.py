@@ -41,6 +41,7 @@ REAL_ONLY = frozenset({
     "layer_norm_backward", "channel_sums", "channel_affine", "channel_affine_backward", "max_pool2d",
     "max_pool2d_backward", "mse_mean", "attention", "attention_backward", "conv2d", "conv2d_backward", "linear",
     "linear_weight_grad", "kron", "cross", "prod", "inverse", "cholesky",
+    "sgd_update", "momentum_update", "adam_update", "adamw_update",  # lr and step are real scalars
 })
 
 
