@@ -117,6 +117,28 @@ Tensor.double = lambda self: cast(self, "float64")
 Tensor.long = lambda self: cast(self, "int64")
 Tensor.int = lambda self: cast(self, "int32")
 Tensor.bool = lambda self: cast(self, "bool")
+Tensor.half = lambda self: cast(self, "float16")
+Tensor.bfloat16 = lambda self: cast(self, "bfloat16")
+Tensor.char = lambda self: cast(self, "int8")
+Tensor.byte = lambda self: cast(self, "uint8")
+
+
+def _short(self):
+    """PyTorch's x.short() (int16): a dtype globaltensor has no kernels for, so a clear TypeError."""
+    raise TypeError("short(): int16 is not a globaltensor dtype (supported integer dtypes: int8, uint8, int32, "
+                    "int64); use .int() or .char()")
+
+
+def _data_ptr(self):
+    """The address of this rank's local piece's first element, as an int (PyTorch's data_ptr):
+    numpy's __array_interface__ data pointer on CPU, cupy's .data.ptr on CUDA."""
+    a = self._local
+    if isinstance(a, np.ndarray):
+        return int(a.__array_interface__["data"][0])
+    return int(a.data.ptr)
+
+
+Tensor.short, Tensor.data_ptr = _short, _data_ptr
 Tensor.astype = lambda self, dtype: cast(self, dtype)
 
 
