@@ -183,9 +183,12 @@ from . import everyday, everyday_shape  # noqa: E402 - PyTorch's everyday names 
 from .everyday import EVERYDAY as _E1, METHODS as _M1, normalize  # noqa: E402
 from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 
-EVERYDAY = sorted(set(_E1) | set(_E2))  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+from .einsum import einsum  # noqa: E402,F401
+
+EVERYDAY = sorted(set(_E1) | set(_E2) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
 for _name in EVERYDAY:
-    _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
+    if _name != "einsum":
+        _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
 for _name in sorted(set(_M1) | set(_M2)):
     setattr(Tensor, _name, _method(_g[_name]))
 Tensor.where = lambda self, condition, other: where(condition, self, other)  # torch's Tensor.where(cond, y)
