@@ -91,7 +91,7 @@ def _parse(equation, operands):
         for term in terms:
             for c in term.replace("...", ""):
                 counts[c] = counts.get(c, 0) + 1
-        out = ell + "".join(sorted((c for c, n in counts.items() if n == 1), ))  # ASCII order, as torch
+        out = ell + "".join(sorted((c for c, n in counts.items() if n == 1)))  # ASCII order, as torch
     return full, out
 
 
