@@ -11,6 +11,7 @@ FNS = {  # name -> (ours, torch): composites and primitives whose backward is wr
     "tanh": (gt.tanh, torch.tanh), "sigmoid": (gt.sigmoid, torch.sigmoid), "exp_sin": (
         lambda x: gt.exp(gt.sin(x)), lambda x: torch.exp(torch.sin(x))),
     "softmax": (lambda x: gt.softmax(x, dim=1), lambda x: torch.softmax(x, dim=1)),
+    "gelu": (gt.nn.functional.gelu, torch.nn.functional.gelu),  # a fused primitive whose backward has a backward
     "matmul_self": (lambda x: x @ x.T * x, lambda x: x @ x.T * x),
 }
 
