@@ -70,7 +70,7 @@ def _redop(array, op, name):
     """The _C.RedOp of `op`, once array's dtype is known to reduce; TypeError or ValueError."""
     if array.dtype not in _REDUCIBLE:
         raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name}; supported: "
-                        f"{', '.join(d.name for d in _dtype.ALL if d.np in _REDUCIBLE)}")
+                        f"{', '.join(d.name for d in _dtype.ALL if d.np in _REDUCIBLE or d.np in _NARROW)}")
     redop = _REDOPS.get(op)
     if redop is not None and op != "sum" and array.dtype in _COMPLEX:
         raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name} with {op}: complex numbers are not "
