@@ -61,10 +61,13 @@ cfloat, cdouble = complex64, complex128
 
 
 def __getattr__(name):
-    """gt.unittest (flow.unittest) and gt._oneflow_internal on first use: importing the package loads neither."""
+    """gt.unittest (flow.unittest), gt.framework and gt._oneflow_internal on first use: importing the package loads neither."""
     if name == "unittest":
         from .unittest import TestCase  # noqa: F401 - loads the submodule, which the import system sets here
         return globals()["unittest"]
+    if name == "framework":
+        from .framework import args_tree  # noqa: F401 - as above
+        return globals()["framework"]
     if name == "_oneflow_internal":
         from ._oneflow_internal import cpu_broadcast  # noqa: F401 - as above
         return globals()["_oneflow_internal"]

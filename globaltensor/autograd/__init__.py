@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ..tensor import Tensor
-from .engine import Run, backward, fit, grad, seeds_ones, sinks
+from .engine import Run, backward, fit, seeds_ones, sinks
+from .grad import grad
 from .function import Function, FunctionCtx
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tape import Context, Node, clock, record, seen_inputs

@@ -63,11 +63,14 @@ def _group(group):
     return Group(group)
 
 
+_NARROW = frozenset({np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8)})  # no native reduction: int32's
+
+
 def _redop(array, op, name):
     """The _C.RedOp of `op`, once array's dtype is known to reduce; TypeError or ValueError."""
     if array.dtype not in _REDUCIBLE:
         raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name}; supported: "
-                        f"{', '.join(d.name for d in _dtype.ALL if d.np in _REDUCIBLE)}")
+                        f"{', '.join(d.name for d in _dtype.ALL if d.np in _REDUCIBLE or d.np in _NARROW)}")
     redop = _REDOPS.get(op)
     if redop is not None and op != "sum" and array.dtype in _COMPLEX:
         raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name} with {op}: complex numbers are not "
@@ -107,6 +110,10 @@ def all_reduce(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = Non
         >>> gt.distributed.all_reduce(x)        # on 2 ranks: [1., 1., 1., 1.] on both
     """
     _check_array(x, "all_reduce")
+    if x.dtype in _NARROW:  # as OneFlow: reduced in a wider type, then narrowed (bool: sum is logical or)
+        target = x if out is None else out
+        target[...] = all_reduce(x.astype(np.int32), op, group).astype(x.dtype)
+        return target
     redop = _redop(x, op, "all_reduce")
     native = _group(group).native("all_reduce")
     if _observers:
@@ -217,6 +224,8 @@ def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] =
     sizes: the pieces' lengths; default the balanced split (the first L % k get one more).
     """
     _check_array(x, "reduce_scatter")
+    if x.dtype in _NARROW:
+        return reduce_scatter(x.astype(np.int32), op, group, sizes).astype(x.dtype)
     redop = _redop(x, op, "reduce_scatter")
     g = _group(group)
     native = g.native("reduce_scatter")

@@ -117,6 +117,28 @@ Tensor.double = lambda self: cast(self, "float64")
 Tensor.long = lambda self: cast(self, "int64")
 Tensor.int = lambda self: cast(self, "int32")
 Tensor.bool = lambda self: cast(self, "bool")
+Tensor.half = lambda self: cast(self, "float16")
+Tensor.bfloat16 = lambda self: cast(self, "bfloat16")
+Tensor.char = lambda self: cast(self, "int8")
+Tensor.byte = lambda self: cast(self, "uint8")
+
+
+def _short(self):
+    """PyTorch's x.short() (int16): a dtype globaltensor has no kernels for, so a clear TypeError."""
+    raise TypeError("short(): int16 is not a globaltensor dtype (supported integer dtypes: int8, uint8, int32, "
+                    "int64); use .int() or .char()")
+
+
+def _data_ptr(self):
+    """The address of this rank's local piece's first element, as an int (PyTorch's data_ptr):
+    numpy's __array_interface__ data pointer on CPU, cupy's .data.ptr on CUDA."""
+    a = self._local
+    if isinstance(a, np.ndarray):
+        return int(a.__array_interface__["data"][0])
+    return int(a.data.ptr)
+
+
+Tensor.short, Tensor.data_ptr = _short, _data_ptr
 Tensor.astype = lambda self, dtype: cast(self, dtype)
 
 
@@ -161,9 +183,12 @@ from . import everyday, everyday_shape  # noqa: E402 - PyTorch's everyday names 
 from .everyday import EVERYDAY as _E1, METHODS as _M1, normalize  # noqa: E402
 from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 
-EVERYDAY = sorted(set(_E1) | set(_E2))  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+from .einsum import einsum  # noqa: E402,F401
+
+EVERYDAY = sorted(set(_E1) | set(_E2) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
 for _name in EVERYDAY:
-    _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
+    if _name != "einsum":
+        _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
 for _name in sorted(set(_M1) | set(_M2)):
     setattr(Tensor, _name, _method(_g[_name]))
 Tensor.where = lambda self, condition, other: where(condition, self, other)  # torch's Tensor.where(cond, y)

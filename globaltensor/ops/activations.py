@@ -11,7 +11,7 @@ from .. import _C
 from .. import dtype as _dtype
 from ..registry import rules
 from ._front import apply, c_floats, tensors
-from .elementwise import _erf_kernel, tanh
+from .elementwise import _erf_kernel, exp, tanh
 from .reduction import _as, _float, sum  # noqa: A004
 from .reduction_composites import logsumexp
 from ..registry import op
@@ -48,8 +48,15 @@ def _gelu(x):
     return (x * 0.5 * (1 + _erf_kernel(x * (1 / math.sqrt(2))))).astype(x.dtype, copy=False)
 
 
+def _gelu_double_backward(ctx, gg):
+    """d/dg = gelu'(x) gg (gelu_backward again); d/dx = g gelu''(x) gg, gelu'' = phi(x) (2 - x^2)."""
+    g, x = ctx.inputs
+    phi = exp(x * x * -0.5) * (1 / math.sqrt(2 * math.pi))
+    return apply("gelu_backward", [gg, x]), gg * g * phi * (2 - x * x)
+
+
 @op("gelu_backward", lambda s, o, st: rules.elementwise()(s, o, st) + [((rules.P, rules.B), (rules.P,))],  # linear in g
-    meta=lambda s, dt, st: ([rules.broadcast_shape([s[0], s[1]])], [dt[1]]))
+    _gelu_double_backward, meta=lambda s, dt, st: ([rules.broadcast_shape([s[0], s[1]])], [dt[1]]))
 def _gelu_backward(g, x):
     """g * (Phi(x) + x * phi(x)) in one C++ pass."""
     if c_floats(g, x) and g.shape == x.shape:

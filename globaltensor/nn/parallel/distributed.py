@@ -1,11 +1,11 @@
 """nn.parallel.DistributedDataParallel as OneFlow and PyTorch spell it, over gt's DataParallel."""
 from typing import Any, Optional, Sequence
 
-from ..autograd import no_grad
-from ..data_parallel import DataParallel
-from ..backends.devices import of_array
-from ..env import get_world_size
-from .module import Module
+from ...autograd import no_grad
+from ...data_parallel import DataParallel
+from ...backends.devices import of_array
+from ...env import get_world_size
+from ..module import Module
 
 __all__ = ["DistributedDataParallel"]
 
