@@ -17,7 +17,7 @@ from .generator import Generator, default_generator, get_rng_state, initial_seed
 from .ops.reduction import return_types
 from .tensor import Size, device
 from .tensor_types import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor,
-                           IntTensor, LongTensor, Tensor)
+                           IntTensor, LongTensor, Tensor, from_numpy)
 from .data_parallel import DataParallel as _DataParallel, no_sync as _no_sync, set_bucket_size as _set_bucket_size
 
 distributed.DataParallel, distributed.no_sync, distributed.set_bucket_size = _DataParallel, _no_sync, _set_bucket_size
@@ -43,7 +43,7 @@ __all__ = [
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8", "complex64", "complex128",
     "cfloat", "cdouble", "get_default_dtype", "set_default_dtype",
     "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand", "randn", "randint", "normal", "uniform",
-    "zeros_like", "ones_like", "full_like", "empty_like",
+    "zeros_like", "ones_like", "full_like", "empty_like", "from_numpy",
     "save", "load", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "return_types",
     "manual_seed", "initial_seed", "get_rng_state", "set_rng_state", "seed", "Generator", "default_generator",
     "__version__",

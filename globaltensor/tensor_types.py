@@ -141,3 +141,12 @@ def _new_tensor(self: _Core, data: Any, dtype: DTypeLike = None, device: DeviceL
 
 _Core.new_zeros, _Core.new_ones, _Core.new_empty, _Core.new_full = _new_zeros, _new_ones, _new_empty, _new_full
 _Core.new_tensor = _new_tensor
+
+
+def from_numpy(ndarray: np.ndarray) -> _Core:
+    """A local tensor over `ndarray`'s memory, as torch.from_numpy / flow.from_numpy: a write through
+    either shows in the other; the array's dtype is kept (float64 stays float64)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}")
+    dt = _dtype.of_array(ndarray)  # raises, naming the dtype, for one we have no kernels for
+    return _Core(ndarray, dtype=dt)

@@ -248,3 +248,19 @@ def test_global_surface_on_two_ranks():
     assert a["local_global_id"] == "raised"
     assert a["module_to_local"] == (True, True, (3, 2), True) == b["module_to_local"]
     assert a["sbp_calls"] == (True, True, (gt.sbp.broadcast,))
+
+
+def test_from_numpy_shares_memory_and_keeps_the_dtype_as_torch():
+    """gt.from_numpy(a), as torch.from_numpy: a local tensor over a's memory (writes show both ways),
+    a's dtype kept (float64, int32, complex64 and bool as torch's); a non-array is a TypeError."""
+    for dt in (np.float64, np.float32, np.int32, np.complex64, np.bool_):
+        a = np.arange(4).astype(dt)
+        t, ref = gt.from_numpy(a), torch.from_numpy(a.copy())
+        assert t.is_local and t.shape == tuple(ref.shape) and str(t.dtype).split(".")[-1] == str(ref.dtype).split(".")[-1]
+    a = np.arange(4.0)
+    t = gt.from_numpy(a)
+    a[0] = 9.0
+    t.numpy()[1] = 7.0
+    assert t.numpy().tolist() == a.tolist() == [9.0, 7.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match="expected a numpy.ndarray"):
+        gt.from_numpy([1.0, 2.0])
