@@ -1,7 +1,7 @@
 """paddle.nn's activation layers: each applies paddle.nn.functional's function with the arguments it was made with."""
 from . import functional as _F
 from .initializer import Constant as _Constant
-from .layer import Layer
+from .layer import Layer, bind_arguments
 
 __all__ = ["CELU", "ELU", "GELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
            "LogSigmoid", "LogSoftmax", "Maxout", "Mish", "PReLU", "RReLU", "ReLU", "ReLU6", "SELU", "Sigmoid", "Silu",
@@ -16,13 +16,7 @@ def _activation(name, fn, params=(), fixed=None):
 
     def __init__(self, *args, name=None, **kwargs):
         Layer.__init__(self)
-        names = [p for p, _ in params]
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__} takes at most {len(names)} arguments ({', '.join(names)})")
-        unknown = set(kwargs) - set(names)
-        if unknown:
-            raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(unknown)}; it takes {names}")
-        self._args = {**dict(params), **dict(zip(names, args)), **kwargs}
+        self._args = bind_arguments(self, params, args, kwargs)
 
     def forward(self, x):
         return fn(x, **self._args, **(fixed or {}))

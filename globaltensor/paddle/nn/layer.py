@@ -53,3 +53,15 @@ class Layer(Module):
         """A new parameter made as Paddle makes one (see paddle.nn.parameter.create_parameter)."""
         from .parameter import create_parameter
         return create_parameter(shape, dtype, attr=attr, is_bias=is_bias, default_initializer=default_initializer)
+
+
+def bind_arguments(layer, params, args, kwargs):
+    """The arguments a parameterised layer was made with: Paddle's (name, default) pairs `params`, in
+    Paddle's order, filled from args then kwargs; too many or unknown ones raise a TypeError."""
+    names = [p for p, _ in params]
+    if len(args) > len(names):
+        raise TypeError(f"{type(layer).__name__} takes at most {len(names)} arguments ({', '.join(names)})")
+    unknown = set(kwargs) - set(names)
+    if unknown:
+        raise TypeError(f"{type(layer).__name__}: unexpected arguments {sorted(unknown)}; it takes {names}")
+    return {**dict(params), **dict(zip(names, args)), **kwargs}

@@ -1,6 +1,6 @@
 """paddle.nn.loss: Paddle's loss layers, each paddle.nn.functional's loss with the arguments it was made with."""
 from . import functional as _F
-from .layer import Layer
+from .layer import Layer, bind_arguments
 
 __all__ = ["BCELoss", "BCEWithLogitsLoss", "CTCLoss", "CosineEmbeddingLoss", "CrossEntropyLoss", "GaussianNLLLoss",
            "HingeEmbeddingLoss", "KLDivLoss", "L1Loss", "MSELoss", "MarginRankingLoss", "MultiLabelMarginLoss",
@@ -15,13 +15,7 @@ def _loss(name, fn, params):
 
     def __init__(self, *args, name=None, **kwargs):
         Layer.__init__(self)
-        names = [p for p, _ in params]
-        if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__} takes at most {len(names)} arguments ({', '.join(names)})")
-        unknown = set(kwargs) - set(names)
-        if unknown:
-            raise TypeError(f"{type(self).__name__}: unexpected arguments {sorted(unknown)}; it takes {names}")
-        self._args = {**dict(params), **dict(zip(names, args)), **kwargs}
+        self._args = bind_arguments(self, params, args, kwargs)
         if self._args.get("reduction", "mean") not in ("mean", "sum", "none", "batchmean"):
             raise ValueError(f"{type(self).__name__}: reduction must be 'mean', 'sum' or 'none', got "
                              f"{self._args['reduction']!r}")
