@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from typing import Optional, Sequence, Union
+from typing import Optional
 
 import numpy as np
 
@@ -11,7 +11,7 @@ from ..boxing import convert
 from ..creation import ones_like
 from ..sbp import without_partial
 from ..tensor import Tensor
-from .grad_mode import no_grad
+from .grad_mode import enable_grad, no_grad
 from .tape import _topological
 
 
@@ -101,11 +101,12 @@ def _start(r, g, roots, order):
     return ones_like(r, sbp=_seed_sbp(r))
 
 
-def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=None):
+def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=None, create_graph=False):
     """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`). With
     on_leaf, each leaf's gradient goes to on_leaf(leaf, grad_or_None) as soon as it is complete;
     with on_retained, each complete gradient of a non-leaf that retain_grad() marked goes to
-    on_retained(tensor, grad)."""
+    on_retained(tensor, grad); with create_graph, the gradient ops are recorded on the tape (each
+    backward is written with registered ops), so the gradients can be differentiated again."""
     if order is None:
         order = _topological(roots)
     grads = {}
@@ -113,7 +114,7 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
         _accumulate(grads, r, _start(r, g, roots, order))
     finishing = _finishing(order) if on_leaf is not None else {}
     result = {}
-    with no_grad():
+    with enable_grad() if create_graph else no_grad():
         for i, ctx in enumerate(order):
             outs = [grads.pop(id(o), None) for o in ctx.outputs]
             if on_retained is not None:
@@ -278,20 +279,3 @@ def _adds_in_place(grad, g):
 
 def _same_layout(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and a.placement == b.placement and a.sbp == b.sbp
-
-
-def grad(outputs: Union[Tensor, Sequence[Tensor]], inputs: Union[Tensor, Sequence[Tensor]],
-         grad_outputs: Union[None, Tensor, Sequence[Optional[Tensor]]] = None,
-         allow_unused: bool = False) -> tuple[Optional[Tensor], ...]:
-    """d outputs / d inputs as a tuple, without touching .grad."""
-    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-    grad_outputs = list(grad_outputs) if isinstance(grad_outputs, (list, tuple)) else [grad_outputs] * len(outputs)
-    found = _run(outputs, grad_outputs, wanted={id(t) for t in inputs})
-    result = []
-    for t in inputs:
-        g = found.get(id(t))
-        if g is None and not allow_unused:
-            raise RuntimeError("grad: an input was not used to compute the outputs (pass allow_unused=True)")
-        result.append(None if g is None else fit(t, g).detach())
-    return tuple(result)

@@ -5,10 +5,9 @@ from typing import Optional, Sequence, Union
 
 from ..creation import zeros_like
 from ..tensor import Tensor
-from ..boxing import convert
-from .engine import _accumulate, _run, _start, fit
+from .engine import _run, fit
 from .grad_mode import enable_grad
-from .tape import _topological, record
+from .tape import record
 
 
 def grad(outputs: Union[Tensor, Sequence[Tensor]], inputs: Union[Tensor, Sequence[Tensor]],
@@ -45,7 +44,7 @@ def grad(outputs: Union[Tensor, Sequence[Tensor]], inputs: Union[Tensor, Sequenc
         if not o.requires_grad:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
     wanted = {id(t) for t in inputs}
-    found = _recording(outputs, grad_outputs, wanted) if create_graph else _run(outputs, grad_outputs, wanted=wanted)
+    found = _run(outputs, grad_outputs, wanted=wanted, create_graph=create_graph)
     result = []
     for t in inputs:
         g = found.get(id(t))
@@ -57,34 +56,6 @@ def grad(outputs: Union[Tensor, Sequence[Tensor]], inputs: Union[Tensor, Sequenc
             continue
         result.append(_fit_recorded(t, g) if create_graph else fit(t, g).detach())
     return tuple(result)
-
-
-def _recording(roots, root_grads, wanted):
-    """The engine's walk (engine._run without sinks) with grad mode on: every gradient op is
-    recorded, so {id(input): grad} holds tensors that are themselves differentiable."""
-    order = _topological(roots)
-    grads, result = {}, {}
-    with enable_grad():
-        for r, g in zip(roots, root_grads):
-            _accumulate(grads, r, _start(r, g, roots, order))
-        for ctx in order:
-            outs = [grads.pop(id(o), None) for o in ctx.outputs]
-            if all(g is None for g in outs):
-                continue
-            in_grads = ctx.backward(ctx, *outs)
-            if not isinstance(in_grads, (tuple, list)):
-                in_grads = (in_grads,)
-            for t, g in zip(ctx.inputs, in_grads):
-                if g is None or not t.requires_grad:
-                    continue
-                if t._node is None or id(t) in wanted:
-                    _accumulate(result, t, g)
-                if t._node is not None:
-                    _accumulate(grads, t, g)
-    for r in roots:  # an input that is itself an output
-        if r._node is None and id(r) in grads:
-            _accumulate(result, r, grads[id(r)])
-    return result
 
 
 def _fit_recorded(t, g):
