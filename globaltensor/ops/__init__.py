@@ -32,7 +32,7 @@ from .sorting import argsort, sort, topk
 from .indexing import getitem
 from .activations import gelu, log_softmax, softmax, stanh
 from .norms import batch_norm, layer_norm
-from .linear_layer import linear
+from .linear_layer import linear, linear_in_out
 from .embedding_lookup import embedding
 from .losses import cross_entropy, mse_loss
 from .attention_heads import merge_heads, split_heads

@@ -1,4 +1,4 @@
-"""linear (x @ weight.T + bias, one primitive) and linear_weight_grad, its weight and bias gradients in one op."""
+"""linear (x @ weight.T + bias, one primitive), linear_in_out (Paddle's weight layout) and their gradient ops."""
 import numpy as np
 
 from ..backends import cuda_kernels
@@ -101,3 +101,79 @@ def linear(input, weight, bias=None):
     """x @ weight.T + bias (weight has shape (out_features, in_features), as in OneFlow); one
     primitive, so a layer is one dispatch forward and three in backward."""
     return apply("linear", tensors(input, weight) if bias is None else tensors(input, weight, bias))
+
+
+# --- Paddle's layout: weight (in_features, out_features) -------------------------------------------
+def _in_out_rows(in_shapes, out_shapes, static):
+    """x (..., k), w (k, n), b (n): y = x @ w + b; linear's rows with w's split dim flipped:
+    w S(1), b S(0) -> S(last) is column parallel; x S(last), w S(0), b P -> P row parallel."""
+    swapped = [tuple(in_shapes[1][::-1]) if i == 1 else s for i, s in enumerate(in_shapes)]
+    flip = {S(0): S(1), S(1): S(0)}
+    return [((a, flip.get(w, w), *rest), out) for (a, w, *rest), out in _linear_rows(swapped, out_shapes, static)]
+
+
+def _in_out_backward(ctx, g):
+    """dx = g @ w.T (the `linear` op on w as it is); dw = x.T @ g and db = g summed over rows in one op,
+    dw written into its gradient bucket when it has one."""
+    from .shape import reshape
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    has_b = len(ctx.inputs) == 3
+    dx = apply("linear", [g, w]) if x.requires_grad else None
+    if not (w.requires_grad or (has_b and ctx.inputs[2].requires_grad)):
+        return (dx, None, None)[:len(ctx.inputs)]
+    g2, x2 = (g, x) if g.ndim == 2 else (reshape(g, (-1, g.shape[-1])), reshape(x, (-1, x.shape[-1])))
+    dw, db = apply("linear_in_out_grads", [x2, g2], multi=True, out=ctx.dest(1))
+    return (dx, dw if w.requires_grad else None) + ((db if ctx.inputs[2].requires_grad else None,) if has_b else ())
+
+
+def _in_out_grads_meta(s, dt, st):
+    (m, k), (m2, n) = s
+    if m != m2:
+        raise ValueError(f"linear_in_out_grads: x {tuple(s[0])} and g {tuple(s[1])} need the same rows")
+    return [(k, n), (n,)], [rules.result_dtype(*dt), np.sum(np.zeros(0, dt[1].np), axis=0).dtype]
+
+
+@op("linear_in_out_grads", lambda s, o, st: [
+    ((B, B), (B, B)),
+    ((S(0), S(0)), (P, P)),  # rows split: x[m1].T @ g[m1] + x[m2].T @ g[m2] = x.T @ g; the row sums add up
+    ((B, S(1)), (S(1), S(0))),  # g's columns n1: dw[:, n1] = x.T @ g[:, n1], db[n1] from g[:, n1]
+    ((S(1), B), (S(0), B)),  # x's columns k1: dw[k1] = x[:, k1].T @ g; db needs g alone
+    ((B, P), (P, P)),  # linear in g
+    ((P, B), (P, B))], takes_hints=True, meta=_in_out_grads_meta)  # linear in x; db from g alone
+def _linear_in_out_grads(x, g, out=None, order=None):
+    """(x.T @ g, g summed over rows) for x (m x k), g (m x n): the weight (k x n) and bias gradients
+    of linear_in_out; the weight's into `out` (its gradient bucket) when it fits."""
+    if out is not None and out.shape == (x.shape[1], g.shape[1]) and out.dtype == np.result_type(x, g):
+        return np.matmul(x.T, g, out=out), g.sum(0)
+    return np.matmul(x.T, g), g.sum(0)
+
+
+def _in_out_meta(s, dt, st):
+    x, w = tuple(s[0]), tuple(s[1])
+    if len(w) != 2 or not x or x[-1] != w[0]:
+        raise ValueError(f"linear: x {x} and weight {w} (in_features, out_features) do not fit")
+    return _linear_meta([s[0], w[::-1]] + list(s[2:]), dt, st)
+
+
+@op("linear_in_out", _in_out_rows, _in_out_backward, meta=_in_out_meta)
+def _linear_in_out(x, w, b=None):
+    y = np.matmul(x, w)
+    if b is not None:
+        if y.dtype == np.result_type(y, b) and y.shape == np.broadcast_shapes(y.shape, b.shape):
+            y += b  # y is fresh: add in place, no second output
+        else:
+            y = y + b
+    return y
+
+
+def linear_in_out(x, weight, bias=None):
+    """x @ weight + bias with weight (in_features, out_features), Paddle's layout: one primitive
+    forward, two in backward (dx; dw and db together). Complex operands take matmul + add (their
+    gradients conjugate)."""
+    ins = tensors(x, weight) if bias is None else tensors(x, weight, bias)
+    dt = ins[0]._dtype
+    if dt.is_complex or any(t._dtype is not dt for t in ins):
+        from .linalg import matmul
+        y = matmul(ins[0], ins[1])
+        return y if bias is None else y + ins[2]
+    return apply("linear_in_out", ins)

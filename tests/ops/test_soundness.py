@@ -151,6 +151,8 @@ def samples(name):
         "embedding": [([ints(5, 2, hi=6), f(6, 4)], {"num": 6})],
         "linear": [([f(5, 4), f(3, 4), f(3)], {}), ([f(2, 5, 4), f(3, 4)], {})],
         "linear_weight_grad": [([f(5, 3), f(5, 4)], {})],
+        "linear_in_out": [([f(5, 4), f(4, 3), f(3)], {}), ([f(2, 5, 4), f(4, 3)], {})],
+        "linear_in_out_grads": [([f(5, 4), f(5, 3)], {})],
         "mse_mean": [([f(5, 4), f(5, 4)], {"count": 20})],
         "split_heads": [([f(5, 4, 12)], {"head_dim": 2})],  # 6 heads: they divide over 2 and 3 ranks
         "softmax": [([f(5, 4, 3)], {"dim": 1}), ([f(5, 4)], {"dim": 0})],

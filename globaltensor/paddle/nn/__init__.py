@@ -37,8 +37,7 @@ class Linear(Layer):
             self.bias = self.create_parameter((out_features,), attr=bias_attr, is_bias=True)
 
     def forward(self, x):
-        y = _ops.matmul(x, self.weight)
-        return y if self.bias is None else y + self.bias
+        return _ops.linear_in_out(x, self.weight, self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}"

@@ -17,8 +17,7 @@ __all__ = ["dropout", "embedding", "layer_norm", "linear", "conv1d", "conv2d", "
 
 def linear(x, weight, bias=None, name=None):
     """x @ weight + bias, weight [in_features, out_features] (Paddle's layout)."""
-    y = _ops.matmul(x, weight)
-    return y if bias is None else y + bias
+    return _ops.linear_in_out(x, weight, bias)
 
 
 def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=None):
