@@ -184,12 +184,16 @@ from .everyday import EVERYDAY as _E1, METHODS as _M1, normalize  # noqa: E402
 from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 
 from .einsum import einsum  # noqa: E402,F401
+from . import extras, resize, sampling  # noqa: E402,F401 - OneFlow's less common ops, pad/interpolate, sampling
+from .extras import EVERYDAY as _E3, METHODS as _M3  # noqa: E402
 
-EVERYDAY = sorted(set(_E1) | set(_E2) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | {"einsum", "roi_align"})  # on gt beside PUBLIC; Tensor methods
+_HOMES = {**{n: everyday for n in _E1}, **{n: everyday_shape for n in _E2}, **{n: extras for n in _E3},
+          "roi_align": sampling}
 for _name in EVERYDAY:
     if _name != "einsum":
-        _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
-for _name in sorted(set(_M1) | set(_M2)):
+        _g[_name] = accept_paddle_keywords(_name, getattr(_HOMES[_name], _name))
+for _name in sorted(set(_M1) | set(_M2) | set(_M3)):
     setattr(Tensor, _name, _method(_g[_name]))
 Tensor.where = lambda self, condition, other: where(condition, self, other)  # torch's Tensor.where(cond, y)
 
