@@ -184,7 +184,7 @@ from .everyday import EVERYDAY as _E1, METHODS as _M1, normalize  # noqa: E402
 from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 
 from .einsum import einsum  # noqa: E402,F401
-from . import extras, resize, sampling  # noqa: E402,F401 - OneFlow's less common ops, pad/interpolate, sampling
+from . import conv3d, extras, pooling, resize, sampling  # noqa: E402,F401 - less common ops, pools, pad/interpolate, sampling
 from .extras import EVERYDAY as _E3, METHODS as _M3  # noqa: E402
 
 EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | {"einsum", "roi_align"})  # on gt beside PUBLIC; Tensor methods
