@@ -15,20 +15,22 @@ __all__ = ["RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU"]
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _rnn_step(mode, x, state, w_ih, w_hh, b_ih, b_hh):
-    """One time step of one layer: (x [N, I], state) -> new state (h, or (h, c) for LSTM)."""
+def _rnn_step(mode, gi, state, w_hh, b_hh, w_hr=None):
+    """One time step of one layer from gi = the input's projection x W_ih^T + b_ih (computed for
+    the whole sequence at once): state -> new state (h, or (h, c) for LSTM)."""
     if mode == "LSTM":
         h, c = state
-        i, f, g, o = (linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh)).chunk(4, -1)
+        i, f, g, o = (gi + linear(h, w_hh, b_hh)).chunk(4, -1)
         c = sigmoid(f) * c + sigmoid(i) * tanh(g)
-        return sigmoid(o) * tanh(c), c
+        h = sigmoid(o) * tanh(c)
+        return (h if w_hr is None else linear(h, w_hr)), c
     if mode == "GRU":
-        gi_r, gi_z, gi_n = linear(x, w_ih, b_ih).chunk(3, -1)
+        gi_r, gi_z, gi_n = gi.chunk(3, -1)
         gh_r, gh_z, gh_n = linear(state, w_hh, b_hh).chunk(3, -1)
         r, z = sigmoid(gi_r + gh_r), sigmoid(gi_z + gh_z)
         n = tanh(gi_n + r * gh_n)
-        return (1 - z) * n + z * state
-    pre = linear(x, w_ih, b_ih) + linear(state, w_hh, b_hh)
+        return n + z * (state - n)
+    pre = gi + linear(state, w_hh, b_hh)
     return tanh(pre) if mode == "RNN_TANH" else relu(pre)
 
 
@@ -68,7 +70,7 @@ class _CellBase(Module):
             hx = (zero, zero) if self.mode == "LSTM" else zero
         elif not batched:
             hx = tuple(h.unsqueeze(0) for h in hx) if self.mode == "LSTM" else hx.unsqueeze(0)
-        out = _rnn_step(self.mode, x, hx, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+        out = _rnn_step(self.mode, linear(x, self.weight_ih, self.bias_ih), hx, self.weight_hh, self.bias_hh)
         if batched:
             return out
         return tuple(o.squeeze(0) for o in out) if self.mode == "LSTM" else out.squeeze(0)
@@ -100,22 +102,25 @@ class _RNNBase(Module):
                  bidirectional=False, proj_size=0, mode=None):
         super().__init__()
         self.mode = mode or self.mode
-        if proj_size:
-            raise NotImplementedError("LSTM: proj_size > 0 is not supported")
+        if proj_size and (self.mode != "LSTM" or not 0 < proj_size < hidden_size):
+            raise ValueError(f"proj_size {proj_size} must be in (0, hidden_size) and is only for LSTM")
         if not 0 <= dropout <= 1:
             raise ValueError(f"dropout should be a number in range [0, 1], got {dropout}")
         self.input_size, self.hidden_size, self.num_layers, self.bias = input_size, hidden_size, num_layers, bias
-        self.batch_first, self.dropout, self.bidirectional, self.proj_size = batch_first, dropout, bidirectional, 0
-        gates, dirs = _GATES[self.mode] * hidden_size, 2 if bidirectional else 1
+        self.batch_first, self.dropout, self.bidirectional = batch_first, dropout, bidirectional
+        self.proj_size = proj_size
+        gates, dirs, out_size = _GATES[self.mode] * hidden_size, 2 if bidirectional else 1, proj_size or hidden_size
         for layer in range(num_layers):
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                width = input_size if layer == 0 else hidden_size * dirs
+                width = input_size if layer == 0 else out_size * dirs
                 setattr(self, "weight_ih" + sfx, Parameter(empty(gates, width)))
-                setattr(self, "weight_hh" + sfx, Parameter(empty(gates, hidden_size)))
+                setattr(self, "weight_hh" + sfx, Parameter(empty(gates, out_size)))
                 if bias:
                     setattr(self, "bias_ih" + sfx, Parameter(empty(gates)))
                     setattr(self, "bias_hh" + sfx, Parameter(empty(gates)))
+                if proj_size:
+                    setattr(self, "weight_hr" + sfx, Parameter(empty(proj_size, hidden_size)))
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -125,16 +130,17 @@ class _RNNBase(Module):
 
     def _weights(self, layer, d):
         sfx = f"_l{layer}" + ("_reverse" if d else "")
-        return [getattr(self, n + sfx, None) for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        return [getattr(self, n + sfx, None) for n in ("weight_ih", "bias_ih", "weight_hh", "bias_hh", "weight_hr")]
 
     def _initial(self, x, hx, dirs):
-        shape = (self.num_layers * dirs, x.shape[1], self.hidden_size)
+        shape = (self.num_layers * dirs, x.shape[1], self.proj_size or self.hidden_size)
+        shapes = [shape, shape[:2] + (self.hidden_size,)] if self.mode == "LSTM" else [shape]
         if hx is None:
-            zero = _zeros(x, shape)
-            return (zero, zero) if self.mode == "LSTM" else zero
-        for h in (hx if self.mode == "LSTM" else (hx,)):
-            if tuple(h.shape) != shape:
-                raise RuntimeError(f"{type(self).__name__}: expected hidden size {shape}, got {tuple(h.shape)}")
+            zeros = [_zeros(x, sh) for sh in shapes]
+            return tuple(zeros) if self.mode == "LSTM" else zeros[0]
+        for h, want in zip(hx if self.mode == "LSTM" else (hx,), shapes):
+            if tuple(h.shape) != want:
+                raise RuntimeError(f"{type(self).__name__}: expected hidden size {want}, got {tuple(h.shape)}")
         return hx
 
     def forward(self, input, hx=None):
@@ -154,10 +160,12 @@ class _RNNBase(Module):
             for d in range(dirs):
                 k = layer * dirs + d
                 state = (hx[0][k], hx[1][k]) if self.mode == "LSTM" else hx[k]
+                w_ih, b_ih, w_hh, b_hh, w_hr = self._weights(layer, d)
+                gis = linear(x, w_ih, b_ih).unbind(0)  # the input's part of every step, one product
                 steps = range(x.shape[0] - 1, -1, -1) if d else range(x.shape[0])
                 seq = [None] * x.shape[0]
                 for t in steps:
-                    state = _rnn_step(self.mode, x[t], state, *self._weights(layer, d))
+                    state = _rnn_step(self.mode, gis[t], state, w_hh, b_hh, w_hr)
                     seq[t] = state[0] if self.mode == "LSTM" else state
                 outs.append(stack(seq, 0))
                 finals.append(state)

@@ -264,6 +264,8 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     from .gather_scatter import index_select
     (input,) = tensors(input)
     n_fft = int(n_fft)
+    if n_fft <= 0:
+        raise RuntimeError(f"Expected 0 < n_fft , but got {n_fft}")
     hop = int(hop_length) if hop_length is not None else n_fft // 4
     win = int(win_length) if win_length is not None else n_fft
     window = None if window is None else tensors(window)[0]

@@ -113,6 +113,7 @@ def _copy(tm, gm):
     ("RNN", dict(num_layers=2, bidirectional=True), True), ("LSTM", dict(num_layers=2, bidirectional=True), True),
     ("GRU", dict(num_layers=2, bidirectional=True), True), ("LSTM", dict(batch_first=True), True),
     ("GRU", {}, False), ("RNN", dict(nonlinearity="relu", bias=False), True),
+    ("LSTM", dict(proj_size=3, num_layers=2, bidirectional=True), True),
 ])
 def test_recurrent_layers_match_torch_with_copied_weights(name, kw, batched):
     torch.manual_seed(0)
