@@ -218,7 +218,28 @@ def _conv_backward_rows(s, o, st):
     return rows
 
 
-@op("conv2d_backward", _conv_backward_rows,
+def _conv_double_backward(ctx, ggx, ggw=None, ggb=None):
+    """conv2d_backward is linear in g and bilinear in (g, x) and (g, w): dx = conv2d^T(g, w),
+    dw = corr(g, x), db = sum g. So g gets conv2d(ggx, w) + conv2d(x, ggw) + ggb, x gets dx's
+    formula with ggw for w, and w gets dw's formula with ggx for x (higher derivatives)."""
+    g, x, w = ctx.inputs
+    st = {k: ctx.static[k] for k in ("stride", "padding", "dilation", "groups")}
+    ggx = ggx if ctx.static.get("need_dx", True) else None
+    parts = ([apply("conv2d", [ggx, w], st)] if ggx is not None else []) + \
+        ([apply("conv2d", [x, ggw], st)] if ggw is not None else [])
+    if ggb is not None:
+        parts.append(ggb.reshape(1, -1, 1, 1).expand(*g.shape))
+    dg = None
+    for part in parts:
+        dg = part if dg is None else dg + part
+    dx = apply("conv2d_backward", [g, x, ggw], dict(st, need_dx=True), multi=True)[0] \
+        if ggw is not None and x.requires_grad else None
+    dw = apply("conv2d_backward", [g, ggx, w], dict(st, need_dx=False), multi=True)[1] \
+        if ggx is not None and w.requires_grad else None
+    return dg, dx, dw
+
+
+@op("conv2d_backward", _conv_backward_rows, _conv_double_backward,
     meta=lambda s, dt, st: ([tuple(s[1]), tuple(s[2]), (s[2][0],)], [dt[1], dt[2], dt[0]]))
 def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, need_dx=True):
     """dw = g . patches^T and db = the sum of g per output channel; dx: w^T . g folded back
@@ -314,9 +335,18 @@ def _max_pool2d(x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)
             xp.ascontiguousarray(tap.reshape(c, n, oh, ow).transpose(1, 0, 2, 3)))
 
 
+def _max_pool_double_backward(ctx, gg):
+    """max_pool2d_backward is linear in g: g gets gg at each window's tap (gg unfolded, then the tap)."""
+    from .gather_scatter import gather
+    g, tap = ctx.inputs[0], ctx.inputs[1]
+    n, c, oh, ow = g.shape
+    cols = unfold2d_raw(gg, **_geo(ctx.static))
+    return gather(cols, 2, tap.reshape(n, c, 1, oh * ow)).reshape(n, c, oh, ow), None, None
+
+
 @op("max_pool2d_backward", lambda s, o, st: [((B, B, B), (B,)), ((S(0), S(0), S(0)), (S(0),)),
                                              ((S(1), S(1), S(1)), (S(1),)), ((P, B, B), (P,))],
-    meta=lambda s, dt, st: ([tuple(s[2])], [dt[0]]))
+    _max_pool_double_backward, meta=lambda s, dt, st: ([tuple(s[2])], [dt[0]]))
 def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """Each window's gradient to the tap its max came from, folded back onto x's shape (overlapping
     windows add up); linear in g."""

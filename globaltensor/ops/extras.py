@@ -118,15 +118,23 @@ def mode(input, dim=-1, keepdim=False):
     meta=lambda s, dt, st: ([tuple(s[1])], [np.dtype(np.int32 if st["out_int32"] else np.int64)]))
 def _searchsorted(sorted_sequence, values, right=False, out_int32=False):
     """Each value's insertion index in its row of sorted_sequence (a 1-D sequence serves every
-    value: values split anyhow stay split)."""
-    side = "right" if right else "left"
-    kind = np.int32 if out_int32 else np.int64
-    if sorted_sequence.ndim == 1:
-        return np.searchsorted(sorted_sequence, values, side=side).astype(kind)
+    value: values split anyhow stay split): PyTorch's bisection, step for step, so an unsorted
+    sequence gives PyTorch's answer too."""
     seq = sorted_sequence.reshape(-1, sorted_sequence.shape[-1])
-    vals = values.reshape(-1, values.shape[-1])
-    out = np.stack([np.searchsorted(a, v, side=side) for a, v in zip(seq, vals)]) if len(seq) else vals.astype(kind)
-    return out.reshape(values.shape).astype(kind)
+    if sorted_sequence.ndim == 1:
+        rows = np.zeros(values.size, np.int64)
+    else:
+        rows = np.repeat(np.arange(len(seq)), values.shape[-1] if values.ndim else 1)
+    vals = values.reshape(-1)
+    start, end = np.zeros(vals.size, np.int64), np.full(vals.size, seq.shape[-1], np.int64)
+    while (start < end).any():
+        active = start < end
+        mid = start + ((end - start) >> 1)
+        probe = seq[rows, np.minimum(mid, seq.shape[-1] - 1)]
+        go_right = ~(probe > vals) if right else ~(probe >= vals)
+        start = np.where(active & go_right, mid + 1, start)
+        end = np.where(active & ~go_right, mid, end)
+    return start.reshape(values.shape).astype(np.int32 if out_int32 else np.int64)
 
 
 def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):

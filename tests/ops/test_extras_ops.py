@@ -54,6 +54,9 @@ def test_mode_searchsorted_bincount_in_top_k_match_torch():
     for right in (False, True):
         np.testing.assert_array_equal(gt.searchsorted(gt.tensor(seq), gt.tensor(vals), right=right).numpy(),
                                       torch.searchsorted(torch.tensor(seq), torch.tensor(vals), right=right).numpy())
+    unsorted = RNG.standard_normal((2, 9))  # PyTorch's bisection, step for step
+    np.testing.assert_array_equal(gt.searchsorted(gt.tensor(unsorted), gt.tensor(vals)).numpy(),
+                                  torch.searchsorted(torch.tensor(unsorted), torch.tensor(vals)).numpy())
     np.testing.assert_array_equal(gt.searchsorted(gt.tensor(seq[0]), gt.tensor(vals)).numpy(),
                                   torch.searchsorted(torch.tensor(seq[0]), torch.tensor(vals)).numpy())
     b, w = RNG.integers(0, 6, 20), RNG.standard_normal(20)

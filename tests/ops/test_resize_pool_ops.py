@@ -106,3 +106,29 @@ def test_fold_unfold_and_pad_layers_match_torch():
                        ("ReplicationPad2d", ((1, 0, 2, 1),)), ("ReflectionPad1d", ((1, 2),))]:
         data = x[0] if name.endswith("1d") else x  # torch's 1-d reflection takes 2-D or 3-D input
         _check(lambda t: getattr(nn, name)(*args)(t), lambda t: getattr(torch.nn, name)(*args)(t), data)
+
+
+def _second_derivatives(fn_gt, fn_torch, arrays, out_shape):
+    """d/d(inputs, cotangent) of <first derivatives, random weights>, against torch (an input that
+    the first derivatives do not depend on: None here, zeros in torch)."""
+    gy = RNG.standard_normal(out_shape)
+    g_in, t_in = [gt.tensor(a, requires_grad=True) for a in arrays], [torch.tensor(a, requires_grad=True) for a in arrays]
+    gv, tv = gt.tensor(gy, requires_grad=True), torch.tensor(gy, requires_grad=True)
+    g_d = gt.autograd.grad(fn_gt(*g_in), g_in, gv, create_graph=True)
+    t_d = torch.autograd.grad(fn_torch(*t_in), t_in, tv, create_graph=True)
+    weights = [RNG.standard_normal(tuple(t.shape)) for t in t_d]
+    g_sum = sum((a * gt.tensor(c)).sum() for a, c in zip(g_d, weights))
+    t_sum = sum((a * torch.tensor(c)).sum() for a, c in zip(t_d, weights))
+    for a, b in zip(gt.autograd.grad(g_sum, g_in + [gv], allow_unused=True),
+                    torch.autograd.grad(t_sum, t_in + [tv], allow_unused=True)):
+        if b is not None:
+            np.testing.assert_allclose(a.numpy() if a is not None else 0 * b.numpy(), b.numpy(), atol=1e-9)
+
+
+def test_conv2d_and_max_pool2d_second_derivatives_match_torch():
+    x, w, b = RNG.standard_normal((2, 4, 7, 6)), RNG.standard_normal((6, 2, 3, 3)), RNG.standard_normal(6)
+    _second_derivatives(lambda *t: F.conv2d(*t, (2, 1), 1, 1, 2), lambda *t: TF.conv2d(*t, (2, 1), 1, 1, 2),
+                        [x, w, b], (2, 6, 4, 6))
+    _second_derivatives(lambda t: F.max_pool2d(t, 2, 2), lambda t: TF.max_pool2d(t, 2, 2), [x], (2, 4, 3, 3))
+    _second_derivatives(lambda t: F.avg_pool1d(t, 3, 2, 1), lambda t: TF.avg_pool1d(t, 3, 2, 1), [x[:, :, 0]],
+                        (2, 4, 3))
