@@ -19,6 +19,7 @@ _size_5_t = _scalar_or_tuple_5_t[int]
 _size_6_t = _scalar_or_tuple_6_t[int]
 
 _size_any_opt_t = _scalar_or_tuple_any_t[Union[int, None]]
+_size_1_opt_t = _scalar_or_tuple_1_t[Union[int, None]]
 _size_2_opt_t = _scalar_or_tuple_2_t[Union[int, None]]
 _size_3_opt_t = _scalar_or_tuple_3_t[Union[int, None]]
 

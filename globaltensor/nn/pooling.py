@@ -1,5 +1,9 @@
 """Pooling layers and their functional forms, 1-D to 3-D (PyTorch's signatures) over ops/pooling.py."""
+import types
+from typing import Optional
+
 from ..ops import pooling as P
+from . import common_types
 from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
@@ -93,9 +97,24 @@ class _AdaptivePoolNd(Module):
         return f"output_size={self.output_size}"
 
 
+def _annotated_init(base, spatial):
+    """base.__init__ with the argument types of PyTorch's and OneFlow's n-d layer (_size_<n>_t ...):
+    code that reads a layer's signature (OneFlow's autotest draws its random arguments by them)
+    finds them on each class's own __init__."""
+    fn = base.__init__
+    init = types.FunctionType(fn.__code__, fn.__globals__, "__init__", fn.__defaults__, fn.__closure__)
+    size = getattr(common_types, f"_size_{spatial}_t")
+    kinds = {"kernel_size": size, "stride": Optional[size], "padding": size, "dilation": size, "ceil_mode": bool,
+             "count_include_pad": bool, "divisor_override": Optional[int], "return_indices": bool,
+             "output_size": getattr(common_types, f"_size_{spatial}_opt_t", common_types._size_any_opt_t)}
+    init.__annotations__ = {k: v for k, v in kinds.items() if k in fn.__code__.co_varnames[:fn.__code__.co_argcount]}
+    init.__kwdefaults__, init.__doc__ = fn.__kwdefaults__, fn.__doc__
+    return init
+
+
 def _layer(base, name, **attrs):
-    return type(name, (base,), dict(attrs, __module__=__name__, __qualname__=name,
-                                    __doc__=f"PyTorch's nn.{name}."))
+    return type(name, (base,), dict(attrs, __init__=_annotated_init(base, attrs["spatial"]), __module__=__name__,
+                                    __qualname__=name, __doc__=f"PyTorch's nn.{name}."))
 
 
 MaxPool1d, MaxPool2d, MaxPool3d = (_layer(_MaxPoolNd, f"MaxPool{n}d", spatial=n) for n in (1, 2, 3))
