@@ -11,8 +11,8 @@ from .. import creation
 from .. import dtype as _dtype
 from ..errors import wrap_dim
 from ..registry import op, rules
-from ._front import apply, as_tensor, tensors
-from .elementwise import _unary_backward
+from ._front import apply, as_tensor, promoted_pair, tensors
+from .elementwise import _binary_backward, _unary_backward
 from .gather_scatter import gather, scatter_add_
 from .gather_scatter_nd import scatter_nd_add
 from .reduction import return_type
@@ -227,6 +227,15 @@ op("lgamma", rules.elementwise(None), _unary_backward(lambda x, y, g: g * apply(
     _float_kernel(lambda x: _lgamma_vec(np.asarray(x, np.float64))))
 
 
+op("atan2", rules.elementwise(None), _binary_backward(
+    (lambda a, b, y, g: g * b / (a * a + b * b), lambda a, b, y, g: -g * a / (a * a + b * b))))(np.arctan2)
+
+
+def atan2(input, other):
+    """Element-wise atan(input / other) in the quadrant of (other, input) (integers give floats)."""
+    return apply("atan2", promoted_pair(input, other, "float", "atan2"))
+
+
 def digamma(input):
     """Element-wise psi(x) = d/dx log Gamma(x) (integers give float32)."""
     return apply("digamma", tensors(input))
@@ -324,6 +333,6 @@ def randint_like(input, low=0, high=None, *, dtype=None, placement=None, sbp=Non
                             generator=generator)
 
 
-EVERYDAY = ["batch_gather", "tensor_scatter_nd_update", "scatter_add", "mode", "searchsorted", "in_top_k",
+EVERYDAY = ["atan2", "batch_gather", "tensor_scatter_nd_update", "scatter_add", "mode", "searchsorted", "in_top_k",
             "bincount", "digamma", "lgamma", "hann_window", "stft", "logspace", "randint_like"]
-METHODS = ["scatter_add", "mode", "digamma", "lgamma", "stft"]
+METHODS = ["atan2", "scatter_add", "mode", "digamma", "lgamma", "stft"]

@@ -82,6 +82,18 @@ def test_digamma_lgamma_and_their_gradients_match_torch():
         np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+def test_atan2_and_its_gradients_match_torch():
+    a, b = RNG.standard_normal((4, 3)), RNG.standard_normal((1, 3))
+    ga, gb, ta, tb = gt.tensor(a, requires_grad=True), gt.tensor(b, requires_grad=True), \
+        torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    y, ty = gt.atan2(ga, gb), torch.atan2(ta, tb)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12)
+    y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(ga.grad.numpy(), ta.grad.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(gb.grad.numpy(), tb.grad.numpy(), rtol=1e-10)
+
+
 def test_windows_stft_logspace_randint_like_match_torch():
     for periodic in (True, False):
         np.testing.assert_allclose(gt.hann_window(7, periodic, dtype=gt.float64).numpy(),
