@@ -33,7 +33,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     for i in range(kd):
         depth = as_tensor((np.arange(od) * sd + i * dd).astype(np.int64), x)
         slices = index_select(x, 2, depth).transpose(1, 2).reshape(n * od, c, *x.shape[3:])
-        y = conv2d(slices, weight[:, :, i], None, (sh, sw), (ph, pw), (dh, dw), groups)
+        tap = index_select(weight, 2, as_tensor(np.array([i], np.int64), weight)).squeeze(2)  # twice differentiable
+        y = conv2d(slices, tap, None, (sh, sw), (ph, pw), (dh, dw), groups)
         out = y if out is None else out + y
     out = out.reshape(n, od, o, *out.shape[2:]).transpose(1, 2)
     return out if bias is None else out + tensors(bias)[0].reshape(1, o, 1, 1, 1)

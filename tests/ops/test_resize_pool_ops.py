@@ -132,3 +132,9 @@ def test_conv2d_and_max_pool2d_second_derivatives_match_torch():
     _second_derivatives(lambda t: F.max_pool2d(t, 2, 2), lambda t: TF.max_pool2d(t, 2, 2), [x], (2, 4, 3, 3))
     _second_derivatives(lambda t: F.avg_pool1d(t, 3, 2, 1), lambda t: TF.avg_pool1d(t, 3, 2, 1), [x[:, :, 0]],
                         (2, 4, 3))
+
+
+def test_conv3d_second_derivatives_match_torch():
+    x, w = RNG.standard_normal((2, 2, 4, 5, 4)), RNG.standard_normal((3, 2, 2, 2, 3))
+    _second_derivatives(lambda *t: F.conv3d(*t, None, 1, (1, 0, 1)), lambda *t: TF.conv3d(*t, None, 1, (1, 0, 1)),
+                        [x, w], (2, 3, 5, 4, 4))
