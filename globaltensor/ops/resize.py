@@ -64,7 +64,8 @@ def pad(input, pad, mode="constant", value=0.0):
         if mode != "constant":
             x = index_select(x, dim, as_tensor(np.pad(np.arange(size), (left, right), _PAD_MODES[mode]), x))
             continue
-        x = x.narrow(dim, max(-left, 0), size - max(-left, 0) - max(-right, 0))
+        if left < 0 or right < 0:
+            x = x.narrow(dim, max(-left, 0), size - max(-left, 0) - max(-right, 0))
         blocks = []
         for width in (left, right):
             shape = list(x.shape)
