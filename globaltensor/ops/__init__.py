@@ -196,5 +196,6 @@ for _name in EVERYDAY:
 for _name in sorted(set(_M1) | set(_M2) | set(_M3)):
     setattr(Tensor, _name, _method(_g[_name]))
 Tensor.where = lambda self, condition, other: where(condition, self, other)  # torch's Tensor.where(cond, y)
+Tensor.unfold = _method(extras.unfold)  # PyTorch's Tensor.unfold(dimension, size, step): a method only
 
 from . import inplace  # noqa: E402,F401 - binds add_/mul_/.../x[k] = v (it uses the ops above)

@@ -312,6 +312,23 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     return out.squeeze(0) if input.ndim == 1 else out
 
 
+def unfold(input, dimension, size, step):
+    """PyTorch's Tensor.unfold: every window of `size` along dimension, `step` apart, as a new
+    last dim (dimension becomes the window count); an index_select, then a move of the window dim."""
+    from .gather_scatter import index_select
+    (input,) = tensors(input)
+    dim = wrap_dim(dimension, max(input.ndim, 1))
+    length = input.shape[dim] if input.ndim else 1
+    if size < 0 or size > length or step <= 0:
+        raise RuntimeError(f"unfold: size {size} must be in [0, {length}] (dimension {dim}) and step {step} > 0")
+    count = (length - size) // step + 1
+    x = input if input.ndim else input.reshape(1)
+    index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    picked = index_select(x, dim, as_tensor(index.astype(np.int64), x))
+    picked = picked.reshape(*x.shape[:dim], count, size, *x.shape[dim + 1:])
+    return picked.movedim(dim + 1, -1)
+
+
 def logspace(start, end, steps, base=10.0, *, dtype=None, placement=None, sbp=None, device=None,
              requires_grad=False):
     """base ** linspace(start, end, steps) (PyTorch's logspace)."""

@@ -82,6 +82,18 @@ def test_digamma_lgamma_and_their_gradients_match_torch():
         np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("dim,size,step", [(1, 3, 2), (0, 2, 1), (2, 5, 1), (-1, 1, 3)])
+def test_tensor_unfold_matches_torch(dim, size, step):
+    x = RNG.standard_normal((4, 7, 5))
+    gx, tx = gt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    y, ty = gx.unfold(dim, size, step), tx.unfold(dim, size, step)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy())
+    cot = RNG.standard_normal(tuple(ty.shape))
+    (y * gt.tensor(cot)).sum().backward()
+    (ty * torch.tensor(cot)).sum().backward()
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy())
+
+
 def test_atan2_and_its_gradients_match_torch():
     a, b = RNG.standard_normal((4, 3)), RNG.standard_normal((1, 3))
     ga, gb, ta, tb = gt.tensor(a, requires_grad=True), gt.tensor(b, requires_grad=True), \
