@@ -187,10 +187,11 @@ from .einsum import einsum  # noqa: E402,F401
 from . import conv3d, extras, pooling, resize, sampling  # noqa: E402,F401 - less common ops, pools, pad/interpolate, sampling
 from .extras import EVERYDAY as _E3, METHODS as _M3  # noqa: E402
 
-EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | {"einsum", "roi_align"})  # on gt beside PUBLIC; Tensor methods
+EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where
+ONEFLOW_ONLY = sorted(extras.ONEFLOW_ONLY + ["roi_align"])  # PyTorch has them; OneFlow's own names, on gt too
 _HOMES = {**{n: everyday for n in _E1}, **{n: everyday_shape for n in _E2}, **{n: extras for n in _E3},
-          "roi_align": sampling}
-for _name in EVERYDAY:
+          **{n: extras for n in extras.ONEFLOW_ONLY}, "roi_align": sampling}
+for _name in EVERYDAY + ONEFLOW_ONLY:
     if _name != "einsum":
         _g[_name] = accept_paddle_keywords(_name, getattr(_HOMES[_name], _name))
 for _name in sorted(set(_M1) | set(_M2) | set(_M3)):

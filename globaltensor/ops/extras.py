@@ -137,12 +137,12 @@ def _searchsorted(sorted_sequence, values, right=False, out_int32=False):
     return start.reshape(values.shape).astype(np.int32 if out_int32 else np.int64)
 
 
-def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
-    """PyTorch's searchsorted (a scalar value gives a 0-d result)."""
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
+    """PyTorch's searchsorted: input's insertion indices (OneFlow calls it values; a scalar gives a 0-d result)."""
     if sorter is not None:
         raise NotImplementedError("searchsorted: sorter is not supported")
     (sorted_sequence,) = tensors(sorted_sequence)
-    values = as_tensor(values, sorted_sequence) if not hasattr(values, "shape") else tensors(values)[0]
+    values = as_tensor(input, sorted_sequence) if not hasattr(input, "shape") else tensors(input)[0]
     right = right or side == "right"
     if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
         raise RuntimeError(f"searchsorted: boundaries {tuple(sorted_sequence.shape)} and input "
@@ -338,7 +338,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, placement=None, sbp=No
     return creation.tensor(values.astype(dt.np), dtype=dt, requires_grad=requires_grad, **kw)
 
 
-def randint_like(input, low=0, high=None, *, dtype=None, placement=None, sbp=None, device=None,
+def randint_like(input, low, high=None, *, dtype=None, placement=None, sbp=None, device=None,
                  requires_grad=False, generator=None):
     """randint of input's shape (and its dtype, placement and sbp unless given)."""
     if high is None:
@@ -350,6 +350,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, placement=None, sbp=Non
                             generator=generator)
 
 
-EVERYDAY = ["atan2", "batch_gather", "tensor_scatter_nd_update", "scatter_add", "mode", "searchsorted", "in_top_k",
-            "bincount", "digamma", "lgamma", "hann_window", "stft", "logspace", "randint_like"]
-METHODS = ["atan2", "scatter_add", "mode", "digamma", "lgamma", "stft"]
+EVERYDAY = ["atan2", "scatter_add", "mode", "searchsorted", "bincount", "digamma", "lgamma", "hann_window", "stft",
+            "logspace", "randint_like"]  # PyTorch's names (tests/ops/test_everyday_signatures.py)
+METHODS = ["atan2", "scatter_add", "mode", "bincount", "digamma", "lgamma", "stft"]  # where torch.Tensor has them
+ONEFLOW_ONLY = ["batch_gather", "tensor_scatter_nd_update", "in_top_k"]  # OneFlow's names, on gt too
