@@ -216,7 +216,8 @@ def _trigamma_np(x):
 
 
 def _float_kernel(fn):
-    return lambda x: fn(x).astype(x.dtype if x.dtype.kind in "fc" else np.float32, copy=False)
+    """fn computed in float64, returned in x's floating dtype (float16 and bfloat16 included), else float32."""
+    return lambda x: fn(x).astype(x.dtype if _dtype.of_array(x).is_floating else np.float32, copy=False)
 
 
 _lgamma_vec = np.vectorize(math.lgamma, otypes=[np.float64])

@@ -106,6 +106,15 @@ def test_atan2_and_its_gradients_match_torch():
     np.testing.assert_allclose(gb.grad.numpy(), tb.grad.numpy(), rtol=1e-10)
 
 
+def test_digamma_lgamma_keep_bfloat16():
+    x = gt.tensor(RNG.uniform(0.1, 4.0, 6)).bfloat16()
+    for name in ("digamma", "lgamma"):
+        y = getattr(gt, name)(x)
+        assert y.dtype == gt.bfloat16
+        want = getattr(torch, name)(torch.tensor(x.float().numpy())).bfloat16().float().numpy()
+        np.testing.assert_allclose(y.float().numpy(), want, rtol=1e-2)
+
+
 def test_windows_stft_logspace_randint_like_match_torch():
     for periodic in (True, False):
         np.testing.assert_allclose(gt.hann_window(7, periodic, dtype=gt.float64).numpy(),
