@@ -24,7 +24,7 @@ LAYERS = [
     ("L7 ops", ["ops"]),
     ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "graph"]),
     ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
-                      "support", "_oneflow_internal", "printing", "framework"]),
+                      "support", "_oneflow_internal", "printing", "framework", "_C"]),
     ("L10 the package", [""]),
     ("L11 faces", ["paddle"]),
 ]
@@ -357,7 +357,8 @@ OP_FAMILIES = ["ops._front", "ops.elementwise", "ops.elementwise_extras", "ops.c
                "ops.triangles", "ops.reduction", "ops.reduction_composites", "ops.activations", "ops.linalg",
                "ops.gather_scatter", "ops.gather_scatter_nd", "ops.data_dependent", "ops.sorting", "ops.indexing",
                "ops.norms", "ops.linear_layer", "ops.embedding_lookup", "ops.losses", "ops.attention_heads", "ops.conv",
-               "ops.attention", "ops.random_ops", "ops.everyday", "ops.everyday_shape", "ops.einsum", "ops.inplace", "ops.conversion"]
+               "ops.attention", "ops.random_ops", "ops.everyday", "ops.everyday_shape", "ops.einsum", "ops.inplace", "ops.conversion",
+               "ops.oneflow_functional", "ops.oneflow_losses"]
 
 
 def test_op_families_import_leftward():
