@@ -35,7 +35,7 @@ SAME_CALL = {
     ),
     _F: (
         "adaptive_avg_pool2d", "celu", "cosine_similarity", "dropout", "elu", "gelu", "glu", "hardshrink",
-        "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "log_softmax", "logsigmoid", "mish", "normalize",
+        "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "log_softmax", "logsigmoid", "mish",
         "pairwise_distance", "prelu", "relu", "rrelu", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
         "softmax", "softplus", "softshrink", "softsign", "tanh", "threshold", "triplet_margin_loss",
     ),
@@ -46,7 +46,7 @@ for _source, _names in SAME_CALL.items():
 
 # Ours beside the table (OneFlow's own ops and argument orders): the names a user finds here.
 OWN = ("arg_sort", "bias_add", "broadcast_like", "cross_entropy", "l1_loss", "matmul", "mse_loss", "nll_loss", "normal",
-       "pad", "reduce_sum_like", "reshape_like", "slice", "slice_update", "smooth_l1_loss", "softmax_cross_entropy",
+       "normalization", "normalize", "pad", "reduce_sum_like", "reshape_like", "slice", "slice_update", "smooth_l1_loss", "softmax_cross_entropy",
        "softmax_cross_entropy_grad", "sparse_cross_entropy", "sparse_softmax_cross_entropy", "split_like",
        "throw_error")
 __all__ = sorted({n for names in SAME_CALL.values() for n in names} | set(OWN))
@@ -121,3 +121,31 @@ def pad(x, pad, mode="constant", value=0):  # noqa: A002 - OneFlow's names
     if functional_pad is None:
         raise NotImplementedError("flow._C.pad needs globaltensor.nn.functional.pad, which this build lacks")
     return functional_pad(x, pad, mode=mode, value=value)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, use_l2_norm_kernel=True):
+    """input / max(norm_p(input, dim), eps); OneFlow's check of dim for its L2 kernel (p = 2)."""
+    if use_l2_norm_kernel and p == 2.0:
+        axis = dim + input.ndim if dim < 0 else dim
+        if axis < 0:
+            raise ShapeError(f"Axis should >=0 but axis is {axis} now.")
+        if axis > input.ndim - 1:
+            raise ShapeError(f"Axis should < {input.ndim} but axis is {axis} now.")
+    return _F.normalize(input, p, dim, eps)
+
+
+def normalization(x, moving_mean=None, moving_variance=None, gamma=None, beta=None, axis=1, epsilon=1e-5,
+                  momentum=0.9, is_training=False):
+    """Batch normalization over the channel axis (OneFlow's checks), F.batch_norm's computation;
+    momentum as PyTorch's (the running statistics move by momentum towards the batch's)."""
+    if (moving_mean is None) != (moving_variance is None):
+        raise ShapeError("Both moving_mean and moving_variance should be None or Tensor.")
+    if x.ndim < 2:
+        raise ShapeError("NumAxes of x should be greater or equal than 2.")
+    if not is_training and moving_mean is None:
+        raise ShapeError("Must have moving_mean and moving_variance in eval mode.")
+    axis = axis + x.ndim if axis < 0 else axis
+    moved = x if axis == 1 else _ops.movedim(x, axis, 1)
+    y = _F.batch_norm(moved, moving_mean, moving_variance, gamma, beta, training=is_training, momentum=momentum,
+                      eps=epsilon)
+    return y if axis == 1 else _ops.movedim(y, 1, axis)

@@ -183,6 +183,11 @@ ERRORS = [  # (call, OneFlow's class, words of its message)
     (lambda: _C.pad(gt.ones(1, 1, 2, 2), (4, 4, 4, 4), mode="test"), NotImplementedError,
      "Pad mode is test, but only constant, reflect and replicate are valid."),
     (lambda: _C.throw_error(gt.ones(2)), RuntimeError, "throw error kernel"),
+    (lambda: _C.normalize(gt.ones(3, 3), dim=3), RuntimeError, "Axis should < 2 but axis is 3 now."),
+    (lambda: _C.normalize(gt.ones(3, 3), dim=-3), RuntimeError, "Axis should >=0 but axis is -1 now."),
+    (lambda: _C.normalization(gt.ones(1, 4, 2), gt.ones(4), None), RuntimeError,
+     "Both moving_mean and moving_variance should be None or Tensor."),
+    (lambda: _C.normalization(gt.ones(1, 2)), RuntimeError, "Must have moving_mean and moving_variance in eval mode."),
 ]
 
 
@@ -199,3 +204,19 @@ def test_normal_fills_out_and_draws_standard_values():
     assert got is out and out.dtype == gt.float64
     values = out.numpy()
     assert abs(values.mean() - 2.0) < 0.1 and abs(values.std() - 3.0) < 0.1
+
+
+def test_normalize_and_normalization_match_torch():
+    x = RNG.standard_normal((4, 3, 5))
+    np.testing.assert_allclose(_C.normalize(_g(x), dim=-1).numpy(), torch.nn.functional.normalize(_t(x), dim=-1))
+    mean, var = RNG.standard_normal(3), np.abs(RNG.standard_normal(3)) + 0.5
+    w, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    got = _C.normalization(_g(x), _g(mean), _g(var), _g(w), _g(b), 1, 1e-5, 0.9, False).numpy()
+    want = torch.nn.functional.batch_norm(_t(x), _t(mean), _t(var), _t(w), _t(b), False, 0.9, 1e-5)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-10)
+    rm, rv, trm, trv = _g(mean), _g(var), _t(mean), _t(var)
+    got = _C.normalization(_g(x), rm, rv, _g(w), _g(b), 1, 1e-5, 0.1, True).numpy()
+    want = torch.nn.functional.batch_norm(_t(x), trm, trv, _t(w), _t(b), True, 0.1, 1e-5)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(rm.numpy(), trm.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(rv.numpy(), trv.numpy(), rtol=1e-10)
