@@ -10,8 +10,9 @@ from . import ops as _ops
 from .errors import DTypeError, ShapeError
 from .nn import functional as _F
 from .tensor import device as _device
-from .ops.oneflow_functional import (arg_sort, bias_add, broadcast_like, dtype_text, reduce_sum_like,  # noqa: F401
-                                     reshape_like, shape_text, slice, slice_update, split_like, throw_error)
+from .ops.oneflow_functional import (arg_sort, bias_add, broadcast_like, dtype_text, fused_mlp, one_hot,  # noqa: F401
+                                     pixel_shuffle, reduce_sum_like, reshape_like, shape_text, slice, slice_update,
+                                     split_like, throw_error)
 from .ops.oneflow_losses import (check_smooth_l1, softmax_cross_entropy, softmax_cross_entropy_grad,  # noqa: F401
                                  sparse_cross_entropy, sparse_softmax_cross_entropy)
 
@@ -37,7 +38,7 @@ SAME_CALL = {
         "adaptive_avg_pool2d", "celu", "cosine_similarity", "dropout", "elu", "gelu", "glu", "hardshrink",
         "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "log_softmax", "logsigmoid", "mish",
         "pairwise_distance", "prelu", "relu", "rrelu", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
-        "softmax", "softplus", "softshrink", "softsign", "tanh", "threshold", "triplet_margin_loss",
+        "softmax", "softplus", "softshrink", "softsign", "tanh", "threshold",
     ),
 }
 for _source, _names in SAME_CALL.items():
@@ -45,8 +46,9 @@ for _source, _names in SAME_CALL.items():
         globals()[_name] = getattr(_source, _name)
 
 # Ours beside the table (OneFlow's own ops and argument orders): the names a user finds here.
-OWN = ("arg_sort", "bias_add", "broadcast_like", "cross_entropy", "l1_loss", "matmul", "mse_loss", "nll_loss", "normal",
-       "normalization", "normalize", "pad", "reduce_sum_like", "reshape_like", "slice", "slice_update", "smooth_l1_loss", "softmax_cross_entropy",
+OWN = ("arg_sort", "bias_add", "broadcast_like", "cross_entropy", "ctc_loss", "fused_mlp", "l1_loss", "matmul",
+       "mse_loss", "nll_loss", "normal", "normalization", "normalize", "one_hot", "pad", "pixel_shuffle",
+       "triplet_margin_loss", "reduce_sum_like", "reshape_like", "slice", "slice_update", "smooth_l1_loss", "softmax_cross_entropy",
        "softmax_cross_entropy_grad", "sparse_cross_entropy", "sparse_softmax_cross_entropy", "split_like",
        "throw_error")
 __all__ = sorted({n for names in SAME_CALL.values() for n in names} | set(OWN))
@@ -54,6 +56,10 @@ __all__ = sorted({n for names in SAME_CALL.values() for n in names} | set(OWN))
 
 def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0):
     """alpha * op(a) @ op(b), op transposing the last two dims where asked."""
+    if a.ndim < 1:
+        raise ShapeError("Tensor a's dim should >= 1")
+    if b.ndim < 1:
+        raise ShapeError("Tensor b's dim should >= 1")
     if transpose_a:
         a = _ops.transpose(a, -2, -1)
     if transpose_b:
@@ -62,27 +68,46 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0):
     return out if alpha == 1.0 else out * alpha
 
 
+def _reduction(reduction):
+    """OneFlow's check of a loss's reduction."""
+    if reduction not in ("none", "sum", "mean"):
+        raise ShapeError("Reduction should be none, sum or mean.")
+    return reduction
+
+
 def l1_loss(input, target, reduction="mean"):
-    return _F.l1_loss(input, target, reduction=reduction)
+    return _F.l1_loss(input, target, reduction=_reduction(reduction))
 
 
 def mse_loss(input, target, reduction="mean"):
-    return _F.mse_loss(input, target, reduction=reduction)
+    return _F.mse_loss(input, target, reduction=_reduction(reduction))
 
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
-    return _F.nll_loss(input, target, weight=weight, ignore_index=ignore_index, reduction=reduction)
+    return _F.nll_loss(input, target, weight=weight, ignore_index=ignore_index, reduction=_reduction(reduction))
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-    return _F.cross_entropy(input, target, weight=weight, ignore_index=ignore_index, reduction=reduction,
+    return _F.cross_entropy(input, target, weight=weight, ignore_index=ignore_index, reduction=_reduction(reduction),
                             label_smoothing=label_smoothing)
+
+
+def triplet_margin_loss(anchor, positive, negative, *, margin=1.0, p=2.0, eps=1e-6, swap=False, reduction="mean"):
+    return _F.triplet_margin_loss(anchor, positive, negative, margin=margin, p=p, eps=eps, swap=swap,
+                                  reduction=_reduction(reduction))
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, max_target_length=0, blank=0, zero_infinity=False,
+             reduction="mean"):
+    """OneFlow's order (max_target_length, which PyTorch's ctc_loss reads from the targets, is unused)."""
+    return _F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=blank,
+                       reduction=_reduction(reduction), zero_infinity=zero_infinity)
 
 
 def smooth_l1_loss(logits, label, beta, reduction):
     """OneFlow's order (input, target, beta, reduction), its checks, then F.smooth_l1_loss."""
     logits, label = check_smooth_l1(logits, label, beta)
-    return _F.smooth_l1_loss(logits, label, reduction=reduction, beta=beta)
+    return _F.smooth_l1_loss(logits, label, reduction=_reduction(reduction), beta=beta)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, out=None, placement=None, sbp=None, dtype=None, device=None,

@@ -1,4 +1,4 @@
-"""OneFlow's functional array ops (flow._C.slice, slice_update, split_like, *_like, bias_add, arg_sort): its checks and messages, our ops.
+"""OneFlow's functional array ops (flow._C.slice, slice_update, split_like, *_like, bias_add, arg_sort, fused_mlp, pixel_shuffle, one_hot): its checks and words, our ops.
 
 Each is a composite of registered ops (strided_slice, slice_scatter, split, reshape, sum, expand,
 add, sort), so SBP rows and gradients come from those; the checks run before any op, alike on
@@ -7,9 +7,10 @@ from .. import dtype as _dtype
 from ..errors import DimError, DTypeError, ShapeError
 from ._front import apply, tensors
 from .concat_split import split
-from .elementwise import add
-from .reduction import sum as _sum
-from .shape import expand, reshape
+from .elementwise import add, relu, where
+from .linalg import matmul
+from .reduction import amax, sum as _sum
+from .shape import expand, permute, reshape, unsqueeze
 from .sorting import argsort
 
 
@@ -189,3 +190,68 @@ def throw_error(input):
 
 def is_index_dtype(dt):
     return dt in (_dtype.int32, _dtype.int64, _dtype.uint8, _dtype.int8)
+
+
+def fused_mlp(x, weights, biases, skip_final_activation):
+    """relu(x @ w.T + b) through each (w, b) in turn; the last relu left out if skip_final_activation."""
+    if len(weights) < 1:
+        raise ShapeError("The number of weights should be greater equal than 1. ")
+    if len(weights) != len(biases):
+        raise ShapeError("The number of weights should be equal to biases. ")
+    (x,) = tensors(x)
+    k = x.shape[1]
+    for w, b in zip(weights, biases):
+        if w.ndim != 2:
+            raise ShapeError("Weight's dim size should == 2")
+        if b.ndim != 1:
+            raise ShapeError("Bias's dim size should == 1")
+        if b.shape[0] != w.shape[0]:
+            raise ShapeError("Bias's dim is not equal to weight's first dim. ")
+        if w.shape[1] != k:
+            raise ShapeError("weight's second dim should be equal to input's second dim. ")
+        k = w.shape[0]
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        x = add(matmul(x, permute(w, (1, 0))), b)
+        if i < len(weights) - 1 or not skip_final_activation:
+            x = relu(x)
+    return x
+
+
+def pixel_shuffle(x, h_upscale_factor, w_upscale_factor):
+    """(N, C*h*w, H, W) -> (N, C, H*h, W*w): each channel group spread over an h x w block."""
+    (x,) = tensors(x)
+    if x.ndim != 4:
+        raise ShapeError("Only Accept 4D Tensor")
+    n, c, hh, ww = x.shape
+    h, w = h_upscale_factor, w_upscale_factor
+    if c % (h * w):
+        raise ShapeError("The channels of input tensor must be divisible by (upscale_factor * upscale_factor) or "
+                         "(h_upscale_factor * w_upscale_factor)")
+    out = permute(reshape(x, (n, c // (h * w), h, w, hh, ww)), (0, 1, 4, 2, 5, 3))
+    return reshape(out, (n, c // (h * w), hh * h, ww * w))
+
+
+def one_hot(input, num_classes=-1, on_value=1, off_value=0):
+    """on_value where the last dim's index is input's entry, off_value elsewhere (num_classes -1:
+    the largest entry + 1, read on every rank)."""
+    (input,) = tensors(input)
+    if input.dtype.is_floating or input.dtype.is_complex:
+        raise DTypeError("one_hot is only applicable to index tensor.")
+    depth = int(amax(input).item()) + 1 if num_classes == -1 else num_classes
+    from ..creation import arange
+    classes = arange(depth, dtype=input.dtype, placement=input.placement, sbp=_broadcast_of(input)) \
+        if input.is_global else arange(depth, dtype=input.dtype)
+    hit = unsqueeze(input, -1) == classes
+    floating = isinstance(on_value, float) or isinstance(off_value, float)
+    dt = _dtype.float32 if floating else _dtype.int64
+    return where(hit, _full(hit, on_value, dt), _full(hit, off_value, dt))
+
+
+def _broadcast_of(t):
+    from ..sbp import broadcast
+    return (broadcast,) * t.placement.ndim
+
+
+def _full(like, value, dt):
+    from ..creation import full_like
+    return full_like(like, value, dtype=dt)

@@ -188,6 +188,17 @@ ERRORS = [  # (call, OneFlow's class, words of its message)
     (lambda: _C.normalization(gt.ones(1, 4, 2), gt.ones(4), None), RuntimeError,
      "Both moving_mean and moving_variance should be None or Tensor."),
     (lambda: _C.normalization(gt.ones(1, 2)), RuntimeError, "Must have moving_mean and moving_variance in eval mode."),
+    (lambda: _C.mse_loss(gt.ones(4), gt.ones(4), "just_test"), RuntimeError, "Reduction should be none, sum or mean."),
+    (lambda: _C.cross_entropy(gt.ones(4, 4), gt.ones(4, 4), None, 0, "x"), RuntimeError, "Reduction should be none"),
+    (lambda: _C.triplet_margin_loss(gt.ones(3, 3), gt.ones(3, 3), gt.ones(3, 3), reduction="x"), RuntimeError,
+     "Reduction should be none, sum or mean."),
+    (lambda: _C.matmul(gt.ones(()), gt.ones(4, 4)), RuntimeError, "Tensor a's dim should >= 1"),
+    (lambda: _C.fused_mlp(gt.ones(4, 4), [gt.ones(4, 4), gt.ones(4, 4)], [gt.ones(4)], False), RuntimeError,
+     "The number of weights should be equal to biases"),
+    (lambda: _C.fused_mlp(gt.ones(2, 4), [gt.ones(3, 6)], [gt.ones(3)], False), RuntimeError,
+     "weight's second dim should be equal to input's second dim."),
+    (lambda: _C.pixel_shuffle(gt.ones(1, 8, 4, 4), 2, 3), RuntimeError, "The channels of input tensor must be divisible"),
+    (lambda: _C.one_hot(gt.ones(3, 3), 3, 0.9, 0), RuntimeError, "one_hot is only applicable to index tensor."),
 ]
 
 
@@ -220,3 +231,24 @@ def test_normalize_and_normalization_match_torch():
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(rm.numpy(), trm.numpy(), rtol=1e-10)
     np.testing.assert_allclose(rv.numpy(), trv.numpy(), rtol=1e-10)
+
+
+def test_fused_mlp_pixel_shuffle_one_hot_match_torch():
+    x, w1, b1, w2, b2 = (RNG.standard_normal(s) for s in ((3, 4), (5, 4), (5,), (2, 5), (2,)))
+    gx, gw = _g(x, True), _g(w1, True)
+    got = _C.fused_mlp(gx, [gw, _g(w2)], [_g(b1), _g(b2)], True)
+    tx, tw = _t(x, True), _t(w1, True)
+    F = torch.nn.functional
+    want = F.linear(F.relu(F.linear(tx, tw, _t(b1))), _t(w2), _t(b2))
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-12)
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_allclose(gw.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gx.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    a = RNG.standard_normal((2, 8, 3, 5))
+    np.testing.assert_array_equal(_C.pixel_shuffle(_g(a), 2, 2).numpy(), F.pixel_shuffle(_t(a), 2).numpy())
+    idx = np.array([[0, 3], [2, 1]])
+    np.testing.assert_array_equal(_C.one_hot(_g(idx), 5).numpy(), F.one_hot(_t(idx), 5).numpy())
+    np.testing.assert_array_equal(_C.one_hot(_g(idx)).numpy(), F.one_hot(_t(idx)).numpy())
+    np.testing.assert_allclose(_C.one_hot(_g(idx), 4, 0.9, 0.1).numpy(),
+                               np.where(F.one_hot(_t(idx), 4).numpy() == 1, 0.9, 0.1).astype(np.float32))
