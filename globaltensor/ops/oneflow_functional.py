@@ -6,6 +6,8 @@ every rank (they read global shapes and dtypes only). Messages are OneFlow's."""
 from .. import dtype as _dtype
 from ..errors import DimError, DTypeError, ShapeError
 from ._front import apply, tensors
+from ..creation import arange, full_like
+from ..sbp import broadcast
 from .concat_split import split
 from .elementwise import add, relu, where
 from .linalg import matmul
@@ -238,20 +240,10 @@ def one_hot(input, num_classes=-1, on_value=1, off_value=0):
     if input.dtype.is_floating or input.dtype.is_complex:
         raise DTypeError("one_hot is only applicable to index tensor.")
     depth = int(amax(input).item()) + 1 if num_classes == -1 else num_classes
-    from ..creation import arange
-    classes = arange(depth, dtype=input.dtype, placement=input.placement, sbp=_broadcast_of(input)) \
+    classes = arange(depth, dtype=input.dtype, placement=input.placement, sbp=(broadcast,) * input.placement.ndim) \
         if input.is_global else arange(depth, dtype=input.dtype)
     hit = unsqueeze(input, -1) == classes
     floating = isinstance(on_value, float) or isinstance(off_value, float)
     dt = _dtype.float32 if floating else _dtype.int64
-    return where(hit, _full(hit, on_value, dt), _full(hit, off_value, dt))
+    return where(hit, full_like(hit, on_value, dtype=dt), full_like(hit, off_value, dtype=dt))
 
-
-def _broadcast_of(t):
-    from ..sbp import broadcast
-    return (broadcast,) * t.placement.ndim
-
-
-def _full(like, value, dt):
-    from ..creation import full_like
-    return full_like(like, value, dtype=dt)
