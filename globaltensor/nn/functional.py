@@ -8,7 +8,8 @@ from ..ops.conv import adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, fold2d, 
 from .loss import binary_cross_entropy_with_logits, kl_div, l1_loss, nll_loss, smooth_l1_loss
 from .loss_fns import binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, \
     huber_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, \
-    poisson_nll_loss, soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss
+    poisson_nll_loss, soft_margin_loss, sparse_softmax_cross_entropy, triplet_margin_loss, \
+    triplet_margin_with_distance_loss
 from .distance import cosine_similarity, pairwise_distance
 from .ctc import ctc_loss
 from ..ops.norms import batch_norm
@@ -22,4 +23,5 @@ __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linea
            "binary_cross_entropy", "huber_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "hinge_embedding_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multi_margin_loss",
-           "multilabel_margin_loss", "cosine_similarity", "pairwise_distance", "ctc_loss"]
+           "multilabel_margin_loss", "cosine_similarity", "pairwise_distance", "ctc_loss",
+           "sparse_softmax_cross_entropy"]

@@ -1,15 +1,17 @@
-"""PyTorch's functional losses beyond NLL/MSE/L1 (bce, huber, margin, triplet, poisson, gaussian, ...) as composites."""
+"""PyTorch's functional losses beyond NLL/MSE/L1 (bce, huber, margin, triplet, poisson, gaussian, ...) as composites,
+and OneFlow's sparse_softmax_cross_entropy."""
 import math
 
 from .. import ops
 from ..ops.losses import legacy_reduction
+from ..ops.oneflow_losses import sparse_softmax_cross_entropy as _sparse_softmax_ce
 from .activation_fns import logsigmoid
 from .distance import pairwise_distance
 
 __all__ = ["reduced", "binary_cross_entropy", "huber_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "hinge_embedding_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multi_margin_loss",
-           "multilabel_margin_loss"]
+           "multilabel_margin_loss", "sparse_softmax_cross_entropy"]
 
 
 def reduced(losses, reduction, name, size_average=None, reduce=None):
@@ -206,3 +208,9 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if one_d:
         losses = ops.reshape(losses, ())
     return reduced(losses, reduction, "multilabel_margin_loss", size_average, reduce)
+
+
+def sparse_softmax_cross_entropy(labels, logits):
+    """OneFlow's (TensorFlow's) order, labels first: -log_softmax(logits)[..., labels], classes on
+    the last dim, one loss per label (flow._C.sparse_softmax_cross_entropy(logits, labels))."""
+    return _sparse_softmax_ce(logits, labels)

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from ..registry import rules
 from ._front import apply, c_floats, tensors
 from ..registry import op
@@ -168,7 +168,7 @@ def _channel_major_patches(x, kh, kw, st):
     if c_floats(x):
         oh, ow = _geometry(h, w, dict(st, kernel=(kh, kw)))
         cols = np.empty((c * kh * kw, n * oh * ow), x.dtype)
-        _C.im2col(cols, np.ascontiguousarray(x), (kh, kw), st["stride"], st["padding"], st["dilation"])
+        _native.im2col(cols, np.ascontiguousarray(x), (kh, kw), st["stride"], st["padding"], st["dilation"])
         return cols, oh, ow
     (ph, pw) = st["padding"]
     oh, ow, taps = _windows(h, w, kh, kw, st)
@@ -237,7 +237,7 @@ def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gr
     dcols = xp.matmul(w.reshape(groups, o // groups, k).transpose(0, 2, 1), gm).reshape(c, kh, kw, n, oh, ow)
     if c_floats(dcols) and dcols.dtype == x.dtype:
         dx = np.empty(x.shape, x.dtype)
-        _C.col2im(dx, dcols, (kh, kw), stride, padding, dilation)
+        _native.col2im(dx, dcols, (kh, kw), stride, padding, dilation)
         return dx, dw, db.astype(g.dtype, copy=False)
     (ph, pw) = padding
     _, _, taps = _windows(h, wd, kh, kw, st)
@@ -302,7 +302,7 @@ def _max_pool2d(x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)
         oh, ow = _geometry(x.shape[2], x.shape[3], {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation})
         out, tap = np.empty((n, c, oh, ow), x.dtype), np.empty((n, c, oh, ow), np.int64)
-        _C.max_pool(out, tap, np.ascontiguousarray(x), kernel, stride)
+        _native.max_pool(out, tap, np.ascontiguousarray(x), kernel, stride)
         return out, tap
     kk = kernel[0] * kernel[1]
     cols, oh, ow = _channel_major_patches(x, kernel[0], kernel[1], {"stride": stride, "padding": padding,
@@ -324,7 +324,7 @@ def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0)
     n, c, oh, ow = g.shape
     if c_floats(g, x) and dilation == (1, 1) and padding == (0, 0) and type(tap) is np.ndarray:
         dx = np.empty(x.shape, g.dtype)
-        _C.max_pool_backward(dx, np.ascontiguousarray(g), np.ascontiguousarray(tap, np.int64), kernel, stride)
+        _native.max_pool_backward(dx, np.ascontiguousarray(g), np.ascontiguousarray(tap, np.int64), kernel, stride)
         return dx
     kk = kernel[0] * kernel[1]
     dcols = xp.zeros((c, kk, n * oh * ow), g.dtype)
@@ -333,7 +333,7 @@ def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0)
     dcols = dcols.reshape(c, kernel[0], kernel[1], n, oh, ow)
     if c_floats(dcols):
         dx = np.empty(x.shape, g.dtype)
-        _C.col2im(dx, dcols, kernel, stride, padding, dilation)
+        _native.col2im(dx, dcols, kernel, stride, padding, dilation)
         return dx
     cols = dcols.transpose(3, 0, 1, 2, 4, 5).reshape(n, c, kk, oh * ow)
     return _fold2d(cols, x.shape[2:], kernel, stride, padding, dilation)

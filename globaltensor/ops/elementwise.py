@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 
 from ..registry import rules
 from ._front import apply, c_floats, cast_to, kind, own_tensor, promoted, promoted_pair, result_dtype, tensors
@@ -30,7 +30,7 @@ def _erf_kernel(x):
         return erf(x.astype(dtype))
     if c_floats(x):  # libm's erf in one C++ loop: math.erf's values
         out = np.empty(x.shape, x.dtype)
-        _C.erf(out, np.ascontiguousarray(x))
+        _native.erf(out, np.ascontiguousarray(x))
         return out
     return _erf(x).astype(dtype)
 

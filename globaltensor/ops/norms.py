@@ -6,7 +6,7 @@ import builtins
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from ..backends.devices import array_module
 from ..registry import rules
 from ._front import apply, c_floats, tensors
@@ -75,7 +75,7 @@ def _layer_norm(x, *affine, ndims=1, eps=1e-5, has_weight=False, has_bias=False)
     if c_floats(x):
         x = np.ascontiguousarray(x)
         y, mean, rstd = np.empty(x.shape, x.dtype), np.empty(stats, x.dtype), np.empty(stats, x.dtype)
-        _C.layer_norm(y, mean, rstd, x, None if w is None else np.ascontiguousarray(w, x.dtype),
+        _native.layer_norm(y, mean, rstd, x, None if w is None else np.ascontiguousarray(w, x.dtype),
                       None if b is None else np.ascontiguousarray(b, x.dtype), eps)
         return y, mean, rstd
     xp = array_module(x)
@@ -116,7 +116,7 @@ def _layer_norm_backward_kernel(g, x, mean, rstd, w=None, ndims=1):
         return xp.empty(x.shape, x.dtype), xp.zeros(norm_shape, x.dtype), xp.zeros(norm_shape, x.dtype)
     if c_floats(x, g):
         dx, dw, db = np.empty(x.shape, x.dtype), np.empty(norm_shape, x.dtype), np.empty(norm_shape, x.dtype)
-        _C.layer_norm_backward(dx, dw, db, np.ascontiguousarray(g), np.ascontiguousarray(x),
+        _native.layer_norm_backward(dx, dw, db, np.ascontiguousarray(g), np.ascontiguousarray(x),
                                np.ascontiguousarray(mean), np.ascontiguousarray(rstd),
                                None if w is None else np.ascontiguousarray(w, x.dtype))
         return dx, dw, db
@@ -191,7 +191,7 @@ def _channel_sums(x):
     c = x.shape[1]
     if c_floats(x):
         s1, s2 = np.empty(c), np.empty(c)
-        _C.channel_sums(s1, s2, np.ascontiguousarray(x))
+        _native.channel_sums(s1, s2, np.ascontiguousarray(x))
         return s1, s2
     dims = (0,) + tuple(range(2, x.ndim))
     wide = x.astype(np.float64)
@@ -218,7 +218,7 @@ def _channel_affine(x, a, b):
     pieces); x P, a B, b P -> P (linear in x and b)."""
     if c_floats(x, a, b):
         y = np.empty(x.shape, x.dtype)
-        _C.channel_affine(y, np.ascontiguousarray(x), np.ascontiguousarray(a), np.ascontiguousarray(b))
+        _native.channel_affine(y, np.ascontiguousarray(x), np.ascontiguousarray(a), np.ascontiguousarray(b))
         return y
     return (x * _per_channel(a, x) + _per_channel(b, x)).astype(x.dtype, copy=False)
 
@@ -234,7 +234,7 @@ def _channel_affine_backward_kernel(g, x, a):
     if c_floats(g, x, a):
         c = x.shape[1]
         dx, sum_g, sum_gx = np.empty(x.shape, x.dtype), np.empty(c), np.empty(c)
-        _C.channel_affine_backward(dx, sum_g, sum_gx, np.ascontiguousarray(g), np.ascontiguousarray(x),
+        _native.channel_affine_backward(dx, sum_g, sum_gx, np.ascontiguousarray(g), np.ascontiguousarray(x),
                                    np.ascontiguousarray(a))
         return dx, sum_g, sum_gx
     dims = (0,) + tuple(range(2, x.ndim))

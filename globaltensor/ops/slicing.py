@@ -1,4 +1,4 @@
-"""Slices by axes, starts, ends and strides (strided_slice, slice) and slice_scatter, their backward."""
+"""Slices by axes, starts, ends and strides (strided_slice, slice) and slice_scatter, their backward (both inputs of slice_scatter)."""
 import builtins
 
 from ..registry import rules
@@ -36,9 +36,18 @@ def _strided_slice(x, axes=(), starts=(), ends=(), strides=()):
     return x[_slice_index(x.shape, axes, starts, ends, strides)]
 
 
+def _slice_scatter_back(ctx, g):
+    """base: g with the slice zeroed (the update overwrote it); update: g's slice."""
+    st = ctx.static
+    base, update = ctx.inputs
+    g_base = _scatter_slice(g, zeros_like(update), st) if base.requires_grad else None
+    g_update = strided_slice(g, **{k: st[k] for k in ("axes", "starts", "ends", "strides")}) \
+        if update.requires_grad else None
+    return g_base, g_update
+
+
 @op("slice_scatter", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["axes"]], n_in=2),
-    lambda ctx, g: (None, strided_slice(g, **{k: ctx.static[k] for k in ("axes", "starts", "ends", "strides")})),
-    meta=rules.like(0))
+    _slice_scatter_back, meta=rules.like(0))
 def _slice_scatter(base, update, axes=(), starts=(), ends=(), strides=()):
     out = base.copy()
     out[_slice_index(base.shape, axes, starts, ends, strides)] = update
