@@ -135,13 +135,14 @@ class Recorder:
         r = self._new_reg("const", t)
         self._emit(Instr("const", f"{tuple(t.shape)}", t._local, [], [r]))
 
-    def random(self, t, draw):
-        """A factory's random draw: replayed, so the generator advances as in eager mode."""
+    def random(self, t, draw, spec=None):
+        """A factory's random draw: replayed, so the generator advances as in eager mode. `spec`
+        describes the draw as data (graph/rebuild.py), when the factory gives one."""
         last = self.instrs[-1] if self.instrs else None
         if last is not None and last.kind == "const" and self.regs[last.outs[0]].array is t._local:
             self.instrs.pop()  # the factory reported it as a constant first
         r = self._new_reg("value", t)
-        self._emit(Instr("random", "draw", draw, [], [r], plain=True))
+        self._emit(Instr("random", "draw", draw, [], [r], plain=True, detail=spec))
 
     def reduce_grad(self, leaf, g, axes):
         """A leaf's partial gradient summed over `axes` into the leaf's layout: one all_reduce over
@@ -197,11 +198,12 @@ class Recorder:
                 self._grad_regs[key] = r
                 self._emit(Instr("grad", self._names.get(key, "leaf"), _GradSetter(leaf, g), [r], []))
 
-    def step(self, name, fn):
+    def step(self, name, fn, data=None):
         """An effect outside the dispatcher (optimizer step, zero_grad, scheduler step): run now,
-        outside the recording, and at every replay, after the gradients it may read are set."""
+        outside the recording, and at every replay, after the gradients it may read are set.
+        `data` says what it does in terms a saved program can rebuild (graph/rebuild.py)."""
         self.sync_grads()
-        self._emit(Instr("step", name, fn, [], []))
+        self._emit(Instr("step", name, fn, [], [], detail=data))
         with scope.scoped(recorder=None):
             result = fn()
         for key, leaf in self._grad_leaves.items():  # it may have cleared or replaced gradients
@@ -252,7 +254,8 @@ class Recorder:
         if self._grad_set:  # before anything runs: a gradient left from before raises on every rank
             leaves = list(self._grad_set.values())
             names = [self._names.get(id(leaf), f"leaf {i}") for i, leaf in enumerate(leaves)]
-            self.instrs.insert(0, Instr("step", "check_gradients_cleared", _CheckCleared(leaves, names), [], []))
+            self.instrs.insert(0, Instr("step", "check_gradients_cleared", _CheckCleared(leaves, names), [], [],
+                                        detail={"check_cleared": names}))
         outs = [self.reg_of(t, "output") for t in outputs]
         for r in outs:
             self.regs[r].escapes = True
@@ -260,7 +263,16 @@ class Recorder:
             if ins.kind in ("grad", "set"):
                 self.regs[ins.ins[0]].escapes = True
         self._alive = None
+        roots = {}  # registers sharing memory (a view and its base) share a root: liveness reuses neither
+        for reg in self.regs:
+            reg.root = roots.setdefault(id(_base(reg.array)), reg.index)
         return Program(self.regs, self.instrs, self.inputs, outs, label)
+
+
+def _base(array):
+    while getattr(array, "base", None) is not None:
+        array = array.base
+    return array
 
 
 def _run_box(p, dt, piece):

@@ -1,5 +1,18 @@
-"""A captured program: registers (the values a step holds) and instructions over them, and its text."""
+"""A captured program: registers (the values a step holds) and instructions over them, and its text.
+
+The contract other layers (graph/serialize.py, graph/blocks.py, Paddle's static mode) rely on:
+a program is data. An `op` instruction's `name` is the registered op name
+(globaltensor.registry.REGISTRY) and its `detail` the op's static attributes (a dict); its `fn` is
+rebuilt from (name, detail, the input and output registers' layouts, the rank) by
+graph/rebuild.py. A `box` instruction's plan is replanned from its input and output layouts; a
+`reduce`'s detail is its mesh axes; `read`/`set`/`grad`/`scalar` name state; `update` is a
+registered update op with its attributes; `send`/`recv` carry {"peer", "tag"}. `fn` is a cache
+of what the data says (replay binds it), never the only record of an instruction.
+"""
+import copy
 import math
+
+import numpy as np
 
 from .. import layout as layout_lib
 from ..boxing.planning import _text as sbp_text
@@ -13,20 +26,32 @@ from ..boxing.planning import _text as sbp_text
 #   reduce   a leaf's partial gradient summed (all_reduce over the mesh axes where it is partial)
 #   start    a bucket's all_reduce starts (async)       wait   it lands: one register per gradient
 #   scalar   a number read at each replay (lr, step)    update an optimizer's update op, in place
-EFFECTS = frozenset({"random", "grad", "set", "step", "start", "wait", "update"})  # never removed
+#   send     a piece sent to a peer rank (detail: peer, tag)  recv  a piece received from one
+EFFECTS = frozenset({"random", "grad", "set", "step", "start", "wait", "update", "send", "recv"})  # never removed
 
 
 class Reg:
     """One value of the program: its global layout (None when local), this rank's piece shape
     and dtype, where it comes from, and (during planning only) the array capture saw."""
 
-    __slots__ = ("index", "kind", "layout", "local_shape", "dtype", "array", "escapes", "note")
+    __slots__ = ("index", "kind", "layout", "local_shape", "dtype", "array", "escapes", "note", "root", "owns",
+                 "numpy", "contiguous", "device")
 
-    def __init__(self, index, kind, layout, array):
+    def __init__(self, index, kind, layout, array, local_shape=None, dtype=None):
         self.index, self.kind, self.layout, self.array = index, kind, layout, array
-        self.local_shape, self.dtype = tuple(array.shape), array.dtype
+        if array is None:  # a register rebuilt from data (graph.load)
+            self.local_shape, self.dtype = tuple(local_shape), np.dtype(dtype)
+        else:
+            self.local_shape, self.dtype = tuple(array.shape), array.dtype
         self.escapes = False  # returned to the caller or kept by a tensor: its buffer is never reused
         self.note = ""
+        # buffer facts the passes read (kept when the arrays go): the first register sharing this
+        # one's memory, whether the array is no view (base None), and a C-contiguous numpy array
+        self.root = index
+        self.owns = array is not None and getattr(array, "base", None) is None
+        self.numpy = array is None or type(array) is np.ndarray
+        self.contiguous = self.numpy and (array is None or array.flags.c_contiguous)
+        self.device = "cpu" if array is None or isinstance(array, (np.ndarray, np.generic)) else "cuda"
 
     @property
     def nbytes(self):
@@ -71,11 +96,37 @@ class Instr:
 class Program:
     """The registers and instructions of one captured signature, with what planning reported."""
 
-    def __init__(self, regs, instrs, inputs, outputs, label):
+    def __init__(self, regs, instrs, inputs, outputs, label, rank=None, roles=None):
         self.regs, self.instrs, self.inputs, self.outputs = regs, instrs, inputs, outputs
         self.label = label
         self.report = {}  # pass name -> what it did (counts, bytes)
         self.fn = self.source = None  # the replay function and its source (replay.compile_program)
+        self.rank = rank  # the rank whose pieces the registers describe (None: this process's)
+        self.roles = roles  # split_by_role: {role: [ranks]}; None for an SPMD program
+        self.captured = None  # the program before planning (passes change a program in place)
+
+    def copy(self, label=None):
+        """A copy that passes may change: new instructions and registers (fns are shared)."""
+        regs = [copy.copy(reg) for reg in self.regs]
+        instrs = [Instr(i.kind, i.name, i.fn, i.ins, i.outs, i.plain, _copied(i.detail), i.target)
+                  for i in self.instrs]
+        out = Program(regs, instrs, list(self.inputs), list(self.outputs), label or self.label, self.rank,
+                      self.roles)
+        return out
+
+    def unplanned(self):
+        """The program as captured, before the planning passes (what save and the program passes take)."""
+        return self.captured if self.captured is not None else self
+
+    def global_block(self):
+        """Paddle's view: the block of ops (graph/blocks.py)."""
+        from .blocks import Block
+        return Block(self)
+
+    def save(self, path, state=None):
+        """Write the program and the pieces of the state it reads to directory `path` (graph/saved.py)."""
+        from .saved import export
+        export(self, state, path)
 
     def uses(self):
         """{register: [instruction positions that read it]}."""
@@ -132,10 +183,16 @@ class Program:
         return "\n".join(lines)
 
 
+def _copied(detail):
+    """A dict or list detail copied (passes may change it); a plan is shared (boxing fusion keys on its identity)."""
+    return copy.copy(detail) if isinstance(detail, (dict, list)) else detail
+
+
 _FORMS = {  # how an instruction reads, by kind (ops and conversions are written out below)
     "read": "state {name}", "const": "constant {name}", "grad": "{name}.grad = {args}", "set": "{name} <- {args}",
     "step": "{name}()", "scalar": "scalar {name}", "reduce": "all_reduce({args}) over mesh axes {detail}",
     "start": "all_reduce_start({args}) [{detail}]", "wait": "all_reduce_wait({args})",
+    "send": "send({args}) [{detail}]", "recv": "recv() [{detail}]",
 }
 
 
