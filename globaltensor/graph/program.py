@@ -104,6 +104,7 @@ class Program:
         self.rank = rank  # the rank whose pieces the registers describe (None: this process's)
         self.roles = roles  # split_by_role: {role: [ranks]}; None for an SPMD program
         self.captured = None  # the program before planning (passes change a program in place)
+        self.tree = None  # the output tree of the call captured (graph.py), None: a tuple of outputs
 
     def copy(self, label=None):
         """A copy that passes may change: new instructions and registers (fns are shared)."""
@@ -112,6 +113,7 @@ class Program:
                   for i in self.instrs]
         out = Program(regs, instrs, list(self.inputs), list(self.outputs), label or self.label, self.rank,
                       self.roles)
+        out.tree = self.tree
         return out
 
     def unplanned(self):
@@ -147,6 +149,8 @@ class Program:
                 found += [s.kind.collective for s in ins.detail.steps if s.kind.collective]
             elif ins.kind in ("start", "reduce"):
                 found.append("all_reduce")
+            elif ins.kind in ("send", "recv"):
+                found.append(ins.kind)
         return found
 
     # --- text ---------------------------------------------------------------------------------

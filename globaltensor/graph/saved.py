@@ -75,10 +75,7 @@ def load(path):
 
 def runnable(program):
     """A planned, compiled copy of `program` (the planning passes, then replay's function)."""
-    out = program.copy()
-    out.captured = program
-    out.tree = getattr(program, "tree", None)
-    passes.plan(out)
+    out = passes.planned(program)
     compile_program(out)
     return out
 
