@@ -50,8 +50,9 @@ class Operator:
     def output_arg_names(self):
         if self.instr.kind in ("grad", "set"):
             return [self.instr.name + ("@GRAD" if self.instr.kind == "grad" else "")]
-        if self.instr.kind == "update":  # in place: the parameter and its state
-            return [self.block.var_name(r) for r in self.instr.ins if self.block.program.regs[r].kind != "scalar"]
+        if self.instr.kind == "update":  # in place: the parameter and its state (ins: param, grad, states, scalars)
+            ins = self.instr.ins
+            return [self.block.var_name(r) for r in ins[:1] + ins[2:] if self.block.program.regs[r].kind != "scalar"]
         return [self.block.var_name(r) for r in self.instr.outs]
 
     @property
