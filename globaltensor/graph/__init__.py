@@ -3,7 +3,7 @@ from .capture import CaptureError
 from .graph import Graph, Traced, trace
 from .program import Instr, Program, Reg
 from .rebuild import ProgramState
-from .saved import LoadedProgram, export, load, runnable
+from .saved import LoadedProgram, export, load, runnable, save
 
 __all__ = ["CaptureError", "Graph", "Instr", "LoadedProgram", "Program", "ProgramState", "Reg", "Traced", "export",
-           "load", "runnable", "trace"]
+           "load", "runnable", "save", "trace"]

@@ -1,6 +1,4 @@
 """Paddle's view of a program: program.global_block().ops, each with Paddle's op type, argument names and attrs."""
-from .program import Program
-
 # our registered op -> the op type Paddle prints (a table, as data); an op not here keeps its own name
 PADDLE_TYPES = {
     "add": "elementwise_add", "subtract": "elementwise_sub", "multiply": "elementwise_mul",
@@ -82,7 +80,7 @@ class Operator:
 class Block:
     """The one block of a program (Paddle's global_block()): its ops in order and its variables."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program):
         self.program = program
         self.idx = 0
         self._names = {ins.outs[0]: ins.name for ins in program.instrs if ins.kind in ("read", "scalar")}

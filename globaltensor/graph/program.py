@@ -125,11 +125,6 @@ class Program:
         from .blocks import Block
         return Block(self)
 
-    def save(self, path, state=None):
-        """Write the program and the pieces of the state it reads to directory `path` (graph/saved.py)."""
-        from .saved import export
-        export(self, state, path)
-
     def uses(self):
         """{register: [instruction positions that read it]}."""
         found = {}

@@ -4,6 +4,7 @@ import numpy as np
 from ..env import get_rank, get_world_size
 from ..tensor import Tensor
 from . import passes, serialize
+from .graph import _unflatten
 from .program import Program
 from .rebuild import ProgramState, rebuild
 from .replay import compile_program
@@ -59,6 +60,11 @@ def _number(value):
     return np.asarray(value).item()
 
 
+def save(program, path, state=None):
+    """graph.save(program, path): export with the state its reads name (the same format)."""
+    export(program, state, path)
+
+
 def load(path):
     """The program saved at `path` (this rank's part), rebuilt from data, as a LoadedProgram."""
     rank = get_rank()
@@ -89,7 +95,6 @@ class LoadedProgram:
         self.planned = runnable(program)
 
     def __call__(self, *args):
-        from .graph import _unflatten
         regs = self.data.regs
         if len(args) != len(self.data.inputs):
             raise TypeError(f"{self.data.label}: takes {len(self.data.inputs)} tensors, got {len(args)}")
