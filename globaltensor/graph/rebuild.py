@@ -3,10 +3,11 @@ import functools
 
 import numpy as np
 
-from .. import layout as layout_lib
+from .. import creation, layout as layout_lib
 from ..backends.devices import device
 from ..boxing import _group, plan
 from ..distributed import collectives
+from ..random import UNIFORM
 from ..registry import REGISTRY
 from ..tensor import Tensor
 from .capture import _AllReduce, _CheckCleared, _LocalCall, _StateSetter, _finish, _run_box
@@ -16,10 +17,11 @@ class ProgramState:
     """What a program reads and writes by name: state tensors (parameters, buffers, optimizer
     state), scalars (lr, step counts) and the constants' pieces (by register)."""
 
-    def __init__(self, tensors=None, scalars=None, consts=None):
+    def __init__(self, tensors=None, scalars=None, consts=None, generator=None):
         self.tensors = dict(tensors or {})
         self.scalars = dict(scalars or {})
         self.consts = dict(consts or {})
+        self.generator = generator  # the stream the program's random draws take (None: the default)
 
     def tensor(self, name, what):
         found = self.tensors.get(name)
@@ -210,8 +212,23 @@ class Recv:
 
 
 def _random(program, ins, state, rank):
-    raise ValueError("graph.load: a random draw is not saved as data yet (run the exported step with dropout "
-                     "off, or in eval mode)")
+    spec = ins.detail or {}
+    if spec.get("draw") != "philox":
+        raise ValueError(f"graph.load: random draw {spec!r} is not one this globaltensor rebuilds")
+    draw = creation.random_draw(spec["shape"], spec["dtype"], spec["placement"], spec["sbp"],
+                                type(UNIFORM)(spec["kind"]),
+                                spec["a"], spec["b"], spec["device"], state.generator)
+    return _Draw(draw)
+
+
+class _Draw:
+    """A random factory's draw from the program's own generator (its stream saved with it)."""
+
+    def __init__(self, draw):
+        self.draw = draw
+
+    def __call__(self):
+        return self.draw()._local
 
 
 _MAKERS = {"op": _op, "box": _box, "reduce": _reduce, "read": _read, "const": _const, "scalar": _scalar,

@@ -2,6 +2,8 @@
 import numpy as np
 
 from ..env import get_rank, get_world_size
+from ..generator import Generator
+from ..random import Stream, get_rng_state
 from ..tensor import Tensor
 from . import passes, serialize
 from .graph import _unflatten
@@ -38,7 +40,9 @@ def export(program, state_tensors=None, path=None, tree=None):
         elif ins.kind == "scalar":
             scalars[ins.name] = serialize.encode(_number(ins.fn()), f"scalar {ins.name}")
     manifest = serialize.program_data(data_form)
-    manifest.update(tree=serialize.tree_data(tree), tensors=tensors, scalars=scalars)
+    seed, counter = get_rng_state()  # the stream the draws continue (a loaded program's own)
+    manifest.update(tree=serialize.tree_data(tree), tensors=tensors, scalars=scalars,
+                    stream=[str(seed), counter])
     serialize.write(path, manifest, pieces, get_rank(), get_world_size())
 
 
@@ -48,7 +52,7 @@ def _refuse(ins, i):
     if why is None and ins.kind == "step" and not ins.detail:
         why = f"Python code ({ins.name}: an optimizer's own step(), a scheduler's step or a module's zero_grad)"
     if why is None and ins.kind == "random" and not ins.detail:
-        why = "a random draw (dropout or a random factory inside the step); export the step in eval mode"
+        why = "a draw from a generator of its own, or of a factory without a spec (randperm)"
     if why is not None:
         raise ValueError(f"graph.save: instruction {i} ({ins.kind} {ins.name}) is {why}, which a saved program "
                          f"cannot carry as data")
@@ -74,7 +78,10 @@ def load(path):
                for name, m in manifest["tensors"].items()}
     consts = {int(k.split("/", 1)[1]): v for k, v in pieces.items() if k.startswith("const/")}
     scalars = {k: serialize.decode(v) for k, v in manifest["scalars"].items()}
-    state = ProgramState(tensors, scalars, consts)
+    seed, counter = manifest["stream"]
+    stream = Stream(int(seed))
+    stream.counter = int(counter)
+    state = ProgramState(tensors, scalars, consts, Generator(_stream=stream))
     rebuild(program, state, rank)
     return LoadedProgram(program, state)
 
@@ -115,6 +122,11 @@ class LoadedProgram:
 
     def parameters(self):
         return [t for _, t in self.named_parameters()]
+
+    @property
+    def generator(self):
+        """The generator the program's random draws (dropout) take: the stream saved with it."""
+        return self.state.generator
 
     def state_dict(self):
         return dict(self.state.tensors)

@@ -14,12 +14,13 @@ S0, B = gt.sbp.split(0), gt.sbp.broadcast
 
 
 class _Model(nn.Module):
-    def __init__(self):
+    def __init__(self, dropout=0.0):
         super().__init__()
         self.net1, self.relu, self.net2 = nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 16)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x):
-        return self.net2(self.relu(self.net1(x)))
+        return self.net2(self.drop(self.relu(self.net1(x))))
 
 
 class _Step(nn.Graph):
@@ -40,9 +41,9 @@ def _batches(dp):
     return [(gt.randn(12, 10, **kwargs), gt.randn(12, 16, **kwargs)) for _ in range(6)]
 
 
-def _train_and_save(path, optimizer, dp):
+def _train_and_save(path, optimizer, dp, dropout=0.0):
     gt.manual_seed(0)
-    model = _Model()
+    model = _Model(dropout)
     if dp:
         model.to_global(gt.placement("cpu", list(range(gt.env.get_world_size()))), B)
     opt = gt.optim.Adam(model.parameters(), lr=0.01) if optimizer == "adam" else \
@@ -61,14 +62,15 @@ def _load_and_run(path, dp):
     return losses, sorted(n for n, _ in loaded.named_parameters()), loaded.program(rank=gt.env.get_rank())
 
 
-@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
-def test_a_program_saved_after_three_steps_runs_on_in_a_new_process_bitwise(tmp_path, optimizer):
+@pytest.mark.parametrize("optimizer,dropout", [("adam", 0.25), ("sgd", 0.0)])
+def test_a_program_saved_after_three_steps_runs_on_in_a_new_process_bitwise(tmp_path, optimizer, dropout):
     path = str(tmp_path / "step")
-    expected = run_ranks(_train_and_save, 1, path, optimizer, False)[0]
+    expected = run_ranks(_train_and_save, 1, path, optimizer, False, dropout)[0]
     losses, names, text = run_ranks(_load_and_run, 1, path, False)[0]
     assert losses == expected
     assert names == ["model.net1.bias", "model.net1.weight", "model.net2.bias", "model.net2.weight"]
     assert "_update(" in text and "check_gradients_cleared" in text
+    assert ("draw" in text) == (dropout > 0)  # dropout's draws continue the saved stream
     index = json.load(open(os.path.join(path, "program.json")))
     assert index["format"] == "globaltensor.program" and index["version"] == 1 and index["world_size"] == 1
     assert os.path.exists(os.path.join(path, "rank0.safetensors"))
@@ -76,7 +78,7 @@ def test_a_program_saved_after_three_steps_runs_on_in_a_new_process_bitwise(tmp_
 
 def test_a_data_parallel_program_saved_on_two_ranks_loads_on_two_new_ranks_bitwise(tmp_path):
     path = str(tmp_path / "dp")
-    expected = run_ranks(_train_and_save, 2, path, "adam", True)
+    expected = run_ranks(_train_and_save, 2, path, "adam", True, 0.25)
     loaded = run_ranks(_load_and_run, 2, path, True)
     for rank in range(2):
         assert loaded[rank][0] == expected[rank], f"rank {rank}"
