@@ -307,18 +307,7 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
     """Values of Philox at each element's global index; the generator's counter advances on every rank."""
     if not dt.code.arithmetic:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
-    draw = random_draw(shape, dt, placement, sbp, kind, a, b, device, generator)
-    t = draw()
-    if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
-        spec = None if generator is not None else {  # the draw as data (a saved program rebuilds it)
-            "draw": "philox", "shape": tuple(shape), "dtype": dt, "placement": placement, "sbp": sbp, "kind": int(kind),
-            "a": a, "b": b, "device": None if device is None else str(device)}
-        rec.random(t, lambda: draw()._local, spec)
-    return t
 
-
-def random_draw(shape, dt, placement, sbp, kind, a, b, device=None, generator=None):
-    """draw() -> a tensor of the next Philox draw of `generator` (the default stream if None)."""
     def draw():
         seed, counter = _random.next_key(generator)
         def fill(box):
@@ -326,7 +315,10 @@ def random_draw(shape, dt, placement, sbp, kind, a, b, device=None, generator=No
             _random.fill(out, kind, shape, [lo for lo, _ in box], counter, a, b, seed)
             return out
         return build(shape, dt, placement, sbp, fill, device)
-    return draw
+    t = draw()
+    if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
+        rec.random(t, lambda: draw()._local, _random.draw_spec(shape, dt, placement, sbp, kind, a, b, device, generator))
+    return t
 
 
 def _float(dtype):

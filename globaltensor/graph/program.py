@@ -191,7 +191,7 @@ _FORMS = {  # how an instruction reads, by kind (ops and conversions are written
     "read": "state {name}", "const": "constant {name}", "grad": "{name}.grad = {args}", "set": "{name} <- {args}",
     "step": "{name}()", "scalar": "scalar {name}", "reduce": "all_reduce({args}) over mesh axes {detail}",
     "start": "all_reduce_start({args}) [{detail}]", "wait": "all_reduce_wait({args})",
-    "send": "send({args}) [{detail}]", "recv": "recv() [{detail}]",
+    "send": "send({args}) [{detail}]", "recv": "recv() [{detail}]", "random": "{name}()",
 }
 
 

@@ -7,7 +7,7 @@ from .. import creation, layout as layout_lib
 from ..backends.devices import device
 from ..boxing import _group, plan
 from ..distributed import collectives
-from ..random import UNIFORM
+from ..random import UNIFORM, fill as philox_fill, next_key
 from ..registry import REGISTRY
 from ..tensor import Tensor
 from .capture import _AllReduce, _CheckCleared, _LocalCall, _StateSetter, _finish, _run_box
@@ -215,20 +215,26 @@ def _random(program, ins, state, rank):
     spec = ins.detail or {}
     if spec.get("draw") != "philox":
         raise ValueError(f"graph.load: random draw {spec!r} is not one this globaltensor rebuilds")
-    draw = creation.random_draw(spec["shape"], spec["dtype"], spec["placement"], spec["sbp"],
-                                type(UNIFORM)(spec["kind"]),
-                                spec["a"], spec["b"], spec["device"], state.generator)
-    return _Draw(draw)
+    return _Draw(spec, type(UNIFORM)(spec["kind"]), state.generator)
 
 
 class _Draw:
-    """A random factory's draw from the program's own generator (its stream saved with it)."""
+    """A random factory's draw (creation's Philox fill of each piece) from the program's own
+    generator (its stream saved with it)."""
 
-    def __init__(self, draw):
-        self.draw = draw
+    def __init__(self, spec, kind, generator):
+        self.spec, self.kind, self.generator = spec, kind, generator
 
     def __call__(self):
-        return self.draw()._local
+        spec, kind = self.spec, self.kind
+        shape, dt, a, b = spec["shape"], spec["dtype"], spec["a"], spec["b"]
+        seed, counter = next_key(self.generator)
+
+        def fill(box):
+            out = creation.allocate(tuple(hi - lo for lo, hi in box), dt)
+            philox_fill(out, kind, shape, [lo for lo, _ in box], counter, a, b, seed)
+            return out
+        return creation.build(shape, dt, spec["placement"], spec["sbp"], fill, spec["device"])._local
 
 
 _MAKERS = {"op": _op, "box": _box, "reduce": _reduce, "read": _read, "const": _const, "scalar": _scalar,
