@@ -1,7 +1,8 @@
 """gt.jit: trace (a function of tensors captured once per input signature and replayed), save and load."""
 from .graph import CaptureError, Traced, trace
 from .graph.program import Program
-from .graph.saved import LoadedProgram, export, load as _load
+from .graph.saved import LoadedProgram, load as _load
+from .graph.serialize import export
 
 
 def save(traced, path):

@@ -16,6 +16,8 @@ import numpy as np
 
 from .. import layout as layout_lib
 from ..boxing.planning import _text as sbp_text
+from . import serialize
+from .blocks import Block
 
 # Instruction kinds. Each reads registers `ins` and defines registers `outs`.
 #   input    (no instruction: the call's tensors)       read   a state tensor's piece (parameter, buffer)
@@ -120,9 +122,14 @@ class Program:
         """The program as captured, before the planning passes (what save and the program passes take)."""
         return self.captured if self.captured is not None else self
 
+    def save(self, path, state=None):
+        """Write the program (its captured form) and the pieces of the state it reads to directory
+        `path`, this rank's part (graph/serialize.py; every rank calls it). `state`: {name: tensor}
+        in place of the tensors its reads name."""
+        serialize.export(self, state, path)
+
     def global_block(self):
         """Paddle's view: the block of ops (graph/blocks.py)."""
-        from .blocks import Block
         return Block(self)
 
     def uses(self):

@@ -1,79 +1,43 @@
 """Export and load: a program with its state written as data, and a loaded program run as a module."""
-import numpy as np
-
+from .. import dtype as dtype_lib
 from ..env import get_rank, get_world_size
 from ..generator import Generator
-from ..random import Stream, get_rng_state
+from ..random import Stream
 from ..tensor import Tensor
 from . import passes, serialize
 from .graph import _unflatten
-from .program import Program
+from .program import Instr, Program, Reg
 from .rebuild import ProgramState, rebuild
 from .replay import compile_program
-
-_REFUSED = {"host": "a step computed outside the dispatcher (a copy)", "start": "a planned bucket (save the "
-            "captured program: program.unplanned())", "wait": "a planned bucket"}
-
-
-def export(program, state_tensors=None, path=None, tree=None):
-    """Write `program` (its captured form: program.unplanned()) and the pieces of the state it
-    reads to directory `path`, this rank's part (every rank of the job calls it). `state_tensors`
-    ({name: tensor}) overrides the tensors its read instructions name (Paddle's scope)."""
-    if path is None:
-        raise TypeError("graph.export(program, state_tensors, path): path is required")
-    tree = getattr(program, "tree", None) if tree is None else tree
-    data_form = program.unplanned() if isinstance(program, Program) else program
-    state_tensors = dict(state_tensors or {})
-    pieces, tensors, scalars = {}, {}, {}
-    for i, ins in enumerate(data_form.instrs):
-        _refuse(ins, i)
-        if ins.kind in ("read", "grad", "set") and ins.name not in tensors:
-            t = state_tensors.get(ins.name)
-            if t is None:
-                t = ins.fn if ins.kind == "read" else getattr(ins.fn, "leaf", None) or getattr(ins.fn, "t", None)
-            lay = data_form.regs[(ins.outs or ins.ins)[0]].layout
-            pieces[ins.name] = t._local
-            tensors[ins.name] = {"layout": serialize.layout_data(lay),
-                                 "requires_grad": bool(getattr(t, "requires_grad", False))}
-        elif ins.kind == "const":
-            pieces[f"const/{ins.outs[0]}"] = ins.fn
-        elif ins.kind == "scalar":
-            scalars[ins.name] = serialize.encode(_number(ins.fn()), f"scalar {ins.name}")
-    manifest = serialize.program_data(data_form)
-    seed, counter = get_rng_state()  # the stream the draws continue (a loaded program's own)
-    manifest.update(tree=serialize.tree_data(tree), tensors=tensors, scalars=scalars,
-                    stream=[str(seed), counter])
-    serialize.write(path, manifest, pieces, get_rank(), get_world_size())
-
-
-def _refuse(ins, i):
-    """Raise (before anything is written) for an instruction that is Python code rather than data."""
-    why = _REFUSED.get(ins.kind)
-    if why is None and ins.kind == "step" and not ins.detail:
-        why = f"Python code ({ins.name}: an optimizer's own step(), a scheduler's step or a module's zero_grad)"
-    if why is None and ins.kind == "random" and not ins.detail:
-        why = "a draw from a generator of its own, or of a factory without a spec (randperm)"
-    if why is not None:
-        raise ValueError(f"graph.save: instruction {i} ({ins.kind} {ins.name}) is {why}, which a saved program "
-                         f"cannot carry as data")
-
-
-def _number(value):
-    if isinstance(value, Tensor):
-        value = value.numpy()
-    return np.asarray(value).item()
+from .serialize import export
 
 
 def save(program, path, state=None):
-    """graph.save(program, path): export with the state its reads name (the same format)."""
+    """graph.save(program, path): program.save(path) (the same format as export)."""
     export(program, state, path)
+
+
+def program_of(data, rank):
+    """The Program a manifest describes (fns not yet rebuilt: rebuild.rebuild)."""
+    regs = []
+    for i, d in enumerate(data["regs"]):
+        np_dtype = dtype_lib.to_dtype(d["dtype"]).np
+        reg = Reg(i, d["kind"], serialize.layout_of(d["layout"]), None, d["local_shape"], np_dtype)
+        for k in serialize.REG_FACTS[1:]:
+            setattr(reg, k, d[k])
+        regs.append(reg)
+    instrs = [Instr(d["kind"], d["name"], None, d["ins"], d["outs"], d["plain"], serialize.decode(d["detail"]))
+              for d in data["instrs"]]
+    program = Program(regs, instrs, list(data["inputs"]), list(data["outputs"]), data["label"], rank, data["roles"])
+    program.tree = serialize.tree_of(data["tree"])
+    return program
 
 
 def load(path):
     """The program saved at `path` (this rank's part), rebuilt from data, as a LoadedProgram."""
     rank = get_rank()
     manifest, pieces = serialize.read(path)
-    program = serialize.program_of(manifest, rank)
+    program = program_of(manifest, rank)
     tensors = {name: serialize.state_tensor(pieces[name], serialize.layout_of(m["layout"]), m["requires_grad"])
                for name, m in manifest["tensors"].items()}
     consts = {int(k.split("/", 1)[1]): v for k, v in pieces.items() if k.startswith("const/")}

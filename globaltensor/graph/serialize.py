@@ -19,8 +19,8 @@ from .. import dtype as dtype_lib
 from ..env import get_rank, get_world_size
 from ..placement import placement as Placement
 from ..sbp import _restore as sbp_of_text, _SBP
+from ..random import get_rng_state
 from ..tensor import Layout, Tensor
-from .program import Instr, Program, Reg
 
 FORMAT, VERSION = "globaltensor.program", 1
 _PLAIN_DTYPES = {"float32", "float64", "float16", "int32", "int64", "int8", "uint8", "bool"}
@@ -121,12 +121,12 @@ def layout_of(data):
 
 
 # --- the program ----------------------------------------------------------------------------------
-_REG_FACTS = ("kind", "escapes", "note", "root", "owns", "numpy", "contiguous", "device")
+REG_FACTS = ("kind", "escapes", "note", "root", "owns", "numpy", "contiguous", "device")
 
 
 def program_data(program):
     """The manifest of one rank's program (without its pieces)."""
-    regs = [dict({k: getattr(reg, k) for k in _REG_FACTS}, layout=layout_data(reg.layout),
+    regs = [dict({k: getattr(reg, k) for k in REG_FACTS}, layout=layout_data(reg.layout),
                  local_shape=list(reg.local_shape), dtype=_dtype_name(reg.dtype)) for reg in program.regs]
     instrs = []
     for i, ins in enumerate(program.instrs):
@@ -135,20 +135,6 @@ def program_data(program):
                        "detail": detail})
     return {"label": program.label, "regs": regs, "instrs": instrs, "inputs": program.inputs,
             "outputs": program.outputs, "roles": program.roles, "tree": tree_data(getattr(program, "tree", None))}
-
-
-def program_of(data, rank):
-    regs = []
-    for i, d in enumerate(data["regs"]):
-        reg = Reg(i, d["kind"], layout_of(d["layout"]), None, d["local_shape"], dtype_lib.to_dtype(d["dtype"]).np)
-        for k in _REG_FACTS[1:]:
-            setattr(reg, k, d[k])
-        regs.append(reg)
-    instrs = [Instr(d["kind"], d["name"], None, d["ins"], d["outs"], d["plain"], decode(d["detail"]))
-              for d in data["instrs"]]
-    program = Program(regs, instrs, list(data["inputs"]), list(data["outputs"]), data["label"], rank, data["roles"])
-    program.tree = tree_of(data["tree"])
-    return program
 
 
 def _dtype_name(np_dtype):
@@ -241,3 +227,57 @@ def state_tensor(piece, layout, requires_grad):
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+# --- export ----------------------------------------------------------------------------------------
+_REFUSED = {"host": "a step computed outside the dispatcher (a copy)", "start": "a planned bucket (save the "
+            "captured program: program.unplanned())", "wait": "a planned bucket"}
+
+
+def export(program, state_tensors=None, path=None, tree=None):
+    """Write `program` (its captured form: program.unplanned()) and the pieces of the state it
+    reads to directory `path`, this rank's part (every rank of the job calls it). `state_tensors`
+    ({name: tensor}) overrides the tensors its read instructions name (Paddle's scope)."""
+    if path is None:
+        raise TypeError("graph.export(program, state_tensors, path): path is required")
+    tree = getattr(program, "tree", None) if tree is None else tree
+    data_form = program.unplanned()
+    state_tensors = dict(state_tensors or {})
+    pieces, tensors, scalars = {}, {}, {}
+    for i, ins in enumerate(data_form.instrs):
+        _refuse(ins, i)
+        if ins.kind in ("read", "grad", "set") and ins.name not in tensors:
+            t = state_tensors.get(ins.name)
+            if t is None:
+                t = ins.fn if ins.kind == "read" else getattr(ins.fn, "leaf", None) or getattr(ins.fn, "t", None)
+            lay = data_form.regs[(ins.outs or ins.ins)[0]].layout
+            pieces[ins.name] = t._local
+            tensors[ins.name] = {"layout": layout_data(lay),
+                                 "requires_grad": bool(getattr(t, "requires_grad", False))}
+        elif ins.kind == "const":
+            pieces[f"const/{ins.outs[0]}"] = ins.fn
+        elif ins.kind == "scalar":
+            scalars[ins.name] = encode(_number(ins.fn()), f"scalar {ins.name}")
+    manifest = program_data(data_form)
+    seed, counter = get_rng_state()  # the stream the draws continue (a loaded program's own)
+    manifest.update(tree=tree_data(tree), tensors=tensors, scalars=scalars,
+                    stream=[str(seed), counter])
+    write(path, manifest, pieces, get_rank(), get_world_size())
+
+
+def _refuse(ins, i):
+    """Raise (before anything is written) for an instruction that is Python code rather than data."""
+    why = _REFUSED.get(ins.kind)
+    if why is None and ins.kind == "step" and not ins.detail:
+        why = f"Python code ({ins.name}: an optimizer's own step(), a scheduler's step or a module's zero_grad)"
+    if why is None and ins.kind == "random" and not ins.detail:
+        why = "a draw from a generator of its own, or of a factory without a spec (randperm)"
+    if why is not None:
+        raise ValueError(f"graph.save: instruction {i} ({ins.kind} {ins.name}) is {why}, which a saved program "
+                         f"cannot carry as data")
+
+
+def _number(value):
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    return np.asarray(value).item()

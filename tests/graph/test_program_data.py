@@ -86,6 +86,24 @@ def test_a_data_parallel_program_saved_on_two_ranks_loads_on_two_new_ranks_bitwi
     assert expected[0] == expected[1]
 
 
+def _save_method_and_graph_save_agree(path):
+    @gt.jit.trace
+    def f(x):
+        return (x * 3.0).exp()
+
+    x = gt.ones(2, 2)
+    f(x)
+    program = f._cache()["last"]
+    program.save(path + "/a")
+    gt.graph.save(program, path + "/b")
+    return [gt.graph.load(path + p)(x).numpy().tolist() for p in ("/a", "/b")]
+
+
+def test_program_save_and_graph_save_write_the_same_program(tmp_path):
+    a, b = _save_method_and_graph_save_agree(str(tmp_path))
+    assert a == b == [[float(np.exp(np.float32(3.0)))] * 2] * 2
+
+
 def test_loading_on_another_world_size_or_a_missing_path_says_so(tmp_path):
     path = str(tmp_path / "one")
     run_ranks(_train_and_save, 2, path, "sgd", True)
