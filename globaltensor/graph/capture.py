@@ -10,7 +10,7 @@ from ..boxing import _group, run as run_plan
 from ..env import get_rank
 from ..grad_buckets import reducible_axes
 from ..tensor import Layout, Tensor
-from .program import Instr, Program, Reg
+from .program import Instr, Program, Reg, share_roots
 
 
 class CaptureError(RuntimeError):
@@ -203,6 +203,8 @@ class Recorder:
         outside the recording, and at every replay, after the gradients it may read are set.
         `data` says what it does in terms a saved program can rebuild (graph/rebuild.py)."""
         self.sync_grads()
+        if data:  # tensors named (a module's zero_grad gives its parameters)
+            data = {k: [self._name(t) if isinstance(t, Tensor) else t for t in v] for k, v in data.items()}
         self._emit(Instr("step", name, fn, [], [], detail=data))
         with scope.scoped(recorder=None):
             result = fn()
@@ -263,16 +265,8 @@ class Recorder:
             if ins.kind in ("grad", "set"):
                 self.regs[ins.ins[0]].escapes = True
         self._alive = None
-        roots = {}  # registers sharing memory (a view and its base) share a root: liveness reuses neither
-        for reg in self.regs:
-            reg.root = roots.setdefault(id(_base(reg.array)), reg.index)
+        share_roots(self.regs)
         return Program(self.regs, self.instrs, self.inputs, outs, label)
-
-
-def _base(array):
-    while getattr(array, "base", None) is not None:
-        array = array.base
-    return array
 
 
 def _run_box(p, dt, piece):

@@ -80,6 +80,17 @@ class Reg:
         return f"{layout_lib.local_shape(lay.shape, lay.placement.hierarchy, lay.sbp, coord)} {self.dtype.name}"
 
 
+def share_roots(regs):
+    """Set each register's root while the arrays are alive: registers sharing memory (a view and
+    its base) share the first one's index, so liveness hands out neither buffer."""
+    roots = {}
+    for reg in regs:
+        array = reg.array
+        while getattr(array, "base", None) is not None:
+            array = array.base
+        reg.root = roots.setdefault(id(array), reg.index)
+
+
 class Instr:
     """One prepared call: fn(*ins) -> outs (a bare array when `plain`, else a tuple)."""
 

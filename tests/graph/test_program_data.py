@@ -146,18 +146,41 @@ def test_values_of_every_kind_round_trip_through_the_manifest_encoding():
         encode({"f": lambda: 0}, "op x")
 
 
-def test_a_step_that_is_python_code_refuses_to_save(tmp_path):
+def _traced_step(with_scheduler):
+    gt.manual_seed(0)
     model = nn.Linear(3, 2)
-    sched_opt = gt.optim.SGD(model.parameters(), lr=0.1)
+    opt = gt.optim.SGD(model.parameters(), lr=0.1)
+    sched = gt.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
 
     @gt.jit.trace
     def step(x):
-        model(x).sum().backward()
-        sched_opt.step()
-        model.zero_grad()  # a module's zero_grad: recorded as Python code
-        return x
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()  # a module's / optimizer's zero_grad(set_to_none=True): saved as data
+        if with_scheduler:
+            sched.step()  # a scheduler's step: Python code
+        return loss
 
+    return step, model
+
+
+def test_a_step_that_is_python_code_refuses_to_save(tmp_path):
+    step, _ = _traced_step(True)
     step(gt.ones(4, 3))
-    with pytest.raises(ValueError, match="cannot carry as data"):
+    with pytest.raises(ValueError, match="StepLR.step.*cannot carry as data"):
         gt.jit.save(step, str(tmp_path / "s"))
     assert not os.path.exists(tmp_path / "s")
+
+
+def test_zero_grad_inside_a_traced_step_saves_and_clears_the_loaded_gradients(tmp_path):
+    step, model = _traced_step(False)
+    x = gt.ones(4, 3)
+    step(x)
+    gt.jit.save(step, str(tmp_path / "z"))
+    want = [step(x).numpy().tolist() for _ in range(2)]
+    loaded = gt.jit.load(str(tmp_path / "z"))
+    assert [loaded(x).numpy().tolist() for _ in range(2)] == want
+    assert all(p.grad is None for p in loaded.parameters())
+    saved = [t.numpy().tobytes() for t in loaded.state_dict().values()]
+    assert model.weight.numpy().tobytes() in saved and model.bias.numpy().tobytes() in saved
