@@ -9,7 +9,7 @@ def save(traced, path):
     """Write the latest program of a traced function or nn.Graph (or a Program / loaded program),
     with its parameters and state, to directory `path` (every rank calls it; each writes its pieces)."""
     if isinstance(traced, LoadedProgram):
-        return export(traced.data, traced.state.tensors, path)
+        return traced.save(path)
     if isinstance(traced, Program):
         return export(traced, None, path)
     last = traced._cache()["last"] if hasattr(traced, "_cache") else None

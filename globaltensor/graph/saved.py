@@ -99,7 +99,8 @@ class LoadedProgram:
         return self.planned.text(rank)
 
     def save(self, path):
-        export(self.data, None, path)
+        """Write it again (its state as it stands now, its draws' stream where it stands)."""
+        export(self.data, None, path, generator=self.state.generator)
 
     def __repr__(self):
         return self.program()

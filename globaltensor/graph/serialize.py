@@ -234,7 +234,7 @@ _REFUSED = {"host": "a step computed outside the dispatcher (a copy)", "start": 
             "captured program: program.unplanned())", "wait": "a planned bucket"}
 
 
-def export(program, state_tensors=None, path=None, tree=None):
+def export(program, state_tensors=None, path=None, tree=None, generator=None):
     """Write `program` (its captured form: program.unplanned()) and the pieces of the state it
     reads to directory `path`, this rank's part (every rank of the job calls it). `state_tensors`
     ({name: tensor}) overrides the tensors its read instructions name (Paddle's scope)."""
@@ -259,7 +259,8 @@ def export(program, state_tensors=None, path=None, tree=None):
         elif ins.kind == "scalar":
             scalars[ins.name] = encode(_number(ins.fn()), f"scalar {ins.name}")
     manifest = program_data(data_form)
-    seed, counter = get_rng_state()  # the stream the draws continue (a loaded program's own)
+    # the stream the draws continue: the default one, or a loaded program's own
+    seed, counter = get_rng_state() if generator is None else (generator._stream.seed, generator._stream.counter)
     manifest.update(tree=tree_data(tree), tensors=tensors, scalars=scalars,
                     stream=[str(seed), counter])
     write(path, manifest, pieces, get_rank(), get_world_size())

@@ -104,6 +104,22 @@ def test_program_save_and_graph_save_write_the_same_program(tmp_path):
     assert a == b == [[float(np.exp(np.float32(3.0)))] * 2] * 2
 
 
+def _resave(path):
+    loaded = gt.jit.load(path + "/a")
+    batches = _batches(False)
+    loaded(*batches[3])
+    gt.jit.save(loaded, path + "/b")  # a loaded program saved again: its state and stream as they stand
+    again = gt.jit.load(path + "/b")
+    return [loaded(x, y).numpy().tolist() for x, y in batches[4:]], [again(x, y).numpy().tolist() for x, y in batches[4:]]
+
+
+def test_a_loaded_program_saved_again_continues_alike(tmp_path):
+    path = str(tmp_path)
+    run_ranks(_train_and_save, 1, path + "/a", "adam", False, 0.25)
+    first, second = run_ranks(_resave, 1, path)[0]
+    assert first == second
+
+
 def test_loading_on_another_world_size_or_a_missing_path_says_so(tmp_path):
     path = str(tmp_path / "one")
     run_ranks(_train_and_save, 2, path, "sgd", True)
