@@ -81,6 +81,8 @@ class Recorder:
             raise CaptureError(f"{name}: its output shape depends on the values, which a graph cannot capture "
                                f"(its program has fixed shapes); run it outside the graph")
         ins = [self.reg_of(t, name) for t in tensors]
+        order = kernel.keywords.get("order") if isinstance(kernel, functools.partial) else None
+        hints = {"order": order} if order else None  # a rank's fact steering only the kernel (saved with it)
         if tensors[0]._placement is None:
             dispatch._check_placements(name, tensors)
             if opdef.real_only:
@@ -91,7 +93,7 @@ class Recorder:
             fn = call if plain else _LocalCall(call, of_array(tensors[0]._local))
             arrays = (raw,) if plain else fn.finish(raw)
             outs = self._outputs("value", arrays, [None] * len(arrays))
-            self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static))
+            self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static, hints=hints))
             return tuple(Tensor(a) for a in arrays)
         decision = dispatch.decision_for(opdef, tensors, static)
         pieces = [t._local for t in tensors]
@@ -106,7 +108,7 @@ class Recorder:
                 dispatch._wrong_piece(opdef, decision, j, a, tensors)
         outs = self._outputs("value", arrays, decision.out_layouts)
         self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static,
-                         target=opdef if decision.participates else None))
+                         target=opdef if decision.participates else None, hints=hints))
         return tuple(Tensor._wrap(a, lay) for a, lay in zip(arrays, decision.out_layouts))
 
     def _box(self, p, t, r):

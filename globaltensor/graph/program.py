@@ -94,11 +94,12 @@ def share_roots(regs):
 class Instr:
     """One prepared call: fn(*ins) -> outs (a bare array when `plain`, else a tuple)."""
 
-    __slots__ = ("kind", "name", "fn", "ins", "outs", "plain", "detail", "reuse", "drops", "target")
+    __slots__ = ("kind", "name", "fn", "ins", "outs", "plain", "detail", "reuse", "drops", "target", "hints")
 
-    def __init__(self, kind, name, fn, ins, outs, plain=False, detail=None, target=None):
+    def __init__(self, kind, name, fn, ins, outs, plain=False, detail=None, target=None, hints=None):
         self.kind, self.name, self.fn, self.ins, self.outs = kind, name, fn, list(ins), list(outs)
         self.plain, self.detail, self.target = plain, detail, target
+        self.hints = hints  # an op's layout hints for its kernel ({"order": "F"}: a column-major piece)
         self.reuse = None  # a register whose dead buffer this op writes into (liveness pass)
         self.drops = []  # registers whose last use is here (liveness pass)
 
@@ -122,7 +123,7 @@ class Program:
     def copy(self, label=None):
         """A copy that passes may change: new instructions and registers (fns are shared)."""
         regs = [copy.copy(reg) for reg in self.regs]
-        instrs = [Instr(i.kind, i.name, i.fn, i.ins, i.outs, i.plain, _copied(i.detail), i.target)
+        instrs = [Instr(i.kind, i.name, i.fn, i.ins, i.outs, i.plain, _copied(i.detail), i.target, i.hints)
                   for i in self.instrs]
         out = Program(regs, instrs, list(self.inputs), list(self.outputs), label or self.label, self.rank,
                       self.roles)

@@ -48,7 +48,7 @@ def _op(program, ins, state, rank):
     static = ins.detail or {}
     regs = program.regs
     first = regs[ins.ins[0]].layout if ins.ins else None
-    kernel = opdef.kernel
+    kernel = opdef.kernel if not ins.hints else functools.partial(opdef.kernel, out=None, order=ins.hints["order"])
     if first is None:  # an op on local tensors
         call = functools.partial(kernel, **static) if static else kernel
         return call if ins.plain else _LocalCall(call, device(regs[ins.ins[0]].device if ins.ins else "cpu"))
@@ -61,13 +61,15 @@ def _op(program, ins, state, rank):
         empties = tuple(dev.empty((0,) * max(1, len(lay.shape)), lay.dtype.np) for lay in outs)
         return lambda *_: empties
     ins.target = opdef
-    return prepared_call(opdef, static, [regs[r].layout for r in ins.ins], outs, ins.plain, coord)
+    return prepared_call(opdef, static, [regs[r].layout for r in ins.ins], outs, ins.plain, coord, ins.hints)
 
 
-def prepared_call(opdef, static, in_layouts, out_layouts, plain, coord):
-    """The kernel with its static arguments (and offsets) bound; wrapped as dispatch finishes a
-    kernel's result (tuple, device array, dtype cast) unless `plain` (it returns its array as is)."""
+def prepared_call(opdef, static, in_layouts, out_layouts, plain, coord, hints=None):
+    """The kernel with its static arguments (and offsets, and layout hints) bound; wrapped as
+    dispatch finishes a kernel's result (tuple, device array, dtype cast) unless `plain`."""
     kernel = opdef.kernel
+    if hints:
+        kernel = functools.partial(kernel, out=None, order=hints.get("order"))
     placement = out_layouts[0].placement
     if opdef.takes_offsets:
         offsets = tuple(tuple(a for a, _ in layout_lib.local_box(lay.shape, placement.hierarchy, lay.sbp, coord))

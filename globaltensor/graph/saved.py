@@ -26,8 +26,8 @@ def program_of(data, rank):
         for k in serialize.REG_FACTS[1:]:
             setattr(reg, k, d[k])
         regs.append(reg)
-    instrs = [Instr(d["kind"], d["name"], None, d["ins"], d["outs"], d["plain"], serialize.decode(d["detail"]))
-              for d in data["instrs"]]
+    instrs = [Instr(d["kind"], d["name"], None, d["ins"], d["outs"], d["plain"], serialize.decode(d["detail"]),
+                    hints=d.get("hints")) for d in data["instrs"]]
     program = Program(regs, instrs, list(data["inputs"]), list(data["outputs"]), data["label"], rank, data["roles"])
     program.tree = serialize.tree_of(data["tree"])
     return program

@@ -132,7 +132,7 @@ def program_data(program):
     for i, ins in enumerate(program.instrs):
         detail = None if ins.kind == "box" else encode(ins.detail, f"instruction {i} ({ins.kind} {ins.name})")
         instrs.append({"kind": ins.kind, "name": ins.name, "ins": ins.ins, "outs": ins.outs, "plain": ins.plain,
-                       "detail": detail})
+                       "detail": detail, "hints": ins.hints})
     return {"label": program.label, "regs": regs, "instrs": instrs, "inputs": program.inputs,
             "outputs": program.outputs, "roles": program.roles, "tree": tree_data(getattr(program, "tree", None))}
 
@@ -244,12 +244,13 @@ def export(program, state_tensors=None, path=None, tree=None, generator=None):
     data_form = program.unplanned()
     state_tensors = dict(state_tensors or {})
     pieces, tensors, scalars = {}, {}, {}
+    read = {ins.name for ins in data_form.instrs if ins.kind == "read"}
     for i, ins in enumerate(data_form.instrs):
-        _refuse(ins, i)
+        _refuse(ins, i, read)
         if ins.kind in ("read", "grad", "set") and ins.name not in tensors:
             t = state_tensors.get(ins.name)
             if t is None:
-                t = ins.fn if ins.kind == "read" else getattr(ins.fn, "leaf", None) or getattr(ins.fn, "t", None)
+                t = ins.fn if ins.kind == "read" else getattr(ins.fn, "leaf", getattr(ins.fn, "t", None))
             lay = data_form.regs[(ins.outs or ins.ins)[0]].layout
             pieces[ins.name] = t._local
             tensors[ins.name] = {"layout": layout_data(lay),
@@ -266,9 +267,11 @@ def export(program, state_tensors=None, path=None, tree=None, generator=None):
     write(path, manifest, pieces, get_rank(), get_world_size())
 
 
-def _refuse(ins, i):
+def _refuse(ins, i, read):
     """Raise (before anything is written) for an instruction that is Python code rather than data."""
     why = _REFUSED.get(ins.kind)
+    if why is None and ins.kind == "grad" and ins.name not in read:
+        why = "the gradient of a tensor the call passes in (not state the program reads)"
     if why is None and ins.kind == "step" and not ins.detail:
         why = f"Python code ({ins.name}: an optimizer's own step(), a scheduler's step or a module's zero_grad)"
     if why is None and ins.kind == "random" and not ins.detail:

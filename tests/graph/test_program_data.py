@@ -200,3 +200,38 @@ def test_zero_grad_inside_a_traced_step_saves_and_clears_the_loaded_gradients(tm
     assert all(p.grad is None for p in loaded.parameters())
     saved = [t.numpy().tobytes() for t in loaded.state_dict().values()]
     assert model.weight.numpy().tobytes() in saved and model.bias.numpy().tobytes() in saved
+
+
+def test_layout_hints_of_a_kernel_are_saved_and_a_gradient_of_a_call_input_refuses(tmp_path):
+    from globaltensor.tensor import Tensor
+    gt.manual_seed(0)
+    m1, m2 = nn.Linear(5, 4), nn.Linear(4, 3)
+    x = Tensor(np.asfortranarray(np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)))
+    x.requires_grad_(True)  # state in column-major memory: its gradient's matmul is told order="F"
+    opt = gt.optim.SGD(list(m1.parameters()) + list(m2.parameters()) + [x], lr=0.1)
+
+    @gt.jit.trace
+    def step(s):
+        loss = (m2(m1(x).relu()) ** 2).sum() * s
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    s = gt.tensor(np.float32(1.0))
+    step(s)
+    gt.jit.save(step, str(tmp_path / "h"))
+    want = [step(s).numpy().tolist() for _ in range(3)]
+    loaded = gt.jit.load(str(tmp_path / "h"))
+    assert [i.hints for i in loaded.data.instrs if i.hints] == [{"order": "F"}]
+    assert [loaded(s).numpy().tolist() for _ in range(3)] == want
+
+    @gt.jit.trace
+    def grads_of_input(y):
+        (y * 2.0).sum().backward()
+        return y
+
+    y = gt.ones(2, 2, requires_grad=True)
+    grads_of_input(y)
+    with pytest.raises(ValueError, match="gradient of a tensor the call passes in"):
+        gt.jit.save(grads_of_input, str(tmp_path / "g"))
