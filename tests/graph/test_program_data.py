@@ -41,11 +41,15 @@ def _batches(dp):
     return [(gt.randn(12, 10, **kwargs), gt.randn(12, 16, **kwargs)) for _ in range(6)]
 
 
-def _train_and_save(path, optimizer, dp, dropout=0.0):
+def _train_and_save(path, optimizer, dp, dropout=0.0, tp=False):
     gt.manual_seed(0)
     model = _Model(dropout)
     if dp:
         model.to_global(gt.placement("cpu", list(range(gt.env.get_world_size()))), B)
+    if tp:  # tensor parallel: split weights, boxing conversions in the program (replanned on load)
+        model.net1.weight = nn.Parameter(model.net1.weight.to_global(sbp=S0))
+        model.net1.bias = nn.Parameter(model.net1.bias.to_global(sbp=S0))
+        model.net2.weight = nn.Parameter(model.net2.weight.to_global(sbp=gt.sbp.split(1)))
     opt = gt.optim.Adam(model.parameters(), lr=0.01) if optimizer == "adam" else \
         gt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     step = _Step(model, opt)
@@ -84,6 +88,15 @@ def test_a_data_parallel_program_saved_on_two_ranks_loads_on_two_new_ranks_bitwi
         assert loaded[rank][0] == expected[rank], f"rank {rank}"
         assert "all_reduce_start" in loaded[rank][2]  # the loaded program is planned again: bucketed
     assert expected[0] == expected[1]
+
+
+def test_a_tensor_parallel_program_saved_on_two_ranks_loads_bitwise(tmp_path):
+    path = str(tmp_path / "tp")
+    expected = run_ranks(_train_and_save, 2, path, "sgd", True, 0.0, True)
+    loaded = run_ranks(_load_and_run, 2, path, True)
+    for rank in range(2):
+        assert loaded[rank][0] == expected[rank], f"rank {rank}"
+        assert "to_global" in loaded[rank][2]  # conversions replanned from their layouts
 
 
 def _save_method_and_graph_save_agree(path):
