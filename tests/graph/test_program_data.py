@@ -57,7 +57,8 @@ def _train_and_save(path, optimizer, dp, dropout=0.0, tp=False):
     for x, y in batches[:3]:
         step(x, y)
     gt.jit.save(step, path)
-    return [step(x, y).numpy().tolist() for x, y in batches[3:]]
+    text = step.program(rank=gt.env.get_rank())
+    return [step(x, y).numpy().tolist() for x, y in batches[3:]], text
 
 
 def _load_and_run(path, dp):
@@ -69,9 +70,10 @@ def _load_and_run(path, dp):
 @pytest.mark.parametrize("optimizer,dropout", [("adam", 0.25), ("sgd", 0.0)])
 def test_a_program_saved_after_three_steps_runs_on_in_a_new_process_bitwise(tmp_path, optimizer, dropout):
     path = str(tmp_path / "step")
-    expected = run_ranks(_train_and_save, 1, path, optimizer, False, dropout)[0]
+    expected, text_before = run_ranks(_train_and_save, 1, path, optimizer, False, dropout)[0]
     losses, names, text = run_ranks(_load_and_run, 1, path, False)[0]
     assert losses == expected
+    assert text == text_before  # the rank's program printed from the loaded data is the same
     assert names == ["model.net1.bias", "model.net1.weight", "model.net2.bias", "model.net2.weight"]
     assert "_update(" in text and "check_gradients_cleared" in text
     assert ("draw" in text) == (dropout > 0)  # dropout's draws continue the saved stream
@@ -85,9 +87,10 @@ def test_a_data_parallel_program_saved_on_two_ranks_loads_on_two_new_ranks_bitwi
     expected = run_ranks(_train_and_save, 2, path, "adam", True, 0.25)
     loaded = run_ranks(_load_and_run, 2, path, True)
     for rank in range(2):
-        assert loaded[rank][0] == expected[rank], f"rank {rank}"
+        assert loaded[rank][0] == expected[rank][0], f"rank {rank}"
         assert "all_reduce_start" in loaded[rank][2]  # the loaded program is planned again: bucketed
-    assert expected[0] == expected[1]
+        assert loaded[rank][2] == expected[rank][1]
+    assert expected[0][0] == expected[1][0]
 
 
 def test_a_tensor_parallel_program_saved_on_two_ranks_loads_bitwise(tmp_path):
@@ -95,8 +98,9 @@ def test_a_tensor_parallel_program_saved_on_two_ranks_loads_bitwise(tmp_path):
     expected = run_ranks(_train_and_save, 2, path, "sgd", True, 0.0, True)
     loaded = run_ranks(_load_and_run, 2, path, True)
     for rank in range(2):
-        assert loaded[rank][0] == expected[rank], f"rank {rank}"
+        assert loaded[rank][0] == expected[rank][0], f"rank {rank}"
         assert "to_global" in loaded[rank][2]  # conversions replanned from their layouts
+        assert loaded[rank][2] == expected[rank][1]
 
 
 def _save_method_and_graph_save_agree(path):
