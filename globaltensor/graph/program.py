@@ -7,7 +7,10 @@ rebuilt from (name, detail, the input and output registers' layouts, the rank) b
 graph/rebuild.py. A `box` instruction's plan is replanned from its input and output layouts; a
 `reduce`'s detail is its mesh axes; `read`/`set`/`grad`/`scalar` name state; `update` is a
 registered update op with its attributes; `send`/`recv` carry {"peer", "tag"}. `fn` is a cache
-of what the data says (replay binds it), never the only record of an instruction.
+of what the data says (replay binds it), never the only record of an instruction: a program
+built as data (Reg(i, kind, layout, None, local_shape, dtype), Instr(kind, name, None, ...))
+gets every fn from graph.rebuild.rebuild(program, ProgramState(...), rank). `plain=False` is
+always right for an op (its call returns a tuple); True only when the kernel returns its array.
 """
 import copy
 import math

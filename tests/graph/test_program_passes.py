@@ -178,3 +178,25 @@ def test_role_programs_with_send_and_recv_save_and_load_in_new_processes(tmp_pat
     (coll0, out0), (coll1, out1) = run_ranks(_load_role_program, 2, path)
     assert coll0 == ["send"] and coll1 == ["recv"] and out0 == []
     assert out1[0] == first[1][3][0]
+
+
+def test_a_program_written_as_data_gets_its_calls_rebuilt_and_runs():
+    """Part S's contract: Reg/Instr built from data (fn None), rebuild() makes every call."""
+    from globaltensor.graph import Instr, Program, ProgramState, Reg
+    from globaltensor.graph.rebuild import rebuild
+    from globaltensor.tensor import Layout
+    placement = gt.placement("cpu", [0])
+    lay = Layout.of((2, 3), gt.float32, placement, (B,))
+    wl = Layout.of((3, 4), gt.float32, placement, (B,))
+    out = Layout.of((2, 4), gt.float32, placement, (B,))
+    regs = [Reg(0, "input", lay, None, (2, 3), np.float32), Reg(1, "state", wl, None, (3, 4), np.float32),
+            Reg(2, "value", out, None, (2, 4), np.float32), Reg(3, "value", out, None, (2, 4), np.float32)]
+    instrs = [Instr("read", "w", None, [], [1]), Instr("op", "matmul", None, [0, 1], [2]),
+              Instr("op", "relu", None, [2], [3])]
+    program = Program(regs, instrs, [0], [3], "by hand")
+    w = gt.tensor(np.arange(12, dtype=np.float32).reshape(3, 4) - 5).to_global(placement, B)
+    rebuild(program, ProgramState({"w": w}), 0)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    got = runnable(program).fn(x)[0]
+    np.testing.assert_array_equal(got, np.maximum(x @ w.numpy(), 0))
+    assert [op.type for op in program.global_block().ops] == ["matmul_v2", "relu"]
