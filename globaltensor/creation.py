@@ -315,10 +315,9 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
             _random.fill(out, kind, shape, [lo for lo, _ in box], counter, a, b, seed)
             return out
         return build(shape, dt, placement, sbp, fill, device)
-
     t = draw()
     if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
-        rec.random(t, lambda: draw()._local)
+        rec.random(t, lambda: draw()._local, _random.draw_spec(shape, dt, placement, sbp, kind, a, b, device, generator))
     return t
 
 

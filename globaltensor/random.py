@@ -89,6 +89,15 @@ def next_counter():
     return default_stream.next_counter()
 
 
+def draw_spec(shape, dt, placement, sbp, kind, a, b, device, generator):
+    """A factory's draw from the default stream as data (a graph's saved program rebuilds it,
+    graph/rebuild.py); None for a draw from a generator of its own."""
+    if generator is not None:
+        return None
+    return {"draw": "philox", "shape": tuple(shape), "dtype": dt, "placement": placement, "sbp": sbp,
+            "kind": int(kind), "a": a, "b": b, "device": None if device is None else str(device)}
+
+
 def fill(out, kind, global_shape, starts, counter, a=0.0, b=1.0, seed=None):
     """Write into `out` (a piece starting at `starts`, in its own dtype) the values of the draw `counter`
     of the stream `seed` (the default stream's if None)."""

@@ -57,11 +57,13 @@ class Captured:
             outputs = []
             tree = _flatten_output(out, outputs)
             program = rec.finish(outputs, label)
+        program.captured = program.copy()  # the data form, before planning changes it (save, passes)
         passes.plan(program)
         compile_program(program)
         result = _unflatten(tree, [program.regs[r].array for r in program.outputs])
-        for reg in program.regs:  # the arrays capture saw: planning is done
+        for reg in program.regs + program.captured.regs:  # the arrays capture saw: planning is done
             reg.array = None
+        program.tree = tree
         cache["programs"][key] = (program, tree)
         cache["history"].append((described, reason))
         cache["last"] = program
@@ -121,7 +123,9 @@ class Graph(Captured):
         out = self.build(*args, **kwargs)
         for optimizer, lr_sch in self.__dict__.get("_optimizers", ()):
             optimizer.step()  # gt.optim's: one update instruction per parameter (others: recorded whole)
-            hooks.effect(f"{type(optimizer).__name__}.zero_grad", _ClearGrads(optimizer))
+            rec = scope.recorder()
+            names = [rec.name_of(p) for group in optimizer.param_groups for p in group["params"]] if rec else []
+            hooks.effect(f"{type(optimizer).__name__}.zero_grad", _ClearGrads(optimizer), {"clear_grads": names})
             if lr_sch is not None:
                 lr_sch.step()  # recorded (hooks.effect): the next replay's updates read its lr
         return out

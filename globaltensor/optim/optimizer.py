@@ -51,7 +51,9 @@ class Optimizer:
             todo = self._todo()
             if all(rec.knows(p.grad) for _, p, _ in todo):
                 fitted = [(group, p, _fitted_grad(p, plan), plan) for group, p, plan in todo]  # before any count
-                hooks.effect(f"{type(self).__name__}.step", functools.partial(_advance, self, todo))
+                counts = [f"{type(self).__name__}[{rec.name_of(p)}].step" for _, p, plan in todo if plan[1]]
+                hooks.effect(f"{type(self).__name__}.step", functools.partial(_advance, self, todo),
+                             {"advance": counts})
                 for group, p, g, plan in fitted:
                     _record_update(rec, self, group, p, g, plan)
                 return None
