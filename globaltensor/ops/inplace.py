@@ -301,9 +301,17 @@ def bernoulli_(self, p=0.5, *, generator=None):
     return inplace(self, lambda _: _drawn_like(self, draw) < p, "bernoulli_", any_dtype=True)
 
 
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Tensor.exponential_(lambd=1, *, generator=None) in place: -log(1 - U) / lambd, U uniform in [0, 1)."""
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    draw = lambda **k: -(1.0 - creation.rand(*self.shape, generator=generator, **k)).log() / lambd  # noqa: E731
+    return inplace(self, lambda _: _drawn_like(self, draw), "exponential_", any_dtype=True)
+
+
 def _no_more(kwargs, name):
     if kwargs:
         raise TypeError(f"{name}() got unexpected keyword arguments {sorted(kwargs)}")
 
 
-Tensor.uniform_, Tensor.normal_, Tensor.bernoulli_ = uniform_, normal_, bernoulli_
+Tensor.uniform_, Tensor.normal_, Tensor.bernoulli_, Tensor.exponential_ = uniform_, normal_, bernoulli_, exponential_
