@@ -101,3 +101,15 @@ def test_bfloat16_activations_round_once_as_torch(name):
     np.testing.assert_array_equal(y.float().numpy(), once)
     want = theirs(torch.tensor(a, dtype=torch.bfloat16)).float().numpy()
     np.testing.assert_allclose(y.float().numpy(), want, rtol=2 ** -7, atol=1e-6)  # one bfloat16 ulp at most
+
+
+def test_gradient_of_an_output_with_respect_to_itself_is_its_seed():
+    a, w, gy = RNG.random((4, 3)) * 4 - 2, RNG.random(3), RNG.random((4, 3))
+    (x, tx), (p, tp), (g, tg) = _both(a), _both(w), _both(gy)
+    dx, dp = gt.autograd.grad(gt.nn.functional.prelu(x, p), [x, p], g, True, True)
+    tdx, tdp = torch.autograd.grad(TF.prelu(tx, tp), [tx, tp], tg, True, True)
+    seeds = [RNG.random((4, 3)), RNG.random(3)]
+    ours = gt.autograd.grad([dx, dp], [dx, dp, g], [gt.tensor(s) for s in seeds], True, True)
+    theirs = torch.autograd.grad([tdx, tdp], [tdx, tdp, tg], [torch.tensor(s) for s in seeds], True, True)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.detach().numpy(), t.detach().numpy(), rtol=1e-6, atol=1e-9)
