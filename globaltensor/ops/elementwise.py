@@ -175,7 +175,8 @@ def _in_float32_for_bfloat16(kernel):
     OneFlow's and PyTorch's bfloat16 kernels; numpy would round each step of a composite kernel)."""
     def run(x):
         if x.dtype == _dtype.bfloat16.np:
-            return kernel(x.astype(np.float32)).astype(x.dtype)
+            out = kernel(x.astype(np.float32))
+            return out.astype(x.dtype) if out.dtype == np.float32 else out  # bool results (isfinite) stay bool
         return kernel(x)
     return run
 
