@@ -119,12 +119,12 @@ def host_array(data):
 
 
 def tensor(data: Any, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-           requires_grad: bool = False, check_meta: bool = True, device: DeviceLike = None) -> Tensor:
-    """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta
-    (on a placement) a checksum compared over the placement's ranks says so, or raises. Without
-    dtype=: Python floats give the default float dtype (gt.get_default_dtype()), ints int64, bools
-    bool; numpy data keeps its dtype.
-
+           requires_grad: bool = False, check_meta: bool = True, device: DeviceLike = None,
+           pin_memory: bool = False) -> Tensor:
+    """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta (on a
+    placement) a checksum compared over the placement's ranks says so, or raises. Without dtype=: Python
+    floats give the default float dtype, ints int64, bools bool; numpy data keeps its dtype. pin_memory=
+    (PyTorch's, OneFlow's) is taken and changes nothing: host pieces are numpy arrays.
     Examples:
         >>> gt.tensor([[1.0, 2.0], [3.0, 4.0]])                       # local, float32
         >>> p = gt.placement("cpu", [0, 1])

@@ -110,10 +110,13 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
     if order is None:
         order = _topological(roots)
     grads = {}
-    for r, g in zip(roots, root_grads):
-        _accumulate(grads, r, _start(r, g, roots, order))
-    finishing = _finishing(order) if on_leaf is not None else {}
     result = {}
+    for r, g in zip(roots, root_grads):
+        seed = _start(r, g, roots, order)
+        _accumulate(grads, r, seed)
+        if wanted is not None and id(r) in wanted and r._node is not None:
+            _accumulate(result, r, seed)  # d root / d root: its own seed, plus what flows in from other roots
+    finishing = _finishing(order) if on_leaf is not None else {}
     with enable_grad() if create_graph else no_grad():
         for i, ctx in enumerate(order):
             outs = [grads.pop(id(o), None) for o in ctx.outputs]

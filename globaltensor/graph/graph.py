@@ -130,6 +130,25 @@ class Graph(Captured):
                 lr_sch.step()  # recorded (hooks.effect): the next replay's updates read its lr
         return out
 
+    def state_dict(self, destination=None):
+        """OneFlow's nn.Graph.state_dict: {module attribute: that module's state_dict()}. The
+        optimizers' states stay with the optimizers (optimizer.state_dict())."""
+        destination = {} if destination is None else destination
+        for name, m in self._modules():
+            destination[name] = m.state_dict()
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Each module attribute's entry loaded into that module (OneFlow's nn.Graph.load_state_dict);
+        with strict, a key that names no module of the graph raises KeyError."""
+        modules = dict(self._modules())
+        for name, item in state_dict.items():
+            if name in modules:
+                modules[name].load_state_dict(item, strict)
+            elif strict:
+                raise KeyError(f"load_state_dict: {name!r} is no module of this graph (its modules: "
+                               f"{sorted(modules)})")
+
     def _modules(self):
         return [(name, m) for name, m in self.__dict__.items() if hasattr(m, "named_parameters") and hasattr(m, "training")]
 

@@ -1,5 +1,6 @@
 """PyTorch's functional activations (elu, hardtanh, softplus, prelu, glu, ...) as composites of registered ops."""
 from .. import creation, ops
+from ..ops._front import float32_for_bfloat16
 
 __all__ = ["threshold", "hardtanh", "relu6", "elu", "celu", "selu", "hardsigmoid", "hardswish", "softplus", "mish",
            "softsign", "tanhshrink", "logsigmoid", "softmin", "glu", "hardshrink", "softshrink", "prelu", "rrelu",
@@ -161,3 +162,9 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     kw = {"placement": input.placement, "sbp": input.sbp} if input.is_global else {}
     slopes = creation.uniform(tuple(input.shape), lower, upper, dtype=input.dtype, **kw)
     return ops.where(input >= 0, input, input * slopes)
+
+
+# bfloat16 inputs: each composite computes in float32 and rounds once, as a fused bfloat16 kernel would
+for _name in ("silu", "elu", "celu", "selu", "hardsigmoid", "hardswish", "softplus", "mish", "softsign", "tanhshrink",
+              "logsigmoid"):
+    globals()[_name] = float32_for_bfloat16(globals()[_name])

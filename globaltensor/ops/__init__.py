@@ -184,10 +184,12 @@ from .everyday import EVERYDAY as _E1, METHODS as _M1, normalize  # noqa: E402
 from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 
 from .einsum import einsum  # noqa: E402,F401
+from . import tensor_methods  # noqa: E402 - binds x.type(), type_as, new, unfold, grad_fn ...
+from .tensor_methods import EVERYDAY as _E3, conj_physical, new_empty, new_ones, new_zeros  # noqa: E402,F401
 
-EVERYDAY = sorted(set(_E1) | set(_E2) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
 for _name in EVERYDAY:
-    if _name != "einsum":
+    if _name != "einsum" and _name not in _E3:
         _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
 for _name in sorted(set(_M1) | set(_M2)):
     setattr(Tensor, _name, _method(_g[_name]))

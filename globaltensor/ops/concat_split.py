@@ -96,7 +96,7 @@ def _split(x, sizes=(), dim=0):
 
 
 def split(tensor, split_size_or_sections=None, dim=0, *, num_or_sections=None):
-    """Pieces along dim, as PyTorch: an int is a piece size (the last may be shorter), a list the
+    """Pieces along dim (a tuple), as PyTorch: an int is a piece size (the last may be shorter), a list the
     sizes. Paddle's keyword num_or_sections=: an int is a number of equal pieces, a list the sizes
     (one may be -1: the rest)."""
     (tensor,) = tensors(tensor)
@@ -122,7 +122,7 @@ def split(tensor, split_size_or_sections=None, dim=0, *, num_or_sections=None):
             sizes[sizes.index(-1)] = n - sum(s for s in sizes if s != -1)
     if sum(sizes) != n:
         raise ValueError(f"split sizes {sizes} do not add up to {n} (dim {dim} of shape {tuple(tensor.shape)})")
-    return list(apply("split", [tensor], {"sizes": tuple(sizes), "dim": dim}, multi=True))
+    return tuple(apply("split", [tensor], {"sizes": tuple(sizes), "dim": dim}, multi=True))  # a tuple, as PyTorch
 
 
 def chunk(input, chunks, dim=0):
@@ -140,17 +140,17 @@ def chunk(input, chunks, dim=0):
 
 
 def unbind(input, dim=0):
-    """The slices along dim, each without that dim."""
+    """The slices along dim, each without that dim (a tuple, as PyTorch)."""
     (input,) = tensors(input)
     dim = wrap_dim(dim, input.ndim)
     if input.shape[dim] == 0:
-        return []
-    return [squeeze(p, dim) for p in split(input, 1, dim)]
+        return ()
+    return tuple(squeeze(p, dim) for p in split(input, 1, dim))
 
 
 def unstack(input, dim=0, num=None):
     """Paddle's unbind: the slices along dim (num, when given, must be their count)."""
-    out = unbind(input, dim)
+    out = list(unbind(input, dim))  # a list, as Paddle
     if num is not None and num != len(out):
         raise ValueError(f"unstack: num={num}, but dim {dim} has {len(out)} slices")
     return out

@@ -218,7 +218,28 @@ def _conv_backward_rows(s, o, st):
     return rows
 
 
-@op("conv2d_backward", _conv_backward_rows,
+def _conv_backward_backward(ctx, ggx, ggw, ggb):
+    """conv2d_backward is bilinear: dx = conv_x^T(g; w), dw = conv_w^T(g; x), db = sum g. Its
+    derivatives: d/dg = conv2d(ggx, w, ggb) + conv2d(x, ggw); d/dx = conv_x^T(g; ggw); d/dw =
+    conv_w^T(g; ggx): conv2d and conv2d_backward again (derivatives of any order)."""
+    g, x, w = ctx.inputs
+    st = {k: ctx.static[k] for k in ("stride", "padding", "dilation", "groups")}
+    ggx = ggx if ctx.static.get("need_dx", True) else None
+    terms = [apply("conv2d", [ggx, w] + ([ggb] if ggb is not None else []), st)] if ggx is not None else []
+    terms += [apply("conv2d", [x, ggw], st)] if ggw is not None else []
+    if ggb is not None and ggx is None:
+        terms.append(ggb.reshape(1, -1, 1, 1).expand(*g.shape))
+    dg = None
+    for t in terms:
+        dg = t if dg is None else dg + t
+    dx = apply("conv2d_backward", [g, x, ggw], dict(st, need_dx=True), multi=True)[0] \
+        if ggw is not None and x.requires_grad else None
+    dw = apply("conv2d_backward", [g, ggx, w], dict(st, need_dx=False), multi=True)[1] \
+        if ggx is not None and w.requires_grad else None
+    return dg, dx, dw
+
+
+@op("conv2d_backward", _conv_backward_rows, _conv_backward_backward,
     meta=lambda s, dt, st: ([tuple(s[1]), tuple(s[2]), (s[2][0],)], [dt[1], dt[2], dt[0]]))
 def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, need_dx=True):
     """dw = g . patches^T and db = the sum of g per output channel; dx: w^T . g folded back
@@ -314,9 +335,18 @@ def _max_pool2d(x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)
             xp.ascontiguousarray(tap.reshape(c, n, oh, ow).transpose(1, 0, 2, 3)))
 
 
+def _max_pool_backward_backward(ctx, ggx):
+    """max_pool2d_backward is linear in g (each window's g goes to its max's tap): d/dg of
+    <ggx, dx> reads ggx at each window's tap (unfold2d, then gather); tap and x get none."""
+    g, tap, _ = ctx.inputs
+    n, c, oh, ow = g.shape
+    cols = unfold2d_raw(ggx, **_geo(ctx.static))  # [N, C, kh * kw, oh * ow]
+    return cols.gather(2, tap.reshape(n, c, 1, oh * ow)).reshape(n, c, oh, ow), None, None
+
+
 @op("max_pool2d_backward", lambda s, o, st: [((B, B, B), (B,)), ((S(0), S(0), S(0)), (S(0),)),
                                              ((S(1), S(1), S(1)), (S(1),)), ((P, B, B), (P,))],
-    meta=lambda s, dt, st: ([tuple(s[2])], [dt[0]]))
+    _max_pool_backward_backward, meta=lambda s, dt, st: ([tuple(s[2])], [dt[0]]))
 def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """Each window's gradient to the tap its max came from, folded back onto x's shape (overlapping
     windows add up); linear in g."""

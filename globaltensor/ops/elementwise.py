@@ -170,9 +170,20 @@ def sum_to(g, shape):
     return g.sum(dims, keepdim=True).reshape(shape)  # methods: reduction and shape come after this family
 
 
+def _in_float32_for_bfloat16(kernel):
+    """A unary kernel that computes a bfloat16 piece in float32 and rounds once at the end (as
+    OneFlow's and PyTorch's bfloat16 kernels; numpy would round each step of a composite kernel)."""
+    def run(x):
+        if x.dtype == _dtype.bfloat16.np:
+            out = kernel(x.astype(np.float32))
+            return out.astype(x.dtype) if out.dtype == np.float32 else out  # bool results (isfinite) stay bool
+        return kernel(x)
+    return run
+
+
 def _make_unary(name, kernel, linear, derivative):
     backward = _unary_backward(derivative, name not in NOT_HOLOMORPHIC) if derivative else _zero_grad
-    op(name, rules.elementwise(linear), backward)(kernel)
+    op(name, rules.elementwise(linear), backward)(_in_float32_for_bfloat16(kernel))
 
     if name in FLOAT_RESULT:
         def front(input):

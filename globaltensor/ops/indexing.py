@@ -8,6 +8,7 @@ from ..backends.devices import add_at, array_module
 from ..registry import rules
 from ._front import apply, tensors
 from .data_dependent import nonzero
+from .elementwise import sum_to
 from ..registry import op
 from .shape import _rows
 from ..creation import zeros_like
@@ -103,8 +104,21 @@ def _getitem(x, *index, key=(), kept=(), n_index=0):
     return array_module(x).asarray(x[_decode(key, index)])
 
 
+def _setitem_add_backward(ctx, g):
+    """out = x + update placed at x[key]: d/dx is g, d/dupdate is g[key] (summed back to update's
+    shape where it was broadcast); both are registered ops, so derivatives of any order follow."""
+    x, update, *index = ctx.inputs
+    key = ctx.static["key"]
+    dupdate = None
+    if update.requires_grad:
+        kept = _kept_pairs(g.shape, key) if not index else ()
+        dupdate = sum_to(apply("getitem", [g, *index], {"key": key, "kept": kept, "n_index": len(index)}),
+                         update.shape)
+    return (g if x.requires_grad else None, dupdate) + (None,) * len(index)
+
+
 @op("setitem_add", lambda s, o, st: [((B,) * len(s), (B,)), ((P, P) + (B,) * (len(s) - 2), (P,))],
-    meta=rules.like(0))
+    _setitem_add_backward, meta=rules.like(0))
 def _setitem_add(x, update, *index, key=()):
     """A copy of x with update added at x[key] (key encoded as getitem's; its index tensors
     follow update). With index tensors, the positions are read from an array of x's flat

@@ -108,7 +108,7 @@ def assigned(x, key, value):
     but the value's broadcast. Index tensors and masks: the whole value on every rank, then its
     own piece."""
     (x,) = tensors(x)
-    key = key if isinstance(key, tuple) else (key,)
+    key = index_key(key)
     v = value if isinstance(value, Tensor) else None
     if v is not None and x.is_global and v.is_local:
         if v.requires_grad:
@@ -264,9 +264,22 @@ def _key_array(k, x, xp):
     return k
 
 
+def index_key(key):
+    """The key as a tuple, reading a list as PyTorch and OneFlow do: a list holding a sequence, a
+    tensor, a slice, None or Ellipsis (x[[[0, 1], [1, 0]]]) is a tuple of indices (numpy's old rule);
+    a list of numbers stays one index."""
+    if isinstance(key, tuple):
+        return key
+    if isinstance(key, list) and len(key) < 32 and builtins.any(
+            k is None or k is Ellipsis or isinstance(k, (builtins.slice, list, tuple, Tensor, np.ndarray)) for k in key):
+        return tuple(key)
+    return (key,)
+
+
 def _getitem(self, key):
-    if isinstance(key, Tensor) and key.dtype.name == "bool":
-        return masked_select(self, key)
+    key = key[0] if len(key := index_key(key)) == 1 else key
+    if isinstance(key, Tensor) and key.dtype.name == "bool" and tuple(key.shape) == tuple(self.shape):
+        return masked_select(self, key)  # a mask of fewer dims covers x's leading dims: getitem's numpy rule
     return getitem(self, key)
 
 
@@ -301,9 +314,17 @@ def bernoulli_(self, p=0.5, *, generator=None):
     return inplace(self, lambda _: _drawn_like(self, draw) < p, "bernoulli_", any_dtype=True)
 
 
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Tensor.exponential_(lambd=1, *, generator=None) in place: -log(1 - U) / lambd, U uniform in [0, 1)."""
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    draw = lambda **k: -(1.0 - creation.rand(*self.shape, generator=generator, **k)).log() / lambd  # noqa: E731
+    return inplace(self, lambda _: _drawn_like(self, draw), "exponential_", any_dtype=True)
+
+
 def _no_more(kwargs, name):
     if kwargs:
         raise TypeError(f"{name}() got unexpected keyword arguments {sorted(kwargs)}")
 
 
-Tensor.uniform_, Tensor.normal_, Tensor.bernoulli_ = uniform_, normal_, bernoulli_
+Tensor.uniform_, Tensor.normal_, Tensor.bernoulli_, Tensor.exponential_ = uniform_, normal_, bernoulli_, exponential_

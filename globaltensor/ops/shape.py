@@ -391,4 +391,4 @@ def meshgrid(*tensors, indexing="ij"):
         view = [1] * len(tensors)
         view[axis] = x.shape[0]
         grids.append(expand(reshape(x, view), shape))
-    return grids
+    return tuple(grids)  # as PyTorch (Paddle's face gives a list)

@@ -96,8 +96,18 @@ def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0, name=None):  # noqa: A
 
 
 def split(x, num_or_sections, axis=0, name=None):
-    """Paddle's split: an int is the number of equal sections (PyTorch's is a section size)."""
-    return _ops.split(x, num_or_sections=num_or_sections, dim=axis)
+    """Paddle's split: an int is the number of equal sections (PyTorch's is a section size); a list."""
+    return list(_ops.split(x, num_or_sections=num_or_sections, dim=axis))
+
+
+def _as_list(fn):
+    def listed(*args, **kwargs):
+        return list(fn(*args, **kwargs))
+    listed.__name__, listed.__doc__ = fn.__name__, f"{fn.__doc__} A list, as Paddle's."
+    return listed
+
+
+chunk, unbind, meshgrid = _as_list(_ops.chunk), _as_list(_ops.unbind), _as_list(_ops.meshgrid)  # Paddle: lists
 
 
 def max(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
