@@ -20,6 +20,10 @@ class DimError(IndexError, ValueError):
     """A dim outside a tensor's dims (OneFlow and PyTorch: IndexError)."""
 
 
+class IndexDTypeError(RuntimeError, IndexError):
+    """An index tensor of a dtype that is not an integer one (OneFlow and PyTorch: RuntimeError; ours: IndexError)."""
+
+
 class DTypeError(TypeError, RuntimeError):
     """Dtypes that do not fit together (OneFlow: TypeError or RuntimeError, by op)."""
 

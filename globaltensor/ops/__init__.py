@@ -20,9 +20,10 @@ from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm,
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, histogram, max, mean, median,  # noqa: A004
                         min, numel, prod, return_types, sum, trace)
 from .reduction_composites import dist, logsumexp, norm, std, var
-from .shape import (broadcast_to, expand, expand_as, flatten, flip, meshgrid, permute, reshape, reshape_, roll,
+from .shape import (broadcast_to, expand, expand_as, flatten, flip, permute, reshape, reshape_, roll,
                     squeeze, squeeze_, tile, transpose, unsqueeze, unsqueeze_)
 from .concat_split import chunk, concat, split, stack, unbind, unstack
+from .meshgrid import meshgrid
 from .slicing import slice, strided_slice
 from .triangles import diag, tril, triu
 from .gather_scatter import gather, index_sample, index_select, scatter, scatter_
@@ -171,8 +172,8 @@ def _repeat(self, *sizes):
     """PyTorch's repeat: the tensor tiled `sizes` times along each dim (leading new dims allowed)."""
     sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) else sizes
     if len(sizes) < self.ndim:
-        raise RuntimeError(f"repeat: {len(sizes)} repeat sizes for a tensor of {self.ndim} dims (at least as many "
-                           f"are needed)")
+        raise RuntimeError(f"Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           f"tensor (repeat: {len(sizes)} repeat sizes for a tensor of {self.ndim} dims)")
     return tile(self, tuple(int(n) for n in sizes))
 
 
