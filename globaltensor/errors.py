@@ -20,8 +20,9 @@ class DimError(IndexError, ValueError):
     """A dim outside a tensor's dims (OneFlow and PyTorch: IndexError)."""
 
 
-class IndexDTypeError(RuntimeError, IndexError):
-    """An index tensor of a dtype that is not an integer one (OneFlow and PyTorch: RuntimeError; ours: IndexError)."""
+class IndexRuntimeError(RuntimeError, IndexError):
+    """Bad indexing OneFlow raises as RuntimeError where numpy (and we, before) raise IndexError: an index
+    tensor of a non-integer dtype, an index into a 0-dim tensor."""
 
 
 class DTypeError(TypeError, RuntimeError):

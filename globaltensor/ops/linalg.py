@@ -259,7 +259,9 @@ def cross(input, other, dim=None):
         dim = next((i for i, n in enumerate(input.shape) if n == 3), None)
         if dim is None:
             raise ShapeError(f"no dimension of size 3 in input (cross of shape {tuple(input.shape)})")
-    return apply("cross", [input, other], {"dim": wrap_dim(dim, input.ndim)})
+    dim = wrap_dim(dim, input.ndim)
+    _cross_meta([input.shape, other.shape], [input.dtype, other.dtype], {"dim": dim})  # local kernels skip meta
+    return apply("cross", [input, other], {"dim": dim})
 
 
 def _batch_rows(in_shapes, out_shapes, static):
