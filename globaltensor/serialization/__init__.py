@@ -50,12 +50,14 @@ def _external(obj, global_dst_rank, tmp, writes):
             f.write(blob)
 
 
-def load(path, global_src_rank=None, map_location=None):
+def load(path, global_src_rank=None, map_location=None, *, support_pytorch_format=True):
     """What save wrote (or a PyTorch .pt file of tensors, or an older globaltensor directory).
     global_src_rank=None: every rank reads the file; else that rank reads and hands the bytes to
     every rank. map_location: "cpu", "cuda", a device, a placement (tensors become global,
     broadcast), or a function (tensor, "cpu") -> tensor. Tensors come back local (or where
-    map_location says); Module.load_state_dict lays them out by each parameter's layout."""
+    map_location says); Module.load_state_dict lays them out by each parameter's layout.
+    support_pytorch_format=False (OneFlow's): a PyTorch file is refused. What is no checkpoint
+    raises ValueError("Cannot load file ...") (OneFlow's words)."""
     if not pickled.is_buffer(path):
         path = os.fspath(path)
         if os.path.isdir(path):
@@ -64,6 +66,8 @@ def load(path, global_src_rank=None, map_location=None):
                 return pickled.loads(blob, map_location, external=path)
             return load_dir(path, 0 if global_src_rank is None else global_src_rank)
         if pickled.is_torch_file(path):
+            if not support_pytorch_format:
+                raise ValueError(f'Cannot load file "{path}": a PyTorch file, and support_pytorch_format=False')
             return pickled.from_torch(path, map_location)
     if global_src_rank is None or get_world_size() == 1:
         return pickled.loads(pickled.read_bytes(path), map_location)
