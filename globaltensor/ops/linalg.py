@@ -82,11 +82,13 @@ def matmul_shape(a, b):
     """np.matmul's output shape: vectors promoted (and their dim dropped), batch dims broadcast."""
     a, b = tuple(a), tuple(b)
     if not a or not b:
-        raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a} and {b}")
+        raise ShapeError(f"Tensor {'a' if not a else 'b'}'s dim should >= 1 (matmul: both operands need at least 1 "
+                         f"dim, got shapes {a} and {b})")
     a2 = (1,) + a if len(a) == 1 else a
     b2 = b + (1,) if len(b) == 1 else b
     if a2[-1] != b2[-2]:
-        raise ValueError(f"matmul: the contracted dims differ: shapes {a} and {b} ({a2[-1]} != {b2[-2]})")
+        raise ShapeError(f"mat1 and mat2 shapes cannot be multiplied ({a2[-2]}x{a2[-1]} and {b2[-2]}x{b2[-1]}) "
+                         f"(matmul: the contracted dims differ: shapes {a} and {b})")
     batch = rules.broadcast_shape([a2[:-2], b2[:-2]])
     return batch + (a2[-2],) * (len(a) > 1) + (b2[-1],) * (len(b) > 1)
 
