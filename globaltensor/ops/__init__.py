@@ -187,9 +187,10 @@ from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 from .einsum import einsum  # noqa: E402,F401
 from .oneflow_only import broadcast_like, in_top_k, view  # noqa: E402,F401
 
-EVERYDAY = sorted(set(_E1) | set(_E2) | {"einsum", "broadcast_like", "in_top_k", "view"})  # on gt beside PUBLIC;
-for _name in EVERYDAY:  # Tensor methods where PyTorch has them
-    if _name in _E1 or _name in _E2:
+EVERYDAY = sorted(set(_E1) | set(_E2) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+ONEFLOW_ONLY = ("broadcast_like", "in_top_k", "view")  # on gt, outside its __all__: OneFlow's names torch lacks
+for _name in EVERYDAY:
+    if _name != "einsum":
         _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
 for _name in sorted(set(_M1) | set(_M2)):
     setattr(Tensor, _name, _method(_g[_name]))
