@@ -26,7 +26,7 @@ env.barrier = distributed.job_barrier  # SPEC's gt.env.barrier(); env itself imp
 __version__ = "0.1.0"
 
 
-for _name in _ops.PUBLIC + _ops.EVERYDAY:
+for _name in _ops.PUBLIC + _ops.EVERYDAY + list(_ops.ONEFLOW_ONLY):
     globals()[_name] = getattr(_ops, _name)
 for _name in utils.global_view.SOURCES:  # under flow.utils.global_view.global_mode they make global tensors
     globals()[_name] = utils.global_view.sourced(globals()[_name])

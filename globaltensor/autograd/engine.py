@@ -90,7 +90,8 @@ def _start(r, g, roots, order):
     """The gradient a backward of root r starts from: g, else ones (a fresh seed, which the leaf
     gradients may share) when r is a scalar or a leaf under it follows Paddle's rule."""
     if not r.requires_grad:
-        raise RuntimeError("backward: the tensor does not require grad (no input of it requires grad)")
+        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn (backward: "
+                           "no input of the tensor requires grad)")
     if g is not None:
         return g
     if (r.dtype.is_complex or r.numel() != 1) and not _ones_for(roots, order):

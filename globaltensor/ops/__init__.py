@@ -20,9 +20,10 @@ from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm,
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, histogram, max, mean, median,  # noqa: A004
                         min, numel, prod, return_types, sum, trace)
 from .reduction_composites import dist, logsumexp, norm, std, var
-from .shape import (broadcast_to, expand, expand_as, flatten, flip, meshgrid, permute, reshape, reshape_, roll,
+from .shape import (broadcast_to, expand, expand_as, flatten, flip, permute, reshape, reshape_, roll,
                     squeeze, squeeze_, tile, transpose, unsqueeze, unsqueeze_)
 from .concat_split import chunk, concat, split, stack, unbind, unstack
+from .meshgrid import meshgrid
 from .slicing import slice, strided_slice
 from .triangles import diag, tril, triu
 from .gather_scatter import gather, index_sample, index_select, scatter, scatter_
@@ -171,8 +172,8 @@ def _repeat(self, *sizes):
     """PyTorch's repeat: the tensor tiled `sizes` times along each dim (leading new dims allowed)."""
     sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) else sizes
     if len(sizes) < self.ndim:
-        raise RuntimeError(f"repeat: {len(sizes)} repeat sizes for a tensor of {self.ndim} dims (at least as many "
-                           f"are needed)")
+        raise RuntimeError(f"Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           f"tensor (repeat: {len(sizes)} repeat sizes for a tensor of {self.ndim} dims)")
     return tile(self, tuple(int(n) for n in sizes))
 
 
@@ -186,8 +187,10 @@ from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 from .einsum import einsum  # noqa: E402,F401
 from . import tensor_methods  # noqa: E402 - binds x.type(), type_as, new, unfold, grad_fn ...
 from .tensor_methods import EVERYDAY as _E3, conj_physical, new_empty, new_ones, new_zeros  # noqa: E402,F401
+from .oneflow_only import broadcast_like, in_top_k, view  # noqa: E402,F401
 
 EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+ONEFLOW_ONLY = ("broadcast_like", "in_top_k", "view")  # on gt, outside its __all__: OneFlow's names torch lacks
 for _name in EVERYDAY:
     if _name != "einsum" and _name not in _E3:
         _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))

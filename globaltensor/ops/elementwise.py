@@ -17,6 +17,7 @@ from ..registry import op
 from .. import dtype as _dtype
 from ..backends import devices
 from ..tensor import Tensor
+from ..errors import DTypeError, ShapeError
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -261,11 +262,29 @@ for _name, _spec in BINARY.items():
 RAW_BINARY = {_name: globals()[_name] for _name in BINARY}  # what the operators (x + y) call
 
 
-def add(input, other, *, alpha=1):
+def add(input, other, *more, alpha=1):
     """input + alpha * other, element-wise with numpy broadcasting; promoted as in PyTorch
     (torch.result_type: by category bool < integer < floating, a Python scalar never widens a
-    tensor of its category)."""
+    tensor of its category). More tensors: OneFlow's add_n (same sizes, same dtype), summed."""
+    if more:
+        return _add_n((input, other) + more)
     return RAW_BINARY["add"](input, _times(other, alpha))
+
+
+def _add_n(inputs):
+    """The sum of tensors of one number of elements and one dtype (OneFlow's add_n and its words)."""
+    inputs = tensors(*inputs)
+    for t in inputs[1:]:
+        if t.numel() != inputs[0].numel():
+            raise ShapeError(f"inconsistent tensor size, expected all tensor to have the same number of elements, "
+                             f"but got {inputs[0].numel()} and {t.numel()} (add of shapes "
+                             f"{[tuple(x.shape) for x in inputs]})")
+        if t.dtype != inputs[0].dtype:
+            raise DTypeError(f"expected all tenser to have same type, but found {inputs[0].dtype} and {t.dtype}")
+    out = inputs[0]
+    for t in inputs[1:]:
+        out = RAW_BINARY["add"](out, t)
+    return out
 
 
 def subtract(input, other, *, alpha=1):

@@ -12,6 +12,7 @@ from .elementwise import sum_to
 from ..registry import op
 from .shape import _rows
 from ..creation import zeros_like
+from ..errors import IndexRuntimeError
 
 B, P = rules.B, rules.P
 
@@ -62,7 +63,9 @@ def index_shape(shape, key, index_shapes=()):
     if key.count("ellipsis") > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if consumed > len(shape):
-        raise IndexError(f"too many indices for a tensor of {len(shape)} dims: {consumed} were indexed")
+        if not shape:
+            raise IndexRuntimeError("select() cannot be applied to a 0-dim tensor. (an index into a 0-dim tensor)")
+        raise IndexError(f"Too many indices for tensor of dimension {len(shape)} ({consumed} were indexed)")
     fill = [("slice", None, None, None)] * (len(shape) - consumed)
     if "ellipsis" in key:
         at = key.index("ellipsis")
@@ -78,7 +81,8 @@ def index_shape(shape, key, index_shapes=()):
         n = shape[d]
         if k == "tensor" or isinstance(k, int):
             if isinstance(k, int) and not -n <= k < n:
-                raise IndexError(f"index {k} is out of bounds for dim {d} with size {n}")
+                raise IndexError(f"Index out of range (expected to be in range of [{-n}, {n - 1}], but got {k}) "
+                                 f"(index {k} is out of bounds for dim {d} with size {n})")
             if not advanced:
                 out.append("advanced")
             advanced.append(tuple(next(index_shapes)) if k == "tensor" else ())
@@ -162,6 +166,8 @@ def getitem(x, key):
     index_tensors = tensors(x, *index_tensors)[1:] if index_tensors else []
     if x.is_global and any(t.dtype.name == "bool" for t in index_tensors):
         encoded, index_tensors = _masks_as_positions(x, encoded, index_tensors)
+    if not any(t.dtype.name == "bool" for t in index_tensors):  # local kernels skip the meta: its checks here
+        index_shape(x.shape, encoded, [t.shape for t in index_tensors])
     kept = _kept_pairs(x.shape, encoded) if not index_tensors else ()
     return apply("getitem", [x, *index_tensors],
                  {"key": tuple(encoded), "kept": kept, "n_index": len(index_tensors)})

@@ -14,6 +14,7 @@ from .. import layout as _layout
 from .. import dtype as _dtype
 from ..backends.devices import array_module, move, of_array
 from ..dtype import get_default_dtype
+from ..errors import ShapeError
 from ..sbp import broadcast as _B
 from ..tensor import Tensor
 
@@ -41,7 +42,7 @@ def inplace(x, compute, name, any_dtype=False):
         raise RuntimeError(f"{name}: {_LEAF} (do it under gt.no_grad(), or on a copy)")
     old = x._shallow_copy() if grad else x
     try:
-        new = _fitted(x, compute(old), name, any_dtype)
+        new = _fitted(x, _computed(compute, old, x, name), name, any_dtype)
     except BaseException:
         if x._node is not None:  # x keeps its place in the graph
             x._node.ctx.outputs = tuple(x if o is old else o for o in x._node.ctx.outputs)
@@ -49,11 +50,27 @@ def inplace(x, compute, name, any_dtype=False):
     return x._become(new, old if grad else None, autograd.clock())
 
 
+def _computed(compute, old, x, name):
+    """compute(old); shapes that do not broadcast get OneFlow's words for an in-place op first."""
+    try:
+        return compute(old)
+    except ShapeError as exc:
+        if "must match the size" not in str(exc):
+            raise
+        raise ShapeError(f"Tensor with shape {_shape_text(x.shape)} doesn't match the broadcast shape in an inplace "
+                         f"operation ({name}: {exc})") from exc
+
+
+def _shape_text(shape):
+    """A shape as OneFlow writes it: (2,3)."""
+    return "(" + ",".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
 def _fitted(x, new, name, any_dtype):
     """An in-place result in x's shape (checked), dtype and layout."""
     if tuple(new.shape) != tuple(x.shape):
-        raise RuntimeError(f"{name}: output with shape {tuple(x.shape)} doesn't match the broadcast shape "
-                           f"{tuple(new.shape)}")
+        raise ShapeError(f"Can not expand origin shape {_shape_text(new.shape)} to {_shape_text(x.shape)} ({name}: "
+                         f"output with shape {tuple(x.shape)} doesn't match the broadcast shape {tuple(new.shape)})")
     if new.dtype != x.dtype:
         if not any_dtype and _category(new.dtype) > _category(x.dtype):
             raise RuntimeError(f"{name}: result type {new.dtype.name} can't be cast to the desired output type "
@@ -147,7 +164,7 @@ def _basic_selection(shape, key):
     with one entry per dim of x (ints: 1; None dims dropped)."""
     real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
     if real > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+        raise IndexError(f"Too many indices for tensor of dimension {len(shape)}")
     if builtins.sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     fill = (builtins.slice(None),) * (len(shape) - real)

@@ -13,6 +13,7 @@ from ._front import apply, c_floats, tensors
 from .reduction import _float
 from ..registry import op
 from ..creation import zeros_like
+from ..errors import ShapeError
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -23,8 +24,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     input = tensors(input)[0]
     if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
-        raise ValueError(f"layer_norm: normalized_shape {shape} is not the end of the input's shape "
-                         f"{tuple(input.shape)}")
+        raise ShapeError(f"Given normalized_shape={shape}, expected input with shape [*, "
+                         f"{''.join(f'{n},' for n in shape)}], but got input of size {input.shape} (layer_norm: "
+                         f"normalized_shape must be the end of the input's shape)")
     if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
         input = _float(input)
     extra = [t for t in (weight, bias) if t is not None]
