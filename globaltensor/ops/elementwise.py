@@ -172,8 +172,7 @@ def sum_to(g, shape):
 
 
 def _in_float32_for_bfloat16(kernel):
-    """A unary kernel that computes a bfloat16 piece in float32 and rounds once at the end (as
-    OneFlow's and PyTorch's bfloat16 kernels; numpy would round each step of a composite kernel)."""
+    """The kernel on a bfloat16 piece in float32, rounded once (as OneFlow's and PyTorch's kernels)."""
     def run(x):
         if x.dtype == _dtype.bfloat16.np:
             out = kernel(x.astype(np.float32))
@@ -273,18 +272,16 @@ def add(input, other, *more, alpha=1):
 
 def _add_n(inputs):
     """The sum of tensors of one number of elements and one dtype (OneFlow's add_n and its words)."""
-    inputs = tensors(*inputs)
-    for t in inputs[1:]:
-        if t.numel() != inputs[0].numel():
-            raise ShapeError(f"inconsistent tensor size, expected all tensor to have the same number of elements, "
-                             f"but got {inputs[0].numel()} and {t.numel()} (add of shapes "
-                             f"{[tuple(x.shape) for x in inputs]})")
-        if t.dtype != inputs[0].dtype:
-            raise DTypeError(f"expected all tenser to have same type, but found {inputs[0].dtype} and {t.dtype}")
-    out = inputs[0]
-    for t in inputs[1:]:
-        out = RAW_BINARY["add"](out, t)
-    return out
+    first, *rest = inputs = tensors(*inputs)
+    for t in rest:  # every check before the first add (and its collectives)
+        if t.numel() != first.numel():
+            raise ShapeError(f"inconsistent tensor size, expected all tensor to have the same number of elements, but "
+                             f"got {first.numel()} and {t.numel()} (add of shapes {[tuple(x.shape) for x in inputs]})")
+        if t.dtype != first.dtype:
+            raise DTypeError(f"expected all tenser to have same type, but found {first.dtype} and {t.dtype}")
+    for t in rest:
+        first = RAW_BINARY["add"](first, t)
+    return first
 
 
 def subtract(input, other, *, alpha=1):
