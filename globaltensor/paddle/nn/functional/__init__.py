@@ -96,11 +96,3 @@ def label_smooth(label, prior_dist=None, epsilon=0.1, name=None):
     prior = 1.0 / label.shape[-1] if prior_dist is None else prior_dist
     return (1.0 - epsilon) * label + epsilon * prior
 
-
-def _recordable_all():
-    from ...static.program import recordable
-    for name in __all__:
-        globals()[name] = recordable(globals()[name])
-
-
-_recordable_all()
