@@ -66,6 +66,8 @@ class Program:
             r = self.param_regs.get(id(t))
             if r is None:
                 name = getattr(t, "name", None) or f"param_{len(self.parameters)}"
+                if hasattr(t, "__dict__") and getattr(t, "name", None) is None:
+                    t.name = name  # Paddle's parameters all have one (a layer's unnamed ones: param_k)
                 r = self.param_regs[id(t)] = self._reg("state", meta_array(t._local.shape, t._local.dtype), name=name)
                 self.parameters.append(t)
                 self.param_arrays[id(t._local)] = (t, r)
