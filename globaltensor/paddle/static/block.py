@@ -57,12 +57,19 @@ class Block:
     def ops(self):
         p, ops = self.program, []
         grads = {r: f"{name}@GRAD" for name, r in _grad_names(p)}
+        group = None
         for i, ins in enumerate(p.instrs):
             if ins.kind == "op":
-                kind = p.types.get(id(ins)) or paddle_type(ins.name)
+                kind, gid = p.types.get(id(ins), (paddle_type(ins.name), None))
+                outs = [grads.get(r) or self._name(r) for r in ins.outs]
+                if gid is not None and gid == group:  # a composite under one type: one op
+                    made = set(ops[-1].output_arg_names)
+                    ops[-1].input_arg_names += [self._name(r) for r in ins.ins if self._name(r) not in made]
+                    ops[-1].output_arg_names = outs
+                    continue
+                group = gid
                 if p.backward_at is not None and i >= p.backward_at:
                     kind += "_grad"
-                outs = [grads.get(r) or self._name(r) for r in ins.outs]
                 ops.append(Operator(kind, [self._name(r) for r in ins.ins], outs, ins.detail))
             elif ins.kind == "random":
                 ops.append(Operator(ins.name, [], [self._name(r) for r in ins.outs]))

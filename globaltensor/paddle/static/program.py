@@ -28,7 +28,7 @@ class Program:
         self.backward_at = None  # index of the first instruction of the backward (clone(for_test) cuts there)
         self.grads = {}  # id(param) -> its gradient's reg (append_backward)
         self.minimized = []  # (loss, optimizer, average over ranks)
-        self.types = {}  # id(instr) -> Paddle op type given by a static.nn layer (fc's matmul prints as mul)
+        self.types = {}  # id(instr) -> (Paddle op type, group) given by a layer (fc's matmul prints as mul)
         self.hints = []  # Paddle op types to give the next ops (static.nn.fc: "mul")
         self.random_seed = 0
         self._runs = {}
@@ -105,11 +105,13 @@ class Program:
         self.instrs.append(instr)
 
     def type_of(self, op_name):
-        return self.hints[-1] if self.hints else paddle_type(op_name)
+        return self.hints[-1][0] if self.hints else paddle_type(op_name)
 
     @contextlib.contextmanager
     def hint(self, paddle_op):
-        self.hints.append(paddle_op)
+        """The ops recorded inside print as one op of Paddle's type paddle_op (a composite: mean's
+        sum and divide print as reduce_mean; fc's matmul as mul)."""
+        self.hints.append((paddle_op, len(self.types)))
         try:
             yield
         finally:
