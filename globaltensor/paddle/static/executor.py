@@ -142,14 +142,16 @@ def _subst_int(n, sizes):
 
 
 def _subst_float(v, sizes):
+    """v = k * S or v = a / (k * S) for a sentinel product S and a small numerator a (mean's 1/count,
+    a squared error's 2/count): S replaced by the fed sizes; any other float as it is."""
     if not np.isfinite(v) or v == 0:
         return v
-    for inverse in (False, True):
-        w = 1.0 / v if inverse else v
+    for a in (None, 1, 2, 3, 4, 6, 8):
+        w = v if a is None else a / v
         n = round(w)
         if abs(w) >= SENTINELS[0] and abs(w - n) <= 1e-5 * abs(w) and sentinel_of(n):
             m = _subst_int(n, sizes)
-            return 1.0 / m if inverse else float(m)
+            return float(m) if a is None else a / m
     return v
 
 

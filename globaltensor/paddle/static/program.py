@@ -23,6 +23,7 @@ class Program:
         self.feeds, self.vars, self.names = {}, {}, {}  # name -> reg; name -> Variable; reg -> name
         self.parameters, self.param_regs = [], {}  # parameters in order of first use; id(param) -> reg
         self.param_arrays = {}  # id(param's piece at its first use) -> (param, reg)
+        self.tensor_consts = {}  # id(tensor) -> (tensor, reg, its const instruction): a buffer if changed in place
         self.draws = {}  # id(array) -> (array, draw): a factory's random draw, recorded at first use
         self.by_array = {}  # id(piece) -> reg (the pieces are kept alive by their Reg)
         self.backward_at = None  # index of the first instruction of the backward (clone(for_test) cuts there)
@@ -82,7 +83,21 @@ class Program:
         else:
             r = self._reg("const", array)
             self.instrs.append(Instr("const", "assign_value", array, [], [r]))
+            if not isinstance(t, Variable):
+                self.tensor_consts[id(t)] = (t, r, self.instrs[-1])
         return r
+
+    def buffer_update(self, t, r_new):
+        """t (a buffer the program read as a constant) was changed in place to register r_new: it is
+        read at each run instead, and takes r_new's value after it (a running statistic)."""
+        found = self.tensor_consts.pop(id(t), None)
+        if found is None:
+            return
+        _, r, instr = found
+        t._local = self.regs[r].array  # its value until a run sets it
+        instr.kind, instr.fn, instr.name = "read", t, "buffer"
+        self.regs[r].kind = "state"
+        self.instrs.append(Instr("set", "buffer", _BufferSetter(t), [r_new], []))
 
     def _add_initializer(self, t, name):
         startup = default_startup_program() if self._startup_of is None else self._startup_of
@@ -176,6 +191,14 @@ class Program:
         return str(Block(self))
 
     __repr__ = __str__
+
+
+class _BufferSetter:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self, piece):
+        self.t._local = np.array(piece, copy=True)
 
 
 class _Holder:

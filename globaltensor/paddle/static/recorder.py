@@ -161,9 +161,13 @@ class StaticRecorder:
         self.current().draws[id(t._local)] = (t._local, draw)
 
     def became(self, t):
-        if self.current().knows(t):
-            raise TypeError("static mode: an in-place change of a program's variable cannot be recorded; use the "
-                            "out-of-place op")
+        """t took a new value in place: a Variable simply names the new register; another tensor (a
+        buffer) becomes state of the program, read at each run and set to the new value after it."""
+        program = self.current()
+        r = program.by_array.get(id(t._local))
+        if r is None or program.regs[r].array is not t._local or isinstance(t, Variable):
+            return
+        program.buffer_update(t, r)
 
     def host_step(self, name, fn, tensors):
         program = self.current()
