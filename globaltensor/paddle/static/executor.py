@@ -41,8 +41,14 @@ class Executor:
         program = program if program is not None else default_main_program()
         program = getattr(program, "_program", program)  # a CompiledProgram
         fetches = tuple(_fetch_reg(program, f) for f in (fetch_list or []))
-        instrs, needed = prune(program, fetches)
-        names = [n for n, r in program.feeds.items() if r in needed]
+        pruned = program._pruned.get(fetches)
+        if pruned is None or pruned[0] != len(program.instrs):
+            if len(program._pruned) >= RUNS_KEPT:
+                del program._pruned[next(iter(program._pruned))]
+            instrs, needed = prune(program, fetches)
+            pruned = program._pruned[fetches] = (len(program.instrs), instrs,
+                                                 [n for n, r in program.feeds.items() if r in needed])
+        _, instrs, names = pruned
         feed = feed or {}
         missing = [n for n in names if n not in feed]
         if missing:
@@ -159,7 +165,7 @@ def _subst(value, sizes):
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, (int, np.integer)):
-        return type(value)(_subst_int(int(value), sizes))
+        return (int if isinstance(value, int) else type(value))(_subst_int(int(value), sizes))
     if isinstance(value, (float, np.floating)):
         return type(value)(_subst_float(float(value), sizes))
     if isinstance(value, (tuple, list)):

@@ -82,7 +82,8 @@ def save_inference_model(path_prefix, feed_vars, fetch_vars, executor=None, prog
             raise ValueError(f"save_inference_model: the forward holds a {ins.kind} step ({ins.name}), which an "
                              f"inference program cannot keep (a random op outside for_test)")
     regs = [(r.local_shape, r.dtype.str, program.names.get(r.index)) for r in program.regs]
-    model = {"format": FORMAT, "regs": regs, "steps": steps, "feeds": [(v.name, program.feeds[v.name]) for v in feed_vars],
+    feeds = [(v.name, program.feeds[v.name]) for v in feed_vars]
+    model = {"format": FORMAT, "regs": regs, "steps": steps, "feeds": feeds,
              "fetches": [(v.name, r) for v, r in zip(fetch_vars, outputs)]}
     os.makedirs(os.path.dirname(os.path.abspath(path_prefix)), exist_ok=True)
     with open(path_prefix + ".pdmodel", "wb") as f:

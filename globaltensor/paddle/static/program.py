@@ -32,7 +32,7 @@ class Program:
         self.types = {}  # id(instr) -> (Paddle op type, group) given by a layer (fc's matmul prints as mul)
         self.hints = []  # Paddle op types to give the next ops (static.nn.fc: "mul")
         self.random_seed = 0
-        self._runs = {}
+        self._runs, self._pruned = {}, {}  # compiled runs per (fetches, fed sizes); pruned instructions per fetches
         self._startup_of = None  # the startup program whose set instructions initialize our parameters
 
     # --- registers ---------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ class Program:
         twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
         twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
         twin.param_arrays = dict(self.param_arrays)
-        twin._runs, twin.hints = {}, []
+        twin._runs, twin._pruned, twin.hints = {}, {}, []
         if for_test:
             twin.grads, twin.minimized, twin.backward_at = {}, [], None
         else:

@@ -148,6 +148,7 @@ class StaticRecorder:
         ins = [program.reg_of(t, opdef.name) for t in tensors]
         shapes = [program.regs[r].local_shape for r in ins]
         out_shapes, dtypes = dispatch._infer(opdef, [_Shaped(s, t.dtype) for s, t in zip(shapes, tensors)], static)
+        static = _plain(static)  # a dynamic dim in an attribute is its sentinel size (an int) from here on
         stem = f"{program.type_of(opdef.name)}_{next(self._names)}"
         outs = [Variable(meta_array(sh, dt.np), f"{stem}.tmp_{k}", program)
                 for k, (sh, dt) in enumerate(zip(out_shapes, dtypes))]
@@ -206,6 +207,17 @@ class StaticRecorder:
 
     def reduce_grad(self, leaf, g, axes):
         raise TypeError("static mode: a global parameter cannot be trained by a static program")
+
+
+def _plain(value):
+    """value with every DynDim made a plain int (static attributes are data: saved, compared, substituted)."""
+    if type(value) is DynDim:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 def _eager(opdef, kernel, tensors, static):
