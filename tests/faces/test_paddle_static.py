@@ -76,6 +76,33 @@ def test_recorded_program_runs_any_batch_against_numpy(static):
         exe.run(main, feed={"x": np.zeros((2, 12), np.float32), "y": ys}, fetch_list=[loss])
 
 
+def _functions(paddle, x, lab):
+    """Paddle functions and methods whose composites read a dynamic dim (counts, reshapes, slices)."""
+    F = paddle.nn.functional
+    return [paddle.flatten(x, 1), paddle.reshape(x, [-1, 12]), x.reshape([x.shape[0], 12]), x[:, 1:3, 0],
+            paddle.transpose(x, [0, 2, 1]), paddle.concat([x, x * 2], axis=1), F.softmax(x, -1),
+            paddle.argmax(x.sum(-1), axis=1), paddle.mean(x, axis=0), F.cross_entropy(paddle.flatten(x, 1), lab),
+            paddle.zeros_like(x) + x, F.layer_norm(x, 3), paddle.std(x), paddle.var(x, axis=0), paddle.mean(x)]
+
+
+def test_functions_with_dynamic_dims_equal_dygraph_at_any_batch(static):
+    paddle, main, startup = static
+    x = paddle.static.data("x", [None, 4, 3], "float32")
+    lab = paddle.static.data("lab", [None, 1], "int64")
+    outs = _functions(paddle, x, lab)
+    exe = paddle.static.Executor()
+    for n in (3, 5):
+        rng = np.random.default_rng(n)
+        xs, ls = rng.random((n, 4, 3), np.float32), rng.integers(0, 12, (n, 1))
+        got = exe.run(main, feed={"x": xs, "lab": ls}, fetch_list=outs)
+        paddle.disable_static()
+        want = _functions(paddle, paddle.to_tensor(xs), paddle.to_tensor(ls))
+        paddle.enable_static()
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert g.shape == tuple(w.shape), i
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"function {i}, batch {n}")
+
+
 def test_startup_program_initializes_and_clone_for_test_drops_backward_and_update(static):
     paddle, main, startup = static
     x, y, h, pred, loss = _fc_program(paddle)

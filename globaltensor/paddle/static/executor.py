@@ -148,16 +148,20 @@ def _subst_int(n, sizes):
 
 
 def _subst_float(v, sizes):
-    """v = k * S or v = a / (k * S) for a sentinel product S and a small numerator a (mean's 1/count,
-    a squared error's 2/count): S replaced by the fed sizes; any other float as it is."""
+    """v = k * S + c or v = a / (k * S + c) for a sentinel product S, a small numerator a and c in
+    {0, -1, 1} (a mean's count or 1/count, a squared error's 2/count, an unbiased variance's
+    count - 1): S replaced by the fed sizes; any other float as it is."""
     if not np.isfinite(v) or v == 0:
         return v
     for a in (None, 1, 2, 3, 4, 6, 8):
         w = v if a is None else a / v
         n = round(w)
-        if abs(w) >= SENTINELS[0] and abs(w - n) <= 1e-5 * abs(w) and sentinel_of(n):
-            m = _subst_int(n, sizes)
-            return float(m) if a is None else a / m
+        if abs(w) < SENTINELS[0] - 1 or abs(w - n) > 1e-5 * abs(w):
+            continue
+        for c in (0, 1, -1):
+            if sentinel_of(n + c):
+                m = _subst_int(n + c, sizes) - c
+                return float(m) if a is None else a / m
     return v
 
 

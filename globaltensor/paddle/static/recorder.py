@@ -51,6 +51,10 @@ class DynDim(int):
 class VarShape(list):
     """A Variable's shape: Paddle's list (-1 for a dynamic dim), adding to a tuple as a Size does."""
 
+    def __getitem__(self, index):
+        found = list.__getitem__(self, index)
+        return VarShape(found) if isinstance(index, slice) else found
+
     def __add__(self, other):
         return VarShape(list(self) + list(other))
 
