@@ -308,7 +308,7 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
     if not dt.code.arithmetic:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
 
-    def draw():
+    def draw(shape=shape):
         seed, counter = _random.next_key(generator)
         def fill(box):
             out = allocate(tuple(hi - lo for lo, hi in box), dt)
@@ -318,8 +318,22 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
 
     t = draw()
     if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
-        rec.random(t, lambda: draw()._local)
+        rec.random(t, _Replay(draw))
     return t
+
+
+class _Replay:
+    """A recorded draw: the same draw again at each call; at_shape(s) draws shape s instead (a
+    static program fed another batch size than it recorded)."""
+
+    def __init__(self, draw, shape=None):
+        self.draw, self.shape = draw, shape
+
+    def __call__(self):
+        return (self.draw() if self.shape is None else self.draw(self.shape))._local
+
+    def at_shape(self, shape):
+        return _Replay(self.draw, tuple(shape))
 
 
 def _float(dtype):

@@ -103,6 +103,23 @@ def test_functions_with_dynamic_dims_equal_dygraph_at_any_batch(static):
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"function {i}, batch {n}")
 
 
+def test_dropout_draws_a_fresh_mask_at_the_fed_size_each_run(static):
+    paddle, main, startup = static
+    x = paddle.static.data("x", [None, 50], "float32")
+    x.stop_gradient = False
+    d = paddle.nn.functional.dropout(x, 0.3)
+    (g,) = paddle.static.gradients([d.sum()], [x])
+    exe = paddle.static.Executor()
+    masks = []
+    for n in (4, 9, 4):
+        out, grad = exe.run(main, feed={"x": np.ones((n, 50), np.float32)}, fetch_list=[d, g])
+        assert out.shape == (n, 50) and 0.15 < (out == 0).mean() < 0.45
+        np.testing.assert_allclose(out[out != 0], 1 / 0.7, rtol=1e-6)
+        np.testing.assert_array_equal(grad, out)  # d/dx of sum(x * mask / 0.7) = mask / 0.7
+        masks.append(out)
+    assert not np.array_equal(masks[0], masks[2])
+
+
 def test_startup_program_initializes_and_clone_for_test_drops_backward_and_update(static):
     paddle, main, startup = static
     x, y, h, pred, loss = _fc_program(paddle)

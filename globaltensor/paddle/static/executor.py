@@ -60,8 +60,8 @@ class Executor:
         if fn is None:
             if len(program._runs) >= RUNS_KEPT:  # bounded: the oldest compiled signature goes
                 del program._runs[next(iter(program._runs))]
-            graph = GraphProgram(program.regs, specialize(instrs, sizes), [program.feeds[n] for n in names],
-                                 list(fetches), "paddle_static")
+            graph = GraphProgram(program.regs, specialize(instrs, sizes, program.regs),
+                                 [program.feeds[n] for n in names], list(fetches), "paddle_static")
             fn = program._runs[key] = compile_program(graph)
         with _eager(), no_grad():
             outs = fn(*arrays)
@@ -123,11 +123,12 @@ def _sizes(program, names, arrays):
     return sizes
 
 
-def specialize(instrs, sizes):
-    """The instructions at the fed sizes: each op's static attrs and each constant with the sentinel
-    sizes (and their multiples, and reciprocals of those: a mean's 1/count) replaced."""
+def specialize(instrs, sizes, regs):
+    """The instructions at the fed sizes: each op's static attrs, each constant and each random
+    draw's shape with the sentinel sizes (their multiples, a mean's 1/count, ...) replaced."""
     if not sizes:
         return instrs
+    shapes = {r.index: r.local_shape for r in regs}
     out = []
     for ins in instrs:
         if ins.kind == "op":
@@ -137,6 +138,12 @@ def specialize(instrs, sizes):
                             detail=detail)
         elif ins.kind == "const":
             ins = Instr("const", ins.name, _subst(ins.fn, sizes), ins.ins, ins.outs)
+        elif ins.kind == "random" and shapes[ins.outs[0]] != _subst(shapes[ins.outs[0]], sizes):
+            if not hasattr(ins.fn, "at_shape"):
+                raise ValueError(f"Executor.run: the random op {ins.name} was recorded at a dynamic size and cannot "
+                                 f"draw at the fed one; feed the size the program was built for")
+            ins = Instr("random", ins.name, ins.fn.at_shape(_subst(shapes[ins.outs[0]], sizes)), ins.ins, ins.outs,
+                        plain=True)
         out.append(ins)
     return out
 

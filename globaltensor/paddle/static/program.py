@@ -44,6 +44,9 @@ class Program:
             return True
         if t.requires_grad and t._node is None:
             return True
+        drawn = self.draws.get(id(t._local))
+        if drawn is not None and drawn[0] is t._local:  # a draw at a dynamic size: an op on it is recorded
+            return True                                  # (dropout's mask; a parameter's draw has fixed sizes)
         seen = self.param_arrays.get(id(t._local))
         return seen is not None and seen[0]._local is t._local
 

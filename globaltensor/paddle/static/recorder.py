@@ -163,7 +163,14 @@ class StaticRecorder:
         pass  # a factory's value: a constant of the program at its first use (reg_of)
 
     def random(self, t, draw):
-        self.current().draws[id(t._local)] = (t._local, draw)
+        """A factory's draw. One at a dynamic size (a dropout mask of a Variable's shape) is a value of
+        the program: ops on it are recorded and it is drawn again at each run (at the fed size).
+        Others (a parameter's initializer) stay eager: a constant at their first use."""
+        if any(sentinel_of(n) for n in t._local.shape):
+            draws = self.current().draws
+            if len(draws) >= 64:  # bounded: a draw is used right after it is made
+                del draws[next(iter(draws))]
+            draws[id(t._local)] = (t._local, draw)
 
     def became(self, t):
         """t took a new value in place: a Variable simply names the new register; another tensor (a
