@@ -317,23 +317,9 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
         return build(shape, dt, placement, sbp, fill, device)
 
     t = draw()
-    if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
-        rec.random(t, _Replay(draw))
+    if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode);
+        rec.random(t, lambda at=shape: draw(tuple(at))._local)  # at: a static program's fed size
     return t
-
-
-class _Replay:
-    """A recorded draw: the same draw again at each call; at_shape(s) draws shape s instead (a
-    static program fed another batch size than it recorded)."""
-
-    def __init__(self, draw, shape=None):
-        self.draw, self.shape = draw, shape
-
-    def __call__(self):
-        return (self.draw() if self.shape is None else self.draw(self.shape))._local
-
-    def at_shape(self, shape):
-        return _Replay(self.draw, tuple(shape))
 
 
 def _float(dtype):

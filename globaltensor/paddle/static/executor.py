@@ -1,4 +1,7 @@
 """Executor: a static program pruned to its fetches, made a graph.Program and run by graph replay."""
+import functools
+import inspect
+
 import numpy as np
 
 from ... import scope
@@ -139,11 +142,11 @@ def specialize(instrs, sizes, regs):
         elif ins.kind == "const":
             ins = Instr("const", ins.name, _subst(ins.fn, sizes), ins.ins, ins.outs)
         elif ins.kind == "random" and shapes[ins.outs[0]] != _subst(shapes[ins.outs[0]], sizes):
-            if not hasattr(ins.fn, "at_shape"):
+            if "at" not in inspect.signature(ins.fn).parameters:  # creation's draws take the shape to draw at
                 raise ValueError(f"Executor.run: the random op {ins.name} was recorded at a dynamic size and cannot "
                                  f"draw at the fed one; feed the size the program was built for")
-            ins = Instr("random", ins.name, ins.fn.at_shape(_subst(shapes[ins.outs[0]], sizes)), ins.ins, ins.outs,
-                        plain=True)
+            at = tuple(_subst(shapes[ins.outs[0]], sizes))
+            ins = Instr("random", ins.name, functools.partial(ins.fn, at=at), ins.ins, ins.outs, plain=True)
         out.append(ins)
     return out
 
