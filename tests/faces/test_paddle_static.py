@@ -120,6 +120,23 @@ def test_dropout_draws_a_fresh_mask_at_the_fed_size_each_run(static):
     assert not np.array_equal(masks[0], masks[2])
 
 
+def test_dropout_on_fixed_shapes_draws_again_and_initializers_stay_eager(static):
+    """A draw is recorded only where the program uses it: dropout's mask (fresh at each run), not
+    a layer's initial weights (drawn once, as the layer was made)."""
+    paddle, main, startup = static
+    x = paddle.static.data("x", [16, 50], "float32")
+    layer = paddle.nn.Linear(50, 50)
+    before = layer.weight.numpy().copy()
+    d = paddle.nn.functional.dropout(layer(x), 0.5)
+    exe = paddle.static.Executor()
+    exe.run(startup)
+    a, = exe.run(main, feed={"x": np.ones((16, 50), np.float32)}, fetch_list=[d])
+    b, = exe.run(main, feed={"x": np.ones((16, 50), np.float32)}, fetch_list=[d])
+    assert not np.array_equal(a == 0, b == 0)
+    np.testing.assert_array_equal(layer.weight.numpy(), before)
+    assert np.abs(before).max() > 0 and [op.type for op in main.global_block().ops].count("uniform_random") == 1
+
+
 def test_startup_program_initializes_and_clone_for_test_drops_backward_and_update(static):
     paddle, main, startup = static
     x, y, h, pred, loss = _fc_program(paddle)

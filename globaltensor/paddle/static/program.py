@@ -6,7 +6,7 @@ import numpy as np
 
 from ...graph.program import Instr
 from .block import Block, paddle_type
-from .recorder import SENTINELS, StaticRecorder, Variable, meta_array, new_reg, recording, set_instr
+from .recorder import SENTINELS, StaticRecorder, _Kernel, Variable, meta_array, new_reg, recording, set_instr
 
 STATIC = [False]  # paddle.enable_static() sets it
 _TOKEN = [None]  # the scope token of enable_static (disable_static resets it)
@@ -25,6 +25,7 @@ class Program:
         self.param_arrays = {}  # id(param's piece at its first use) -> (param, reg)
         self.tensor_consts = {}  # id(tensor) -> (tensor, reg, its const instruction): a buffer if changed in place
         self.draws = {}  # id(array) -> (array, draw): a factory's random draw, recorded at first use
+        self.pending = {}  # id(array) -> (array, (op, kernel, static, inputs, outputs, k)): an eager op on a draw
         self.by_array = {}  # id(piece) -> reg (the pieces are kept alive by their Reg)
         self.backward_at = None  # index of the first instruction of the backward (clone(for_test) cuts there)
         self.grads = {}  # id(param) -> its gradient's reg (append_backward)
@@ -44,11 +45,26 @@ class Program:
             return True
         if t.requires_grad and t._node is None:
             return True
-        drawn = self.draws.get(id(t._local))
-        if drawn is not None and drawn[0] is t._local:  # a draw at a dynamic size: an op on it is recorded
-            return True                                  # (dropout's mask; a parameter's draw has fixed sizes)
         seen = self.param_arrays.get(id(t._local))
         return seen is not None and seen[0]._local is t._local
+
+    def deferred(self, t):
+        """Whether t is a draw or an eager op's result on one, not yet a value of the program."""
+        for table in (self.draws, self.pending):
+            found = table.get(id(t._local))
+            if found is not None and found[0] is t._local:
+                return True
+        return False
+
+    def _materialize(self, t):
+        """The register of a deferred value: its draw, or its op (inputs first), now instructions."""
+        array, (name, kernel, static, inputs, outputs, k) = self.pending.pop(id(t._local))
+        ins = [self.reg_of(x, name) for x in inputs]
+        regs = [self._reg("value", np.asarray(o._local)) for o in outputs]
+        for o in outputs:
+            self.pending.pop(id(o._local), None)
+        self.instrs.append(Instr("op", name, _Kernel(kernel, static), ins, regs, detail=dict(static)))
+        return regs[k]
 
     def _reg(self, kind, array, name=None):
         r = new_reg(self.regs, kind, array)
@@ -78,6 +94,9 @@ class Program:
                 self.instrs.append(Instr("read", name, t, [], [r]))
                 self._add_initializer(t, name)
             return r
+        found = self.pending.get(id(t._local))
+        if found is not None and found[0] is t._local:
+            return self._materialize(t)
         drawn = self.draws.pop(id(t._local), None)
         array = np.asarray(t._local)
         if drawn is not None and drawn[0] is t._local:

@@ -142,7 +142,11 @@ class StaticRecorder:
     def apply(self, opdef, kernel, tensors, static):
         program = self.current()
         if not any(program.knows(t) for t in tensors):
-            return _eager(opdef, kernel, tensors, static)
+            outs = _eager(opdef, kernel, tensors, static)
+            if any(program.deferred(t) for t in tensors):  # an op on a draw: recorded if the program uses it
+                for k, out in enumerate(outs):
+                    _bounded_put(program.pending, out._local, (opdef.name, kernel, static, tensors, outs, k))
+            return outs
         if any(t._placement is not None for t in tensors):
             raise TypeError(f"{opdef.name}: static mode records local values (each rank runs its program on its "
                             f"own batch); a global tensor cannot enter a static program")
@@ -163,14 +167,11 @@ class StaticRecorder:
         pass  # a factory's value: a constant of the program at its first use (reg_of)
 
     def random(self, t, draw):
-        """A factory's draw. One at a dynamic size (a dropout mask of a Variable's shape) is a value of
-        the program: ops on it are recorded and it is drawn again at each run (at the fed size).
-        Others (a parameter's initializer) stay eager: a constant at their first use."""
-        if any(sentinel_of(n) for n in t._local.shape):
-            draws = self.current().draws
-            if len(draws) >= 64:  # bounded: a draw is used right after it is made
-                del draws[next(iter(draws))]
-            draws[id(t._local)] = (t._local, draw)
+        """A factory's draw: kept (bounded) until it is used; an op on it runs eagerly and is kept
+        too (`defer`). Where such a value meets the program (dropout's mask times a Variable) the
+        draw and the ops on it become instructions, drawn again at each run (at the fed size); a
+        value never used by the program (a parameter's initializer) leaves no trace."""
+        _bounded_put(self.current().draws, t._local, draw)
 
     def became(self, t):
         """t took a new value in place: a Variable simply names the new register; another tensor (a
@@ -218,6 +219,15 @@ class StaticRecorder:
 
     def reduce_grad(self, leaf, g, axes):
         raise TypeError("static mode: a global parameter cannot be trained by a static program")
+
+
+KEPT = 64  # draws and ops on draws kept until the program uses them (they are used right after they are made)
+
+
+def _bounded_put(table, array, value):
+    if len(table) >= KEPT:
+        del table[next(iter(table))]
+    table[id(array)] = (array, value)
 
 
 def _plain(value):
