@@ -333,3 +333,29 @@ def test_fluid_refuses_clearly(static):
     if not is_available():
         with pytest.raises(RuntimeError, match="no CUDA GPU"):
             fluid.ParallelExecutor(use_cuda=True, loss_name="loss")
+
+
+def test_fluid_embedding_cross_entropy_and_adam_against_numpy(static):
+    import globaltensor.paddle.fluid as fluid
+    paddle, main, startup = static
+    ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+    label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+    emb = fluid.layers.embedding(input=ids, size=[10, 4])
+    prob = fluid.layers.fc(input=emb, size=3, act="softmax")
+    cost = fluid.layers.cross_entropy(input=prob, label=label)
+    loss = fluid.layers.mean(cost)
+    assert emb.shape == [-1, 4] and cost.shape == [-1, 1]
+    fluid.optimizer.Adam(learning_rate=0.01).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(fluid.default_startup_program())
+    table, w, b = [p.numpy().copy() for p in main.all_parameters()]
+    rng = np.random.default_rng(4)
+    feed = {"ids": rng.integers(0, 10, (6, 1)), "label": rng.integers(0, 3, (6, 1))}
+    got_cost, got_loss = exe.run(main, feed=feed, fetch_list=[cost, loss])
+    logits = table[feed["ids"][:, 0]] @ w + b
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    want = -np.log(p[np.arange(6), feed["label"][:, 0]])[:, None]
+    np.testing.assert_allclose(got_cost, want, rtol=1e-5)
+    np.testing.assert_allclose(got_loss, want.mean(), rtol=1e-5)
+    assert not np.array_equal(main.all_parameters()[1].numpy(), w)  # Adam updated the fc weight
