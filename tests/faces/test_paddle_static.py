@@ -134,7 +134,8 @@ def test_dropout_on_fixed_shapes_draws_again_and_initializers_stay_eager(static)
     b, = exe.run(main, feed={"x": np.ones((16, 50), np.float32)}, fetch_list=[d])
     assert not np.array_equal(a == 0, b == 0)
     np.testing.assert_array_equal(layer.weight.numpy(), before)
-    assert np.abs(before).max() > 0 and [op.type for op in main.global_block().ops].count("uniform_random") == 1
+    assert np.abs(before).max() > 0 and [op.type for op in main.global_block().ops] == [
+        "matmul_v2", "elementwise_add", "dropout"]  # the draw is inside the dropout op (not the weights')
 
 
 def test_startup_program_initializes_and_clone_for_test_drops_backward_and_update(static):
@@ -359,3 +360,22 @@ def test_fluid_embedding_cross_entropy_and_adam_against_numpy(static):
     np.testing.assert_allclose(got_cost, want, rtol=1e-5)
     np.testing.assert_allclose(got_loss, want.mean(), rtol=1e-5)
     assert not np.array_equal(main.all_parameters()[1].numpy(), w)  # Adam updated the fc weight
+
+
+def test_dropout_prints_as_one_op_and_clone_for_test_makes_it_the_identity(static):
+    paddle, main, startup = static
+    x = paddle.static.data("x", [None, 20], "float32")
+    h = paddle.nn.Dropout(0.5)(paddle.static.nn.fc(x, 20))
+    y = paddle.nn.functional.dropout(h, 0.5)
+    loss = paddle.mean(y)
+    test = main.clone(for_test=True)
+    paddle.optimizer.SGD(0.1).minimize(loss)
+    assert [op.type for op in main.global_block().ops][:4] == ["mul", "elementwise_add", "dropout", "dropout"]
+    exe = paddle.static.Executor()
+    exe.run(startup)
+    xs = np.random.default_rng(0).random((3, 20)).astype(np.float32)
+    w, b = [p.numpy() for p in main.all_parameters()]
+    (got,) = exe.run(test, feed={"x": xs}, fetch_list=[y])
+    np.testing.assert_allclose(got, xs @ w + b, rtol=1e-5, atol=1e-6)  # upscale_in_train: identity at inference
+    (trained,) = exe.run(main, feed={"x": xs}, fetch_list=[y])
+    assert 0.6 < (trained == 0).mean() < 0.9  # two dropouts of 0.5 in training

@@ -59,8 +59,8 @@ class Block:
         grads = {r: f"{name}@GRAD" for name, r in _grad_names(p)}
         group = None
         for i, ins in enumerate(p.instrs):
-            if ins.kind == "op":
-                kind, gid = p.types.get(id(ins), (paddle_type(ins.name), None))
+            if ins.kind in ("op", "random"):
+                kind, gid = p.types.get(id(ins), (paddle_type(ins.name), None))  # random: its name
                 outs = [grads.get(r) or self._name(r) for r in ins.outs]
                 if gid is not None and gid == group:  # a composite under one type: one op
                     made = set(ops[-1].output_arg_names)
@@ -71,8 +71,9 @@ class Block:
                 if p.backward_at is not None and i >= p.backward_at:
                     kind += "_grad"
                 ops.append(Operator(kind, [self._name(r) for r in ins.ins], outs, ins.detail))
-            elif ins.kind == "random":
-                ops.append(Operator(ins.name, [], [self._name(r) for r in ins.outs]))
+            elif ins.kind == "host":
+                ops.append(Operator(ins.name, [self._name(r) for r in ins.ins], [self._name(r) for r in ins.outs],
+                                    ins.detail))
             elif ins.kind == "set":  # the startup program: a parameter's initializer
                 ops.append(Operator(ins.detail["type"], [], [ins.name]))
             elif ins.kind == "step" and ins.detail:

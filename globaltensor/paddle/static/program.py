@@ -1,6 +1,7 @@
 """paddle.static.Program: registers and op instructions (graph.program's), with Paddle's names."""
 import contextlib
 import copy
+import itertools
 
 import numpy as np
 
@@ -31,6 +32,7 @@ class Program:
         self.grads = {}  # id(param) -> its gradient's reg (append_backward)
         self.minimized = []  # (loss, optimizer, average over ranks)
         self.types = {}  # id(instr) -> (Paddle op type, group) given by a layer (fc's matmul prints as mul)
+        self.dropouts = []  # (first instr, end, input reg, output reg) of each dropout: clone(for_test) skips it
         self.hints = []  # Paddle op types to give the next ops (static.nn.fc: "mul")
         self.random_seed = 0
         self._runs, self._pruned = {}, {}  # compiled runs per (fetches, fed sizes); pruned instructions per fetches
@@ -63,7 +65,7 @@ class Program:
         regs = [self._reg("value", np.asarray(o._local)) for o in outputs]
         for o in outputs:
             self.pending.pop(id(o._local), None)
-        self.instrs.append(Instr("op", name, _Kernel(kernel, static), ins, regs, detail=dict(static)))
+        self._append(Instr("op", name, _Kernel(kernel, static), ins, regs, detail=dict(static)))
         return regs[k]
 
     def _reg(self, kind, array, name=None):
@@ -101,7 +103,7 @@ class Program:
         array = np.asarray(t._local)
         if drawn is not None and drawn[0] is t._local:
             r = self._reg("value", array)
-            self.instrs.append(Instr("random", "uniform_random", drawn[1], [], [r], plain=True))
+            self._append(Instr("random", "uniform_random", drawn[1], [], [r], plain=True))
         else:
             r = self._reg("const", array)
             self.instrs.append(Instr("const", "assign_value", array, [], [r]))
@@ -130,15 +132,16 @@ class Program:
         startup.instrs.append(set_instr(name, t, r, kind))
 
     def emit_op(self, name, fn, ins, outs, static):
-        hint = self.hints[-1] if self.hints else None
         regs = []
         for var in outs:
             r = self._reg("value", var._local, name=var.name)
             self.vars[var.name] = var
             regs.append(r)
-        instr = Instr("op", name, fn, ins, regs, detail=dict(static))
-        if hint is not None:
-            self.types[id(instr)] = hint  # the Paddle op type it prints as, where a static.nn layer says
+        self._append(Instr("op", name, fn, ins, regs, detail=dict(static)))
+
+    def _append(self, instr):
+        if self.hints:
+            self.types[id(instr)] = self.hints[-1]  # the Paddle op type it prints as, where a layer says
         self.instrs.append(instr)
 
     def type_of(self, op_name):
@@ -148,11 +151,21 @@ class Program:
     def hint(self, paddle_op):
         """The ops recorded inside print as one op of Paddle's type paddle_op (a composite: mean's
         sum and divide print as reduce_mean; fc's matmul as mul)."""
-        self.hints.append((paddle_op, len(self.types)))
+        self.hints.append((paddle_op, next(_GROUPS)))
         try:
             yield
         finally:
             self.hints.pop()
+
+    @contextlib.contextmanager
+    def dropout(self, x):
+        """F.dropout(x) inside: its ops print as one dropout op, and clone(for_test=True) makes the
+        region its input (Paddle's upscale_in_train dropout at inference). Yields done(out) -> out."""
+        start, found = len(self.instrs), []
+        with self.hint("dropout"):
+            yield lambda out: found.append(out) or out
+        if found and self.knows(x) and self.knows(found[0]) and found[0] is not x:
+            self.dropouts.append((start, len(self.instrs), self.reg_of(x, "dropout"), self.reg_of(found[0], "dropout")))
 
     def add_feed(self, name, shape, dtype):
         if len(shape) > len(SENTINELS):
@@ -198,6 +211,12 @@ class Program:
         inference program: cut at the first instruction of append_backward)."""
         twin = copy.copy(self)
         twin.instrs = list(self.instrs if not for_test or self.backward_at is None else self.instrs[:self.backward_at])
+        if for_test:  # dropout at inference: its output is its input
+            for start, end, x, out in reversed(self.dropouts):
+                if end <= len(twin.instrs):
+                    twin.instrs[start:end] = [Instr("host", "dropout", _identity, [x], [out], plain=True,
+                                                    detail={"is_test": True})]
+            twin.dropouts = []
         twin.regs, twin.vars = list(self.regs), dict(self.vars)
         twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
         twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
@@ -213,6 +232,13 @@ class Program:
         return str(Block(self))
 
     __repr__ = __str__
+
+
+def _identity(piece):
+    return piece
+
+
+_GROUPS = itertools.count()  # hint groups: the ops of one composite print as one Paddle op
 
 
 class _BufferSetter:

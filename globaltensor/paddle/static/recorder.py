@@ -163,6 +163,10 @@ class StaticRecorder:
         program.emit_op(opdef.name, _Kernel(kernel, static), ins, outs, static)
         return tuple(outs)
 
+    def dropout(self, x):
+        """paddle's dropout(x) recorded as one op (Program.dropout); a context yielding done(out)."""
+        return self.current().dropout(x)
+
     def constant(self, t):
         pass  # a factory's value: a constant of the program at its first use (reg_of)
 

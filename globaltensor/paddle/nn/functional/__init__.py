@@ -24,7 +24,12 @@ def linear(x, weight, bias=None, name=None):
 def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=None):
     if axis is not None or mode != "upscale_in_train":
         raise NotImplementedError("dropout: axis= and mode='downscale_in_infer' are not supported")
-    return _ops.dropout(x, p, training)
+    from ....scope import recorder
+    rec = recorder()
+    if not hasattr(rec, "dropout"):
+        return _ops.dropout(x, p, training)
+    with rec.dropout(x) as done:  # static mode's recorder: one dropout op of the program, gone for_test
+        return done(_ops.dropout(x, p, training))
 
 
 def _nchw(data_format, name):
