@@ -303,8 +303,3 @@ def data(name, shape, dtype="float32", lod_level=0):
     from ...dtype import to_dtype
     dims = [None if d in (None, -1) else int(d) for d in shape]
     return _Holder.main.add_feed(name, dims, to_dtype(dtype))
-
-
-def recordable(fn):
-    """Kept for the face's imports: ops on Variables are recorded by the dispatcher itself."""
-    return fn
