@@ -308,7 +308,7 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
     if not dt.code.arithmetic:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
 
-    def draw():
+    def draw(shape=shape):
         seed, counter = _random.next_key(generator)
         def fill(box):
             out = allocate(tuple(hi - lo for lo, hi in box), dt)
@@ -317,7 +317,8 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
         return build(shape, dt, placement, sbp, fill, device)
     t = draw()
     if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
-        rec.random(t, lambda: draw()._local, _random.draw_spec(shape, dt, placement, sbp, kind, a, b, device, generator))
+        rec.random(t, lambda at=shape: draw(tuple(at))._local,  # at: a static program's fed size
+                   _random.draw_spec(shape, dt, placement, sbp, kind, a, b, device, generator))
     return t
 
 

@@ -175,10 +175,7 @@ def test_leaves_import_only_values():
 # (importer, imported) as in _edges: without these edges the face's imports form a DAG.
 FACE_CYCLES = {
     ("paddle.distributed.auto_parallel.api", "paddle"),  # inside a function: from ... import to_tensor
-    ("paddle.static", "paddle"),  # inside a function: from .. import to_tensor
-    ("paddle.static.program", "paddle"),  # inside a function: from .. import zeros
-    ("paddle.static.nn", "paddle.nn"),  # when it loads: paddle.nn <-> paddle.static, which works only
-}                                       # because paddle/__init__ loads paddle.static first
+}
 
 
 def _cycle(graph):
