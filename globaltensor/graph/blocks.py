@@ -4,7 +4,7 @@ PADDLE_TYPES = {
     "add": "elementwise_add", "subtract": "elementwise_sub", "multiply": "elementwise_mul",
     "divide": "elementwise_div", "maximum": "elementwise_max", "minimum": "elementwise_min",
     "pow": "elementwise_pow", "floor_divide": "elementwise_floordiv", "mod": "elementwise_mod",
-    "fmod": "elementwise_mod", "matmul": "matmul_v2", "linear": "fc", "softmax": "softmax",
+    "fmod": "elementwise_mod", "matmul": "matmul_v2", "linear": "fc", "linear_in_out": "fc", "softmax": "softmax",
     "sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "prod": "reduce_prod",
     "all": "reduce_all", "any": "reduce_any", "mse_mean": "mse_loss", "reshape": "reshape2",
     "permute": "transpose2", "squeeze": "squeeze2", "unsqueeze": "unsqueeze2", "expand": "expand_v2",

@@ -13,7 +13,11 @@ PADDLE_TYPES = {
     "greater_than": "greater_than", "index_select": "index_select", "layer_norm": "layer_norm",
     "channel_affine": "batch_norm", "channel_sums": "reduce_sum", "sgd_update": "sgd", "adam_update": "adam",
     "adamw_update": "adamw", "momentum_update": "momentum", "mse_mean": "mse_loss", "linear": "matmul_v2",
+    "linear_in_out": "matmul_v2",
 }
+
+# registered op -> the ops Paddle records for it (one primitive here, two there): (type, inputs taken)
+PADDLE_SEQUENCES = {"linear_in_out": (("matmul_v2", 2), ("elementwise_add", 1))}
 
 # optimizer class -> the update op Paddle appends per parameter
 UPDATE_TYPES = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw", "Momentum": "momentum", "Lamb": "lamb"}
@@ -68,9 +72,8 @@ class Block:
                     ops[-1].output_arg_names = outs
                     continue
                 group = gid
-                if p.backward_at is not None and i >= p.backward_at:
-                    kind += "_grad"
-                ops.append(Operator(kind, [self._name(r) for r in ins.ins], outs, ins.detail))
+                suffix = "_grad" if p.backward_at is not None and i >= p.backward_at else ""
+                ops += _sequence(ins.name, kind, [self._name(r) for r in ins.ins], outs, ins.detail, suffix)
             elif ins.kind == "host":
                 ops.append(Operator(ins.name, [self._name(r) for r in ins.ins], [self._name(r) for r in ins.outs],
                                     ins.detail))
@@ -111,6 +114,20 @@ class Block:
                          f"{' (gradients averaged over the ranks)' if average else ''}")
         lines.append("}")
         return "\n".join(lines)
+
+
+def _sequence(name, kind, ins, outs, attrs, suffix):
+    """The Operators Paddle records for one instruction: one, or a chain (each step reads the last
+    one's output and its own inputs) for an op in PADDLE_SEQUENCES whose inputs are all there."""
+    steps = PADDLE_SEQUENCES.get(name)
+    if suffix or steps is None or len(ins) != sum(n for _, n in steps):
+        return [Operator(kind + suffix, ins, outs, attrs)]
+    ops, taken, last = [], 0, []
+    for j, (step_type, n) in enumerate(steps):
+        made = outs if j == len(steps) - 1 else [f"{outs[0]}.{step_type}"]
+        ops.append(Operator(step_type, last + ins[taken:taken + n], made, attrs if j == 0 else None))
+        taken, last = taken + n, made
+    return ops
 
 
 def _shape(program, r):
