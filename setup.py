@@ -1,4 +1,4 @@
-"""Build globaltensor._C: C++ kernels always; CUDA kernels when GLOBALTENSOR_BUILD_CUDA says so."""
+"""Build globaltensor._native: C++ kernels always; CUDA kernels when GLOBALTENSOR_BUILD_CUDA says so."""
 import glob
 import os
 import shutil
@@ -67,8 +67,8 @@ def compile_cuda(home, sources, out_dir, include_dirs):
 
 
 class BuildExt(build_ext):
-    """Compiles kernels/*.cu with nvcc (when wanted) and links the objects into _C, with the
-    CUDA runtime linked statically: importing _C never needs libcudart, and libcuda is opened
+    """Compiles kernels/*.cu with nvcc (when wanted) and links the objects into _native, with the
+    CUDA runtime linked statically: importing _native never needs libcudart, and libcuda is opened
     only by the first CUDA call."""
 
     def build_extension(self, ext):
@@ -120,7 +120,7 @@ def have_mvec():
 
 
 ext = Pybind11Extension(
-    "globaltensor._C",
+    "globaltensor._native",
     sorted(glob.glob("kernels/*.cpp")) + sorted(glob.glob("bindings/*.cpp")),  # module.cpp: the one PYBIND11_MODULE
     cxx_std=17,
     extra_compile_args=["-O3", "-fvisibility=hidden", "-ffp-contract=off"],  # numpy's rounding

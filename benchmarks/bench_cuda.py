@@ -1,4 +1,4 @@
-"""GPU figures of issue 6, against cupy (cuBLAS) in the same run; needs a GPU, cupy and a _C
+"""GPU figures of issue 6, against cupy (cuBLAS) in the same run; needs a GPU, cupy and a _native
 built with CUDA and cuBLASLt (GLOBALTENSOR_BUILD_CUDA=1, GLOBALTENSOR_CUBLAS_INCLUDE if the
 toolkit has no cublasLt.h).
 

@@ -1,5 +1,5 @@
 """The IPC all-reduce's phases timed one by one, 2 processes sharing one GPU (issue 33): where the
-time of `bench_cuda.py`'s IPC row goes. Needs a GPU, cupy and _C built with CUDA.
+time of `bench_cuda.py`'s IPC row goes. Needs a GPU, cupy and _native built with CUDA.
 
     python benchmarks/bench_ipc_phases.py
 

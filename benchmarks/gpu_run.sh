@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU validation in one call (issue 33): build _C with CUDA and cuBLASLt, run the cuda tests, the
+# GPU validation in one call (issue 33): build _native with CUDA and cuBLASLt, run the cuda tests, the
 # examples on cuda placements (2 ranks sharing one GPU: the IPC path), the GPU benchmark, and the
 # whole suite with GLOBALTENSOR_CUDA_SIMULATE unset. Each phase has a time limit; its log goes to
 # $OUT/<phase>.log (default gpu_logs/), and a summary line per phase is printed.

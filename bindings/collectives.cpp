@@ -76,14 +76,14 @@ void bind_collectives(py::module_& m) {
         size_t esz = gt::dtype_size(dtype);
         py::gil_scoped_release r;
         g.reduce_scatter(i.ptr, i.nbytes / esz, o.ptr, o.nbytes / esz, dtype, redop);
-      }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _C.RedOp) in the input's dtype.")
+      }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _native.RedOp) in the input's dtype.")
       .def("all_reduce", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
         gt::DType dtype = reduce_dtype(in, out, redop, "all_reduce");
         if (i.nbytes != o.nbytes) throw py::value_error("all_reduce input and output differ in size");
         py::gil_scoped_release r;
         g.all_reduce(i.ptr, o.ptr, i.nbytes / gt::dtype_size(dtype), dtype, redop);
-      }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _C.RedOp) in the input's dtype.")
+      }, py::arg("input"), py::arg("output"), py::arg("redop"), "Reduce (a _native.RedOp) in the input's dtype.")
       .def("all_reduce_async", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
         gt::DType dtype = reduce_dtype(in, out, redop, "all_reduce_async");

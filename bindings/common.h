@@ -41,13 +41,13 @@ gt::DType reduction_dtype(const py::array& a, gt::RedOp redop, const char* what)
 // x's dtype, float32 or float64, else TypeError "<what> takes float32 or float64 arrays".
 gt::DType float_dtype(const py::array& x, const char* what);
 
-// Each adds its part of _C to m. module.cpp calls them in an order where every type a signature
+// Each adds its part of _native to m. module.cpp calls them in an order where every type a signature
 // names is registered first (pybind11 writes an unregistered type's C++ name into the docstring).
 void bind_kernels(py::module_& m);      // kernels.cpp: reductions, copies, erf/GELU, axpby, Philox
 void bind_layers(py::module_& m);       // layers.cpp: LayerNorm, BatchNorm's channel passes, conv patches, pooling
 void bind_node(py::module_& m);         // node.cpp: Node, ShmBuffer, numpy's arena allocator
 void bind_collectives(py::module_& m);  // collectives.cpp: Group and Work (needs Node)
-void bind_cuda(py::module_& m);         // cuda.cpp: the _C.cuda submodule (only with GLOBALTENSOR_WITH_CUDA)
+void bind_cuda(py::module_& m);         // cuda.cpp: the _native.cuda submodule (only with GLOBALTENSOR_WITH_CUDA)
 
 }  // namespace bindings
 }  // namespace gt

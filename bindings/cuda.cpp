@@ -1,4 +1,4 @@
-// The _C.cuda submodule: CUDA device memory, IPC handles, the IPC all-reduce's sum, and cuBLASLt matmuls.
+// The _native.cuda submodule: CUDA device memory, IPC handles, the IPC all-reduce's sum, and cuBLASLt matmuls.
 #include "common.h"
 
 #ifdef GLOBALTENSOR_WITH_CUDA
@@ -15,11 +15,11 @@
 namespace gt {
 namespace bindings {
 
-// _C.cuda: device memory, IPC handles and the reduction of the IPC all-reduce. Device
+// _native.cuda: device memory, IPC handles and the reduction of the IPC all-reduce. Device
 // pointers and streams are Python ints; every call raises RuntimeError with CUDA's words.
 void bind_cuda(py::module_& m) {
   namespace cu = gt::cuda;
-  auto c = m.def_submodule("cuda", "CUDA kernels (built with nvcc); pointers and streams are ints, dtypes _C.DType");
+  auto c = m.def_submodule("cuda", "CUDA kernels (built with nvcc); pointers and streams are ints, dtypes _native.DType");
   c.def("device_count", &cu::device_count, "GPUs visible to this process (0 without a driver).");
   c.def("set_device", &cu::set_device, py::arg("device"));
   c.def("malloc", [](size_t n) { return reinterpret_cast<uintptr_t>(cu::malloc_device(n)); }, py::arg("nbytes"));

@@ -32,7 +32,7 @@ void bind_kernels(py::module_& m) {
     py::gil_scoped_release release;
     gt::reduce_to(&dst, 1, ptrs.data(), int(ptrs.size()), count, dtype, redop, nontemporal);
   }, py::arg("out"), py::arg("srcs"), py::arg("redop"), py::arg("nontemporal") = false,
-     "out = srcs[0] (op) srcs[1] (op) ... (redop a _C.RedOp), in out's dtype, which every source shares; "
+     "out = srcs[0] (op) srcs[1] (op) ... (redop a _native.RedOp), in out's dtype, which every source shares; "
      "half types accumulate in float32.");
 
   m.def("copy_bytes", [](py::array dst, py::array src, bool nontemporal) {

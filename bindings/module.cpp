@@ -1,4 +1,4 @@
-// The only PYBIND11_MODULE: _C's errors and code tables, then each bindings file's part (argument checks, GIL release).
+// The only PYBIND11_MODULE: _native's errors and code tables, then each bindings file's part (argument checks, GIL release).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -9,7 +9,7 @@
 
 using namespace gt::bindings;  // common.h: py, the argument checks, the bind_* of each file
 
-PYBIND11_MODULE(_C, m) {
+PYBIND11_MODULE(_native, m) {
   m.doc() = "globaltensor native kernels: shared-memory collectives and reductions";
 
   auto base_error = py::register_exception<gt::CollectiveError>(m, "CollectiveError", PyExc_RuntimeError);
@@ -30,7 +30,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("dtype_of", [](py::array a) -> py::object {
     int32_t code = dtype_code(a);
     return code < 0 ? py::object(py::none()) : py::cast(gt::DType(code));
-  }, py::arg("array"), "The _C.DType of an array's elements (None for a type the kernels do not number).");
+  }, py::arg("array"), "The _native.DType of an array's elements (None for a type the kernels do not number).");
 
   // In this order: every type a signature names is registered before it (the enums above, Node before Group).
   bind_kernels(m);

@@ -16,8 +16,9 @@ START, END = "<!-- paddle-index:start -->", "<!-- paddle-index:end -->"
 
 # where a section's names are looked for, in order (the index's sections, split by '-' lines)
 SECTIONS = [
-    ("paddle (the top level)", ["paddle"]),
-    ("fluid layers and dygraph (Paddle 1.x)", ["paddle", "paddle.nn.functional", "paddle.nn", "paddle.static.nn"]),
+    ("paddle (the top level)", ["paddle", "paddle.fluid"]),
+    ("fluid layers and dygraph (Paddle 1.x)", ["paddle", "paddle.nn.functional", "paddle.nn", "paddle.static.nn",
+                                               "paddle.fluid.layers"]),
     ("paddle.nn.functional, paddle.nn and paddle.static", ["paddle.nn.functional", "paddle.nn", "paddle.static",
                                                            "paddle"]),
     ("paddle.vision.transforms", []),
@@ -27,8 +28,8 @@ FLUID = ("Paddle 1.x fluid.layers / dygraph name, superseded in Paddle 2.0 by pa
          "not built under this name")
 VISION = ("image transforms (paddle.vision) are not part of a tensor runtime: transform with numpy/PIL before the "
           "DataLoader")
-STATIC_INTERNALS = ("Paddle's static-graph executor internals: a static program here runs through graph mode "
-                    "(see Static mode)")
+STATIC_INTERNALS = ("Paddle's static-graph executor internals: a static program here is graph instructions run "
+                    "by graph replay (see Static mode)")
 PS = "parameter-server training (DistributeTranspiler, pserver mode) is not built yet"
 LOD = "LoD tensors and the fluid data feeders (Paddle 1.x) are not built: feed numpy arrays"
 RNN = "recurrent layers (RNN, LSTM, GRU and their cells) are not built"

@@ -26,7 +26,7 @@ env.barrier = distributed.job_barrier  # SPEC's gt.env.barrier(); env itself imp
 __version__ = "0.1.0"
 
 
-for _name in _ops.PUBLIC + _ops.EVERYDAY + _ops.ONEFLOW_ONLY:
+for _name in _ops.PUBLIC + _ops.EVERYDAY + list(_ops.ONEFLOW_ONLY):
     globals()[_name] = getattr(_ops, _name)
 for _name in utils.global_view.SOURCES:  # under flow.utils.global_view.global_mode they make global tensors
     globals()[_name] = utils.global_view.sourced(globals()[_name])
@@ -34,6 +34,8 @@ from . import linalg  # noqa: E402 - torch.linalg's names
 nn.functional.normalize = _ops.normalize  # noqa: E402 - written with the ops (nn/ is another's file)
 for _name in ("mish", "silu", "selu", "softplus", "softshrink", "softsign"):  # OneFlow has these at top level too
     globals()[_name] = getattr(nn.functional, _name)
+from . import _C  # noqa: E402 - flow._C, OneFlow's functional namespace (the C++ extension is _native)
+broadcast_like = _C.broadcast_like  # OneFlow's flow.broadcast_like
 
 # `from globaltensor import *` gives what `import torch` users reach for: the modules, the types,
 # the factories and every op (PyTorch's `max`, `sum`, `bool` ... among them, as torch's __all__),

@@ -119,12 +119,12 @@ def host_array(data):
 
 
 def tensor(data: Any, dtype: DTypeLike = None, placement: Optional[Placement] = None, sbp: SbpLike = None,
-           requires_grad: bool = False, check_meta: bool = True, device: DeviceLike = None) -> Tensor:
-    """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta
-    (on a placement) a checksum compared over the placement's ranks says so, or raises. Without
-    dtype=: Python floats give the default float dtype (gt.get_default_dtype()), ints int64, bools
-    bool; numpy data keeps its dtype.
-
+           requires_grad: bool = False, check_meta: bool = True, device: DeviceLike = None,
+           pin_memory: bool = False) -> Tensor:
+    """A tensor from `data`, the whole (global) value, the same on every rank: with check_meta (on a
+    placement) a checksum compared over the placement's ranks says so, or raises. Without dtype=: Python
+    floats give the default float dtype, ints int64, bools bool; numpy data keeps its dtype. pin_memory=
+    (PyTorch's, OneFlow's) is taken and changes nothing: host pieces are numpy arrays.
     Examples:
         >>> gt.tensor([[1.0, 2.0], [3.0, 4.0]])                       # local, float32
         >>> p = gt.placement("cpu", [0, 1])
@@ -308,17 +308,17 @@ def _random_tensor(shape, dt, placement, sbp, kind, a, b, device=None, generator
     if not dt.code.arithmetic:
         raise TypeError(f"random values of dtype {dt.name} are not supported")
 
-    def draw():
+    def draw(shape=shape):
         seed, counter = _random.next_key(generator)
         def fill(box):
             out = allocate(tuple(hi - lo for lo, hi in box), dt)
             _random.fill(out, kind, shape, [lo for lo, _ in box], counter, a, b, seed)
             return out
         return build(shape, dt, placement, sbp, fill, device)
-
     t = draw()
     if (rec := _recorder()) is not None:  # a graph replays the draw (the counter advances as in eager mode)
-        rec.random(t, lambda: draw()._local)
+        rec.random(t, lambda at=shape: draw(tuple(at))._local,  # at: a static program's fed size
+                   _random.draw_spec(shape, dt, placement, sbp, kind, a, b, device, generator))
     return t
 
 

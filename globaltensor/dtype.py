@@ -4,13 +4,13 @@ import builtins
 import ml_dtypes
 import numpy as np
 
-from . import _C
+from . import _native
 
 
 class DType:
     """An element type; `np` is its numpy dtype. Compares equal to that numpy dtype too.
 
-    `code` is its _C.DType: kernels/types.h numbers the dtypes once, for the kernels and for
+    `code` is its _native.DType: kernels/types.h numbers the dtypes once, for the kernels and for
     every code that travels between ranks (int(code)); `from_code` reads one back."""
 
     __slots__ = ("name", "np", "is_floating", "is_complex", "code")
@@ -20,7 +20,7 @@ class DType:
         self.np = np.dtype(np_dtype)
         self.is_floating = self.np.kind == "f" or name == "bfloat16"
         self.is_complex = self.np.kind == "c"
-        self.code = _C.DType.__members__[name]
+        self.code = _native.DType.__members__[name]
 
     def to_real(self):
         """The real dtype of a complex one (complex64 -> float32); other dtypes: themselves."""
@@ -114,7 +114,7 @@ def of_array(array):
 
 
 def from_code(code):
-    """The DType of a _C.DType code (an int as sent between ranks, or the enum member)."""
+    """The DType of a _native.DType code (an int as sent between ranks, or the enum member)."""
     found = _BY_CODE.get(int(code))
     if found is None:
         raise ValueError(f"no dtype has the code {int(code)}; the codes: {sorted(_BY_CODE)}")

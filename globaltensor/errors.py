@@ -16,8 +16,17 @@ class PlacementError(RuntimeError, ValueError):
     """Placements or SBPs that disagree between tensors or between ranks."""
 
 
+class ArgumentError(RuntimeError, ValueError):
+    """An argument outside its choices (OneFlow: RuntimeError; PyTorch and SPEC: ValueError)."""
+
+
 class DimError(IndexError, ValueError):
     """A dim outside a tensor's dims (OneFlow and PyTorch: IndexError)."""
+
+
+class IndexRuntimeError(RuntimeError, IndexError):
+    """Bad indexing OneFlow raises as RuntimeError where numpy (and we, before) raise IndexError: an index
+    tensor of a non-integer dtype, an index into a 0-dim tensor."""
 
 
 class DTypeError(TypeError, RuntimeError):
@@ -59,3 +68,9 @@ def not_broadcast(what, shapes):
                                       f"at non-singleton dimension {max(len(a), len(b)) + d}: shapes "
                                       f"{', '.join(map(str, shapes))} do not broadcast")
     return ShapeError(f"{head}shapes {', '.join(map(str, shapes))} do not broadcast")
+
+
+def bad_reduction(what, reduction):
+    """ArgumentError with OneFlow's words for a loss's reduction outside "none", "mean", "sum"."""
+    return ArgumentError(f"Reduction should be none, sum or mean. ({what}: reduction must be 'none', 'mean' or "
+                         f"'sum', got {reduction!r})")

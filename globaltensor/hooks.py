@@ -17,8 +17,9 @@ def host_step(name, fn, *tensors):
     return fn(*[t._local for t in tensors]) if rec is None else rec.host_step(name, fn, tensors)
 
 
-def effect(name, fn):
+def effect(name, fn, data=None):
     """fn(): a step that changes state outside the dispatcher (an optimizer's update, zero_grad, a
-    scheduler's step); inside a capture it runs once and is recorded whole, to run at each replay."""
+    scheduler's step); inside a capture it runs once and is recorded whole, to run at each replay
+    (`data`: what it does as data, so a saved program can rebuild it; see graph/rebuild.py)."""
     rec = recorder()
-    return fn() if rec is None else rec.step(name, fn)
+    return fn() if rec is None else rec.step(name, fn, data)

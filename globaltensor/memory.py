@@ -1,6 +1,6 @@
 """Memory of cpu placements: this rank's shared-memory arena (tensor pieces, collective outputs
 and, in a job of several ranks, numpy's own arrays of at least GLOBALTENSOR_NUMPY_MIN_BYTES)."""
-from . import _C
+from . import _native
 
 
 def _node():
@@ -15,7 +15,7 @@ def memory_stats():
     GLOBALTENSOR_SHM_ARENA_GB); and numpy's allocator: whether it is installed, the arrays it
     placed in the arena, and those that went to the heap because the arena was full."""
     node = _node()
-    numpy = _C.numpy_alloc_stats()
+    numpy = _native.numpy_alloc_stats()
     allocated, cached = node.used_bytes, node.cached_bytes
     return {
         "allocated_bytes": allocated, "cached_bytes": cached, "reserved_bytes": allocated + cached,

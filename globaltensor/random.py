@@ -9,11 +9,11 @@ give one sequence; `default_stream` (gt.default_generator's) is the only process
 """
 import os
 
-from . import _C
+from . import _native
 
 DEFAULT_SEED = 67280421310721
-UNIFORM, NORMAL, RANDINT, BERNOULLI = (_C.RandomKind.uniform, _C.RandomKind.normal, _C.RandomKind.randint,
-                                      _C.RandomKind.bernoulli)  # kernels/philox.h's numbering
+UNIFORM, NORMAL, RANDINT, BERNOULLI = (_native.RandomKind.uniform, _native.RandomKind.normal, _native.RandomKind.randint,
+                                      _native.RandomKind.bernoulli)  # kernels/philox.h's numbering
 
 
 def checked_seed(seed):
@@ -89,8 +89,17 @@ def next_counter():
     return default_stream.next_counter()
 
 
+def draw_spec(shape, dt, placement, sbp, kind, a, b, device, generator):
+    """A factory's draw from the default stream as data (a graph's saved program rebuilds it,
+    graph/rebuild.py); None for a draw from a generator of its own."""
+    if generator is not None:
+        return None
+    return {"draw": "philox", "shape": tuple(shape), "dtype": dt, "placement": placement, "sbp": sbp,
+            "kind": int(kind), "a": a, "b": b, "device": None if device is None else str(device)}
+
+
 def fill(out, kind, global_shape, starts, counter, a=0.0, b=1.0, seed=None):
     """Write into `out` (a piece starting at `starts`, in its own dtype) the values of the draw `counter`
     of the stream `seed` (the default stream's if None)."""
     seed = default_stream.seed if seed is None else seed
-    _C.philox_fill(out, kind, list(global_shape), list(starts), seed, counter, float(a), float(b))
+    _native.philox_fill(out, kind, list(global_shape), list(starts), seed, counter, float(a), float(b))

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import dtype as _dtype
 from .hooks import readback
+from .errors import PlacementError
 from .placement import placement as Placement
 from .sbp import sbp as SBP
 from .scope import recorder as _recorder
@@ -52,7 +53,7 @@ class device:  # noqa: N801 - torch.device's name
                 raise ValueError(f"device: bad index {text!r} (expected \"cpu\", \"cuda\" or \"cuda:<index>\")")
             index = int(text)
         if type not in ("cpu", "cuda"):
-            raise ValueError(f"device: unknown device type {type!r}; expected \"cpu\" or \"cuda\"")
+            raise PlacementError(f"Expected one of cpu, cuda device type at start of device string: {type}")
         if index is not None and (not isinstance(index, int) or isinstance(index, bool) or index < 0):
             raise ValueError(f"device: the index must be a non-negative int, got {index!r}")
         if type == "cpu" and index not in (None, 0):

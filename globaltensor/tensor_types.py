@@ -133,10 +133,15 @@ def _new_full(self: _Core, size: Union[int, tuple], fill_value: Number, dtype: D
 
 
 def _new_tensor(self: _Core, data: Any, dtype: DTypeLike = None, device: DeviceLike = None,
-                requires_grad: bool = False) -> _Core:
-    """A local tensor of `data` with this tensor's dtype (and a local one's device) unless given."""
+                requires_grad: bool = False, placement: Optional[Placement] = None, sbp: SbpLike = None) -> _Core:
+    """A tensor of `data` with this tensor's dtype unless given, on a local one's device, or (as
+    OneFlow) on a global one's placement and sbp; device= makes it local, placement=/sbp= global."""
+    dt = _dtype.to_dtype(dtype, self._dtype)
+    if device is None and (placement is not None or sbp is not None or self.is_global):
+        return creation.tensor(data, dtype=dt, placement=placement or self.placement, sbp=sbp or self.sbp,
+                               requires_grad=requires_grad)
     where = device if device is not None else (None if self.is_global else self.device)
-    return creation.tensor(data, dtype=_dtype.to_dtype(dtype, self._dtype), device=where, requires_grad=requires_grad)
+    return creation.tensor(data, dtype=dt, device=where, requires_grad=requires_grad)
 
 
 _Core.new_zeros, _Core.new_ones, _Core.new_empty, _Core.new_full = _new_zeros, _new_ones, _new_empty, _new_full

@@ -6,7 +6,7 @@
 //   weight grad     dW^T (k x n) = X^T . G, dbias = sum of G over the k dimension (BGRADB)
 // Descriptors, layouts and the heuristic's algorithm are cached per shape and per the
 // alignment of each pointer (pieces are often views at any offset: the algorithm must not assume
-// 256-byte aligned buffers that are not); one 32 MiB workspace per device. libcublasLt is opened with dlopen, so _C does not depend on it.
+// 256-byte aligned buffers that are not); one 32 MiB workspace per device. libcublasLt is opened with dlopen, so _native does not depend on it.
 #include "cuda_linear.h"
 
 #include <cublasLt.h>

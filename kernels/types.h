@@ -8,7 +8,7 @@
 namespace gt {
 
 // The element types and reduction ops, numbered here once: bindings/module.cpp exports both
-// tables to Python as _C.DType and _C.RedOp (members named as below), and every code Python
+// tables to Python as _native.DType and _native.RedOp (members named as below), and every code Python
 // passes or sends between ranks is one of these.
 enum DType : int32_t {
   kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3, kI32 = 4, kI64 = 5, kBool = 6, kI8 = 7, kU8 = 8, kC64 = 9, kC128 = 10

@@ -45,13 +45,13 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _complete_gpu_build(request):
     """On a GPU machine a cuda test fails, rather than skips or quietly takes another path, when
-    _C lacks the CUDA kernels (IPC) or cuBLASLt: a green GPU run means the GPU code ran.
+    _native lacks the CUDA kernels (IPC) or cuBLASLt: a green GPU run means the GPU code ran.
     GLOBALTENSOR_ALLOW_PARTIAL_CUDA=1 says the partial build is meant."""
     if "cuda" not in request.keywords or not _has_gpu() or os.environ.get("GLOBALTENSOR_ALLOW_PARTIAL_CUDA") == "1":
         return
-    from globaltensor import _C
-    missing = [name for name, have in (("CUDA (IPC)", _C.with_cuda), ("cuBLASLt", _C.with_cublaslt)) if not have]
+    from globaltensor import _native
+    missing = [name for name, have in (("CUDA (IPC)", _native.with_cuda), ("cuBLASLt", _native.with_cublaslt)) if not have]
     if missing:
-        pytest.fail(f"this machine has a GPU but globaltensor._C was built without {' and '.join(missing)}: "
+        pytest.fail(f"this machine has a GPU but globaltensor._native was built without {' and '.join(missing)}: "
                     "reinstall with GLOBALTENSOR_BUILD_CUDA=1 (GLOBALTENSOR_CUBLAS_INCLUDE if cublasLt.h is "
                     "elsewhere), or set GLOBALTENSOR_ALLOW_PARTIAL_CUDA=1")

@@ -66,7 +66,7 @@ try:
     dist.spawn(print_on_rank_0, args=(True,), nprocs=2)
 except dist.SpawnError as exc:
     message = str(exc)
-print(message[message.index("_C.CollectiveError") + 3:][:700])
+print(message[message.index("_native.CollectiveError") + 8:][:700])
 assert "x.numpy(), x.item() and x.tolist() of a global tensor are collectives" in message
 
 

@@ -90,7 +90,8 @@ def _start(r, g, roots, order):
     """The gradient a backward of root r starts from: g, else ones (a fresh seed, which the leaf
     gradients may share) when r is a scalar or a leaf under it follows Paddle's rule."""
     if not r.requires_grad:
-        raise RuntimeError("backward: the tensor does not require grad (no input of it requires grad)")
+        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn (backward: "
+                           "no input of the tensor requires grad)")
     if g is not None:
         return g
     if (r.dtype.is_complex or r.numel() != 1) and not _ones_for(roots, order):
@@ -110,10 +111,13 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
     if order is None:
         order = _topological(roots)
     grads = {}
-    for r, g in zip(roots, root_grads):
-        _accumulate(grads, r, _start(r, g, roots, order))
-    finishing = _finishing(order) if on_leaf is not None else {}
     result = {}
+    for r, g in zip(roots, root_grads):
+        seed = _start(r, g, roots, order)
+        _accumulate(grads, r, seed)
+        if wanted is not None and id(r) in wanted and r._node is not None:
+            _accumulate(result, r, seed)  # d root / d root: its own seed, plus what flows in from other roots
+    finishing = _finishing(order) if on_leaf is not None else {}
     with enable_grad() if create_graph else no_grad():
         for i, ctx in enumerate(order):
             outs = [grads.pop(id(o), None) for o in ctx.outputs]

@@ -19,8 +19,10 @@ def grad(outputs: Union[Tensor, Sequence[Tensor]], inputs: Union[Tensor, Sequenc
     As torch.autograd.grad. With create_graph=True the gradient ops are recorded like any op
     (each op's backward is written with registered ops), so the gradients require grad and can
     be differentiated again: second derivatives, also with respect to grad_outputs. The tape is
-    never freed, so retain_graph changes nothing; only_inputs is PyTorch's deprecated no-op. An
-    input the outputs do not depend on raises unless allow_unused (then None), or
+    never freed, so retain_graph changes nothing; only_inputs is PyTorch's deprecated no-op. An input
+    that some recorded op read (or that an op made) but whose gradient here is zero gets zeros, as
+    OneFlow (PyTorch's derivative formulas give zeros there too: d(dx)/dx of a relu or an average
+    pool). An input no recorded op ever read raises unless allow_unused (then None), or
     materialize_grads (then zeros). is_grads_batched (vmap over grad_outputs) is not supported.
 
     Examples:
@@ -48,6 +50,9 @@ def grad(outputs: Union[Tensor, Sequence[Tensor]], inputs: Union[Tensor, Sequenc
     result = []
     for t in inputs:
         g = found.get(id(t))
+        if g is None and not allow_unused and (t._node is not None or t._read_at > 0):
+            result.append(zeros_like(t))  # in the graph, its gradient zero (OneFlow's rule; PyTorch's ops give zeros)
+            continue
         if g is None:
             if not allow_unused:
                 raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "

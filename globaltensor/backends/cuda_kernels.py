@@ -1,4 +1,4 @@
-"""Local kernels on cupy arrays through _C.cuda (cuBLASLt): matmul, the fused linear layer
+"""Local kernels on cupy arrays through _native.cuda (cuBLASLt): matmul, the fused linear layer
 (matmul + bias + ReLU or tanh-GELU in one call) and its weight gradient with the bias gradient
 fused. Arrays are 2-D (copied to C order when they are not), of one dtype (bfloat16 is ml_dtypes'
 bfloat16, which cupy 14 knows, or uint16 with dtype="bfloat16")."""
@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from .. import dtype as _dtype
 from .cuda import find_library
 from .devices import simulated, took
@@ -18,7 +18,7 @@ _loaded = []
 
 def usable(*arrays, op="matmul"):
     """Whether these pieces take the cuBLASLt path: 2-D cupy arrays of one dtype among float32,
-    float16 and bfloat16 (float64 stays with cupy), _C built with cuBLASLt, not turned off by
+    float16 and bfloat16 (float64 stays with cupy), _native built with cuBLASLt, not turned off by
     GLOBALTENSOR_CUBLASLT=0, and a real GPU (not simulated_cupy). Device pieces that do not are
     counted as "cupy.<op>" in gt.debug.device_paths()."""
     if isinstance(arrays[0], np.ndarray):
@@ -37,7 +37,7 @@ def _fits(arrays):
         return False
     if os.environ.get("GLOBALTENSOR_CUBLASLT", "1") == "0" or simulated():
         return False
-    return getattr(_C, "with_cublaslt", False)
+    return getattr(_native, "with_cublaslt", False)
 
 
 def cublaslt_path():
@@ -48,13 +48,13 @@ def cublaslt_path():
 
 
 def _ready():
-    """cupy, once _C has cuBLASLt and libcublasLt is open; RuntimeError saying what is missing."""
-    if not getattr(_C, "with_cublaslt", False):
-        raise RuntimeError("globaltensor._C was built without cuBLASLt: reinstall where cublasLt.h is found "
+    """cupy, once _native has cuBLASLt and libcublasLt is open; RuntimeError saying what is missing."""
+    if not getattr(_native, "with_cublaslt", False):
+        raise RuntimeError("globaltensor._native was built without cuBLASLt: reinstall where cublasLt.h is found "
                            "(the CUDA toolkit, or GLOBALTENSOR_CUBLAS_INCLUDE) with GLOBALTENSOR_BUILD_CUDA=1")
     if not _loaded:
         path = cublaslt_path()
-        if not _C.cuda.load_cublaslt(path):
+        if not _native.cuda.load_cublaslt(path):
             raise RuntimeError(f"libcublasLt could not be opened ({path or 'loader search path'}); "
                                "pip install nvidia-cublas, or set GLOBALTENSOR_CUBLASLT_LIBRARY")
         _loaded.append(path)
@@ -94,7 +94,7 @@ def matmul(a, b, tf32=False, dtype=None):
     b = _matrix(b, "b", (k, n))
     c = cupy.empty((m, n), a.dtype)
     took("cublaslt.matmul")
-    _C.cuda.matmul(c.data.ptr, a.data.ptr, b.data.ptr, m, n, k, code, tf32, _stream())
+    _native.cuda.matmul(c.data.ptr, a.data.ptr, b.data.ptr, m, n, k, code, tf32, _stream())
     return c
 
 
@@ -113,7 +113,7 @@ def linear(x, w, bias=None, activation="identity", tf32=False, dtype=None):
         bias = cupy.ascontiguousarray(bias)
     y = cupy.empty((m, n), x.dtype)
     took("cublaslt.linear")
-    _C.cuda.linear_forward(y.data.ptr, x.data.ptr, w.data.ptr, 0 if bias is None else bias.data.ptr, m, n, k, code,
+    _native.cuda.linear_forward(y.data.ptr, x.data.ptr, w.data.ptr, 0 if bias is None else bias.data.ptr, m, n, k, code,
                            ACTIVATIONS[activation], tf32, _stream())
     return y
 
@@ -128,11 +128,11 @@ def linear_weight_grad(g, x, bias_grad=True, tf32=False, dtype=None):
     db = cupy.empty((n,), g.dtype) if bias_grad else None
     took("cublaslt.linear_weight_grad")
     try:
-        _C.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, g.data.ptr, x.data.ptr, m, n, k,
+        _native.cuda.linear_weight_grad(dw.data.ptr, 0 if db is None else db.data.ptr, g.data.ptr, x.data.ptr, m, n, k,
                                    code, tf32, _stream())
     except RuntimeError as exc:  # no fused bias-gradient algorithm for this case: reduce separately
-        if db is None or "no algorithm" not in str(exc) or code == _C.DType.bfloat16:
+        if db is None or "no algorithm" not in str(exc) or code == _native.DType.bfloat16:
             raise
-        _C.cuda.linear_weight_grad(dw.data.ptr, 0, g.data.ptr, x.data.ptr, m, n, k, code, tf32, _stream())
+        _native.cuda.linear_weight_grad(dw.data.ptr, 0, g.data.ptr, x.data.ptr, m, n, k, code, tf32, _stream())
         db = g.sum(axis=0)
     return dw, db

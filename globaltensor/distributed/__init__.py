@@ -8,7 +8,7 @@ The launcher is `python -m globaltensor.distributed.launch`.
 Loading this package gives the device backend its collectives: devices.device("cpu").collectives
 is collectives.py, devices.device("cuda").collectives is device_collectives.py.
 """
-from .._C import CollectiveError, CollectiveTimeoutError, SharedMemoryExhausted
+from .._native import CollectiveError, CollectiveTimeoutError, SharedMemoryExhausted
 from ..backends import devices as _devices
 from . import collectives, device_collectives
 from .collectives import (Work, all_gather, all_reduce, all_reduce_async, all_to_all, barrier, broadcast,

@@ -1,4 +1,4 @@
-"""Collectives on numpy arrays for ranks on one node, through the shared-memory kernels of _C.
+"""Collectives on numpy arrays for ranks on one node, through the shared-memory kernels of _native.
 
 Arrays made by `empty_shared` live in this rank's arena and are read by peers in place
 (zero copy); other arrays pass through bounded staging buffers. Arguments are checked on
@@ -13,15 +13,15 @@ from typing import Any, Literal, Optional, Sequence
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from .. import dtype as _dtype
 from .group import Group, world_group
 from .world import world
 
 ReduceOp = Literal["sum", "max", "min"]
 
-# The reduction ops, from _C (kernels/types.h numbers them): {"sum": _C.RedOp.sum, ...}.
-_REDOPS = dict(_C.RedOp.__members__)
+# The reduction ops, from _native (kernels/types.h numbers them): {"sum": _native.RedOp.sum, ...}.
+_REDOPS = dict(_native.RedOp.__members__)
 # The dtypes reductions take, by numpy dtype (a dict lookup on the dtype costs tens of ns). The
 # kernels read the dtype from the array itself; this only lets every rank raise before joining.
 # Complex dtypes are summed as their float pairs; max and min refuse them (not ordered).
@@ -67,7 +67,7 @@ _NARROW = frozenset({np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8)})
 
 
 def _redop(array, op, name):
-    """The _C.RedOp of `op`, once array's dtype is known to reduce; TypeError or ValueError."""
+    """The _native.RedOp of `op`, once array's dtype is known to reduce; TypeError or ValueError."""
     if array.dtype not in _REDUCIBLE:
         raise TypeError(f"{name}: cannot reduce dtype {array.dtype.name}; supported: "
                         f"{', '.join(d.name for d in _dtype.ALL if d.np in _REDUCIBLE or d.np in _NARROW)}")

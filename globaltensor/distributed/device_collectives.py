@@ -85,11 +85,11 @@ def _automatic(ranks):
               "(pip install nvidia-nccl-cu13, or set GLOBALTENSOR_NCCL_LIBRARY): their collectives go through "
               "the host")
         return "host"
-    from .. import _C
-    if len(hosts) == 1 and getattr(_C, "with_cuda", False):
+    from .. import _native
+    if len(hosts) == 1 and getattr(_native, "with_cuda", False):
         return "ipc"
     _warn(f"ranks {list(ranks)} share a GPU, but " + ("they are on several machines" if len(hosts) > 1 else
-          "globaltensor._C was built without CUDA (reinstall with GLOBALTENSOR_BUILD_CUDA=1)") +
+          "globaltensor._native was built without CUDA (reinstall with GLOBALTENSOR_BUILD_CUDA=1)") +
           ": their collectives go through the host")
     return "host"
 

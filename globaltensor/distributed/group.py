@@ -1,5 +1,5 @@
 """Process groups: an ordered set of global ranks that run collectives together."""
-from .._C import CollectiveError, collective_hint
+from .._native import CollectiveError, collective_hint
 from .store import PeersLeft
 from .world import world
 

@@ -26,13 +26,13 @@ _ALIGN_BYTES = 256  # two-shot slices start on this boundary (aligned, vectorisa
 
 
 class CudaDevice:
-    """Device memory, IPC handles, copies and sums on one stream, through _C.cuda."""
+    """Device memory, IPC handles, copies and sums on one stream, through _native.cuda."""
 
     def __init__(self, stream=0):
-        from .. import _C
-        if not getattr(_C, "with_cuda", False):
-            raise RuntimeError("globaltensor._C was built without CUDA: reinstall with GLOBALTENSOR_BUILD_CUDA=1")
-        self.cu, self.stream = _C.cuda, stream
+        from .. import _native
+        if not getattr(_native, "with_cuda", False):
+            raise RuntimeError("globaltensor._native was built without CUDA: reinstall with GLOBALTENSOR_BUILD_CUDA=1")
+        self.cu, self.stream = _native.cuda, stream
 
     def alloc(self, nbytes):
         ptr = self.cu.malloc(nbytes)

@@ -12,10 +12,10 @@ import time
 
 import numpy as np
 
-from .._C import CollectiveError, CollectiveTimeoutError
+from .._native import CollectiveError, CollectiveTimeoutError
 
 UNIQUE_ID_BYTES = 128
-# NCCL's own numbering (nccl.h: ncclRedOp_t, ncclDataType_t), the ABI of libnccl, by our names: not _C's codes.
+# NCCL's own numbering (nccl.h: ncclRedOp_t, ncclDataType_t), the ABI of libnccl, by our names: not _native's codes.
 OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5, "float16": 6,
           "float32": 7, "float64": 8, "bfloat16": 9}

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from .store import StoreClient, StoreServer, left_key, secret_from_env
 
 ARENA_BYTES = int(float(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) * (1 << 30))  # address space; pages on use
@@ -87,9 +87,9 @@ class World:
         self.world_size = _env_int("WORLD_SIZE", 1)
         self.local_rank = _env_int("LOCAL_RANK", 0)
         self.prefix = f"/gt_{job_id()}_"
-        self.node = _C.Node(self.prefix, self.rank, ARENA_BYTES)
+        self.node = _native.Node(self.prefix, self.rank, ARENA_BYTES)
         self.numpy_allocator = self.world_size > 1 and NUMPY_ALLOCATOR and \
-            _C.install_numpy_allocator(self.node, NUMPY_MIN_BYTES)
+            _native.install_numpy_allocator(self.node, NUMPY_MIN_BYTES)
         self.store = None
         self._server = None
         self._groups = {}
@@ -167,7 +167,7 @@ class World:
                     f"ranks {list(ranks)} are on different machines; CPU collectives across machines are not "
                     "supported yet (shared memory only). Use one node, or cuda placements with NCCL")
             digest = hashlib.sha1(",".join(map(str, ranks)).encode()).hexdigest()[:16]
-            native = _C.Group(self.node, f"{self.prefix}g{digest}", list(ranks), ranks.index(self.rank),
+            native = _native.Group(self.node, f"{self.prefix}g{digest}", list(ranks), ranks.index(self.rank),
                               timeout_seconds(), STAGE_BYTES, ONESHOT_BYTES, NONTEMPORAL_BYTES, deadlock_seconds())
             self._groups[ranks] = native
             return native
@@ -252,7 +252,7 @@ def _uninstall(w):
     """At exit, after _mark_end: numpy's previous allocator and sys.excepthook back (the hook only
     where nobody wrapped it since; arrays already made keep the allocator that made them)."""
     if w.numpy_allocator:
-        _C.uninstall_numpy_allocator()
+        _native.uninstall_numpy_allocator()
         w.numpy_allocator = False
     if _hooks:
         ours, previous = _hooks.pop()

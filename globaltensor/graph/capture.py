@@ -10,7 +10,7 @@ from ..boxing import _group, run as run_plan
 from ..env import get_rank
 from ..grad_buckets import reducible_axes
 from ..tensor import Layout, Tensor
-from .program import Instr, Program, Reg
+from .program import Instr, Program, Reg, share_roots
 
 
 class CaptureError(RuntimeError):
@@ -81,6 +81,8 @@ class Recorder:
             raise CaptureError(f"{name}: its output shape depends on the values, which a graph cannot capture "
                                f"(its program has fixed shapes); run it outside the graph")
         ins = [self.reg_of(t, name) for t in tensors]
+        order = kernel.keywords.get("order") if isinstance(kernel, functools.partial) else None
+        hints = {"order": order} if order else None  # a rank's fact steering only the kernel (saved with it)
         if tensors[0]._placement is None:
             dispatch._check_placements(name, tensors)
             if opdef.real_only:
@@ -91,7 +93,7 @@ class Recorder:
             fn = call if plain else _LocalCall(call, of_array(tensors[0]._local))
             arrays = (raw,) if plain else fn.finish(raw)
             outs = self._outputs("value", arrays, [None] * len(arrays))
-            self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static))
+            self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static, hints=hints))
             return tuple(Tensor(a) for a in arrays)
         decision = dispatch.decision_for(opdef, tensors, static)
         pieces = [t._local for t in tensors]
@@ -106,7 +108,7 @@ class Recorder:
                 dispatch._wrong_piece(opdef, decision, j, a, tensors)
         outs = self._outputs("value", arrays, decision.out_layouts)
         self._emit(Instr("op", name, fn, ins, outs, plain=plain, detail=static,
-                         target=opdef if decision.participates else None))
+                         target=opdef if decision.participates else None, hints=hints))
         return tuple(Tensor._wrap(a, lay) for a, lay in zip(arrays, decision.out_layouts))
 
     def _box(self, p, t, r):
@@ -135,13 +137,14 @@ class Recorder:
         r = self._new_reg("const", t)
         self._emit(Instr("const", f"{tuple(t.shape)}", t._local, [], [r]))
 
-    def random(self, t, draw):
-        """A factory's random draw: replayed, so the generator advances as in eager mode."""
+    def random(self, t, draw, spec=None):
+        """A factory's random draw: replayed, so the generator advances as in eager mode. `spec`
+        describes the draw as data (graph/rebuild.py), when the factory gives one."""
         last = self.instrs[-1] if self.instrs else None
         if last is not None and last.kind == "const" and self.regs[last.outs[0]].array is t._local:
             self.instrs.pop()  # the factory reported it as a constant first
         r = self._new_reg("value", t)
-        self._emit(Instr("random", "draw", draw, [], [r], plain=True))
+        self._emit(Instr("random", "draw", draw, [], [r], plain=True, detail=spec))
 
     def reduce_grad(self, leaf, g, axes):
         """A leaf's partial gradient summed over `axes` into the leaf's layout: one all_reduce over
@@ -197,11 +200,14 @@ class Recorder:
                 self._grad_regs[key] = r
                 self._emit(Instr("grad", self._names.get(key, "leaf"), _GradSetter(leaf, g), [r], []))
 
-    def step(self, name, fn):
+    def step(self, name, fn, data=None):
         """An effect outside the dispatcher (optimizer step, zero_grad, scheduler step): run now,
-        outside the recording, and at every replay, after the gradients it may read are set."""
+        outside the recording, and at every replay, after the gradients it may read are set.
+        `data` says what it does in terms a saved program can rebuild (graph/rebuild.py)."""
         self.sync_grads()
-        self._emit(Instr("step", name, fn, [], []))
+        if data:  # tensors named (a module's zero_grad gives its parameters)
+            data = {k: [self._name(t) if isinstance(t, Tensor) else t for t in v] for k, v in data.items()}
+        self._emit(Instr("step", name, fn, [], [], detail=data))
         with scope.scoped(recorder=None):
             result = fn()
         for key, leaf in self._grad_leaves.items():  # it may have cleared or replaced gradients
@@ -252,7 +258,8 @@ class Recorder:
         if self._grad_set:  # before anything runs: a gradient left from before raises on every rank
             leaves = list(self._grad_set.values())
             names = [self._names.get(id(leaf), f"leaf {i}") for i, leaf in enumerate(leaves)]
-            self.instrs.insert(0, Instr("step", "check_gradients_cleared", _CheckCleared(leaves, names), [], []))
+            self.instrs.insert(0, Instr("step", "check_gradients_cleared", _CheckCleared(leaves, names), [], [],
+                                        detail={"check_cleared": names}))
         outs = [self.reg_of(t, "output") for t in outputs]
         for r in outs:
             self.regs[r].escapes = True
@@ -260,6 +267,7 @@ class Recorder:
             if ins.kind in ("grad", "set"):
                 self.regs[ins.ins[0]].escapes = True
         self._alive = None
+        share_roots(self.regs)
         return Program(self.regs, self.instrs, self.inputs, outs, label)
 
 

@@ -57,11 +57,13 @@ class Captured:
             outputs = []
             tree = _flatten_output(out, outputs)
             program = rec.finish(outputs, label)
+        program.captured = program.copy()  # the data form, before planning changes it (save, passes)
         passes.plan(program)
         compile_program(program)
         result = _unflatten(tree, [program.regs[r].array for r in program.outputs])
-        for reg in program.regs:  # the arrays capture saw: planning is done
+        for reg in program.regs + program.captured.regs:  # the arrays capture saw: planning is done
             reg.array = None
+        program.tree = tree
         cache["programs"][key] = (program, tree)
         cache["history"].append((described, reason))
         cache["last"] = program
@@ -121,10 +123,31 @@ class Graph(Captured):
         out = self.build(*args, **kwargs)
         for optimizer, lr_sch in self.__dict__.get("_optimizers", ()):
             optimizer.step()  # gt.optim's: one update instruction per parameter (others: recorded whole)
-            hooks.effect(f"{type(optimizer).__name__}.zero_grad", _ClearGrads(optimizer))
+            rec = scope.recorder()
+            names = [rec.name_of(p) for group in optimizer.param_groups for p in group["params"]] if rec else []
+            hooks.effect(f"{type(optimizer).__name__}.zero_grad", _ClearGrads(optimizer), {"clear_grads": names})
             if lr_sch is not None:
                 lr_sch.step()  # recorded (hooks.effect): the next replay's updates read its lr
         return out
+
+    def state_dict(self, destination=None):
+        """OneFlow's nn.Graph.state_dict: {module attribute: that module's state_dict()}. The
+        optimizers' states stay with the optimizers (optimizer.state_dict())."""
+        destination = {} if destination is None else destination
+        for name, m in self._modules():
+            destination[name] = m.state_dict()
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Each module attribute's entry loaded into that module (OneFlow's nn.Graph.load_state_dict);
+        with strict, a key that names no module of the graph raises KeyError."""
+        modules = dict(self._modules())
+        for name, item in state_dict.items():
+            if name in modules:
+                modules[name].load_state_dict(item, strict)
+            elif strict:
+                raise KeyError(f"load_state_dict: {name!r} is no module of this graph (its modules: "
+                               f"{sorted(modules)})")
 
     def _modules(self):
         return [(name, m) for name, m in self.__dict__.items() if hasattr(m, "named_parameters") and hasattr(m, "training")]

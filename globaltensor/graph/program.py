@@ -1,8 +1,26 @@
-"""A captured program: registers (the values a step holds) and instructions over them, and its text."""
+"""A captured program: registers (the values a step holds) and instructions over them, and its text.
+
+The contract other layers (graph/serialize.py, graph/blocks.py, Paddle's static mode) rely on:
+a program is data. An `op` instruction's `name` is the registered op name
+(globaltensor.registry.REGISTRY) and its `detail` the op's static attributes (a dict); its `fn` is
+rebuilt from (name, detail, the input and output registers' layouts, the rank) by
+graph/rebuild.py. A `box` instruction's plan is replanned from its input and output layouts; a
+`reduce`'s detail is its mesh axes; `read`/`set`/`grad`/`scalar` name state; `update` is a
+registered update op with its attributes; `send`/`recv` carry {"peer", "tag"}. `fn` is a cache
+of what the data says (replay binds it), never the only record of an instruction: a program
+built as data (Reg(i, kind, layout, None, local_shape, dtype), Instr(kind, name, None, ...))
+gets every fn from graph.rebuild.rebuild(program, ProgramState(...), rank). `plain=False` is
+always right for an op (its call returns a tuple); True only when the kernel returns its array.
+"""
+import copy
 import math
+
+import numpy as np
 
 from .. import layout as layout_lib
 from ..boxing.planning import _text as sbp_text
+from . import serialize
+from .blocks import Block
 
 # Instruction kinds. Each reads registers `ins` and defines registers `outs`.
 #   input    (no instruction: the call's tensors)       read   a state tensor's piece (parameter, buffer)
@@ -13,20 +31,32 @@ from ..boxing.planning import _text as sbp_text
 #   reduce   a leaf's partial gradient summed (all_reduce over the mesh axes where it is partial)
 #   start    a bucket's all_reduce starts (async)       wait   it lands: one register per gradient
 #   scalar   a number read at each replay (lr, step)    update an optimizer's update op, in place
-EFFECTS = frozenset({"random", "grad", "set", "step", "start", "wait", "update"})  # never removed
+#   send     a piece sent to a peer rank (detail: peer, tag)  recv  a piece received from one
+EFFECTS = frozenset({"random", "grad", "set", "step", "start", "wait", "update", "send", "recv"})  # never removed
 
 
 class Reg:
     """One value of the program: its global layout (None when local), this rank's piece shape
     and dtype, where it comes from, and (during planning only) the array capture saw."""
 
-    __slots__ = ("index", "kind", "layout", "local_shape", "dtype", "array", "escapes", "note")
+    __slots__ = ("index", "kind", "layout", "local_shape", "dtype", "array", "escapes", "note", "root", "owns",
+                 "numpy", "contiguous", "device")
 
-    def __init__(self, index, kind, layout, array):
+    def __init__(self, index, kind, layout, array, local_shape=None, dtype=None):
         self.index, self.kind, self.layout, self.array = index, kind, layout, array
-        self.local_shape, self.dtype = tuple(array.shape), array.dtype
+        if array is None:  # a register rebuilt from data (graph.load)
+            self.local_shape, self.dtype = tuple(local_shape), np.dtype(dtype)
+        else:
+            self.local_shape, self.dtype = tuple(array.shape), array.dtype
         self.escapes = False  # returned to the caller or kept by a tensor: its buffer is never reused
         self.note = ""
+        # buffer facts the passes read (kept when the arrays go): the first register sharing this
+        # one's memory, whether the array is no view (base None), and a C-contiguous numpy array
+        self.root = index
+        self.owns = array is not None and getattr(array, "base", None) is None
+        self.numpy = array is None or type(array) is np.ndarray
+        self.contiguous = self.numpy and (array is None or array.flags.c_contiguous)
+        self.device = "cpu" if array is None or isinstance(array, (np.ndarray, np.generic)) else "cuda"
 
     @property
     def nbytes(self):
@@ -53,14 +83,26 @@ class Reg:
         return f"{layout_lib.local_shape(lay.shape, lay.placement.hierarchy, lay.sbp, coord)} {self.dtype.name}"
 
 
+def share_roots(regs):
+    """Set each register's root while the arrays are alive: registers sharing memory (a view and
+    its base) share the first one's index, so liveness hands out neither buffer."""
+    roots = {}
+    for reg in regs:
+        array = reg.array
+        while getattr(array, "base", None) is not None:
+            array = array.base
+        reg.root = roots.setdefault(id(array), reg.index)
+
+
 class Instr:
     """One prepared call: fn(*ins) -> outs (a bare array when `plain`, else a tuple)."""
 
-    __slots__ = ("kind", "name", "fn", "ins", "outs", "plain", "detail", "reuse", "drops", "target")
+    __slots__ = ("kind", "name", "fn", "ins", "outs", "plain", "detail", "reuse", "drops", "target", "hints")
 
-    def __init__(self, kind, name, fn, ins, outs, plain=False, detail=None, target=None):
+    def __init__(self, kind, name, fn, ins, outs, plain=False, detail=None, target=None, hints=None):
         self.kind, self.name, self.fn, self.ins, self.outs = kind, name, fn, list(ins), list(outs)
         self.plain, self.detail, self.target = plain, detail, target
+        self.hints = hints  # an op's layout hints for its kernel ({"order": "F"}: a column-major piece)
         self.reuse = None  # a register whose dead buffer this op writes into (liveness pass)
         self.drops = []  # registers whose last use is here (liveness pass)
 
@@ -71,11 +113,39 @@ class Instr:
 class Program:
     """The registers and instructions of one captured signature, with what planning reported."""
 
-    def __init__(self, regs, instrs, inputs, outputs, label):
+    def __init__(self, regs, instrs, inputs, outputs, label, rank=None, roles=None):
         self.regs, self.instrs, self.inputs, self.outputs = regs, instrs, inputs, outputs
         self.label = label
         self.report = {}  # pass name -> what it did (counts, bytes)
         self.fn = self.source = None  # the replay function and its source (replay.compile_program)
+        self.rank = rank  # the rank whose pieces the registers describe (None: this process's)
+        self.roles = roles  # split_by_role: {role: [ranks]}; None for an SPMD program
+        self.captured = None  # the program before planning (passes change a program in place)
+        self.tree = None  # the output tree of the call captured (graph.py), None: a tuple of outputs
+
+    def copy(self, label=None):
+        """A copy that passes may change: new instructions and registers (fns are shared)."""
+        regs = [copy.copy(reg) for reg in self.regs]
+        instrs = [Instr(i.kind, i.name, i.fn, i.ins, i.outs, i.plain, _copied(i.detail), i.target, i.hints)
+                  for i in self.instrs]
+        out = Program(regs, instrs, list(self.inputs), list(self.outputs), label or self.label, self.rank,
+                      self.roles)
+        out.tree = self.tree
+        return out
+
+    def unplanned(self):
+        """The program as captured, before the planning passes (what save and the program passes take)."""
+        return self.captured if self.captured is not None else self
+
+    def save(self, path, state=None):
+        """Write the program (its captured form) and the pieces of the state it reads to directory
+        `path`, this rank's part (graph/serialize.py; every rank calls it). `state`: {name: tensor}
+        in place of the tensors its reads name."""
+        serialize.export(self, state, path)
+
+    def global_block(self):
+        """Paddle's view: the block of ops (graph/blocks.py)."""
+        return Block(self)
 
     def uses(self):
         """{register: [instruction positions that read it]}."""
@@ -96,6 +166,8 @@ class Program:
                 found += [s.kind.collective for s in ins.detail.steps if s.kind.collective]
             elif ins.kind in ("start", "reduce"):
                 found.append("all_reduce")
+            elif ins.kind in ("send", "recv"):
+                found.append(ins.kind)
         return found
 
     # --- text ---------------------------------------------------------------------------------
@@ -132,10 +204,16 @@ class Program:
         return "\n".join(lines)
 
 
+def _copied(detail):
+    """A dict or list detail copied (passes may change it); a plan is shared (boxing fusion keys on its identity)."""
+    return copy.copy(detail) if isinstance(detail, (dict, list)) else detail
+
+
 _FORMS = {  # how an instruction reads, by kind (ops and conversions are written out below)
     "read": "state {name}", "const": "constant {name}", "grad": "{name}.grad = {args}", "set": "{name} <- {args}",
     "step": "{name}()", "scalar": "scalar {name}", "reduce": "all_reduce({args}) over mesh axes {detail}",
     "start": "all_reduce_start({args}) [{detail}]", "wait": "all_reduce_wait({args})",
+    "send": "send({args}) [{detail}]", "recv": "recv() [{detail}]", "random": "{name}()",
 }
 
 

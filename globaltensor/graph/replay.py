@@ -17,7 +17,7 @@ def compile_program(program):
             line = f"r{ins.outs[0]} = {f}._local"
         elif ins.kind == "const":
             line = f"r{ins.outs[0]} = {f}"
-        elif ins.kind in ("grad", "set", "step", "update"):
+        elif ins.kind in ("grad", "set", "step", "update", "send"):
             line = f"{f}({call_args})"
         else:
             if ins.reuse is not None:

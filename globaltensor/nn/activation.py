@@ -15,7 +15,7 @@ class _Elementwise(Module):
 
     fn = None
     args = ()  # (name, default) pairs, in PyTorch's constructor order
-    inplace = False  # the constructor takes inplace= (accepted; the result is a new tensor)
+    inplace = False  # the constructor takes inplace= (True: the input takes the result, as PyTorch's)
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -35,7 +35,11 @@ class _Elementwise(Module):
             self.inplace = values.get("inplace", False)
 
     def forward(self, input):
-        return type(self).fn(input, **{name: getattr(self, name) for name, _ in self.args})
+        kwargs = {name: getattr(self, name) for name, _ in self.args}
+        if self.inplace is True:
+            from ..ops.inplace import inplace
+            return inplace(input, lambda x: type(self).fn(x, **kwargs), type(self).__name__)
+        return type(self).fn(input, **kwargs)
 
     def extra_repr(self):
         return ", ".join(f"{name}={getattr(self, name)}" for name, _ in self.args)
@@ -122,11 +126,11 @@ class GLU(_Elementwise):
 
 
 class Hardshrink(_Elementwise):
-    fn, args = fns.hardshrink, (("lambd", 0.5),)
+    fn, args, inplace = fns.hardshrink, (("lambd", 0.5),), True
 
 
 class Softshrink(_Elementwise):
-    fn, args = fns.softshrink, (("lambd", 0.5),)
+    fn, args, inplace = fns.softshrink, (("lambd", 0.5),), True
 
 
 class Tanh(_Elementwise):

@@ -1,5 +1,7 @@
 """PyTorch's functional activations (elu, hardtanh, softplus, prelu, glu, ...) as composites of registered ops."""
 from .. import creation, ops
+from ..ops._front import float32_for_bfloat16
+from ..errors import wrap_dim
 
 __all__ = ["threshold", "hardtanh", "relu6", "elu", "celu", "selu", "hardsigmoid", "hardswish", "softplus", "mish",
            "softsign", "tanhshrink", "logsigmoid", "softmin", "glu", "hardshrink", "softshrink", "prelu", "rrelu",
@@ -118,8 +120,9 @@ def glu(input, dim=-1):
     """a * sigmoid(b), a and b the halves of input along dim."""
     if input.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
+    dim = wrap_dim(dim, input.ndim)
     if input.shape[dim] % 2:
-        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.ndim} is size "
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim} is size "
                            f"{input.shape[dim]}")
     a, b = ops.chunk(input, 2, dim)
     return a * ops.sigmoid(b)
@@ -133,7 +136,8 @@ def hardshrink(input, lambd=0.5):
 def softshrink(input, lambd=0.5):
     """x - lambd above lambd, x + lambd below -lambd, 0 between."""
     if lambd < 0:
-        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+        raise RuntimeError(f"alpha must be greater or equal to 0, but found to be {lambd}. (softshrink's lambd; "
+                           f"PyTorch: lambda must be greater or equal to 0)")
     return ops.where(input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, 0.0))
 
 
@@ -145,7 +149,8 @@ def prelu(input, weight):
     else:
         channel = 1 if input.ndim >= 2 else 0
         if input.ndim == 0 or input.shape[channel] != n:
-            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+            raise RuntimeError(f"num_parameters in prelu must be 1 or {input.shape[channel] if input.ndim else 1}. "
+                               f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
                                f"{n} and channel size = {input.shape[channel] if input.ndim else 1}.")
         shape = [1] * input.ndim
         shape[channel] = n
@@ -161,3 +166,9 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     kw = {"placement": input.placement, "sbp": input.sbp} if input.is_global else {}
     slopes = creation.uniform(tuple(input.shape), lower, upper, dtype=input.dtype, **kw)
     return ops.where(input >= 0, input, input * slopes)
+
+
+# bfloat16 inputs: each composite computes in float32 and rounds once, as a fused bfloat16 kernel would
+for _name in ("silu", "elu", "celu", "selu", "hardsigmoid", "hardswish", "softplus", "mish", "softsign", "tanhshrink",
+              "logsigmoid"):
+    globals()[_name] = float32_for_bfloat16(globals()[_name])

@@ -4,6 +4,7 @@ import numpy as np
 from .. import ops
 from ..tensor import Tensor
 from .module import Module
+from ..errors import bad_reduction
 
 __all__ = ["ctc_loss", "CTCLoss"]
 
@@ -73,7 +74,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         return ops.sum(losses)
     if reduction == "none":
         return ops.reshape(losses, ()) if unbatched else losses
-    raise ValueError(f"ctc_loss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    raise bad_reduction("ctc_loss", reduction)
 
 
 class CTCLoss(Module):

@@ -1,5 +1,7 @@
 """Distances between rows: pairwise_distance and cosine_similarity (PyTorch's formulas) and their modules."""
 from .. import ops
+from ..errors import DTypeError
+from .. import dtype as _dtype
 from .module import Module
 
 __all__ = ["pairwise_distance", "cosine_similarity", "PairwiseDistance", "CosineSimilarity"]
@@ -30,6 +32,10 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along dim (the clamp is not differentiated, as
     PyTorch's)."""
+    common = _dtype.result_type(x1, x2)
+    if not common.is_floating and not common.is_complex:
+        raise DTypeError(f"expected common dtype to be floating point, yet common dtype is {common} "
+                         f"(cosine_similarity)")
     n1, n2 = _vector_norm(x1, 2, dim, True), _vector_norm(x2, 2, dim, True)
     n1 = n1 + ops.where(n1 < eps, eps - n1, 0.0).detach()
     n2 = n2 + ops.where(n2 < eps, eps - n2, 0.0).detach()

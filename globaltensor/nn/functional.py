@@ -16,7 +16,8 @@ from .resampling import fold, unfold, upsample
 from .loss import binary_cross_entropy_with_logits, kl_div, l1_loss, nll_loss, smooth_l1_loss
 from .loss_fns import binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, \
     huber_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss, \
-    poisson_nll_loss, soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss
+    poisson_nll_loss, soft_margin_loss, sparse_softmax_cross_entropy, triplet_margin_loss, \
+    triplet_margin_with_distance_loss
 from .distance import cosine_similarity, pairwise_distance
 from .ctc import ctc_loss
 from ..ops.norms import batch_norm
@@ -31,6 +32,7 @@ __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linea
            "hinge_embedding_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multi_margin_loss",
            "multilabel_margin_loss", "cosine_similarity", "pairwise_distance", "ctc_loss",
+           "sparse_softmax_cross_entropy",
            "conv3d", "interpolate", "pad", "upsample", "affine_grid", "grid_sample", "deform_conv2d", "fold", "unfold",
            "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"]

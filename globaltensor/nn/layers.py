@@ -67,15 +67,22 @@ class Dropout(Module):
 
 class Embedding(Module):
     """A table of num_embeddings rows; row padding_idx (negative counts from the end) starts at
-    zero and gets no gradient, as PyTorch's."""
+    zero and gets no gradient, as PyTorch's. `_weight=` (PyTorch's and OneFlow's) gives the table
+    itself, of shape (num_embeddings, embedding_dim), kept as it is."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, _weight=None):
         super().__init__()
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(f"padding_idx {padding_idx} is outside the {num_embeddings} embeddings")
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        if _weight is not None:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: _weight has shape {tuple(_weight.shape)}, expected "
+                                 f"({num_embeddings}, {embedding_dim}) (num_embeddings, embedding_dim)")
+            self.weight = Parameter(_weight.detach())
+            return
         self.weight = _empty_param(num_embeddings, embedding_dim)
         init.normal_(self.weight)
         if padding_idx is not None:

@@ -4,6 +4,7 @@ from ..ops.losses import legacy_reduction, nll_loss
 from . import loss_fns as fns
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401 - re-exported
 from .module import Module
+from ..errors import bad_reduction
 
 __all__ = ["l1_loss", "smooth_l1_loss", "nll_loss", "binary_cross_entropy_with_logits", "kl_div", "L1Loss",
            "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss2d", "BCELoss", "HuberLoss",
@@ -19,7 +20,7 @@ def _reduce(losses, reduction, name):
         return losses.sum()
     if reduction == "none":
         return losses
-    raise ValueError(f"{name}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    raise bad_reduction(name, reduction)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):

@@ -1,15 +1,18 @@
-"""PyTorch's functional losses beyond NLL/MSE/L1 (bce, huber, margin, triplet, poisson, gaussian, ...) as composites."""
+"""PyTorch's functional losses beyond NLL/MSE/L1 (bce, huber, margin, triplet, poisson, gaussian, ...) as composites,
+and OneFlow's sparse_softmax_cross_entropy."""
 import math
 
 from .. import ops
 from ..ops.losses import legacy_reduction
+from ..ops.oneflow_losses import sparse_softmax_cross_entropy as _sparse_softmax_ce
 from .activation_fns import logsigmoid
 from .distance import pairwise_distance
+from ..errors import bad_reduction
 
 __all__ = ["reduced", "binary_cross_entropy", "huber_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "hinge_embedding_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
            "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multi_margin_loss",
-           "multilabel_margin_loss"]
+           "multilabel_margin_loss", "sparse_softmax_cross_entropy"]
 
 
 def reduced(losses, reduction, name, size_average=None, reduce=None):
@@ -21,7 +24,7 @@ def reduced(losses, reduction, name, size_average=None, reduce=None):
         return ops.sum(losses)
     if reduction == "none":
         return losses
-    raise ValueError(f"{name}: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+    raise bad_reduction(name, reduction)
 
 
 def _positive(x):
@@ -157,7 +160,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
                       and sum(b for a, b in zip(in_shape, var_shape) if a != b) == 1):
                 raise ValueError("var is of incorrect size")
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(reduction + " is not valid")
+        raise bad_reduction("gaussian_nll_loss", reduction)
     # PyTorch clamps a copy of var without recording it: the gradient is that of the unclamped var
     var = var + ops.where(var < eps, eps - var, 0.0).detach()
     d = input - target
@@ -206,3 +209,9 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if one_d:
         losses = ops.reshape(losses, ())
     return reduced(losses, reduction, "multilabel_margin_loss", size_average, reduce)
+
+
+def sparse_softmax_cross_entropy(labels, logits):
+    """OneFlow's (TensorFlow's) order, labels first: -log_softmax(logits)[..., labels], classes on
+    the last dim, one loss per label (flow._C.sparse_softmax_cross_entropy(logits, labels))."""
+    return _sparse_softmax_ce(logits, labels)

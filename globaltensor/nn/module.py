@@ -257,7 +257,8 @@ def zero_grads(params, set_to_none=True):
     marked, so the next backward replaces it rather than adding into zeros: autograd.zero_in_place);
     inside a graph's capture, recorded whole and run at each replay."""
     params = list(params)
-    hooks.effect("zero_grad", lambda: _zero_grads(params, set_to_none))
+    data = {"clear_grads": params} if set_to_none else None  # as data: a saved program clears them
+    hooks.effect("zero_grad", lambda: _zero_grads(params, set_to_none), data)
 
 
 def _zero_grads(params, set_to_none):

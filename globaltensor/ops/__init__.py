@@ -20,9 +20,10 @@ from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm,
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, histogram, max, mean, median,  # noqa: A004
                         min, numel, prod, return_types, sum, trace)
 from .reduction_composites import dist, logsumexp, norm, std, var
-from .shape import (broadcast_to, expand, expand_as, flatten, flip, meshgrid, permute, reshape, reshape_, roll,
+from .shape import (broadcast_to, expand, expand_as, flatten, flip, permute, reshape, reshape_, roll,
                     squeeze, squeeze_, tile, transpose, unsqueeze, unsqueeze_)
 from .concat_split import chunk, concat, split, stack, unbind, unstack
+from .meshgrid import meshgrid
 from .slicing import slice, strided_slice
 from .triangles import diag, tril, triu
 from .gather_scatter import gather, index_sample, index_select, scatter, scatter_
@@ -171,8 +172,8 @@ def _repeat(self, *sizes):
     """PyTorch's repeat: the tensor tiled `sizes` times along each dim (leading new dims allowed)."""
     sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)) else sizes
     if len(sizes) < self.ndim:
-        raise RuntimeError(f"repeat: {len(sizes)} repeat sizes for a tensor of {self.ndim} dims (at least as many "
-                           f"are needed)")
+        raise RuntimeError(f"Number of dimensions of repeat dims can not be smaller than number of dimensions of "
+                           f"tensor (repeat: {len(sizes)} repeat sizes for a tensor of {self.ndim} dims)")
     return tile(self, tuple(int(n) for n in sizes))
 
 
@@ -184,19 +185,22 @@ from .everyday import EVERYDAY as _E1, METHODS as _M1, normalize  # noqa: E402
 from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 
 from .einsum import einsum  # noqa: E402,F401
+from . import tensor_methods  # noqa: E402 - binds x.type(), type_as, new, unfold, grad_fn ...
+from .tensor_methods import EVERYDAY as _E3, conj_physical, new_empty, new_ones, new_zeros  # noqa: E402,F401
+from .oneflow_only import broadcast_like, in_top_k, view  # noqa: E402,F401
 from . import conv3d, extras, pooling, resize, sampling  # noqa: E402,F401 - less common ops, pools, pad/interpolate, sampling
-from .extras import EVERYDAY as _E3, METHODS as _M3  # noqa: E402
+from .extras import EVERYDAY as _E4, METHODS as _M4  # noqa: E402
 
-EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where
-ONEFLOW_ONLY = sorted(extras.ONEFLOW_ONLY + ["roi_align"])  # PyTorch has them; OneFlow's own names, on gt too
-_HOMES = {**{n: everyday for n in _E1}, **{n: everyday_shape for n in _E2}, **{n: extras for n in _E3},
+EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | set(_E4) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+_NEW_ONEFLOW_ONLY = tuple(extras.ONEFLOW_ONLY) + ("roi_align",)  # docs/nn_extras.md
+ONEFLOW_ONLY = ("broadcast_like", "in_top_k", "view") + _NEW_ONEFLOW_ONLY  # on gt, outside its __all__: OneFlow's names torch lacks
+_HOMES = {**{n: everyday for n in _E1}, **{n: everyday_shape for n in _E2}, **{n: extras for n in _E4},
           **{n: extras for n in extras.ONEFLOW_ONLY}, "roi_align": sampling}
-for _name in EVERYDAY + ONEFLOW_ONLY:
-    if _name != "einsum":
+for _name in EVERYDAY + list(_NEW_ONEFLOW_ONLY):
+    if _name != "einsum" and _name not in _E3:
         _g[_name] = accept_paddle_keywords(_name, getattr(_HOMES[_name], _name))
-for _name in sorted(set(_M1) | set(_M2) | set(_M3)):
+for _name in sorted(set(_M1) | set(_M2) | set(_M4)):
     setattr(Tensor, _name, _method(_g[_name]))
 Tensor.where = lambda self, condition, other: where(condition, self, other)  # torch's Tensor.where(cond, y)
-Tensor.unfold = _method(extras.unfold)  # PyTorch's Tensor.unfold(dimension, size, step): a method only
 
 from . import inplace  # noqa: E402,F401 - binds add_/mul_/.../x[k] = v (it uses the ops above)

@@ -192,3 +192,17 @@ def dims_arg(dim, ndim):
 
 __all__ = ["apply", "as_tensor", "tensors", "own_tensor", "promoted", "promoted_pair", "result_dtype", "cast_to",
            "kind", "dims_arg"]
+
+
+def float32_for_bfloat16(fn):
+    """fn (a composite of registered ops, its first argument a tensor) run in float32 on a bfloat16
+    input and its result rounded to bfloat16 once, as OneFlow's and PyTorch's bfloat16 kernels
+    compute (each op of the composite rounding to bfloat16 would drift by an ulp or more)."""
+    def run(input, *args, **kwargs):
+        if isinstance(input, Tensor) and input._dtype is _dtype.bfloat16:
+            out = fn(input.float(), *args, **kwargs)
+            return out.bfloat16() if isinstance(out, Tensor) and out._dtype is _dtype.float32 else out
+        return fn(input, *args, **kwargs)
+    run.__name__, run.__qualname__, run.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    run.__wrapped__ = fn
+    return run

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from .. import dtype as _dtype
 from ..registry import rules
 from ._front import apply, c_floats, tensors
@@ -43,7 +43,7 @@ def _gelu(x):
     other arrays the composite's steps."""
     if c_floats(x):
         out = np.empty(x.shape, x.dtype)
-        _C.gelu(out, np.ascontiguousarray(x))
+        _native.gelu(out, np.ascontiguousarray(x))
         return out
     return (x * 0.5 * (1 + _erf_kernel(x * (1 / math.sqrt(2))))).astype(x.dtype, copy=False)
 
@@ -61,7 +61,7 @@ def _gelu_backward(g, x):
     """g * (Phi(x) + x * phi(x)) in one C++ pass."""
     if c_floats(g, x) and g.shape == x.shape:
         out = np.empty(x.shape, x.dtype)
-        _C.gelu_backward(out, np.ascontiguousarray(g), np.ascontiguousarray(x))
+        _native.gelu_backward(out, np.ascontiguousarray(g), np.ascontiguousarray(x))
         return out
     xp = devices.array_module(x)
     cdf = 0.5 * (1 + _erf_kernel(x * (1 / math.sqrt(2))))

@@ -28,8 +28,13 @@ def _concat_backward(ctx, g):
 def _concat_shape(s, st):
     first, dim = tuple(s[0]), st["dim"]
     for shape in s[1:]:
-        if len(shape) != len(first) or any(a != b for d, (a, b) in enumerate(zip(first, shape)) if d != dim):
-            raise ValueError(f"concat: shapes {[tuple(x) for x in s]} differ outside dim {dim}")
+        if len(shape) != len(first):
+            raise ShapeError(f"Tensors must have same number of dimensions: got {len(first)} and {len(shape)} is "
+                             f"expected. (concat of shapes {[tuple(x) for x in s]})")
+        for d, (a, b) in enumerate(zip(first, shape)):
+            if d != dim and a != b:
+                raise ShapeError(f"Sizes of tensors must match except in dimension {dim}. Got {b} and {a} is "
+                                 f"expected in dimension {d}. (concat of shapes {[tuple(x) for x in s]})")
     return first[:dim] + (builtins.sum(shape[dim] for shape in s),) + first[dim + 1:]
 
 
@@ -45,7 +50,7 @@ def _concat(*xs, dim=0):
 def concat(tensors, dim=0):
     """Join tensors along an existing dim (splits along the other dims are kept)."""
     tensors = _front.tensors(*tensors)
-    dim = dim % tensors[0].ndim
+    dim = wrap_dim(dim, tensors[0].ndim)
     return apply("concat", tensors, {"dim": dim})
 
 
@@ -57,7 +62,8 @@ def _stack_rows(s, o, st):
 def _stack_shape(s, st):
     first, dim = tuple(s[0]), st["dim"]
     if any(tuple(shape) != first for shape in s):
-        raise ValueError(f"stack: every tensor needs one shape, got {[tuple(x) for x in s]}")
+        raise ShapeError(f"stack expects each tensor to be equal size, but got {first} at first input and "
+                         f"{next(tuple(x) for x in s if tuple(x) != first)} (stack of shapes {[tuple(x) for x in s]})")
     return first[:dim] + (len(s),) + first[dim:]
 
 
@@ -69,7 +75,7 @@ def _stack(*xs, dim=0):
 def stack(tensors, dim=0):
     """Join tensors along a new dim."""
     tensors = _front.tensors(*tensors)
-    dim = dim % (tensors[0].ndim + 1)
+    dim = wrap_dim(dim, tensors[0].ndim + 1)
     return apply("stack", tensors, {"dim": dim})
 
 
@@ -96,11 +102,11 @@ def _split(x, sizes=(), dim=0):
 
 
 def split(tensor, split_size_or_sections=None, dim=0, *, num_or_sections=None):
-    """Pieces along dim, as PyTorch: an int is a piece size (the last may be shorter), a list the
+    """Pieces along dim (a tuple), as PyTorch: an int is a piece size (the last may be shorter), a list the
     sizes. Paddle's keyword num_or_sections=: an int is a number of equal pieces, a list the sizes
     (one may be -1: the rest)."""
     (tensor,) = tensors(tensor)
-    dim = dim % tensor.ndim
+    dim = wrap_dim(dim, tensor.ndim)
     n = tensor.shape[dim]
     if (split_size_or_sections is None) == (num_or_sections is None):
         raise TypeError("split() takes split_size_or_sections (PyTorch) or num_or_sections= (Paddle): one of them")
@@ -113,16 +119,19 @@ def split(tensor, split_size_or_sections=None, dim=0, *, num_or_sections=None):
         split_size_or_sections = num_or_sections
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
-        if size <= 0 and n:
-            raise ValueError(f"split: the piece size must be positive, got {size}")
+        if size < 0:
+            raise ShapeError(f"split expects split_size be non-negative, but got split_size={size}")
+        if size == 0 and n:
+            raise ShapeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {n}")
         sizes = [size] * (n // size) + ([n % size] if n % size else []) if n else [0]  # empty dim: one empty piece
     else:
         sizes = list(split_size_or_sections)
         if -1 in sizes:
             sizes[sizes.index(-1)] = n - sum(s for s in sizes if s != -1)
     if sum(sizes) != n:
-        raise ValueError(f"split sizes {sizes} do not add up to {n} (dim {dim} of shape {tuple(tensor.shape)})")
-    return list(apply("split", [tensor], {"sizes": tuple(sizes), "dim": dim}, multi=True))
+        raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                         f"dimension {dim}), but got split_sizes={sizes} (shape {tuple(tensor.shape)})")
+    return tuple(apply("split", [tensor], {"sizes": tuple(sizes), "dim": dim}, multi=True))  # a tuple, as PyTorch
 
 
 def chunk(input, chunks, dim=0):
@@ -140,17 +149,17 @@ def chunk(input, chunks, dim=0):
 
 
 def unbind(input, dim=0):
-    """The slices along dim, each without that dim."""
+    """The slices along dim, each without that dim (a tuple, as PyTorch)."""
     (input,) = tensors(input)
     dim = wrap_dim(dim, input.ndim)
     if input.shape[dim] == 0:
-        return []
-    return [squeeze(p, dim) for p in split(input, 1, dim)]
+        return ()
+    return tuple(squeeze(p, dim) for p in split(input, 1, dim))
 
 
 def unstack(input, dim=0, num=None):
     """Paddle's unbind: the slices along dim (num, when given, must be their count)."""
-    out = unbind(input, dim)
+    out = list(unbind(input, dim))  # a list, as Paddle
     if num is not None and num != len(out):
         raise ValueError(f"unstack: num={num}, but dim {dim} has {len(out)} slices")
     return out

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from ..registry import rules
 from ._front import apply, c_floats, tensors
 from ..registry import op
@@ -168,7 +168,7 @@ def _channel_major_patches(x, kh, kw, st):
     if c_floats(x):
         oh, ow = _geometry(h, w, dict(st, kernel=(kh, kw)))
         cols = np.empty((c * kh * kw, n * oh * ow), x.dtype)
-        _C.im2col(cols, np.ascontiguousarray(x), (kh, kw), st["stride"], st["padding"], st["dilation"])
+        _native.im2col(cols, np.ascontiguousarray(x), (kh, kw), st["stride"], st["padding"], st["dilation"])
         return cols, oh, ow
     (ph, pw) = st["padding"]
     oh, ow, taps = _windows(h, w, kh, kw, st)
@@ -218,20 +218,20 @@ def _conv_backward_rows(s, o, st):
     return rows
 
 
-def _conv_double_backward(ctx, ggx, ggw=None, ggb=None):
-    """conv2d_backward is linear in g and bilinear in (g, x) and (g, w): dx = conv2d^T(g, w),
-    dw = corr(g, x), db = sum g. So g gets conv2d(ggx, w) + conv2d(x, ggw) + ggb, x gets dx's
-    formula with ggw for w, and w gets dw's formula with ggx for x (higher derivatives)."""
+def _conv_backward_backward(ctx, ggx, ggw, ggb):
+    """conv2d_backward is bilinear: dx = conv_x^T(g; w), dw = conv_w^T(g; x), db = sum g. Its
+    derivatives: d/dg = conv2d(ggx, w, ggb) + conv2d(x, ggw); d/dx = conv_x^T(g; ggw); d/dw =
+    conv_w^T(g; ggx): conv2d and conv2d_backward again (derivatives of any order)."""
     g, x, w = ctx.inputs
     st = {k: ctx.static[k] for k in ("stride", "padding", "dilation", "groups")}
     ggx = ggx if ctx.static.get("need_dx", True) else None
-    parts = ([apply("conv2d", [ggx, w], st)] if ggx is not None else []) + \
-        ([apply("conv2d", [x, ggw], st)] if ggw is not None else [])
-    if ggb is not None:
-        parts.append(ggb.reshape(1, -1, 1, 1).expand(*g.shape))
+    terms = [apply("conv2d", [ggx, w] + ([ggb] if ggb is not None else []), st)] if ggx is not None else []
+    terms += [apply("conv2d", [x, ggw], st)] if ggw is not None else []
+    if ggb is not None and ggx is None:
+        terms.append(ggb.reshape(1, -1, 1, 1).expand(*g.shape))
     dg = None
-    for part in parts:
-        dg = part if dg is None else dg + part
+    for t in terms:
+        dg = t if dg is None else dg + t
     dx = apply("conv2d_backward", [g, x, ggw], dict(st, need_dx=True), multi=True)[0] \
         if ggw is not None and x.requires_grad else None
     dw = apply("conv2d_backward", [g, ggx, w], dict(st, need_dx=False), multi=True)[1] \
@@ -239,7 +239,7 @@ def _conv_double_backward(ctx, ggx, ggw=None, ggb=None):
     return dg, dx, dw
 
 
-@op("conv2d_backward", _conv_backward_rows, _conv_double_backward,
+@op("conv2d_backward", _conv_backward_rows, _conv_backward_backward,
     meta=lambda s, dt, st: ([tuple(s[1]), tuple(s[2]), (s[2][0],)], [dt[1], dt[2], dt[0]]))
 def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, need_dx=True):
     """dw = g . patches^T and db = the sum of g per output channel; dx: w^T . g folded back
@@ -258,7 +258,7 @@ def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gr
     dcols = xp.matmul(w.reshape(groups, o // groups, k).transpose(0, 2, 1), gm).reshape(c, kh, kw, n, oh, ow)
     if c_floats(dcols) and dcols.dtype == x.dtype:
         dx = np.empty(x.shape, x.dtype)
-        _C.col2im(dx, dcols, (kh, kw), stride, padding, dilation)
+        _native.col2im(dx, dcols, (kh, kw), stride, padding, dilation)
         return dx, dw, db.astype(g.dtype, copy=False)
     (ph, pw) = padding
     _, _, taps = _windows(h, wd, kh, kw, st)
@@ -323,7 +323,7 @@ def _max_pool2d(x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)
         oh, ow = _geometry(x.shape[2], x.shape[3], {"kernel": kernel, "stride": stride, "padding": padding,
                                                     "dilation": dilation})
         out, tap = np.empty((n, c, oh, ow), x.dtype), np.empty((n, c, oh, ow), np.int64)
-        _C.max_pool(out, tap, np.ascontiguousarray(x), kernel, stride)
+        _native.max_pool(out, tap, np.ascontiguousarray(x), kernel, stride)
         return out, tap
     kk = kernel[0] * kernel[1]
     cols, oh, ow = _channel_major_patches(x, kernel[0], kernel[1], {"stride": stride, "padding": padding,
@@ -335,18 +335,18 @@ def _max_pool2d(x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)
             xp.ascontiguousarray(tap.reshape(c, n, oh, ow).transpose(1, 0, 2, 3)))
 
 
-def _max_pool_double_backward(ctx, gg):
-    """max_pool2d_backward is linear in g: g gets gg at each window's tap (gg unfolded, then the tap)."""
-    from .gather_scatter import gather
-    g, tap = ctx.inputs[0], ctx.inputs[1]
+def _max_pool_backward_backward(ctx, ggx):
+    """max_pool2d_backward is linear in g (each window's g goes to its max's tap): d/dg of
+    <ggx, dx> reads ggx at each window's tap (unfold2d, then gather); tap and x get none."""
+    g, tap, _ = ctx.inputs
     n, c, oh, ow = g.shape
-    cols = unfold2d_raw(gg, **_geo(ctx.static))
-    return gather(cols, 2, tap.reshape(n, c, 1, oh * ow)).reshape(n, c, oh, ow), None, None
+    cols = unfold2d_raw(ggx, **_geo(ctx.static))  # [N, C, kh * kw, oh * ow]
+    return cols.gather(2, tap.reshape(n, c, 1, oh * ow)).reshape(n, c, oh, ow), None, None
 
 
 @op("max_pool2d_backward", lambda s, o, st: [((B, B, B), (B,)), ((S(0), S(0), S(0)), (S(0),)),
                                              ((S(1), S(1), S(1)), (S(1),)), ((P, B, B), (P,))],
-    _max_pool_double_backward, meta=lambda s, dt, st: ([tuple(s[2])], [dt[0]]))
+    _max_pool_backward_backward, meta=lambda s, dt, st: ([tuple(s[2])], [dt[0]]))
 def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """Each window's gradient to the tap its max came from, folded back onto x's shape (overlapping
     windows add up); linear in g."""
@@ -354,7 +354,7 @@ def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0)
     n, c, oh, ow = g.shape
     if c_floats(g, x) and dilation == (1, 1) and padding == (0, 0) and type(tap) is np.ndarray:
         dx = np.empty(x.shape, g.dtype)
-        _C.max_pool_backward(dx, np.ascontiguousarray(g), np.ascontiguousarray(tap, np.int64), kernel, stride)
+        _native.max_pool_backward(dx, np.ascontiguousarray(g), np.ascontiguousarray(tap, np.int64), kernel, stride)
         return dx
     kk = kernel[0] * kernel[1]
     dcols = xp.zeros((c, kk, n * oh * ow), g.dtype)
@@ -363,7 +363,7 @@ def _max_pool2d_backward(g, tap, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0)
     dcols = dcols.reshape(c, kernel[0], kernel[1], n, oh, ow)
     if c_floats(dcols):
         dx = np.empty(x.shape, g.dtype)
-        _C.col2im(dx, dcols, kernel, stride, padding, dilation)
+        _native.col2im(dx, dcols, kernel, stride, padding, dilation)
         return dx
     cols = dcols.transpose(3, 0, 1, 2, 4, 5).reshape(n, c, kk, oh * ow)
     return _fold2d(cols, x.shape[2:], kernel, stride, padding, dilation)

@@ -11,6 +11,7 @@ from ..backends import devices
 from ..backends.devices import of_array
 from ..boxing import convert, full_value
 from ..dtype import DType, to_dtype
+from ..errors import PlacementError
 from ..placement import placement as Placement
 from ..sbp import broadcast, normalize, partial_sum
 from ..sbp import sbp as _SBP
@@ -106,9 +107,16 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
         if isinstance(a, Tensor):
+            if a.is_global != self.is_global:
+                raise PlacementError("tensor.to(other) can only be called when tensor and other are local tensors "
+                                     "(or, here, both global: other's placement)")
             dtype, where = a.dtype, (a.placement if a.is_global else a.device)
         elif isinstance(a, (Placement, device)) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
             where = a
+        elif isinstance(a, str) and not _names_dtype(a):  # OneFlow's words for a string neither device nor dtype
+            raise PlacementError(f'Only string device without device id (eg. "cpu" or "cuda") is expected for '
+                                 f'global tensor, but got {a}' if self.is_global else
+                                 f"Expected one of cpu, cuda device type at start of device string: {a}")
         elif a is not None:
             dtype = a if isinstance(a, DType) else to_dtype(a)
     out = self if where is None else _moved(self, where)
@@ -117,6 +125,14 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     if copy and out is self:
         out = clone(self)
     return out
+
+
+def _names_dtype(text: str) -> bool:
+    try:
+        to_dtype(text)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _cpu(self: Tensor) -> Tensor:

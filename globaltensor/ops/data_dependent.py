@@ -52,9 +52,15 @@ def _unique(x, return_inverse=False, return_counts=False, dim=None):
 
 
 def masked_select(input, mask):
-    """The elements of x where mask holds, as a 1-D tensor. Data-dependent size: the inputs
-    are gathered to broadcast first."""
-    return apply("masked_select", tensors(input, mask))
+    """The elements of x where mask holds, as a 1-D tensor; input and mask broadcast together
+    first (as PyTorch's). Data-dependent size: the inputs are gathered to broadcast first."""
+    input, mask = tensors(input, mask)
+    if tuple(input.shape) != tuple(mask.shape):
+        from .shape import expand
+        shape = np.broadcast_shapes(tuple(input.shape), tuple(mask.shape))
+        input = input if tuple(input.shape) == shape else expand(input, shape)
+        mask = mask if tuple(mask.shape) == shape else expand(mask, shape)
+    return apply("masked_select", [input, mask])
 
 
 def nonzero(input, *, as_tuple=False):

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 
 from ..registry import rules
 from ._front import apply, c_floats, cast_to, kind, own_tensor, promoted, promoted_pair, result_dtype, tensors
@@ -17,6 +17,7 @@ from ..registry import op
 from .. import dtype as _dtype
 from ..backends import devices
 from ..tensor import Tensor
+from ..errors import DTypeError, ShapeError
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
@@ -30,7 +31,7 @@ def _erf_kernel(x):
         return erf(x.astype(dtype))
     if c_floats(x):  # libm's erf in one C++ loop: math.erf's values
         out = np.empty(x.shape, x.dtype)
-        _C.erf(out, np.ascontiguousarray(x))
+        _native.erf(out, np.ascontiguousarray(x))
         return out
     return _erf(x).astype(dtype)
 
@@ -170,9 +171,19 @@ def sum_to(g, shape):
     return g.sum(dims, keepdim=True).reshape(shape)  # methods: reduction and shape come after this family
 
 
+def _in_float32_for_bfloat16(kernel):
+    """The kernel on a bfloat16 piece in float32, rounded once (as OneFlow's and PyTorch's kernels)."""
+    def run(x):
+        if x.dtype == _dtype.bfloat16.np:
+            out = kernel(x.astype(np.float32))
+            return out.astype(x.dtype) if out.dtype == np.float32 else out  # bool results (isfinite) stay bool
+        return kernel(x)
+    return run
+
+
 def _make_unary(name, kernel, linear, derivative):
     backward = _unary_backward(derivative, name not in NOT_HOLOMORPHIC) if derivative else _zero_grad
-    op(name, rules.elementwise(linear), backward)(kernel)
+    op(name, rules.elementwise(linear), backward)(_in_float32_for_bfloat16(kernel))
 
     if name in FLOAT_RESULT:
         def front(input):
@@ -250,11 +261,27 @@ for _name, _spec in BINARY.items():
 RAW_BINARY = {_name: globals()[_name] for _name in BINARY}  # what the operators (x + y) call
 
 
-def add(input, other, *, alpha=1):
+def add(input, other, *more, alpha=1):
     """input + alpha * other, element-wise with numpy broadcasting; promoted as in PyTorch
     (torch.result_type: by category bool < integer < floating, a Python scalar never widens a
-    tensor of its category)."""
+    tensor of its category). More tensors: OneFlow's add_n (same sizes, same dtype), summed."""
+    if more:
+        return _add_n((input, other) + more)
     return RAW_BINARY["add"](input, _times(other, alpha))
+
+
+def _add_n(inputs):
+    """The sum of tensors of one number of elements and one dtype (OneFlow's add_n and its words)."""
+    first, *rest = inputs = tensors(*inputs)
+    for t in rest:  # every check before the first add (and its collectives)
+        if t.numel() != first.numel():
+            raise ShapeError(f"inconsistent tensor size, expected all tensor to have the same number of elements, but "
+                             f"got {first.numel()} and {t.numel()} (add of shapes {[tuple(x.shape) for x in inputs]})")
+        if t.dtype != first.dtype:
+            raise DTypeError(f"expected all tenser to have same type, but found {first.dtype} and {t.dtype}")
+    for t in rest:
+        first = RAW_BINARY["add"](first, t)
+    return first
 
 
 def subtract(input, other, *, alpha=1):

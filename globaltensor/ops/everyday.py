@@ -11,7 +11,7 @@ import numpy as np
 from .. import dtype as _dtype
 from ..registry import op, rules
 from ..tensor import Tensor
-from ._front import apply, cast_to, promoted_pair, tensors
+from ._front import apply, cast_to, float32_for_bfloat16, promoted_pair, tensors
 from .elementwise import (_binary_backward, _unary_backward, _zeros, abs, acos, asin, atan, cast, clip, divide, equal, erf, exp,
                           greater_equal, greater_than, isinf, isnan, less_equal, less_than, log, maximum, minimum,
                           mod, multiply, neg, not_equal, pow, sign, sqrt, subtract, where)  # noqa: A004
@@ -152,6 +152,7 @@ def float_power(input, exponent):
     return pow(a, b)
 
 
+@float32_for_bfloat16
 def erfc(input):
     """1 - erf(input)."""
     return 1 - erf(input)

@@ -16,7 +16,7 @@ from .reduction_composites import norm
 from .linalg import bmm, inverse, matmul, mm, mv
 from .triangles import diag
 from .gather_scatter import gather, index_select
-from ..errors import ShapeError, not_broadcast, wrap_dim
+from ..errors import DimError, DTypeError, ShapeError, not_broadcast, wrap_dim
 
 
 def _dim(dim, ndim):
@@ -25,9 +25,18 @@ def _dim(dim, ndim):
 
 def narrow(input, dim, start, length):
     """input[..., start:start + length, ...] along dim (start may be negative)."""
-    dim = _dim(dim, input.ndim)
-    start = int(start) + (input.shape[dim] if int(start) < 0 else 0)
-    return input[(builtins.slice(None),) * dim + (builtins.slice(start, start + int(length)),)]
+    if input.ndim == 0:
+        raise ShapeError("narrow() cannot be applied to a 0-dim tensor.")
+    dim, start, length = _dim(dim, input.ndim), int(start), int(length)
+    size = input.shape[dim]
+    if not -size <= start <= size:
+        raise DimError(f"Dimension out of range (expected to be in range of [{-size}, {size}], but got {start}) "
+                       f"(narrow's start, dim {dim} of shape {tuple(input.shape)})")
+    start += size if start < 0 else 0
+    if start + length > size or length < 0:
+        raise ShapeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}) "
+                         f"(narrow of shape {tuple(input.shape)} at dim {dim})")
+    return input[(builtins.slice(None),) * dim + (builtins.slice(start, start + length),)]
 
 
 def select(input, dim, index):
@@ -201,6 +210,19 @@ def column_stack(tensors):
     return concat([reshape(t, (-1, 1)) if t.ndim <= 1 else t for t in tensors], 1)
 
 
+def _check_repeats(counts, size, dim):
+    """OneFlow's (PyTorch's) checks of repeat_interleave's counts; one count (PyTorch) serves every element."""
+    if counts.ndim > 1:
+        raise ShapeError(f"repeat_interleave only accept 1D vector as repeat (got shape {counts.shape})")
+    if counts.dtype.kind not in "iu":
+        raise DTypeError(f"repeats has to be Long tensor (got {counts.dtype})")
+    if (counts < 0).any():
+        raise ShapeError(f"repeats can not be negative (got {counts.tolist()})")
+    if counts.size not in (1, size):
+        raise ShapeError(f"repeats must have the same size as input along dim ({counts.size} counts for size "
+                         f"{size} at dim {dim})")
+
+
 def repeat_interleave(input, repeats, dim=None, *, output_size=None):
     """Each element repeated `repeats` times (an int, or a tensor of one count per element) along
     dim (the flattened input when None)."""
@@ -209,6 +231,7 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
         input, dim = flatten(input), 0
     dim = _dim(dim, input.ndim)
     counts = repeats.numpy() if hasattr(repeats, "numpy") else np.asarray(repeats)
+    _check_repeats(counts, input.shape[dim], dim)
     if counts.ndim == 0 or counts.size == 1:
         r = int(counts.reshape(()))
         shape = tuple(input.shape)
@@ -238,10 +261,18 @@ def take_along_dim(input, indices, dim=None):
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
-    """The diagonal of a matrix (offset above/below the main one); 2-D inputs."""
-    if input.ndim != 2 or {_dim(dim1, 2), _dim(dim2, 2)} != {0, 1}:
-        raise NotImplementedError("diagonal: only of 2-D tensors over dims (0, 1) for now")
-    return diag(input if _dim(dim1, 2) == 0 else transpose(input, 0, 1), offset)
+    """The diagonal of the matrices over dims (dim1, dim2), offset above/below the main one, as
+    the last dim (PyTorch's order): a 2-D input's is diag's; others pick from the flattened pair."""
+    d1, d2 = _dim(dim1, input.ndim), _dim(dim2, input.ndim)
+    if d1 == d2:
+        raise ShapeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    if input.ndim == 2:
+        return diag(input if d1 == 0 else transpose(input, 0, 1), offset)
+    x = movedim(input, (d1, d2), (-2, -1))
+    n, m = x.shape[-2], x.shape[-1]
+    rows = range(builtins.max(0, -offset), builtins.max(0, builtins.min(n, m - offset)))
+    flat = reshape(x, tuple(x.shape[:-2]) + (n * m,))
+    return index_select(flat, -1, tensors(input, np.array([r * m + r + offset for r in rows], np.int64))[1])
 
 
 def diagflat(input, offset=0):
@@ -309,10 +340,22 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
 def tensordot(a, b, dims=2):
     """The sum of products over the last `dims` dims of a and the first of b (or the dim lists dims = (da, db))."""
     if isinstance(dims, int):
+        if not 0 <= dims <= min(a.ndim, b.ndim):
+            raise ShapeError(f"tensordot expects dims >= 0, but got dims={dims}" if dims < 0 else
+                             f"tensordot expects dims <= a.ndim which is {a.ndim}, but got {dims}")
         da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
     else:
         da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+    if len(da) != len(db):
+        raise ShapeError(f"both dimension lists should have same length (tensordot dims {da} and {db})")
     da, db = [_dim(d, a.ndim) for d in da], [_dim(d, b.ndim) for d in db]
+    for d in da + db:
+        if da.count(d) > 1 or db.count(d) > 1:
+            raise ShapeError(f"dim {d} appears multiple times in the list of dims (tensordot dims {da} and {db})")
+    for i, j in zip(da, db):
+        if a.shape[i] != b.shape[j]:
+            raise ShapeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
+                             f"and second has size {b.shape[j]} in dim {j}")
     fa, fb = [d for d in range(a.ndim) if d not in da], [d for d in range(b.ndim) if d not in db]
     k = int(np.prod([a.shape[d] for d in da]))
     left = reshape(permute(a, tuple(fa + da)), (-1, k))

@@ -1,5 +1,5 @@
 """OneFlow's and PyTorch's less common ops: batch_gather, tensor_scatter_nd_update, mode,
-searchsorted, in_top_k, bincount, digamma/lgamma, hann_window, stft, logspace, randint_like.
+searchsorted, bincount, digamma/lgamma, hann_window, stft, logspace, randint_like.
 
 Primitives carry their SBP rows here (each with its reason); the rest are composites of
 registered ops, which give them rows and gradients."""
@@ -148,19 +148,6 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         raise RuntimeError(f"searchsorted: boundaries {tuple(sorted_sequence.shape)} and input "
                            f"{tuple(values.shape)} must have the same leading dims")
     return apply("searchsorted", [sorted_sequence, values], {"right": bool(right), "out_int32": bool(out_int32)})
-
-
-def in_top_k(targets, predictions, k):
-    """OneFlow's in_top_k: whether predictions[i, targets[i]] is among the k largest of row i
-    (fewer than k entries of the row are strictly larger)."""
-    targets, predictions = tensors(targets, predictions)
-    if not _index_dtype(targets):
-        raise RuntimeError(f"targets data type must be index type, got {targets.dtype}")
-    if predictions.ndim != 2 or targets.ndim != 1 or targets.shape[0] != predictions.shape[0]:
-        raise RuntimeError(f"in_top_k: predictions [N, C] and targets [N] expected, got {tuple(predictions.shape)} "
-                           f"and {tuple(targets.shape)}")
-    picked = gather(predictions, 1, targets.long().unsqueeze(1))
-    return (predictions > picked).to(_dtype.int64).sum(1) < k
 
 
 def bincount(input, weights=None, minlength=0):
@@ -313,23 +300,6 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     return out.squeeze(0) if input.ndim == 1 else out
 
 
-def unfold(input, dimension, size, step):
-    """PyTorch's Tensor.unfold: every window of `size` along dimension, `step` apart, as a new
-    last dim (dimension becomes the window count); an index_select, then a move of the window dim."""
-    from .gather_scatter import index_select
-    (input,) = tensors(input)
-    dim = wrap_dim(dimension, max(input.ndim, 1))
-    length = input.shape[dim] if input.ndim else 1
-    if size < 0 or size > length or step <= 0:
-        raise RuntimeError(f"unfold: size {size} must be in [0, {length}] (dimension {dim}) and step {step} > 0")
-    count = (length - size) // step + 1
-    x = input if input.ndim else input.reshape(1)
-    index = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
-    picked = index_select(x, dim, as_tensor(index.astype(np.int64), x))
-    picked = picked.reshape(*x.shape[:dim], count, size, *x.shape[dim + 1:])
-    return picked.movedim(dim + 1, -1)
-
-
 def logspace(start, end, steps, base=10.0, *, dtype=None, placement=None, sbp=None, device=None,
              requires_grad=False):
     """base ** linspace(start, end, steps) (PyTorch's logspace)."""
@@ -354,4 +324,4 @@ def randint_like(input, low, high=None, *, dtype=None, placement=None, sbp=None,
 EVERYDAY = ["atan2", "scatter_add", "mode", "searchsorted", "bincount", "digamma", "lgamma", "hann_window", "stft",
             "logspace", "randint_like"]  # PyTorch's names (tests/ops/test_everyday_signatures.py)
 METHODS = ["atan2", "scatter_add", "mode", "bincount", "digamma", "lgamma", "stft"]  # where torch.Tensor has them
-ONEFLOW_ONLY = ["batch_gather", "tensor_scatter_nd_update", "in_top_k"]  # OneFlow's names, on gt too
+ONEFLOW_ONLY = ["batch_gather", "tensor_scatter_nd_update"]  # OneFlow's names, on gt too

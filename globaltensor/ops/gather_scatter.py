@@ -13,7 +13,7 @@ from ..registry import rules
 from ._front import apply, tensors
 from ..registry import op
 from ..creation import zeros_like
-from ..errors import wrap_dim
+from ..errors import ShapeError, wrap_dim
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -103,7 +103,16 @@ def _gather(x, index, dim=0, size=None, offsets=None):
 def gather(input, dim, index):
     """out[i][j] = x[i][index[i][j]] along dim (PyTorch's gather)."""
     input, index = tensors(input, index)
+    rules.check_index_dtype("gather", index.dtype)
     dim = wrap_dim(dim, input.ndim)
+    x, i = tuple(input.shape), tuple(index.shape)
+    if len(x) != len(i) and (len(x) > 1 or len(i) > 1):
+        raise ShapeError(f"Index tensor must have the same number of dimensions as input tensor (gather: input "
+                         f"{x}, index {i})")
+    for d in range(min(len(x), len(i))):
+        if d != dim and i[d] > x[d]:
+            raise ShapeError(f"Size does not match at dimension {d} expected index {i} to be smaller than self "
+                             f"{x} apart from dimension {dim}")
     return apply("gather", [input, index], {"dim": dim, "size": input.shape[dim]})
 
 
@@ -213,6 +222,9 @@ def index_select(input, dim, index):
     """The slices of input at `index` (1-D, int) along dim (OneFlow/PyTorch's order; Paddle's
     index_select(x, index, axis) by keyword)."""
     input, index = tensors(input, index)
+    if index.ndim > 1:
+        raise IndexError(f"index_select(): Index is supposed to be a vector (got shape {tuple(index.shape)})")
+    rules.check_index_dtype("index_select", index.dtype)
     dim = wrap_dim(dim, input.ndim)
     return apply("index_select", [input, index], {"dim": dim})
 

@@ -8,9 +8,11 @@ from ..backends.devices import add_at, array_module
 from ..registry import rules
 from ._front import apply, tensors
 from .data_dependent import nonzero
+from .elementwise import sum_to
 from ..registry import op
 from .shape import _rows
 from ..creation import zeros_like
+from ..errors import IndexRuntimeError
 
 B, P = rules.B, rules.P
 
@@ -61,7 +63,9 @@ def index_shape(shape, key, index_shapes=()):
     if key.count("ellipsis") > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if consumed > len(shape):
-        raise IndexError(f"too many indices for a tensor of {len(shape)} dims: {consumed} were indexed")
+        if not shape:
+            raise IndexRuntimeError("select() cannot be applied to a 0-dim tensor. (an index into a 0-dim tensor)")
+        raise IndexError(f"Too many indices for tensor of dimension {len(shape)} ({consumed} were indexed)")
     fill = [("slice", None, None, None)] * (len(shape) - consumed)
     if "ellipsis" in key:
         at = key.index("ellipsis")
@@ -77,7 +81,8 @@ def index_shape(shape, key, index_shapes=()):
         n = shape[d]
         if k == "tensor" or isinstance(k, int):
             if isinstance(k, int) and not -n <= k < n:
-                raise IndexError(f"index {k} is out of bounds for dim {d} with size {n}")
+                raise IndexError(f"Index out of range (expected to be in range of [{-n}, {n - 1}], but got {k}) "
+                                 f"(index {k} is out of bounds for dim {d} with size {n})")
             if not advanced:
                 out.append("advanced")
             advanced.append(tuple(next(index_shapes)) if k == "tensor" else ())
@@ -103,8 +108,21 @@ def _getitem(x, *index, key=(), kept=(), n_index=0):
     return array_module(x).asarray(x[_decode(key, index)])
 
 
+def _setitem_add_backward(ctx, g):
+    """out = x + update placed at x[key]: d/dx is g, d/dupdate is g[key] (summed back to update's
+    shape where it was broadcast); both are registered ops, so derivatives of any order follow."""
+    x, update, *index = ctx.inputs
+    key = ctx.static["key"]
+    dupdate = None
+    if update.requires_grad:
+        kept = _kept_pairs(g.shape, key) if not index else ()
+        dupdate = sum_to(apply("getitem", [g, *index], {"key": key, "kept": kept, "n_index": len(index)}),
+                         update.shape)
+    return (g if x.requires_grad else None, dupdate) + (None,) * len(index)
+
+
 @op("setitem_add", lambda s, o, st: [((B,) * len(s), (B,)), ((P, P) + (B,) * (len(s) - 2), (P,))],
-    meta=rules.like(0))
+    _setitem_add_backward, meta=rules.like(0))
 def _setitem_add(x, update, *index, key=()):
     """A copy of x with update added at x[key] (key encoded as getitem's; its index tensors
     follow update). With index tensors, the positions are read from an array of x's flat
@@ -148,6 +166,8 @@ def getitem(x, key):
     index_tensors = tensors(x, *index_tensors)[1:] if index_tensors else []
     if x.is_global and any(t.dtype.name == "bool" for t in index_tensors):
         encoded, index_tensors = _masks_as_positions(x, encoded, index_tensors)
+    if not any(t.dtype.name == "bool" for t in index_tensors):  # local kernels skip the meta: its checks here
+        index_shape(x.shape, encoded, [t.shape for t in index_tensors])
     kept = _kept_pairs(x.shape, encoded) if not index_tensors else ()
     return apply("getitem", [x, *index_tensors],
                  {"key": tuple(encoded), "kept": kept, "n_index": len(index_tensors)})

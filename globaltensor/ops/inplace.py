@@ -14,6 +14,7 @@ from .. import layout as _layout
 from .. import dtype as _dtype
 from ..backends.devices import array_module, move, of_array
 from ..dtype import get_default_dtype
+from ..errors import ShapeError
 from ..sbp import broadcast as _B
 from ..tensor import Tensor
 
@@ -41,7 +42,7 @@ def inplace(x, compute, name, any_dtype=False):
         raise RuntimeError(f"{name}: {_LEAF} (do it under gt.no_grad(), or on a copy)")
     old = x._shallow_copy() if grad else x
     try:
-        new = _fitted(x, compute(old), name, any_dtype)
+        new = _fitted(x, _computed(compute, old, x, name), name, any_dtype)
     except BaseException:
         if x._node is not None:  # x keeps its place in the graph
             x._node.ctx.outputs = tuple(x if o is old else o for o in x._node.ctx.outputs)
@@ -49,11 +50,27 @@ def inplace(x, compute, name, any_dtype=False):
     return x._become(new, old if grad else None, autograd.clock())
 
 
+def _computed(compute, old, x, name):
+    """compute(old); shapes that do not broadcast get OneFlow's words for an in-place op first."""
+    try:
+        return compute(old)
+    except ShapeError as exc:
+        if "must match the size" not in str(exc):
+            raise
+        raise ShapeError(f"Tensor with shape {_shape_text(x.shape)} doesn't match the broadcast shape in an inplace "
+                         f"operation ({name}: {exc})") from exc
+
+
+def _shape_text(shape):
+    """A shape as OneFlow writes it: (2,3)."""
+    return "(" + ",".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
 def _fitted(x, new, name, any_dtype):
     """An in-place result in x's shape (checked), dtype and layout."""
     if tuple(new.shape) != tuple(x.shape):
-        raise RuntimeError(f"{name}: output with shape {tuple(x.shape)} doesn't match the broadcast shape "
-                           f"{tuple(new.shape)}")
+        raise ShapeError(f"Can not expand origin shape {_shape_text(new.shape)} to {_shape_text(x.shape)} ({name}: "
+                         f"output with shape {tuple(x.shape)} doesn't match the broadcast shape {tuple(new.shape)})")
     if new.dtype != x.dtype:
         if not any_dtype and _category(new.dtype) > _category(x.dtype):
             raise RuntimeError(f"{name}: result type {new.dtype.name} can't be cast to the desired output type "
@@ -108,7 +125,7 @@ def assigned(x, key, value):
     but the value's broadcast. Index tensors and masks: the whole value on every rank, then its
     own piece."""
     (x,) = tensors(x)
-    key = key if isinstance(key, tuple) else (key,)
+    key = index_key(key)
     v = value if isinstance(value, Tensor) else None
     if v is not None and x.is_global and v.is_local:
         if v.requires_grad:
@@ -147,7 +164,7 @@ def _basic_selection(shape, key):
     with one entry per dim of x (ints: 1; None dims dropped)."""
     real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
     if real > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+        raise IndexError(f"Too many indices for tensor of dimension {len(shape)}")
     if builtins.sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     fill = (builtins.slice(None),) * (len(shape) - real)
@@ -264,9 +281,22 @@ def _key_array(k, x, xp):
     return k
 
 
+def index_key(key):
+    """The key as a tuple, reading a list as PyTorch and OneFlow do: a list holding a sequence, a
+    tensor, a slice, None or Ellipsis (x[[[0, 1], [1, 0]]]) is a tuple of indices (numpy's old rule);
+    a list of numbers stays one index."""
+    if isinstance(key, tuple):
+        return key
+    if isinstance(key, list) and len(key) < 32 and builtins.any(
+            k is None or k is Ellipsis or isinstance(k, (builtins.slice, list, tuple, Tensor, np.ndarray)) for k in key):
+        return tuple(key)
+    return (key,)
+
+
 def _getitem(self, key):
-    if isinstance(key, Tensor) and key.dtype.name == "bool":
-        return masked_select(self, key)
+    key = key[0] if len(key := index_key(key)) == 1 else key
+    if isinstance(key, Tensor) and key.dtype.name == "bool" and tuple(key.shape) == tuple(self.shape):
+        return masked_select(self, key)  # a mask of fewer dims covers x's leading dims: getitem's numpy rule
     return getitem(self, key)
 
 
@@ -301,9 +331,17 @@ def bernoulli_(self, p=0.5, *, generator=None):
     return inplace(self, lambda _: _drawn_like(self, draw) < p, "bernoulli_", any_dtype=True)
 
 
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Tensor.exponential_(lambd=1, *, generator=None) in place: -log(1 - U) / lambd, U uniform in [0, 1)."""
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    draw = lambda **k: -(1.0 - creation.rand(*self.shape, generator=generator, **k)).log() / lambd  # noqa: E731
+    return inplace(self, lambda _: _drawn_like(self, draw), "exponential_", any_dtype=True)
+
+
 def _no_more(kwargs, name):
     if kwargs:
         raise TypeError(f"{name}() got unexpected keyword arguments {sorted(kwargs)}")
 
 
-Tensor.uniform_, Tensor.normal_, Tensor.bernoulli_ = uniform_, normal_, bernoulli_
+Tensor.uniform_, Tensor.normal_, Tensor.bernoulli_, Tensor.exponential_ = uniform_, normal_, bernoulli_, exponential_

@@ -5,7 +5,7 @@ from ..backends import cuda_kernels
 from ..registry import rules
 from ._front import apply, tensors
 from ..registry import op
-from ..errors import wrap_dim
+from ..errors import DTypeError, ShapeError, wrap_dim
 
 _LETTERS = "abcdefghij"
 
@@ -82,11 +82,13 @@ def matmul_shape(a, b):
     """np.matmul's output shape: vectors promoted (and their dim dropped), batch dims broadcast."""
     a, b = tuple(a), tuple(b)
     if not a or not b:
-        raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {a} and {b}")
+        raise ShapeError(f"Tensor {'a' if not a else 'b'}'s dim should >= 1 (matmul: both operands need at least 1 "
+                         f"dim, got shapes {a} and {b})")
     a2 = (1,) + a if len(a) == 1 else a
     b2 = b + (1,) if len(b) == 1 else b
     if a2[-1] != b2[-2]:
-        raise ValueError(f"matmul: the contracted dims differ: shapes {a} and {b} ({a2[-1]} != {b2[-2]})")
+        raise ShapeError(f"mat1 and mat2 shapes cannot be multiplied ({a2[-2]}x{a2[-1]} and {b2[-2]}x{b2[-1]}) "
+                         f"(matmul: the contracted dims differ: shapes {a} and {b})")
     batch = rules.broadcast_shape([a2[:-2], b2[:-2]])
     return batch + (a2[-2],) * (len(a) > 1) + (b2[-1],) * (len(b) > 1)
 
@@ -120,36 +122,62 @@ def matmul(input, other):
     return apply("matmul", [a, b])
 
 
-def _check_ndim(name, x, ndims):
-    if x.ndim not in ndims:
-        raise ValueError(f"{name} expects a {' or '.join(map(str, ndims))}-D tensor, got shape {tuple(x.shape)}")
+# OneFlow's (PyTorch's) words for operands of the wrong rank, then for sizes that do not meet: one row an op,
+# (ndim of the first operand, of the second, rank message, size check, size message); a, b are the shapes.
+_PRODUCT_CHECKS = {
+    "mm": (2, 2, lambda a, b: ("self must be a matrix" if len(a) != 2 else "mat2 must be a matrix"),
+           lambda a, b: a[1] == b[0],
+           lambda a, b: f"mat1 and mat2 shapes cannot be multiplied ({a[0]}x{a[1]} and {b[0]}x{b[1]})"),
+    "bmm": (3, 3, lambda a, b: (f"Expected 3-dimensional tensor, but got {len(a)}-dimensional tensor for argument #1 "
+                                f"'batch1'" if len(a) != 3 else f"Expected 3-dimensional tensor, but got {len(b)}"
+                                f"-dimensional tensor for argument #2 'batch2'"),
+            lambda a, b: a[0] == b[0] and a[2] == b[1],
+            lambda a, b: f"Expected size for first two dimensions of batch2 tensor to be: [{a[0]}, {a[2]}] "
+                         f"but got: [{b[0]}, {b[1]}]."),
+    "mv": (2, 1, lambda a, b: f"vector + matrix @ vector expected, got 1, {len(a)}, {len(b)}",
+           lambda a, b: a[1] == b[0],
+           lambda a, b: f"size mismatch, got input ({a[0]}), mat ({a[0]}x{a[1]}), vec ({b[0]})"),
+    "dot": (1, 1, lambda a, b: f"1D tensors expected, but got {len(a)}D and {len(b)}D tensors",
+            lambda a, b: a[0] == b[0],
+            lambda a, b: f"inconsistent tensor size, expected tensor [{a[0]}] and src [{b[0]}] to have the same "
+                         f"number of elements, but got {a[0]} and {b[0]} elements respectively"),
+}
+
+
+def _check_product(name, x, y):
+    """ShapeError with OneFlow's words (and the op and both shapes after them) unless x, y fit `name`."""
+    a, b = tuple(x.shape), tuple(y.shape)
+    ndim_a, ndim_b, rank_message, sizes_fit, size_message = _PRODUCT_CHECKS[name]
+    if len(a) != ndim_a or len(b) != ndim_b:
+        raise ShapeError(f"{rank_message(a, b)} ({name} of shapes {a} and {b})")
+    if not sizes_fit(a, b):
+        raise ShapeError(f"{size_message(a, b)} ({name} of shapes {a} and {b})")
+    if name == "dot" and x.dtype != y.dtype:
+        raise DTypeError(f"dot : expected both vectors to have same dtype, but found {x.dtype} and {y.dtype}")
 
 
 def mm(input, mat2):
     """2-D matrix product."""
-    _check_ndim("mm", input, (2,))
-    _check_ndim("mm", mat2, (2,))
+    _check_product("mm", input, mat2)
     return matmul(input, mat2)
 
 
 def bmm(input, mat2):
     """Batched (3-D) matrix product."""
-    _check_ndim("bmm", input, (3,))
-    _check_ndim("bmm", mat2, (3,))
+    _check_product("bmm", input, mat2)
     return matmul(input, mat2)
 
 
 def mv(input, vec):
     """Matrix-vector product."""
-    _check_ndim("mv", input, (2,))
-    _check_ndim("mv", vec, (1,))
+    _check_product("mv", input, vec)
     return matmul(input, vec)
 
 
 def dot(input, tensor):
     """Inner product of two vectors."""
-    _check_ndim("dot", input, (1,))
-    _check_ndim("dot", tensor, (1,))
+    input, tensor = tensors(input, tensor)
+    _check_product("dot", input, tensor)
     return matmul(input, tensor)
 
 
@@ -161,7 +189,8 @@ def addmm(input, mat1, mat2, beta=1.0, alpha=1.0):  # noqa: A002
 def t(input):
     """Transpose of a tensor of at most 2 dims."""
     if input.ndim > 2:
-        raise ValueError(f"t expects at most 2 dims, got shape {tuple(input.shape)}")
+        raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but input tensor is {input.ndim}D "
+                         f"(shape {tuple(input.shape)})")
     return input if input.ndim < 2 else transpose(input, 0, 1)
 
 
@@ -210,8 +239,11 @@ def _cross_backward(ctx, g):
 
 def _cross_meta(s, dt, st):
     a, b, dim = tuple(s[0]), tuple(s[1]), st["dim"]
-    if len(a) != len(b) or not a or a[dim] != 3 or b[dim] != 3:
-        raise ValueError(f"cross: both operands need size 3 at dim {dim}, got shapes {a} and {b}")
+    if len(a) != len(b) or not a:
+        raise ShapeError(f"input and other can't be broadcasted to a single shape. [input's shape: {a}, other's "
+                         f"shape: {b}] (cross)")
+    if a[dim] != 3 or b[dim] != 3:
+        raise ShapeError(f"the size of the specified dimension(which is {dim}) is not 3. (cross of shapes {a} and {b})")
     return [rules.broadcast_shape([a, b])], [rules.result_dtype(*dt)]
 
 
@@ -226,21 +258,31 @@ def cross(input, other, dim=None):
     """Cross product of 3-vectors along dim (default: the first dim of size 3)."""
     input, other = tensors(input, other)
     if dim is None:
-        dim = next(i for i, n in enumerate(input.shape) if n == 3)
-    return apply("cross", [input, other], {"dim": wrap_dim(dim, input.ndim)})
+        dim = next((i for i, n in enumerate(input.shape) if n == 3), None)
+        if dim is None:
+            raise ShapeError(f"no dimension of size 3 in input (cross of shape {tuple(input.shape)})")
+    dim = wrap_dim(dim, input.ndim)
+    _cross_meta([input.shape, other.shape], [input.dtype, other.dtype], {"dim": dim})  # local kernels skip meta
+    return apply("cross", [input, other], {"dim": dim})
 
 
 def _batch_rows(in_shapes, out_shapes, static):
     return [((rules.B,), (rules.B,))] + [((rules.split(d),), (rules.split(d),)) for d in range(len(in_shapes[0]) - 2)]
 
 
+_TORCH_NAMES = {"inverse": "linalg.inv", "cholesky": "linalg.cholesky"}  # the names in OneFlow's messages
+
+
 def _square_meta(name, keep_dtype):
     """Matrices in the last two dims, square: the same shape; a float dtype (numpy's linalg
     gives float64 for other inputs) unless the kernel casts back (keep_dtype)."""
     def meta(shapes, dtypes, static):
-        shape = tuple(shapes[0])
-        if len(shape) < 2 or shape[-1] != shape[-2]:
-            raise ValueError(f"{name}: expects square matrices in the last two dims, got shape {shape}")
+        shape, head = tuple(shapes[0]), _TORCH_NAMES.get(name, name)
+        if len(shape) < 2:
+            raise ShapeError(f"{head}: The input tensor must be at least 2 dimensions. (got shape {shape})")
+        if shape[-1] != shape[-2]:
+            raise ShapeError(f"{head}: A must be batches of square matrices, but they are {shape[-2]} by "
+                             f"{shape[-1]} matrices (shape {shape})")
         dt = dtypes[0] if keep_dtype or dtypes[0].is_floating else np.float64
         return [shape], [dt]
     return meta

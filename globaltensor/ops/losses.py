@@ -11,13 +11,16 @@ from ._front import apply, tensors
 from .reduction import mean, sum  # noqa: A004
 from ..registry import op
 from .activations import log_softmax
+from ..errors import bad_reduction
 
 B, P, S = rules.B, rules.P, rules.split
 
 
-def legacy_reduction(size_average, reduce, reduction):
-    """PyTorch's deprecated size_average=/reduce= as a reduction (both None: reduction)."""
+def legacy_reduction(size_average, reduce, reduction, what="loss"):
+    """PyTorch's deprecated size_average=/reduce= as a reduction (both None: reduction, checked)."""
     if size_average is None and reduce is None:
+        if reduction not in ("none", "mean", "sum"):
+            raise bad_reduction(what, reduction)
         return reduction
     if reduce is False:
         return "none"
@@ -31,9 +34,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     targets equal to ignore_index count for nothing, label_smoothing mixes in the uniform
     distribution over the classes."""
     from .shape import reshape
-    reduction = legacy_reduction(size_average, reduce, reduction)
+    reduction = legacy_reduction(size_average, reduce, reduction, "cross_entropy")
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+        raise bad_reduction("cross_entropy", reduction)
     input, target = tensors(input, target)
     logp = log_softmax(input, 1)
     if weight is not None:
@@ -74,9 +77,9 @@ def _nll_reduced(losses, counted, reduction):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[n, target[n]] of log-probabilities (classes on dim 1), weighted, ignore_index counting
     for nothing; the mean divides by the weights of the counted targets, as PyTorch."""
-    reduction = legacy_reduction(size_average, reduce, reduction)
+    reduction = legacy_reduction(size_average, reduce, reduction, "nll_loss")
     if reduction not in ("none", "mean", "sum"):
-        raise ValueError(f"nll_loss: reduction must be 'none', 'mean' or 'sum', got {reduction!r}")
+        raise bad_reduction("nll_loss", reduction)
     input, target = tensors(input, target)
     if weight is not None:
         weight = tensors(input, weight)[1]
@@ -114,7 +117,7 @@ def _mse_mean(x, y, count=1):
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the squared differences; the mean is one primitive."""
-    reduction = legacy_reduction(size_average, reduce, reduction)
+    reduction = legacy_reduction(size_average, reduce, reduction, "mse_loss")
     input, target = tensors(input, target)
     if reduction == "mean" and tuple(input.shape) == tuple(target.shape) and input.dtype.is_floating:
         return apply("mse_mean", [input, target], {"count": input.numel()})

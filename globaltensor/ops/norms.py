@@ -6,13 +6,14 @@ import builtins
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from ..backends.devices import array_module
 from ..registry import rules
 from ._front import apply, c_floats, tensors
 from .reduction import _float
 from ..registry import op
 from ..creation import zeros_like
+from ..errors import ShapeError
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -23,8 +24,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     input = tensors(input)[0]
     if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
-        raise ValueError(f"layer_norm: normalized_shape {shape} is not the end of the input's shape "
-                         f"{tuple(input.shape)}")
+        raise ShapeError(f"Given normalized_shape={shape}, expected input with shape [*, "
+                         f"{''.join(f'{n},' for n in shape)}], but got input of size {input.shape} (layer_norm: "
+                         f"normalized_shape must be the end of the input's shape)")
     if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
         input = _float(input)
     extra = [t for t in (weight, bias) if t is not None]
@@ -75,7 +77,7 @@ def _layer_norm(x, *affine, ndims=1, eps=1e-5, has_weight=False, has_bias=False)
     if c_floats(x):
         x = np.ascontiguousarray(x)
         y, mean, rstd = np.empty(x.shape, x.dtype), np.empty(stats, x.dtype), np.empty(stats, x.dtype)
-        _C.layer_norm(y, mean, rstd, x, None if w is None else np.ascontiguousarray(w, x.dtype),
+        _native.layer_norm(y, mean, rstd, x, None if w is None else np.ascontiguousarray(w, x.dtype),
                       None if b is None else np.ascontiguousarray(b, x.dtype), eps)
         return y, mean, rstd
     xp = array_module(x)
@@ -116,7 +118,7 @@ def _layer_norm_backward_kernel(g, x, mean, rstd, w=None, ndims=1):
         return xp.empty(x.shape, x.dtype), xp.zeros(norm_shape, x.dtype), xp.zeros(norm_shape, x.dtype)
     if c_floats(x, g):
         dx, dw, db = np.empty(x.shape, x.dtype), np.empty(norm_shape, x.dtype), np.empty(norm_shape, x.dtype)
-        _C.layer_norm_backward(dx, dw, db, np.ascontiguousarray(g), np.ascontiguousarray(x),
+        _native.layer_norm_backward(dx, dw, db, np.ascontiguousarray(g), np.ascontiguousarray(x),
                                np.ascontiguousarray(mean), np.ascontiguousarray(rstd),
                                None if w is None else np.ascontiguousarray(w, x.dtype))
         return dx, dw, db
@@ -191,7 +193,7 @@ def _channel_sums(x):
     c = x.shape[1]
     if c_floats(x):
         s1, s2 = np.empty(c), np.empty(c)
-        _C.channel_sums(s1, s2, np.ascontiguousarray(x))
+        _native.channel_sums(s1, s2, np.ascontiguousarray(x))
         return s1, s2
     dims = (0,) + tuple(range(2, x.ndim))
     wide = x.astype(np.float64)
@@ -218,7 +220,7 @@ def _channel_affine(x, a, b):
     pieces); x P, a B, b P -> P (linear in x and b)."""
     if c_floats(x, a, b):
         y = np.empty(x.shape, x.dtype)
-        _C.channel_affine(y, np.ascontiguousarray(x), np.ascontiguousarray(a), np.ascontiguousarray(b))
+        _native.channel_affine(y, np.ascontiguousarray(x), np.ascontiguousarray(a), np.ascontiguousarray(b))
         return y
     return (x * _per_channel(a, x) + _per_channel(b, x)).astype(x.dtype, copy=False)
 
@@ -234,7 +236,7 @@ def _channel_affine_backward_kernel(g, x, a):
     if c_floats(g, x, a):
         c = x.shape[1]
         dx, sum_g, sum_gx = np.empty(x.shape, x.dtype), np.empty(c), np.empty(c)
-        _C.channel_affine_backward(dx, sum_g, sum_gx, np.ascontiguousarray(g), np.ascontiguousarray(x),
+        _native.channel_affine_backward(dx, sum_g, sum_gx, np.ascontiguousarray(g), np.ascontiguousarray(x),
                                    np.ascontiguousarray(a))
         return dx, sum_g, sum_gx
     dims = (0,) + tuple(range(2, x.ndim))

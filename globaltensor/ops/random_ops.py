@@ -4,6 +4,7 @@ import numpy as np
 from .. import dtype as _dtype
 from .. import random as _random
 from ._front import tensors
+from ..errors import ShapeError
 from ..creation import allocate, build, rand
 from ..sbp import partial_sum as P
 from ..scope import recorder as _recorder
@@ -69,6 +70,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 def randperm(n, *, generator=None, dtype=None, placement=None, sbp=None):
     """A random permutation of 0..n-1 (the argsort of n uniform draws), int64 by default."""
     dt = _dtype.to_dtype(dtype, _dtype.int64)
+    if n < 0:
+        raise ShapeError(f"Trying to create tensor with negative dimension {n}: [{n}] (randperm)")
 
     def draw():
         seed, counter = _random.next_key(generator)

@@ -275,7 +275,10 @@ def median(input, dim=None, keepdim=False):
         return apply("median", [input], {"dims": None, "keepdim": keepdim}, multi=True)[0]
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         raise TypeError(f"median takes one dim (an int), got {dim!r}")
-    values, indices = apply("median", [input], {"dims": dims_arg(int(dim), input.ndim), "keepdim": keepdim}, multi=True)
+    dims = dims_arg(int(dim), input.ndim)
+    if input.ndim and input.shape[dims[0]] == 0:
+        raise IndexError(f"Expected reduction dim {dims[0]} to have non-zero size. (median of shape {input.shape})")
+    values, indices = apply("median", [input], {"dims": dims, "keepdim": keepdim}, multi=True)
     return return_type("median")(values, indices)
 
 

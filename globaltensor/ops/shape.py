@@ -348,6 +348,8 @@ def tile(input, dims):
     """Repeat x along each dim (numpy's tile)."""
     (input,) = tensors(input)
     reps = (dims,) if isinstance(dims, int) else tuple(dims)
+    if any(r < 0 for r in reps):
+        raise ShapeError(f"Trying to create tensor with negative dimension {builtins.min(reps)} (tile {reps})")
     return apply("tile", [input], {"reps": reps})
 
 
@@ -374,21 +376,7 @@ def roll(input, shifts, dims=None):
     (input,) = tensors(input)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
     dims = None if dims is None else ((dims,) if isinstance(dims, int) else tuple(dims))
+    if len(shifts) != (1 if dims is None else len(dims)):
+        raise ShapeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: "
+                         f"{1 if dims is None else len(dims)} (roll: shifts={shifts}, dims={dims})")
     return apply("roll", [input], {"shifts": shifts, "dims": None if dims is None else tuple(wrap_dim(d, input.ndim) for d in dims)})
-
-
-def meshgrid(*tensors, indexing="ij"):
-    """Coordinate grids from 1-D tensors (indexing "ij" or "xy"), as numpy's meshgrid."""
-    tensors = _front.tensors(*(tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors))
-    if indexing not in ("ij", "xy"):
-        raise ValueError(f"indexing must be 'ij' or 'xy', got {indexing!r}")
-    shape = [x.shape[0] for x in tensors]
-    if indexing == "xy" and len(tensors) >= 2:
-        shape[0], shape[1] = shape[1], shape[0]
-    grids = []
-    for i, x in enumerate(tensors):
-        axis = (1 - i if i < 2 else i) if indexing == "xy" and len(tensors) >= 2 else i
-        view = [1] * len(tensors)
-        view[axis] = x.shape[0]
-        grids.append(expand(reshape(x, view), shape))
-    return grids

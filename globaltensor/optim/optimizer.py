@@ -28,13 +28,21 @@ class Optimizer:
     def __init__(self, params, defaults):
         params = list(params)
         groups = params if params and isinstance(params[0], dict) else [{"params": params}]
-        self.param_groups = []
+        self.defaults, self.param_groups, self.state = dict(defaults), [], {}
         for g in groups:
-            group = dict(defaults)
-            group.update(g)
-            group["params"] = list(group["params"])
-            self.param_groups.append(group)
-        self.state = {}
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group):
+        """One more group of parameters (a dict: "params" a tensor or tensors, and options; the
+        others from the constructor's defaults), as PyTorch's: a parameter is in one group only."""
+        group = dict(self.defaults)
+        group.update(param_group)
+        params = group["params"]
+        group["params"] = [params] if hasattr(params, "requires_grad") else list(params)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in group["params"]):  # repeats inside one group: PyTorch only warns
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
 
     def zero_grad(self, set_to_none=True):
         """Forget the gradients (set_to_none, the default), or zero them in place, as PyTorch."""
@@ -51,7 +59,9 @@ class Optimizer:
             todo = self._todo()
             if all(rec.knows(p.grad) for _, p, _ in todo):
                 fitted = [(group, p, _fitted_grad(p, plan), plan) for group, p, plan in todo]  # before any count
-                hooks.effect(f"{type(self).__name__}.step", functools.partial(_advance, self, todo))
+                counts = [f"{type(self).__name__}[{rec.name_of(p)}].step" for _, p, plan in todo if plan[1]]
+                hooks.effect(f"{type(self).__name__}.step", functools.partial(_advance, self, todo),
+                             {"advance": counts})
                 for group, p, g, plan in fitted:
                     _record_update(rec, self, group, p, g, plan)
                 return None

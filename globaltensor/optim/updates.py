@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from ..registry import op
 from ..sbp import broadcast as B
 from ..sbp import partial_sum as P
@@ -28,10 +28,10 @@ _FUSED = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _axpby(y, x, a, b):
-    """y = b * y + a * x in place: one fused pass in _C for float32/float64 numpy arrays, array
+    """y = b * y + a * x in place: one fused pass in _native for float32/float64 numpy arrays, array
     operations otherwise (cupy too)."""
     if type(y) is np.ndarray and y.dtype in _FUSED and x.dtype == y.dtype and y.flags.c_contiguous and x.flags.c_contiguous:
-        _C.axpby(y, x, a, b)
+        _native.axpby(y, x, a, b)
         return
     if b != 1:
         y *= b

@@ -22,7 +22,6 @@ for _name in _ops.PUBLIC + ["arange", "linspace", "eye", "full_like", "empty_lik
     globals()[_name] = getattr(_ops, _name)
 
 from . import static  # noqa: E402
-from .static.program import recordable  # noqa: E402
 from . import autograd, base, io, nn, optimizer  # noqa: E402 - after the ops they use
 from .autograd import grad  # noqa: E402
 from .nn.parameter import create_parameter  # noqa: E402
@@ -96,8 +95,18 @@ def uniform(shape, dtype=None, min=-1.0, max=1.0, seed=0, name=None):  # noqa: A
 
 
 def split(x, num_or_sections, axis=0, name=None):
-    """Paddle's split: an int is the number of equal sections (PyTorch's is a section size)."""
-    return _ops.split(x, num_or_sections=num_or_sections, dim=axis)
+    """Paddle's split: an int is the number of equal sections (PyTorch's is a section size); a list."""
+    return list(_ops.split(x, num_or_sections=num_or_sections, dim=axis))
+
+
+def _as_list(fn):
+    def listed(*args, **kwargs):
+        return list(fn(*args, **kwargs))
+    listed.__name__, listed.__doc__ = fn.__name__, f"{fn.__doc__} A list, as Paddle's."
+    return listed
+
+
+chunk, unbind, meshgrid = _as_list(_ops.chunk), _as_list(_ops.unbind), _as_list(_ops.meshgrid)  # Paddle: lists
 
 
 def max(x, axis=None, keepdim=False, name=None):  # noqa: A001 - Paddle's name
@@ -217,24 +226,15 @@ def is_tensor(x):
 def enable_static():
     """Static mode: paddle.static.data placeholders, calls recorded into the default main program,
     run by paddle.static.Executor (see globaltensor/paddle/static)."""
-    static.STATIC[0] = True
+    static.program.enable()
 
 
 def disable_static(place=None):
-    static.STATIC[0] = False
+    static.program.disable()
 
 
 def in_dynamic_mode():
     return not static.STATIC[0]
 
-
-_NOT_RECORDED = {"seed", "to_tensor", "save", "load", "is_tensor", "enable_static", "disable_static",
-                 "in_dynamic_mode", "set_device", "get_device", "is_grad_enabled", "get_default_dtype",
-                 "set_default_dtype", "enable_grad", "no_grad", "grad", "DataParallel", "CPUPlace", "CUDAPlace",
-                 "recordable", "create_parameter"}
-for _name, _fn in list(globals().items()):  # in static mode, a call on placeholders is recorded
-    if not _name.startswith("_") and _name not in _NOT_RECORDED and callable(_fn) and not isinstance(_fn, type) \
-            and not hasattr(_fn, "__path__") and getattr(_fn, "__module__", "") != "numpy":
-        globals()[_name] = recordable(_fn)
 
 __all__ = sorted(n for n in globals() if not n.startswith("_"))

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .. import _C
+from .. import _native
 from .. import ops as _ops
 from .. import random as _random
 from ..autograd import no_grad
@@ -15,7 +15,7 @@ from ..tensor import Tensor
 
 def is_compiled_with_cuda():
     """Whether globaltensor's extension was built with CUDA (GLOBALTENSOR_BUILD_CUDA)."""
-    return bool(_C.with_cuda)
+    return bool(_native.with_cuda)
 
 
 def is_compiled_with_xpu():

@@ -10,7 +10,7 @@ the stage on such hollow tensors, which computes nothing and is cached per input
 import contextlib
 import hashlib
 
-from .. import _C, autograd, creation, grad_buckets, ops
+from .. import _native, autograd, creation, grad_buckets, ops
 from .. import random as gt_random
 from ..distributed import CollectiveError
 from ..env import get_rank
@@ -241,7 +241,7 @@ class _Run:
             except PipelineError:
                 raise
             except CollectiveError as e:  # the advice about mismatched calls does not apply here
-                why = str(e).replace("\n" + _C.collective_hint(), "")
+                why = str(e).replace("\n" + _native.collective_hint(), "")
                 text = f"rank {get_rank()} at {ev} ({_what(ev)}): a rank it exchanges with failed: {why}"
                 raise PipelineError(text) from e
             except Exception as e:  # noqa: BLE001 - any error of a stage becomes every rank's error

@@ -8,7 +8,7 @@ Below them: helpers for writing metas (registry.py says what a meta is).
 """
 import numpy as np
 
-from ..errors import not_broadcast
+from ..errors import IndexRuntimeError, not_broadcast
 from ..sbp import broadcast as B
 from ..sbp import partial_sum as P
 from ..sbp import split
@@ -161,7 +161,8 @@ def check_index_dtype(name, dtype, what="index"):
     """IndexError unless `dtype` is an integer dtype (what indexing kernels accept)."""
     kind = (dtype.np if hasattr(dtype, "np") else np.dtype(dtype)).kind
     if kind not in "iu":
-        raise IndexError(f"{name}: the {what} must be an integer tensor, got {dtype!r}")
+        raise IndexRuntimeError(f"{name}(): Expected dtype int32 or int64 for {what} (the {what} must be an integer "
+                              f"tensor, got {dtype!r})")
 
 
 def check_ndim(name, shape, ndims, what="input"):

@@ -1,5 +1,6 @@
 """save / load as OneFlow and PyTorch: one pickled file; directories for external data and shards."""
 import os
+import pickle
 
 from ..env import get_rank, get_world_size
 from . import directory, pickled
@@ -50,12 +51,14 @@ def _external(obj, global_dst_rank, tmp, writes):
             f.write(blob)
 
 
-def load(path, global_src_rank=None, map_location=None):
+def load(path, global_src_rank=None, map_location=None, *, support_pytorch_format=True):
     """What save wrote (or a PyTorch .pt file of tensors, or an older globaltensor directory).
     global_src_rank=None: every rank reads the file; else that rank reads and hands the bytes to
     every rank. map_location: "cpu", "cuda", a device, a placement (tensors become global,
     broadcast), or a function (tensor, "cpu") -> tensor. Tensors come back local (or where
-    map_location says); Module.load_state_dict lays them out by each parameter's layout."""
+    map_location says); Module.load_state_dict lays them out by each parameter's layout.
+    support_pytorch_format=False (OneFlow's): a PyTorch file raises ValueError. A file that is
+    neither raises ValueError('Cannot load file "path"'), as OneFlow."""
     if not pickled.is_buffer(path):
         path = os.fspath(path)
         if os.path.isdir(path):
@@ -64,8 +67,17 @@ def load(path, global_src_rank=None, map_location=None):
                 return pickled.loads(blob, map_location, external=path)
             return load_dir(path, 0 if global_src_rank is None else global_src_rank)
         if pickled.is_torch_file(path):
+            if not support_pytorch_format:
+                raise ValueError(f'Cannot load file "{path}": it is in PyTorch\'s format and support_pytorch_format '
+                                 f'is False')
             return pickled.from_torch(path, map_location)
     if global_src_rank is None or get_world_size() == 1:
-        return pickled.loads(pickled.read_bytes(path), map_location)
-    blob = pickled.read_bytes(path) if get_rank() == global_src_rank else None
-    return pickled.loads(directory.broadcast_bytes(blob, global_src_rank), map_location)
+        blob = pickled.read_bytes(path)
+    else:
+        blob = pickled.read_bytes(path) if get_rank() == global_src_rank else None
+        blob = directory.broadcast_bytes(blob, global_src_rank)
+    try:
+        return pickled.loads(blob, map_location)
+    except (pickle.UnpicklingError, EOFError) as exc:  # every rank has the same bytes: all raise alike
+        where = f'file "{path}"' if not pickled.is_buffer(path) else "the data"
+        raise ValueError(f"Cannot load {where}: not a file gt.save (or torch.save) wrote ({exc})") from exc

@@ -106,9 +106,12 @@ def dumps(obj, global_dst_rank=None, external=None):
 
 def loads(blob, map_location=None, external=None):
     with _scoped(_Loading(external, map_location)):
-        found = pickle.loads(blob)
+        try:
+            found = pickle.loads(blob)
+        except (pickle.UnpicklingError, EOFError, IndexError, KeyError, TypeError) as exc:
+            raise ValueError(f"Cannot load file: not a globaltensor checkpoint ({type(exc).__name__}: {exc})") from exc
     if not (isinstance(found, dict) and found.get("format") == MAGIC):
-        raise ValueError("load: not a globaltensor checkpoint (a pickle without its format mark)")
+        raise ValueError("Cannot load file: not a globaltensor checkpoint (a pickle without its format mark)")
     return found["data"]
 
 

@@ -341,6 +341,8 @@ CASES = {
     "l1_loss": C([F(4, 3), F(4, 3) + 2], lambda x, y: F_.l1_loss(x, y)),
     "smooth_l1_loss": C([F(4, 3), F(4, 3) + 0.9], lambda x, y: F_.smooth_l1_loss(x, y, beta=0.5)),
     "nll_loss": C([F(4, 5), np.array([1, 0, 4, 2])], lambda x, t: F_.nll_loss(x, t)),
+    "sparse_softmax_cross_entropy": C([F(2, 3, 5, lo=-2, hi=2), I(2, 3, hi=5)],  # OneFlow's: labels first
+                                      lambda x, t: F_.sparse_softmax_cross_entropy(t, x)),
     "binary_cross_entropy_with_logits": C([F(4, 3, lo=-2, hi=2), FRAC(4, 3, lo=0, hi=1, step=1.0)],
                                           lambda x, y: F_.binary_cross_entropy_with_logits(x, y), wrt=(0,)),
     "kl_div": C([F(4, 3), POS(4, 3)], lambda x, p: F_.kl_div(x, p, reduction="batchmean")),

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(globaltensor.__file__)
 # Bottom to top; a module belongs to the longest prefix that names it. Each prefix is a unit:
 # inside a layer the units import each other without a cycle (test_units_of_a_layer_form_a_dag).
 LAYERS = [
-    ("L0 values", ["_C", "errors", "sbp", "layout", "dtype", "random", "scope", "hooks"]),
+    ("L0 values", ["_native", "errors", "sbp", "layout", "dtype", "random", "scope", "hooks"]),
     ("L1 the job", ["env", "placement", "backends", "distributed"]),
     ("L2 tensor", ["tensor"]),
     ("L3 creation and conversion", ["creation", "tensor_types", "boxing", "generator"]),
@@ -24,7 +24,7 @@ LAYERS = [
     ("L7 ops", ["ops"]),
     ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "graph"]),
     ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
-                      "support", "_oneflow_internal", "printing", "framework"]),
+                      "support", "_oneflow_internal", "printing", "framework", "_C"]),
     ("L10 the package", [""]),
     ("L11 faces", ["paddle"]),
 ]
@@ -35,7 +35,7 @@ LEAVES = ["env"]
 
 @functools.cache
 def _modules():
-    """{dotted name under globaltensor: path}; "" is the package, extension modules (_C) have no path."""
+    """{dotted name under globaltensor: path}; "" is the package, extension modules (_native) have no path."""
     found = {}
     for folder, _, files in os.walk(ROOT):
         for f in files:
@@ -89,7 +89,7 @@ def _imports(module, path, modules):
                 target = node.module[len("globaltensor") + 1:]
             else:
                 continue
-            for alias in node.names:  # `from .. import _C` imports the module _C, not the package
+            for alias in node.names:  # `from .. import _native` imports the module _native, not the package
                 sub = f"{target}.{alias.name}" if target else alias.name
                 yield (sub if sub in modules else target), node.lineno, deferred
         else:
@@ -175,10 +175,7 @@ def test_leaves_import_only_values():
 # (importer, imported) as in _edges: without these edges the face's imports form a DAG.
 FACE_CYCLES = {
     ("paddle.distributed.auto_parallel.api", "paddle"),  # inside a function: from ... import to_tensor
-    ("paddle.static", "paddle"),  # inside a function: from .. import to_tensor
-    ("paddle.static.program", "paddle"),  # inside a function: from .. import zeros
-    ("paddle.static.nn", "paddle.nn"),  # when it loads: paddle.nn <-> paddle.static, which works only
-}                                       # because paddle/__init__ loads paddle.static first
+}
 
 
 def _cycle(graph):
@@ -347,17 +344,19 @@ def test_the_rules_see_what_they_forbid(tmp_path):
         [("a", "b", "a.py:1"), ("b", "c", "b.py:2"), ("c", "a", "c.py:3")]]
     assert list(_packages_run("backends.devices", "distributed.world")) == ["distributed"]
     assert list(_packages_run("distributed.group", "distributed.world")) == []
-    assert "_C" in _modules() and _layer("_C") == 0
+    assert "_native" in _modules() and _layer("_native") == 0
 
 
 # Inside L7, each op family imports only families to its left (cross-family calls further right
 # go through Tensor methods, bound once every family has loaded).
 OP_FAMILIES = ["ops._front", "ops.elementwise", "ops.elementwise_extras", "ops.complex_ops",
-               "ops.bitwise", "ops.shape", "ops.concat_split", "ops.slicing",
+               "ops.bitwise", "ops.shape", "ops.concat_split", "ops.meshgrid", "ops.slicing",
                "ops.triangles", "ops.reduction", "ops.reduction_composites", "ops.activations", "ops.linalg",
                "ops.gather_scatter", "ops.gather_scatter_nd", "ops.data_dependent", "ops.sorting", "ops.indexing",
                "ops.norms", "ops.linear_layer", "ops.embedding_lookup", "ops.losses", "ops.attention_heads", "ops.conv",
-               "ops.attention", "ops.random_ops", "ops.everyday", "ops.everyday_shape", "ops.einsum", "ops.sampling", "ops.resize", "ops.pooling", "ops.conv3d", "ops.extras", "ops.inplace", "ops.conversion"]
+               "ops.attention", "ops.random_ops", "ops.everyday", "ops.everyday_shape", "ops.einsum", "ops.tensor_methods",
+               "ops.oneflow_only", "ops.sampling", "ops.resize", "ops.pooling", "ops.conv3d", "ops.extras", "ops.inplace",
+               "ops.conversion", "ops.oneflow_functional", "ops.oneflow_losses"]
 
 
 def test_op_families_import_leftward():

@@ -7,7 +7,7 @@ import pytest
 
 import globaltensor as gt
 from globaltensor.backends import cuda
-from globaltensor import _C, layout
+from globaltensor import _native, layout
 from globaltensor.sbp import normalize
 
 S0, S1, B, P = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast, gt.sbp.partial_sum
@@ -128,14 +128,14 @@ def test_random_piece_equals_slice_of_whole(kind, dtype):
     """Generating only a piece gives exactly the slice of the whole: no full temporary needed."""
     shape = (9, 7)
     a, b = (0.0, 10.0) if kind == "randint" else ((0.3, 0.0) if kind == "bernoulli" else (0.0, 1.0))
-    kind = _C.RandomKind.__members__[kind]
+    kind = _native.RandomKind.__members__[kind]
     whole = np.empty(shape, dtype.np)
-    _C.philox_fill(whole, kind, list(shape), [0, 0], 5, 11, a, b)
+    _native.philox_fill(whole, kind, list(shape), [0, 0], 5, 11, a, b)
     piece = np.empty((4, 3), dtype.np)
-    _C.philox_fill(piece, kind, list(shape), [2, 3], 5, 11, a, b)
+    _native.philox_fill(piece, kind, list(shape), [2, 3], 5, 11, a, b)
     np.testing.assert_array_equal(piece, whole[2:6, 3:6])
     other = np.empty(shape, dtype.np)
-    _C.philox_fill(other, kind, list(shape), [0, 0], 5, 12, a, b)
+    _native.philox_fill(other, kind, list(shape), [0, 0], 5, 12, a, b)
     assert not np.array_equal(other, whole)  # the next call differs
 
 

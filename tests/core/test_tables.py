@@ -1,4 +1,4 @@
-"""Each table once: the dtype, reduction-op and random-kind codes are kernels/types.h's (read from _C),
+"""Each table once: the dtype, reduction-op and random-kind codes are kernels/types.h's (read from _native),
 nothing in globaltensor/ numbers them again."""
 import pathlib
 import re
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import globaltensor as gt
-from globaltensor import _C
+from globaltensor import _native
 from globaltensor import dtype as _dtype
 from globaltensor import random as _random
 from globaltensor.distributed import collectives
@@ -17,21 +17,21 @@ PACKAGE = pathlib.Path(gt.__file__).parent
 
 
 def test_every_dtype_code_is_the_kernels_enum():
-    assert {d.name for d in _dtype.ALL} == set(_C.DType.__members__)
+    assert {d.name for d in _dtype.ALL} == set(_native.DType.__members__)
     for d in _dtype.ALL:
-        assert d.code is _C.DType.__members__[d.name]
+        assert d.code is _native.DType.__members__[d.name]
         assert _dtype.from_code(int(d.code)) is d and _dtype.from_code(d.code) is d
-        assert _C.dtype_of(np.zeros(2, d.np)) == d.code  # C++ reads a numpy array's dtype the same way
+        assert _native.dtype_of(np.zeros(2, d.np)) == d.code  # C++ reads a numpy array's dtype the same way
         assert d.code.itemsize == d.itemsize
-    assert _C.dtype_of(np.zeros(2, np.int16)) is None
+    assert _native.dtype_of(np.zeros(2, np.int16)) is None
     with pytest.raises(ValueError, match="no dtype has the code 99"):
         _dtype.from_code(99)
 
 
 def test_reduction_ops_and_random_kinds_are_the_kernels_enums():
-    assert collectives._REDOPS == dict(_C.RedOp.__members__) and set(collectives._REDOPS) == {"sum", "max", "min"}
+    assert collectives._REDOPS == dict(_native.RedOp.__members__) and set(collectives._REDOPS) == {"sum", "max", "min"}
     assert (_random.UNIFORM, _random.NORMAL, _random.RANDINT, _random.BERNOULLI) == tuple(
-        _C.RandomKind.__members__[k] for k in ("uniform", "normal", "randint", "bernoulli"))
+        _native.RandomKind.__members__[k] for k in ("uniform", "normal", "randint", "bernoulli"))
     reducible = {d.name for d in _dtype.ALL if d.code.arithmetic}
     assert reducible == {"float32", "float64", "float16", "bfloat16", "int32", "int64"}
     complex_ = {d.name for d in _dtype.ALL if d.code.complex}
@@ -53,17 +53,17 @@ def test_nothing_in_the_package_numbers_dtypes_or_ops_again():
         hits = _NUMBERED.findall(text) + re.findall(r"ALL\.index|KERNEL_CODES", text)
         if hits and rel not in _FOREIGN:
             found[rel] = hits
-    assert not found, f"numeric dtype / op tables outside _C: {found}; read _C.DType / _C.RedOp instead"
+    assert not found, f"numeric dtype / op tables outside _native: {found}; read _native.DType / _native.RedOp instead"
     for rel in _FOREIGN:
         assert _NUMBERED.search((PACKAGE / rel).read_text()), f"{rel} no longer needs its exemption"
 
 
 def test_reducing_bindings_take_the_dtype_from_the_arrays():
     out = np.zeros(3, np.float32)
-    _C.reduce_into(out, [np.ones(3, np.float32), np.full(3, 2, np.float32)], _C.RedOp.max)
+    _native.reduce_into(out, [np.ones(3, np.float32), np.full(3, 2, np.float32)], _native.RedOp.max)
     assert (out == 2).all()
     with pytest.raises(TypeError, match="philox_fill: cannot draw random values of dtype bool"):
-        _C.philox_fill(np.zeros(3, np.bool_), _C.RandomKind.uniform, [3], [0], 1, 0, 0.0, 1.0)
+        _native.philox_fill(np.zeros(3, np.bool_), _native.RandomKind.uniform, [3], [0], 1, 0, 0.0, 1.0)
     with pytest.raises(TypeError, match="random values of dtype bool are not supported"):
         gt.creation._random_tensor((3,), gt.bool, None, None, _random.UNIFORM, 0.0, 1.0)
 

@@ -95,9 +95,9 @@ def test_split_covers_every_element_once():
 @pytest.mark.parametrize("nprocs", [2, 4])
 def test_processes_sharing_one_gpu(nprocs):
     pytest.importorskip("cupy")
-    from globaltensor import _C
-    if not _C.with_cuda:
-        pytest.skip("_C was built without CUDA")
+    from globaltensor import _native
+    if not _native.with_cuda:
+        pytest.skip("_native was built without CUDA")
     results = run_ranks(_all_sizes, nprocs, "cuda", timeout=240)
     for seed, (count, dtype) in enumerate(_cases()):
         want = _expected(seed, count, dtype, nprocs)

@@ -3,11 +3,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from globaltensor import _C
+from globaltensor import _native
 
 DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
           "int32": np.int32, "int64": np.int64}
-OPS = _C.RedOp.__members__
+OPS = _native.RedOp.__members__
 
 
 def twin(srcs, op, dtype):
@@ -35,14 +35,14 @@ def test_reduce_matches_twin(dtype, op, count, nsrc):
     else:
         srcs = [(rng.standard_normal(count) * 100).astype(np_dtype) for _ in range(nsrc)]
     out = np.empty(count, np_dtype)
-    _C.reduce_into(out, srcs, OPS[op], nontemporal=count > 2048)
+    _native.reduce_into(out, srcs, OPS[op], nontemporal=count > 2048)
     np.testing.assert_array_equal(out.view(np.uint8), twin(srcs, op, np_dtype).view(np.uint8))
 
 
 def test_integer_sum_wraps():
     big = np.array([2**62, -(2**63)], np.int64)
     out = np.empty_like(big)
-    _C.reduce_into(out, [big, big], _C.RedOp.sum)
+    _native.reduce_into(out, [big, big], _native.RedOp.sum)
     np.testing.assert_array_equal(out, big + big)  # numpy wraps too
 
 
@@ -53,7 +53,7 @@ def test_max_min_propagate_nan(dtype):
     b = np.array([np.nan, 2, 1], np_dtype)
     for op in ("max", "min"):
         out = np.empty_like(a)
-        _C.reduce_into(out, [a, b], OPS[op])
+        _native.reduce_into(out, [a, b], OPS[op])
         assert np.isnan(out.astype(np.float32)[:2]).all()
 
 
@@ -63,7 +63,7 @@ def test_half_rounding_special_values():
     for np_dtype in (DTYPES["float16"], DTYPES["bfloat16"]):
         a = vals.astype(np_dtype)
         out = np.empty_like(a)
-        _C.reduce_into(out, [a, np.zeros_like(a)], _C.RedOp.sum)
+        _native.reduce_into(out, [a, np.zeros_like(a)], _native.RedOp.sum)
         np.testing.assert_array_equal(out.view(np.uint16), (a.astype(np.float32) + 0).astype(np_dtype).view(np.uint16))
 
 
@@ -72,7 +72,7 @@ def test_half_rounding_special_values():
 def test_copy_bytes_streaming(nbytes, offset):
     src = np.random.default_rng(nbytes).integers(0, 255, nbytes + 16, dtype=np.uint8)
     dst = np.zeros(nbytes + 16, np.uint8)
-    _C.copy_bytes(dst[offset:offset + nbytes], src[3:3 + nbytes], nontemporal=True)
+    _native.copy_bytes(dst[offset:offset + nbytes], src[3:3 + nbytes], nontemporal=True)
     np.testing.assert_array_equal(dst[offset:offset + nbytes], src[3:3 + nbytes])
     assert not dst[:offset].any() and not dst[offset + nbytes:].any()
 
@@ -84,7 +84,7 @@ def test_half_sum_over_every_bit_pattern(dtype):
     a = a[np.isfinite(a.astype(np.float32))]
     b = np.random.default_rng(7).permutation(a)
     out = np.empty_like(a)
-    _C.reduce_into(out, [a, b], _C.RedOp.sum)
+    _native.reduce_into(out, [a, b], _native.RedOp.sum)
     want = (a.astype(np.float32) + b.astype(np.float32)).astype(np_dtype)
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
 
@@ -97,37 +97,37 @@ def test_axpby_has_numpys_rounding(dtype, a, b):
     want = y.copy()
     want *= b
     want += a * x
-    _C.axpby(y, x, a, b)
+    _native.axpby(y, x, a, b)
     assert np.array_equal(y, want)
 
 
 def test_axpby_rejects_what_it_cannot_do():
     y = np.zeros(8, np.float32)
     with pytest.raises(ValueError, match="overlap"):
-        _C.axpby(y[:4], y[2:6], 1.0, 1.0)
+        _native.axpby(y[:4], y[2:6], 1.0, 1.0)
     with pytest.raises(ValueError, match="match"):
-        _C.axpby(y, np.zeros(8, np.float64), 1.0, 1.0)
+        _native.axpby(y, np.zeros(8, np.float64), 1.0, 1.0)
     with pytest.raises(TypeError, match="float32 or float64"):
-        _C.axpby(np.zeros(4, np.int32), np.zeros(4, np.int32), 1.0, 1.0)
+        _native.axpby(np.zeros(4, np.int32), np.zeros(4, np.int32), 1.0, 1.0)
 
 
 def test_reduce_into_takes_the_dtype_from_the_arrays_and_refuses_what_it_cannot_reduce():
     a = np.arange(4, dtype=np.int32)
     with pytest.raises(TypeError, match=r"reduce_into: a source's dtype \(float32\) differs from out's \(int32\)"):
-        _C.reduce_into(np.empty(4, np.int32), [a, np.zeros(4, np.float32)], _C.RedOp.sum)
+        _native.reduce_into(np.empty(4, np.int32), [a, np.zeros(4, np.float32)], _native.RedOp.sum)
     for bad in (np.bool_, np.int8, np.uint8, np.int16):
         x = np.zeros(4, bad)
         name = np.dtype(bad).name
         with pytest.raises(TypeError, match=f"reduce_into: cannot reduce dtype {name}; supported: float32, float64, "
                                             "float16, bfloat16, int32, int64"):
-            _C.reduce_into(np.empty_like(x), [x, x], _C.RedOp.sum)
+            _native.reduce_into(np.empty_like(x), [x, x], _native.RedOp.sum)
     z = np.ones(4, np.complex64)  # complex sums as float pairs; an order it does not have is refused
-    _C.reduce_into(out := np.empty_like(z), [z, z * 1j], _C.RedOp.sum)
+    _native.reduce_into(out := np.empty_like(z), [z, z * 1j], _native.RedOp.sum)
     np.testing.assert_array_equal(out, z + z * 1j)
     with pytest.raises(TypeError, match="cannot reduce dtype complex64 with max: complex numbers are not ordered"):
-        _C.reduce_into(np.empty_like(z), [z, z], _C.RedOp.max)
+        _native.reduce_into(np.empty_like(z), [z, z], _native.RedOp.max)
     swapped = np.zeros(4, ">f4")  # the right kind and size, but not this machine's byte order
     with pytest.raises(TypeError, match="cannot reduce dtype >f4"):
-        _C.reduce_into(np.empty_like(swapped), [swapped], _C.RedOp.sum)
+        _native.reduce_into(np.empty_like(swapped), [swapped], _native.RedOp.sum)
     with pytest.raises(TypeError):  # a raw number is not a reduction op
-        _C.reduce_into(np.empty(4, np.int32), [a], 0)
+        _native.reduce_into(np.empty(4, np.int32), [a], 0)

@@ -10,7 +10,7 @@ import numpy as np
 import globaltensor as gt
 import globaltensor.distributed as dist
 from conftest import run_ranks
-from globaltensor import _C
+from globaltensor import _native
 
 MIN = 256 << 10  # GLOBALTENSOR_NUMPY_MIN_BYTES' default
 
@@ -130,14 +130,14 @@ def test_a_forked_child_never_hands_out_the_parents_blocks():
 def test_one_process_keeps_numpys_allocator():
     assert "WORLD_SIZE" not in os.environ  # this test process is no rank of a job
     gt.memory_stats()  # the World exists, with its arena
-    assert _C.numpy_alloc_stats()["installed"] is False
+    assert _native.numpy_alloc_stats()["installed"] is False
     multiarray = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray
     assert multiarray.get_handler_name(np.ones(1 << 20)) == "default_allocator"
 
 
 def test_size_classes_bound_the_waste():
     for n in (1, 4095, 4096, 4097, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20, 100_000_000):
-        c = _C.size_class(n)
+        c = _native.size_class(n)
         assert c >= n and c % 4096 == 0
         assert c - n < max(4096, n // 8 + 1), (n, c)
 

@@ -4,12 +4,12 @@ import os
 import numpy as np
 import pytest
 
-from globaltensor import _C
+from globaltensor import _native
 from globaltensor import distributed as dist
 
 
 def _node(arena_bytes=64 << 20):
-    node = _C.Node(f"/gt_test{os.getpid()}_{np.random.randint(1 << 30)}_", 0, arena_bytes)
+    node = _native.Node(f"/gt_test{os.getpid()}_{np.random.randint(1 << 30)}_", 0, arena_bytes)
     node.unlink_arena()
     return node
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from globaltensor import _C
+from globaltensor import _native
 from globaltensor.backends import cuda_kernels
 
 SHAPES = [(7, 13, 5), (128, 1024, 4096), (256, 512, 384)]   # (m, k, n)
@@ -10,8 +10,8 @@ TOLERANCE = {"float32": 1e-4, "float16": 2e-2, "float64": 1e-8}  # float64 GELU 
 
 
 def test_a_build_without_cublaslt_says_how_to_get_it():
-    if _C.with_cublaslt:
-        pytest.skip("_C has cuBLASLt")
+    if _native.with_cublaslt:
+        pytest.skip("_native has cuBLASLt")
     with pytest.raises(RuntimeError, match="built without cuBLASLt"):
         cuda_kernels.matmul(np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32))
 
@@ -27,8 +27,8 @@ def _gelu_tanh(y):
 
 def _need_gpu_kernels():
     cupy = pytest.importorskip("cupy")
-    if not _C.with_cublaslt:
-        pytest.skip("_C was built without cuBLASLt")
+    if not _native.with_cublaslt:
+        pytest.skip("_native was built without cuBLASLt")
     return cupy
 
 

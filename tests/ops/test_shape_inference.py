@@ -236,7 +236,7 @@ def test_getitem_shapes_follow_numpy():
         assert index_shape(x.shape, encoded, shapes) == x[key].shape, key
     with pytest.raises(IndexError, match="out of bounds"):
         index_shape((3,), [3])
-    with pytest.raises(IndexError, match="too many indices"):
+    with pytest.raises(IndexError, match="(?i)too many indices"):
         index_shape((3,), [0, 0])
 
 

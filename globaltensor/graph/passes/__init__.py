@@ -1,5 +1,8 @@
-"""Planning passes over a captured program, in the order they run (each: run(program) -> report)."""
+"""Passes: the planning passes, in the order they run (each: run(program) -> report, in place), and
+the program -> program passes that compose (prune, clone, split_by_role, insert_send_recv)."""
 from . import bucket_grads, dead_ops, fuse_boxing, liveness
+from .prune import clone, prune
+from .roles import insert_send_recv, role_of, split_by_role
 
 PASSES = [("fuse_boxing", fuse_boxing.run), ("bucket_grads", bucket_grads.run), ("dead_ops", dead_ops.run),
           ("liveness", liveness.run)]
@@ -10,3 +13,14 @@ def plan(program):
     for name, run in PASSES:
         program.report[name] = run(program)
     return program
+
+
+def planned(program):
+    """A copy of `program` with the planning passes run (program -> program; the input stays as it is)."""
+    out = program.copy()
+    out.captured = program.unplanned()
+    out.tree = getattr(program, "tree", None)
+    return plan(out)
+
+
+__all__ = ["PASSES", "clone", "insert_send_recv", "plan", "planned", "prune", "role_of", "split_by_role"]

@@ -91,7 +91,7 @@ def _write_in_place(program, bucket, flat, uses, producer):
         ins = producer.get(r)
         opdef = None if ins is None else ins.target
         if (ins is None or ins.kind != "op" or not ins.plain or opdef is None or not opdef.takes_hints
-                or len(uses.get(r, ())) != 1 or program.regs[r].escapes or type(program.regs[r].array) is not np.ndarray):
+                or len(uses.get(r, ())) != 1 or program.regs[r].escapes or not program.regs[r].numpy):
             continue
         ins.fn = _IntoBucket(ins.fn, flat, j)
         program.regs[r].escapes = True  # its buffer is the bucket's: liveness never hands it out

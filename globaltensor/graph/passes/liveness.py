@@ -1,23 +1,20 @@
 """Liveness: each register is freed after its last use, and an element-wise numpy op writes into
 the buffer of a register that died (out=) instead of allocating; reports the peak memory."""
+import math
+
 import numpy as np
-
-
-def _root(array):
-    while getattr(array, "base", None) is not None:
-        array = array.base
-    return id(array)
 
 
 def _reusable(program):
     """Registers whose buffer the program owns alone: a value made by the step, C-contiguous, not
-    a view, viewed by no other register, never returned or kept by a tensor."""
-    roots = {}
+    a view, viewed by no other register, never returned or kept by a tensor (Reg.root, Reg.owns:
+    facts capture took from the arrays, kept in a saved program)."""
+    sharing = {}
     for reg in program.regs:
-        roots.setdefault(_root(reg.array), []).append(reg.index)
+        sharing[reg.root] = sharing.get(reg.root, 0) + 1
     return {reg.index for reg in program.regs
-            if reg.kind == "value" and not reg.escapes and type(reg.array) is np.ndarray and reg.array.base is None
-            and reg.array.flags.c_contiguous and reg.array.size and len(roots[_root(reg.array)]) == 1}
+            if reg.kind == "value" and not reg.escapes and reg.owns and reg.contiguous and math.prod(reg.local_shape)
+            and sharing[reg.root] == 1}
 
 
 def _elementwise(ins):
@@ -70,7 +67,7 @@ def run(program):
             if r in reusable:
                 free.setdefault((regs[r].local_shape, regs[r].dtype), []).append(r)
     peak, peak_plain = _peak(program, True), _peak(program, False)
-    kept_all = sum(r.nbytes for r in regs if r.kind in ("value", "input") and getattr(r.array, "base", None) is None)
+    kept_all = sum(r.nbytes for r in regs if r.kind in ("value", "input") and _owned(r))
     return {"reused": reused, "peak_bytes": peak, "peak_bytes_without_reuse": peak_plain,
             "bytes_without_frees": kept_all}
 
@@ -78,7 +75,7 @@ def run(program):
 def _peak(program, with_reuse):
     """The largest sum of owned register bytes alive at once on this rank (views count nothing)."""
     regs = program.regs
-    owned = {r.index for r in regs if r.kind in ("value", "input") and getattr(r.array, "base", None) is None}
+    owned = {r.index for r in regs if r.kind in ("value", "input") and _owned(r)}
     live = sum(regs[r].nbytes for r in program.inputs if r in owned)
     peak = live
     handed = {ins.reuse for ins in program.instrs if ins.reuse is not None} if with_reuse else set()
@@ -91,3 +88,8 @@ def _peak(program, with_reuse):
             if r in owned and r not in handed:
                 live -= regs[r].nbytes
     return peak
+
+
+def _owned(reg):
+    """Whether reg's bytes are its own (not a view of another register's or a state's buffer)."""
+    return reg.owns

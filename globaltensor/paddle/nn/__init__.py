@@ -47,7 +47,18 @@ def _paddle_class(name, base, doc):
     return type(name, (base, Layer), {"__doc__": doc, "__module__": __name__})
 
 
-Dropout = _paddle_class("Dropout", _nn.Dropout, "Zero elements with probability p, scale the rest by 1/(1-p)")
+class Dropout(_nn.Dropout, Layer):
+    """Zero elements with probability p, scale the rest by 1/(1-p) (paddle.nn.functional.dropout:
+    one dropout op of a static program)."""
+
+    def __init__(self, p=0.5, axis=None, mode="upscale_in_train", name=None):
+        if axis is not None or mode != "upscale_in_train":
+            raise NotImplementedError("Dropout: axis= and mode='downscale_in_infer' are not supported")
+        super().__init__(p)
+
+    def forward(self, x):
+        return functional.dropout(x, self.p, training=self.training)
+
 Sequential = _paddle_class("Sequential", _nn.Sequential, "Layers applied in order")
 LayerList = _paddle_class("LayerList", _nn.ModuleList, "A list of layers")
 

@@ -1,8 +1,6 @@
 """paddle.nn.Layer: gt's Module with Paddle's method names and its rule for dense parameters."""
 from ...autograd import seeds_ones as _seeds_ones
 from ...nn.module import Module, Parameter
-from ..static.program import STATIC as _STATIC, default_main_program as _main_program, has_variable as _has_variable, \
-    record as _record
 
 
 class Layer(Module):
@@ -20,12 +18,6 @@ class Layer(Module):
             for p in self._parameters.values():
                 if p is not None and p.is_local:
                     replicate_in_place(p, value.placement)
-
-    def __call__(self, *args, **kwargs):
-        if _STATIC[0] and (_has_variable(args) or _has_variable(kwargs)):  # a static program's layer call
-            _main_program().add_parameters(self.parameters())  # the program trains and owns them, as fc's
-            return _record(super().__call__, args, kwargs, label=type(self).__name__)
-        return super().__call__(*args, **kwargs)
 
     def set_state_dict(self, state_dict, use_structured_name=True):
         """Copy the values in (each keeps its parameter's placement and SBP); returns the

@@ -1,24 +1,27 @@
-"""paddle.static: static mode as far as Paddle's collective Fleet example needs it, on graph mode.
+"""paddle.static: Paddle's static mode, recording registered ops into programs of graph instructions.
 
-`paddle.enable_static()`; `data(name, shape=[None, 32])` makes a placeholder; Paddle functions,
-layers, Tensor methods and operators applied to placeholders are recorded as calls (their
-results' shapes come from stand-in values); `optimizer.minimize(cost)` records the update;
-`Executor(place).run(program, feed={name: array}, fetch_list=[var or name])` runs the recorded
-calls on the fed arrays through `gt.jit.trace` (the first run of a feed signature captures, the
-next ones replay). In collective mode (fleet.init) each rank feeds its own batch and the
-gradients are averaged over the ranks before the update.
+`paddle.enable_static()` puts static mode's recorder in scope: every op with a Variable among its
+inputs (`data(name, shape=[None, 32])`, and what is computed from it by Paddle functions, layers,
+Tensor methods and operators, composites and autograd's backward included) is recorded as an
+`op` instruction of the current main program, its output shapes from the op's meta (no kernel
+runs until Executor.run). `optimizer.minimize(cost)` records the backward (append_backward) and
+the update; `Executor(place).run(program, feed={name: array}, fetch_list=[var or name])` runs the
+program, pruned to the fetches, through graph replay. In collective mode (fleet.init, or the nccl2
+transpiler) each rank feeds its own batch and the gradients are averaged over the ranks.
 """
-import numpy as np
-
-from ... import hooks
-from ...nn.module import zero_grads
-from ...graph import trace
-from .program import (STATIC, Program, Variable, data, default_main_program, default_startup_program,
-                      program_guard, substitute)
+from ... import autograd as _autograd
+from .block import UPDATE_TYPES, Block, Operator
+from .executor import CompiledProgram, Executor
+from .program import (STATIC, Program, data, default_main_program, default_startup_program, program_guard)
+from .recorder import Variable
+from .io import (InputSpec, load, load_inference_model, load_program_state, save, save_inference_model,
+                 set_program_state)
 from . import nn  # noqa: F401 - paddle.static.nn
 
 __all__ = ["Program", "Variable", "data", "default_main_program", "default_startup_program", "program_guard",
-           "Executor", "nn", "in_static_mode", "cpu_places", "cuda_places"]
+           "Executor", "CompiledProgram", "nn", "in_static_mode", "cpu_places", "cuda_places", "append_backward",
+           "gradients", "save", "load", "save_inference_model", "load_inference_model", "InputSpec", "Block",
+           "Operator", "global_scope", "scope_guard", "load_program_state", "set_program_state", "name_scope"]
 
 
 def in_static_mode():
@@ -37,67 +40,136 @@ def cuda_places(device_ids=None):
     return [CUDAPlace(i) for i in (device_ids if device_ids is not None else [0])]
 
 
-class Executor:
-    """Runs a program: the startup program is nothing to run (parameters were made with their
-    values when the program was built); the main program runs on the feed and returns the fetches
-    (numpy arrays unless return_numpy=False)."""
+class _Scope:
+    """global_scope(): find_var(name).get_tensor() gives a parameter's value (Paddle's scope)."""
 
-    def __init__(self, place=None):
-        self.place = place
-
-    def run(self, program=None, feed=None, fetch_list=None, return_numpy=True, scope=None, **kwargs):
-        program = program if program is not None else default_main_program()
-        if program is default_startup_program() or not (program.calls or program.feeds):
-            return []
-        fetches = [program.var(f) if isinstance(f, str) else f for f in (fetch_list or [])]
-        names = sorted(program.feeds)
-        feed = feed or {}
-        missing = [n for n in names if n not in feed]
-        if missing:
-            raise ValueError(f"Executor.run: feed has no value for {missing} (the program's placeholders: {names})")
-        from .. import to_tensor
-        tensors = [to_tensor(np.asarray(feed[n]).astype(program.feeds[n].dtype.np, copy=False)) for n in names]
-        key = tuple(v.name for v in fetches)
-        run = program._runs.get(key)
-        if run is None:
-            run = program._runs[key] = trace(_runner(program, names, fetches))
-        outs = run(*tensors)
-        return [o.numpy() for o in outs] if return_numpy else list(outs)
+    def find_var(self, name):
+        for q in default_main_program().parameters:
+            if getattr(q, "name", None) == name:
+                return _ScopeVar(q)
+        return None
 
 
-def _runner(program, names, fetches):
-    """The program as a function of its feeds: every call on real tensors, then the minimize steps."""
-    def run_program(*feeds):
-        env = {id(program.feeds[n]): t for n, t in zip(names, feeds)}
-        pick = (lambda v: env[id(v)])
-        for call in program.calls:
-            result = call.fn(*substitute(call.args, pick), **substitute(call.kwargs, pick))
-            results = (result,) if len(call.outs) == 1 and not isinstance(result, (tuple, list)) else result
-            for var, value in zip(call.outs, results):
-                env[id(var)] = value
-        for loss, optimizer, average in program.minimized:
-            env[id(loss)].backward()
-            if average:
-                from ..distributed.fleet.utils.hybrid_parallel_util import fused_allreduce_gradients
-                params = [p for g in optimizer.param_groups for p in g["params"]]
-                hooks.effect("fused_allreduce_gradients", lambda: fused_allreduce_gradients(params))
-            optimizer.step()
-            optimizer.clear_grad(set_to_zero=False)
-        # the program owns its gradients: none is left for the next run (eager mode would add to it)
-        zero_grads(program.all_parameters(), set_to_none=True)
-        return tuple(env[id(v)] for v in fetches)
-    run_program.__name__ = "static_program"
-    return run_program
+class _ScopeVar:
+    def __init__(self, t):
+        self.t = t
+
+    def get_tensor(self):
+        return self.t
 
 
-def record_minimize(optimizer, loss):
-    """optimizer.minimize(loss) in static mode: the program's parameters become the optimizer's
-    (when it was made without any) and the update is recorded after the calls."""
-    program = default_main_program()
-    if not isinstance(loss, Variable):
-        raise TypeError("minimize in static mode takes a Variable of the program (the loss)")
+def global_scope():
+    return _Scope()
+
+
+def scope_guard(scope):
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def name_scope(prefix=None):
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def _static_variable(value, what):
+    if not isinstance(value, Variable):
+        raise TypeError(f"{what} takes a Variable of a static program, got {type(value).__name__}")
+    return value
+
+
+def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None, checkpoints=None):
+    """Records the backward of loss into its program (ops of the gradients, from the recorded ops'
+    backward rules); returns [(parameter, gradient Variable)] for the trainable parameters."""
+    program = _static_variable(loss, "append_backward").program
+    if program.backward_at is None:
+        program.backward_at = len(program.instrs)
+    params = [p for p in program.parameters if p.requires_grad]
+    for p in params:
+        p.grad = None
+    loss.backward()
+    pairs = []
+    wanted = None if parameter_list is None else {id(p) if not isinstance(p, str) else p for p in parameter_list}
+    for p in params:
+        g, p.grad = p.grad, None
+        name = getattr(p, "name", None) or "param"
+        if g is None or (wanted is not None and id(p) not in wanted and name not in wanted):
+            continue
+        r = program.reg_of(g, "append_backward")
+        program.grads[id(p)] = r
+        gname = f"{name}@GRAD"
+        program.names[r] = gname
+        var = Variable(program.regs[r].array, gname, program)
+        program.vars[gname] = var
+        pairs.append((p, var))
+    return pairs
+
+
+def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
+    """d targets / d inputs as Variables of the program (None where an input does not reach the targets)."""
+    targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    program = _static_variable(targets[0], "gradients").program
+    if program.backward_at is None:
+        program.backward_at = len(program.instrs)
+    if target_gradients is not None and not isinstance(target_gradients, (list, tuple)):
+        target_gradients = [target_gradients]
+    grads = _autograd.grad(targets, inputs, grad_outputs=target_gradients, allow_unused=True)
+    out = []
+    for x, g in zip(inputs, grads):
+        if g is None:
+            out.append(None)
+            continue
+        r = program.reg_of(g, "gradients")
+        name = f"{getattr(x, 'name', 'x')}@GRAD"
+        program.names[r] = name
+        var = program.vars[name] = Variable(program.regs[r].array, name, program)
+        out.append(var)
+    return out
+
+
+class _Update:
+    """The update of a minimize at each run: gradients averaged over the ranks (collective mode),
+    then the optimizer's step, then its gradients cleared (the program assigns them each run)."""
+
+    def __init__(self, optimizer, params, average):
+        self.optimizer, self.params, self.average = optimizer, params, average
+
+    def __call__(self):
+        if self.average:
+            from ..distributed.fleet.utils.hybrid_parallel_util import fused_allreduce_gradients
+            fused_allreduce_gradients(self.params)
+        self.optimizer.step()
+        self.optimizer.clear_grad(set_to_zero=False)
+
+
+class _GradSetter:
+    def __init__(self, param):
+        self.param = param
+
+    def __call__(self, piece):
+        from ...tensor import Tensor
+        self.param.grad = Tensor(piece)
+
+
+def record_minimize(optimizer, loss, average=None):
+    """optimizer.minimize(loss) in static mode: append_backward, then per parameter a `grad`
+    instruction (its .grad takes the gradient) and one `step` (the optimizer's update; Paddle's
+    per-parameter update ops in the block view). The program's parameters become the optimizer's
+    when it was made without any."""
+    from ...graph.program import Instr
+    program = _static_variable(loss, "minimize").program
+    pairs = append_backward(loss)
     if not any(g["params"] for g in optimizer.param_groups):
-        optimizer.param_groups[0]["params"] = program.all_parameters()
-    from ..distributed import fleet
-    program.minimized.append((loss, optimizer, bool(fleet._state["initialized"])))
-    return None, [(p, None) for p in program.all_parameters()]
+        optimizer.param_groups[0]["params"] = [p for p, _ in pairs]
+    if average is None:
+        from ..distributed import fleet
+        average = bool(fleet._state["initialized"])
+    for p, g in pairs:
+        program.instrs.append(Instr("grad", g.name, _GradSetter(p), [program.grads[id(p)]], []))
+    kind = UPDATE_TYPES.get(type(optimizer).__name__, type(optimizer).__name__.lower())
+    detail = {"type": kind, "pairs": [(getattr(p, "name", "param"), g.name) for p, g in pairs], "average": average}
+    program.instrs.append(Instr("step", type(optimizer).__name__, _Update(optimizer, [p for p, _ in pairs], average),
+                                [], [], detail=detail))
+    program.minimized.append((loss, optimizer, average))
+    return None, pairs

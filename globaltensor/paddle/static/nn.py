@@ -1,40 +1,98 @@
-"""paddle.static.nn: fc, the fully connected layer of static programs."""
+"""paddle.static.nn: fc, embedding, conv2d, batch_norm of static programs (their parameters named as Paddle's)."""
+import itertools
 import math
 
 from ... import ops as _ops
-from ..nn import _create_parameter
-from .program import default_main_program, record
+from ..nn.parameter import create_parameter as _create_parameter
+from ..toplevel import ParamAttr
+from .program import default_main_program
 
-__all__ = ["fc"]
+__all__ = ["fc", "embedding", "sparse_embedding", "conv2d", "batch_norm"]
 
 _ACTIVATIONS = {None: None, "tanh": _ops.tanh, "relu": _ops.relu, "sigmoid": _ops.sigmoid,
                 "softmax": lambda x: _ops.softmax(x, -1)}
+_counters = {}  # layer kind -> itertools.count (Paddle's unique names: fc_0, fc_1, ...)
 
 
-def _parameter(shape, bias):
-    p = _create_parameter(shape, is_bias=bias)  # Xavier uniform (a bias: zeros), as Paddle's default
-    default_main_program().parameters.append(p)
-    return p
+def _unique(kind):
+    return f"{kind}_{next(_counters.setdefault(kind, itertools.count()))}"
+
+
+def _parameter(shape, attr, name, is_bias, default_initializer=None):
+    attr = ParamAttr._to_attr(attr)
+    return _create_parameter(shape, attr=attr, name=attr.name or name, is_bias=is_bias,
+                             default_initializer=default_initializer)
+
+
+def _activate(out, activation):
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation {activation!r}; supported: {sorted(a for a in _ACTIVATIONS if a)}")
+    act = _ACTIVATIONS[activation]
+    return out if act is None else act(out)
 
 
 def fc(x, size, num_flatten_dims=1, weight_attr=None, bias_attr=None, activation=None, name=None):
     """activation(sum over the inputs of flatten(x_i) @ W_i + b): each input flattened to 2-D at
-    num_flatten_dims; W_i [features_i, size] and b [size] are new parameters of the program."""
+    num_flatten_dims; W_i [features_i, size] (fc_k.w_i) and b [size] (fc_k.b_0) are new
+    parameters (Xavier uniform; zeros). Records Paddle's mul, elementwise_add and the activation."""
     if activation not in _ACTIVATIONS:
         raise ValueError(f"fc: activation {activation!r}; supported: {sorted(a for a in _ACTIVATIONS if a)}")
+    prefix = name or _unique("fc")
     xs = list(x) if isinstance(x, (list, tuple)) else [x]
-    weights = [_parameter((math.prod(v.shape[num_flatten_dims:]), size), False) for v in xs]
-    bias = None if bias_attr is False else _parameter((size,), True)
-    return record(_fc, (xs, weights, bias, activation, num_flatten_dims), {}, label="fc")
-
-
-def _fc(xs, weights, bias, activation, num_flatten_dims):
+    program = default_main_program()
     out = None
-    for x, w in zip(xs, weights):
-        flat = x.reshape(list(x.shape[:num_flatten_dims]) + [-1]) if x.ndim != num_flatten_dims + 1 else x
-        term = _ops.matmul(flat, w)
+    for i, v in enumerate(xs):
+        w = _parameter((math.prod(v.shape[num_flatten_dims:]), size), weight_attr, f"{prefix}.w_{i}", False)
+        features = math.prod(v.shape[num_flatten_dims:])
+        flat = v.reshape(list(v.shape[:num_flatten_dims]) + [features]) if v.ndim != num_flatten_dims + 1 else v
+        with program.hint("mul"):
+            term = _ops.matmul(flat, w)
         out = term if out is None else out + term
-    if bias is not None:
-        out = out + bias
-    act = _ACTIVATIONS[activation]
-    return out if act is None else act(out)
+    if bias_attr is not False:
+        out = out + _parameter((size,), bias_attr, f"{prefix}.b_0", True)
+    return _activate(out, activation)
+
+
+def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=None, param_attr=None,
+              dtype="float32"):
+    """Rows of a new [vocab, dim] table (embedding_k.w_0) at the ids of input (lookup_table_v2)."""
+    from ..nn import functional as F
+    w = _parameter(list(size), param_attr, f"{_unique('embedding')}.w_0", False)
+    return F.embedding(input, w, padding_idx=padding_idx)
+
+
+def sparse_embedding(input, size, padding_idx=None, is_test=False, entry=None, table_class="MemorySparseTable",
+                     param_attr=None, dtype="float32", slot=None):
+    raise NotImplementedError("paddle.static.nn.sparse_embedding: a parameter-server table; the parameter-server "
+                              "issue (30) brings it. Use paddle.static.nn.embedding for a dense table meanwhile")
+
+
+def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, groups=1, param_attr=None,
+           bias_attr=None, use_cudnn=True, act=None, name=None, data_format="NCHW"):
+    """act(conv2d(input, W) + b) with new parameters W [num_filters, C/groups, kh, kw] and b [num_filters]."""
+    from ..nn import functional as F
+    prefix = name or _unique("conv2d")
+    kh, kw = (filter_size, filter_size) if isinstance(filter_size, int) else filter_size
+    channels = input.shape[1]
+    from ..nn.initializer import Normal
+    std = (2.0 / (kh * kw * channels)) ** 0.5  # Paddle's default for a conv filter
+    w = _parameter([num_filters, channels // groups, kh, kw], param_attr, f"{prefix}.w_0", False, Normal(0.0, std))
+    b = None if bias_attr is False else _parameter([num_filters], bias_attr, f"{prefix}.b_0", True)
+    out = F.conv2d(input, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                   data_format=data_format)
+    return _activate(out, act)
+
+
+def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, param_attr=None, bias_attr=None,
+               data_layout="NCHW", name=None, moving_mean_name=None, moving_variance_name=None, **kwargs):
+    """act(batch_norm(input)) with a new scale (ones) and shift (zeros); in training the batch's
+    statistics (the moving averages are not updated by a static program here: is_test uses them as made)."""
+    from ..nn import functional as F
+    from ..nn.initializer import Constant
+    prefix = name or _unique("batch_norm")
+    c = input.shape[1]
+    scale = _parameter([c], param_attr, f"{prefix}.w_0", False, Constant(1.0))
+    shift = _parameter([c], bias_attr, f"{prefix}.b_0", True)
+    mean, var = _ops.zeros(c), _ops.ones(c)
+    return _activate(F.batch_norm(input, mean, var, scale, shift, training=not is_test, momentum=momentum,
+                                  epsilon=epsilon, data_format=data_layout), act)

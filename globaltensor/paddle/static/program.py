@@ -1,162 +1,298 @@
-"""Static mode's program: placeholders (Variable), the calls recorded on them, and the modes."""
+"""paddle.static.Program: registers and op instructions (graph.program's), with Paddle's names."""
 import contextlib
-import functools
+import copy
 import itertools
 
-from ... import random as _random
-from ...autograd import no_grad
-from ...tensor import Tensor
+import numpy as np
+
+from ...graph.program import Instr
+from .block import Block, paddle_type
+from .recorder import SENTINELS, StaticRecorder, _Kernel, Variable, meta_array, new_reg, recording, set_instr
 
 STATIC = [False]  # paddle.enable_static() sets it
-PROBES = (2, 3)  # two batch sizes for the stand-in values: the dims that differ are dynamic (-1)
-_names = itertools.count()
-
-
-class Variable:
-    """A value of a static program: its name, Paddle's shape (-1 for a dynamic dim), its dtype,
-    and two stand-in tensors (for the two probe batch sizes) that later calls compute on."""
-
-    def __init__(self, program, name, standins):
-        self.program, self.name, self.standins = program, name, standins
-        a, b = (s.shape for s in standins)
-        self.shape = [x if x == y else -1 for x, y in zip(a, b)]
-        self.dtype = standins[0].dtype
-        self.stop_gradient = not standins[0].requires_grad
-
-    ndim = property(lambda self: len(self.shape))
-
-    def __repr__(self):
-        return f"Variable({self.name}, shape={self.shape}, dtype={self.dtype.name})"
-
-    def __getattr__(self, name):
-        method = getattr(Tensor, name, None)
-        if method is None or not callable(method):
-            raise AttributeError(f"Variable has no attribute {name!r}")
-        return lambda *args, **kwargs: record(method, (self,) + args, kwargs, label=name)
-
-    def __len__(self):
-        return self.shape[0]
-
-
-def _operator(name):
-    method = getattr(Tensor, name)
-    return lambda self, *args: record(method, (self,) + args, {}, label=name.strip("_"))
-
-
-for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
-            "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__",
-            "__neg__", "__abs__", "__getitem__", "__lt__", "__le__", "__gt__", "__ge__", "__invert__", "__and__",
-            "__or__", "__xor__"):
-    if hasattr(Tensor, _op):
-        setattr(Variable, _op, _operator(_op))
-
-
-class Call:
-    """fn(*args, **kwargs) with Variables among the arguments, and the Variables it made."""
-
-    __slots__ = ("fn", "args", "kwargs", "outs", "label")
-
-    def __init__(self, fn, args, kwargs, outs, label):
-        self.fn, self.args, self.kwargs, self.outs, self.label = fn, args, kwargs, outs, label
+_TOKEN = [None]  # the scope token of enable_static (disable_static resets it)
 
 
 class Program:
-    """paddle.static.Program: placeholders, the recorded calls, the parameters they made, and a
-    minimize (loss, optimizer) when one was recorded."""
+    """Registers (graph.program.Reg: shape and dtype of each value, a dynamic dim at its sentinel
+    size) and instructions: `op` (a registered op: name, static attrs as detail), `read` (a
+    parameter's value), `const`, `random`, and the training steps `grad`/`step` that minimize
+    appends. A Variable's piece names its register (`knows`)."""
 
     def __init__(self):
-        self.feeds, self.calls, self.parameters, self.minimized = {}, [], [], []
-        self._runs = {}  # fetch names -> traced run (graph mode)
+        self.regs, self.instrs = [], []
+        self.feeds, self.vars, self.names = {}, {}, {}  # name -> reg; name -> Variable; reg -> name
+        self.parameters, self.param_regs = [], {}  # parameters in order of first use; id(param) -> reg
+        self.param_arrays = {}  # id(param's piece at its first use) -> (param, reg)
+        self.tensor_consts = {}  # id(tensor) -> (tensor, reg, its const instruction): a buffer if changed in place
+        self.draws = {}  # id(array) -> (array, draw): a factory's random draw, recorded at first use
+        self.pending = {}  # id(array) -> (array, (op, kernel, static, inputs, outputs, k)): an eager op on a draw
+        self.by_array = {}  # id(piece) -> reg (the pieces are kept alive by their Reg)
+        self.backward_at = None  # index of the first instruction of the backward (clone(for_test) cuts there)
+        self.grads = {}  # id(param) -> its gradient's reg (append_backward)
+        self.minimized = []  # (loss, optimizer, average over ranks)
+        self.types = {}  # id(instr) -> (Paddle op type, group) given by a layer (fc's matmul prints as mul)
+        self.dropouts = []  # (first instr, end, input reg, output reg) of each dropout: clone(for_test) skips it
+        self.hints = []  # Paddle op types to give the next ops (static.nn.fc: "mul")
+        self.random_seed = 0
+        self._runs, self._pruned = {}, {}  # compiled runs per (fetches, fed sizes); pruned instructions per fetches
+        self._startup_of = None  # the startup program whose set instructions initialize our parameters
 
+    # --- registers ---------------------------------------------------------------------------------
+    def knows(self, t):
+        """Whether an op on t is recorded: t is a value of the program or a trainable parameter
+        (its value is read at each run, so a transpose of a weight is no stale constant)."""
+        r = self.by_array.get(id(t._local))
+        if r is not None and self.regs[r].array is t._local:
+            return True
+        if t.requires_grad and t._node is None:
+            return True
+        seen = self.param_arrays.get(id(t._local))
+        return seen is not None and seen[0]._local is t._local
+
+    def deferred(self, t):
+        """Whether t is a draw or an eager op's result on one, not yet a value of the program."""
+        for table in (self.draws, self.pending):
+            found = table.get(id(t._local))
+            if found is not None and found[0] is t._local:
+                return True
+        return False
+
+    def _materialize(self, t):
+        """The register of a deferred value: its draw, or its op (inputs first), now instructions."""
+        array, (name, kernel, static, inputs, outputs, k) = self.pending.pop(id(t._local))
+        ins = [self.reg_of(x, name) for x in inputs]
+        regs = [self._reg("value", np.asarray(o._local)) for o in outputs]
+        for o in outputs:
+            self.pending.pop(id(o._local), None)
+        self._append(Instr("op", name, _Kernel(kernel, static), ins, regs, detail=dict(static)))
+        return regs[k]
+
+    def _reg(self, kind, array, name=None):
+        r = new_reg(self.regs, kind, array)
+        self.by_array[id(array)] = r
+        if name is not None:
+            self.names[r] = name
+        return r
+
+    def reg_of(self, t, user):
+        """t's register: a Variable's own; a parameter's read (its value at each run); a random
+        draw replayed; any other tensor a constant of the program."""
+        r = self.by_array.get(id(t._local))
+        if r is not None and self.regs[r].array is t._local:
+            return r
+        seen = self.param_arrays.get(id(t._local))
+        if seen is not None and seen[0]._local is t._local:  # a parameter's value by another tensor (autograd's)
+            return seen[1]
+        if t.requires_grad and t._node is None:  # a parameter: read at every run
+            r = self.param_regs.get(id(t))
+            if r is None:
+                name = getattr(t, "name", None) or f"param_{len(self.parameters)}"
+                if hasattr(t, "__dict__") and getattr(t, "name", None) is None:
+                    t.name = name  # Paddle's parameters all have one (a layer's unnamed ones: param_k)
+                r = self.param_regs[id(t)] = self._reg("state", meta_array(t._local.shape, t._local.dtype), name=name)
+                self.parameters.append(t)
+                self.param_arrays[id(t._local)] = (t, r)
+                self.instrs.append(Instr("read", name, t, [], [r]))
+                self._add_initializer(t, name)
+            return r
+        found = self.pending.get(id(t._local))
+        if found is not None and found[0] is t._local:
+            return self._materialize(t)
+        drawn = self.draws.pop(id(t._local), None)
+        array = np.asarray(t._local)
+        if drawn is not None and drawn[0] is t._local:
+            r = self._reg("value", array)
+            self._append(Instr("random", "uniform_random", drawn[1], [], [r], plain=True))
+        else:
+            r = self._reg("const", array)
+            self.instrs.append(Instr("const", "assign_value", array, [], [r]))
+            if not isinstance(t, Variable):
+                self.tensor_consts[id(t)] = (t, r, self.instrs[-1])
+        return r
+
+    def buffer_update(self, t, r_new):
+        """t (a buffer the program read as a constant) was changed in place to register r_new: it is
+        read at each run instead, and takes r_new's value after it (a running statistic)."""
+        found = self.tensor_consts.pop(id(t), None)
+        if found is None:
+            return
+        _, r, instr = found
+        t._local = self.regs[r].array  # its value until a run sets it
+        instr.kind, instr.fn, instr.name = "read", t, "buffer"
+        self.regs[r].kind = "state"
+        self.instrs.append(Instr("set", "buffer", _BufferSetter(t), [r_new], []))
+
+    def _add_initializer(self, t, name):
+        startup = default_startup_program() if self._startup_of is None else self._startup_of
+        value = np.array(t._local, copy=True)
+        r = startup._reg("const", value)
+        kind = "fill_constant" if np.all(value == value.reshape(-1)[:1]) else "uniform_random"
+        startup.instrs.append(Instr("const", "initial_value", value, [], [r]))
+        startup.instrs.append(set_instr(name, t, r, kind))
+
+    def emit_op(self, name, fn, ins, outs, static):
+        regs = []
+        for var in outs:
+            r = self._reg("value", var._local, name=var.name)
+            self.vars[var.name] = var
+            regs.append(r)
+        self._append(Instr("op", name, fn, ins, regs, detail=dict(static)))
+
+    def _append(self, instr):
+        if self.hints:
+            self.types[id(instr)] = self.hints[-1]  # the Paddle op type it prints as, where a layer says
+        self.instrs.append(instr)
+
+    def type_of(self, op_name):
+        return self.hints[-1][0] if self.hints else paddle_type(op_name)
+
+    @contextlib.contextmanager
+    def hint(self, paddle_op):
+        """The ops recorded inside print as one op of Paddle's type paddle_op (a composite: mean's
+        sum and divide print as reduce_mean; fc's matmul as mul)."""
+        self.hints.append((paddle_op, next(_GROUPS)))
+        try:
+            yield
+        finally:
+            self.hints.pop()
+
+    @contextlib.contextmanager
+    def dropout(self, x):
+        """F.dropout(x) inside: its ops print as one dropout op, and clone(for_test=True) makes the
+        region its input (Paddle's upscale_in_train dropout at inference). Yields done(out) -> out."""
+        start, found = len(self.instrs), []
+        with self.hint("dropout"):
+            yield lambda out: found.append(out) or out
+        if found and self.knows(x) and self.knows(found[0]) and found[0] is not x:
+            self.dropouts.append((start, len(self.instrs), self.reg_of(x, "dropout"), self.reg_of(found[0], "dropout")))
+
+    def add_feed(self, name, shape, dtype):
+        if len(shape) > len(SENTINELS):
+            raise ValueError(f"data {name!r}: at most {len(SENTINELS)} dims, got {len(shape)}")
+        var = Variable(meta_array([SENTINELS[i] if d is None else d for i, d in enumerate(shape)], dtype.np), name,
+                       self)
+        self.feeds[name] = self._reg("input", var._local, name=name)
+        self.vars[name] = var
+        return var
+
+    # --- Paddle's API ------------------------------------------------------------------------------
     def all_parameters(self):
         return list(self.parameters)
 
     def add_parameters(self, params):
-        """Parameters of a layer the program calls (paddle.nn layers in static mode), once each."""
-        known = {id(p) for p in self.parameters}
-        self.parameters += [p for p in params if id(p) not in known and not known.add(id(p))]
+        pass  # parameters join the program at their first use (reg_of)
 
     def global_block(self):
-        return self
+        return Block(self)
+
+    def block(self, index):
+        if index != 0:
+            raise IndexError(f"block {index}: a static program here has one block (0)")
+        return Block(self)
+
+    @property
+    def num_blocks(self):
+        return 1
+
+    def list_vars(self):
+        return list(self.vars.values()) + list(self.parameters)
 
     def var(self, name):
-        found = self.feeds.get(name) or next((v for c in self.calls for v in c.outs if v.name == name), None)
+        found = self.vars.get(name)
         if found is None:
-            raise ValueError(f"no variable named {name!r} in the program")
+            found = next((p for p in self.parameters if getattr(p, "name", None) == name), None)
+        if found is None:
+            raise ValueError(f"var {name!r} is not in this program")
         return found
 
-    def __repr__(self):
-        lines = [f"Program: {len(self.feeds)} feeds, {len(self.calls)} calls"]
-        lines += [f"  feed {v.name}: shape {v.shape} {v.dtype.name}" for v in self.feeds.values()]
-        for c in self.calls:
-            ins = ", ".join(_text(a) for a in c.args)
-            lines.append(f"  {', '.join(v.name for v in c.outs)} = {c.label}({ins})")
-        lines += [f"  minimize {loss.name} with {type(opt).__name__}" for loss, opt, _ in self.minimized]
-        return "\n".join(lines)
+    def clone(self, for_test=False):
+        """A copy (sharing parameters); for_test drops the backward and the updates (Paddle's
+        inference program: cut at the first instruction of append_backward)."""
+        twin = copy.copy(self)
+        twin.instrs = list(self.instrs if not for_test or self.backward_at is None else self.instrs[:self.backward_at])
+        if for_test:  # dropout at inference: its output is its input
+            for start, end, x, out in reversed(self.dropouts):
+                if end <= len(twin.instrs):
+                    twin.instrs[start:end] = [Instr("host", "dropout", _identity, [x], [out], plain=True,
+                                                    detail={"is_test": True})]
+            twin.dropouts = []
+        twin.regs, twin.vars = list(self.regs), dict(self.vars)
+        twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
+        twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
+        twin.param_arrays = dict(self.param_arrays)
+        twin._runs, twin._pruned, twin.hints = {}, {}, []
+        if for_test:
+            twin.grads, twin.minimized, twin.backward_at = {}, [], None
+        else:
+            twin.grads, twin.minimized = dict(self.grads), list(self.minimized)
+        return twin
+
+    def __str__(self):
+        return str(Block(self))
+
+    __repr__ = __str__
 
 
-def _text(a):
-    if isinstance(a, Variable):
-        return a.name
-    if isinstance(a, Tensor):
-        return f"param{tuple(a.shape)}"
-    if isinstance(a, (list, tuple)):
-        return "[" + ", ".join(_text(x) for x in a) + "]"
-    return repr(a)
+def _identity(piece):
+    return piece
 
 
-_main, _startup = [Program()], [Program()]
+_GROUPS = itertools.count()  # hint groups: the ops of one composite print as one Paddle op
+
+
+class _BufferSetter:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self, piece):
+        self.t._local = np.array(piece, copy=True)
+
+
+class _Holder:
+    main, startup = Program(), Program()
 
 
 def default_main_program():
-    return _main[0]
+    return _Holder.main
 
 
 def default_startup_program():
-    return _startup[0]
+    return _Holder.startup
 
 
-def substitute(value, pick):
-    """value with every Variable replaced by pick(variable) (in lists, tuples and dicts too)."""
-    if isinstance(value, Variable):
-        return pick(value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(substitute(v, pick) for v in value)
-    if isinstance(value, dict):
-        return {k: substitute(v, pick) for k, v in value.items()}
-    return value
+RECORDER = StaticRecorder(default_main_program)
 
 
-def has_variable(value):
-    if isinstance(value, Variable):
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(has_variable(v) for v in value)
-    if isinstance(value, dict):
-        return any(has_variable(v) for v in value.values())
-    return False
+def enable():
+    STATIC[0] = True
+    if _TOKEN[0] is None:
+        _TOKEN[0] = recording(RECORDER)
 
 
-def record(fn, args, kwargs, label=None):
-    """Record fn(*args, **kwargs) in the current program; its results are Variables whose
-    stand-ins come from running fn on the arguments' stand-ins (random draws undone)."""
-    program = _main[0]
-    state = _random.get_rng_state()
-    outs_by_probe = []
+def disable():
+    STATIC[0] = False
+    if _TOKEN[0] is not None:
+        from ... import scope
+        try:
+            scope.current.reset(_TOKEN[0])
+        except ValueError:  # entered in another context: leave the recorder out of this one
+            scope.current.set(scope.current.get().but(recorder=None))
+        _TOKEN[0] = None
+
+
+@contextlib.contextmanager
+def program_guard(main_program, startup_program=None):
+    """Ops recorded inside the with block go to main_program (parameters' initializers to startup_program)."""
+    before = _Holder.main, _Holder.startup
+    _Holder.main = main_program
+    if startup_program is not None:
+        _Holder.startup = startup_program
+    main_program._startup_of = _Holder.startup
     try:
-        with no_grad():
-            for k in range(len(PROBES)):
-                pick = (lambda v, k=k: v.standins[k])
-                outs_by_probe.append(fn(*substitute(args, pick), **substitute(kwargs, pick)))
+        yield
     finally:
-        _random.set_rng_state(state)
-    first = outs_by_probe[0]
-    single = not isinstance(first, (tuple, list))
-    label = label or getattr(fn, "__name__", type(fn).__name__)
-    outs = [Variable(program, f"{label}_{next(_names)}.tmp_0", standins)
-            for standins in zip(*[(o,) if single else tuple(o) for o in outs_by_probe])]
-    program.calls.append(Call(fn, args, kwargs, outs, label))
-    return outs[0] if single else type(first)(outs)
+        _Holder.main, _Holder.startup = before
 
 
 def data(name, shape, dtype="float32", lod_level=0):
@@ -164,35 +300,6 @@ def data(name, shape, dtype="float32", lod_level=0):
     shape is a dim the feed decides (the batch)."""
     if not STATIC[0]:
         raise RuntimeError("paddle.static.data needs static mode: call paddle.enable_static() first")
-    from .. import zeros
+    from ...dtype import to_dtype
     dims = [None if d in (None, -1) else int(d) for d in shape]
-    standins = tuple(zeros([p if d is None else d for d in dims], dtype) for p in PROBES)
-    var = Variable(_main[0], name, standins)
-    _main[0].feeds[name] = var
-    return var
-
-
-@contextlib.contextmanager
-def program_guard(main_program, startup_program=None):
-    """Programs recorded inside the with block go to main_program."""
-    before = _main[0], _startup[0]
-    _main[0] = main_program
-    if startup_program is not None:
-        _startup[0] = startup_program
-    try:
-        yield
-    finally:
-        _main[0], _startup[0] = before
-
-
-def recordable(fn):
-    """fn, recorded into the current program instead of run when static mode is on and an
-    argument is a placeholder (a Variable)."""
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        if STATIC[0] and (has_variable(args) or has_variable(kwargs)):
-            return record(fn, args, kwargs, label=getattr(fn, "__name__", None))
-        return fn(*args, **kwargs)
-    call.__wrapped__ = fn
-    return call
+    return _Holder.main.add_feed(name, dims, to_dtype(dtype))

@@ -23,7 +23,12 @@ def linear(x, weight, bias=None, name=None):
 def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=None):
     if axis is not None or mode != "upscale_in_train":
         raise NotImplementedError("dropout: axis= and mode='downscale_in_infer' are not supported")
-    return _ops.dropout(x, p, training)
+    from ....scope import recorder
+    rec = recorder()
+    if not hasattr(rec, "dropout"):
+        return _ops.dropout(x, p, training)
+    with rec.dropout(x) as done:  # static mode's recorder: one dropout op of the program, gone for_test
+        return done(_ops.dropout(x, p, training))
 
 
 def _nchw(data_format, name):
@@ -95,11 +100,3 @@ def label_smooth(label, prior_dist=None, epsilon=0.1, name=None):
     prior = 1.0 / label.shape[-1] if prior_dist is None else prior_dist
     return (1.0 - epsilon) * label + epsilon * prior
 
-
-def _recordable_all():
-    from ...static.program import recordable
-    for name in __all__:
-        globals()[name] = recordable(globals()[name])
-
-
-_recordable_all()

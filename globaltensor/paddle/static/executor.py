@@ -1,0 +1,199 @@
+"""Executor: a static program pruned to its fetches, made a graph.Program and run by graph replay."""
+import functools
+import inspect
+
+import numpy as np
+
+from ... import scope
+from ...autograd import no_grad
+from ...graph.program import EFFECTS, Instr, Program as GraphProgram
+from ...graph.replay import compile_program
+from ...registry import REGISTRY
+from ...tensor import Tensor
+from .recorder import SENTINELS, _Kernel, sentinel_of
+
+RUNS_KEPT = 16  # compiled (fetch list, fed sizes) signatures kept per program
+
+
+class CompiledProgram:
+    """paddle.static.CompiledProgram: the program (a rank runs it whole; data parallelism across
+    ranks comes from fleet or the nccl2 transpiler). with_data_parallel returns it unchanged."""
+
+    def __init__(self, program_or_graph, build_strategy=None):
+        self._program, self._build_strategy = program_or_graph, build_strategy
+
+    def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None, share_vars_from=None,
+                           places=None):
+        return self
+
+    def __getattr__(self, name):
+        return getattr(self._program, name)
+
+
+class Executor:
+    """paddle.static.Executor: run(program, feed, fetch_list, return_numpy). The startup program
+    gives the parameters their initial values; a main program runs its instructions on the feed
+    (the first run of a fetch list compiles it: pruned, then graph.replay's straight-line code)."""
+
+    def __init__(self, place=None):
+        self.place = place
+
+    def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch", scope=None,
+            return_numpy=True, use_program_cache=False, **kwargs):
+        from .program import default_main_program
+        program = program if program is not None else default_main_program()
+        program = getattr(program, "_program", program)  # a CompiledProgram
+        fetches = tuple(_fetch_reg(program, f) for f in (fetch_list or []))
+        pruned = program._pruned.get(fetches)
+        if pruned is None or pruned[0] != len(program.instrs):
+            if len(program._pruned) >= RUNS_KEPT:
+                del program._pruned[next(iter(program._pruned))]
+            instrs, needed = prune(program, fetches)
+            pruned = program._pruned[fetches] = (len(program.instrs), instrs,
+                                                 [n for n, r in program.feeds.items() if r in needed])
+        _, instrs, names = pruned
+        feed = feed or {}
+        missing = [n for n in names if n not in feed]
+        if missing:
+            raise ValueError(f"Executor.run: feed has no value for {missing} (the program needs {names})")
+        arrays = [_feed_array(program, n, feed[n]) for n in names]
+        sizes = _sizes(program, names, arrays)
+        key = (fetches, tuple(sorted(sizes.items())), len(program.instrs))
+        fn = program._runs.get(key)
+        if fn is None:
+            if len(program._runs) >= RUNS_KEPT:  # bounded: the oldest compiled signature goes
+                del program._runs[next(iter(program._runs))]
+            graph = GraphProgram(program.regs, specialize(instrs, sizes, program.regs),
+                                 [program.feeds[n] for n in names], list(fetches), "paddle_static")
+            fn = program._runs[key] = compile_program(graph)
+        with _eager(), no_grad():
+            outs = fn(*arrays)
+        return [np.asarray(o) for o in outs] if return_numpy else [Tensor(np.asarray(o)) for o in outs]
+
+    def close(self):
+        pass
+
+
+def _eager():
+    return scope.scoped(recorder=None)
+
+
+def _fetch_reg(program, f):
+    name = f if isinstance(f, str) else getattr(f, "name", None)
+    if not isinstance(f, str) and program.knows(f):
+        return program.by_array[id(f._local)]
+    var = program.var(name)
+    r = program.by_array.get(id(var._local))
+    if r is None:  # a parameter: its read
+        r = program.param_regs.get(id(var))
+    if r is None:
+        raise ValueError(f"Executor.run: {name!r} is not a value of this program")
+    return r
+
+
+def _feed_array(program, name, value):
+    reg = program.regs[program.feeds[name]]
+    a = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+    if a.dtype != reg.dtype:
+        a = a.astype(reg.dtype)
+    if a.ndim != len(reg.local_shape) or any(x != y and not sentinel_of(y) for x, y in zip(a.shape, reg.local_shape)):
+        want = [-1 if sentinel_of(y) else y for y in reg.local_shape]
+        raise ValueError(f"Executor.run: feed {name!r} has shape {list(a.shape)}; the program's data has {want}")
+    return a
+
+
+def prune(program, outputs):
+    """The instructions that the outputs and the effects (gradients, updates, sets) need."""
+    needed, kept = set(outputs), []
+    for ins in reversed(program.instrs):
+        if ins.kind in EFFECTS or ins.kind == "set" or any(r in needed for r in ins.outs):
+            kept.append(ins)
+            needed.update(ins.ins)
+    kept.reverse()
+    return kept, needed
+
+
+def _sizes(program, names, arrays):
+    """{sentinel: the fed size} from the feeds' dynamic dims (one size per sentinel: dims at one
+    position of different feeds are one size, as a batch is)."""
+    sizes = {}
+    for name, a in zip(names, arrays):
+        for n, got in zip(program.regs[program.feeds[name]].local_shape, a.shape):
+            for s in sentinel_of(n):
+                if sizes.setdefault(s, got) != got:
+                    raise ValueError(f"Executor.run: the feeds' dims at one position of -1 must agree (a batch); "
+                                     f"{name!r} has {got} where another feed has {sizes[s]}")
+    return sizes
+
+
+def specialize(instrs, sizes, regs):
+    """The instructions at the fed sizes: each op's static attrs, each constant and each random
+    draw's shape with the sentinel sizes (their multiples, a mean's 1/count, ...) replaced."""
+    if not sizes:
+        return instrs
+    shapes = {r.index: r.local_shape for r in regs}
+    out = []
+    for ins in instrs:
+        if ins.kind == "op":
+            detail = _subst(ins.detail, sizes)
+            if detail != ins.detail:
+                ins = Instr("op", ins.name, _Kernel(REGISTRY[ins.name].kernel, detail), ins.ins, ins.outs,
+                            detail=detail)
+        elif ins.kind == "const":
+            ins = Instr("const", ins.name, _subst(ins.fn, sizes), ins.ins, ins.outs)
+        elif ins.kind == "random" and shapes[ins.outs[0]] != _subst(shapes[ins.outs[0]], sizes):
+            if "at" not in inspect.signature(ins.fn).parameters:  # creation's draws take the shape to draw at
+                raise ValueError(f"Executor.run: the random op {ins.name} was recorded at a dynamic size and cannot "
+                                 f"draw at the fed one; feed the size the program was built for")
+            at = tuple(_subst(shapes[ins.outs[0]], sizes))
+            ins = Instr("random", ins.name, functools.partial(ins.fn, at=at), ins.ins, ins.outs, plain=True)
+        out.append(ins)
+    return out
+
+
+def _subst_int(n, sizes):
+    for s in sentinel_of(n):
+        n = n // s * sizes.get(s, s)
+    return n
+
+
+def _subst_float(v, sizes):
+    """v = k * S + c or v = a / (k * S + c) for a sentinel product S, a small numerator a and c in
+    {0, -1, 1} (a mean's count or 1/count, a squared error's 2/count, an unbiased variance's
+    count - 1): S replaced by the fed sizes; any other float as it is."""
+    if not np.isfinite(v) or v == 0:
+        return v
+    for a in (None, 1, 2, 3, 4, 6, 8):
+        w = v if a is None else a / v
+        n = round(w)
+        if abs(w) < SENTINELS[0] - 1 or abs(w - n) > 1e-5 * abs(w):
+            continue
+        for c in (0, 1, -1):
+            if sentinel_of(n + c):
+                m = _subst_int(n + c, sizes) - c
+                return float(m) if a is None else a / m
+    return v
+
+
+def _subst(value, sizes):
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, np.integer)):
+        return (int if isinstance(value, int) else type(value))(_subst_int(int(value), sizes))
+    if isinstance(value, (float, np.floating)):
+        return type(value)(_subst_float(float(value), sizes))
+    if isinstance(value, (tuple, list)):
+        return type(value)(_subst(v, sizes) for v in value)
+    if isinstance(value, dict):
+        return {k: _subst(v, sizes) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        shape = tuple(_subst_int(n, sizes) for n in value.shape)
+        if value.size == 1 and value.dtype.kind in "iuf":
+            return np.full(shape, _subst(value.reshape(-1)[0].item(), sizes), value.dtype)
+        if shape != value.shape:
+            first = value.reshape(-1)[:1]
+            if value.size and not (value == first).all():
+                raise ValueError(f"Executor.run: a constant of shape {value.shape} depends on a dynamic dim and is "
+                                 f"not uniform; feed the size the program was built for")
+            return np.full(shape, first[0] if value.size else 0, value.dtype)
+    return value
