@@ -12,9 +12,12 @@ from .. import dtype as _dtype
 from ..errors import wrap_dim
 from ..registry import op, rules
 from ._front import apply, as_tensor, promoted_pair, tensors
+from .complex_ops import view_as_complex
+from .concat_split import concat
 from .elementwise import _binary_backward, _unary_backward
-from .gather_scatter import gather, scatter_add_
+from .gather_scatter import gather, index_select, scatter_add_
 from .gather_scatter_nd import scatter_nd_add
+from .resize import pad
 from .reduction import return_type
 
 B, P, S = rules.B, rules.P, rules.split
@@ -265,8 +268,6 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
          normalized=False, onesided=None, return_complex=None):
     """PyTorch's stft of a real 1-D or [B, L] signal: frames (index_select), windowed, then a
     DFT as two matrix products; [.., n_freq, n_frames, 2] (real, imag), or complex."""
-    from .resize import pad
-    from .gather_scatter import index_select
     (input,) = tensors(input)
     n_fft = int(n_fft)
     if n_fft <= 0:
@@ -291,11 +292,9 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     scale = n_fft ** -0.5 if normalized else 1.0
     real = frames @ as_tensor((np.cos(angle) * scale).astype(frames.dtype.np), frames)
     imag = frames @ as_tensor((-np.sin(angle) * scale).astype(frames.dtype.np), frames)
-    out = real.unsqueeze(-1).transpose(1, 2), imag.unsqueeze(-1).transpose(1, 2)  # [B, freq, frames, 1]
-    from .concat_split import concat
-    out = concat(list(out), -1)
+    parts = [real.unsqueeze(-1).transpose(1, 2), imag.unsqueeze(-1).transpose(1, 2)]  # [B, freq, frames, 1]
+    out = concat(parts, -1)
     if return_complex:
-        from .complex_ops import view_as_complex
         out = view_as_complex(out)
     return out.squeeze(0) if input.ndim == 1 else out
 

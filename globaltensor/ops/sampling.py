@@ -7,6 +7,7 @@ import numpy as np
 
 from ._front import as_tensor, tensors
 from .concat_split import concat
+from .conv import _pair
 from .gather_scatter import gather, index_select
 from .einsum import einsum
 
@@ -165,10 +166,6 @@ def _deform_checks(input, offset, weight, mask, stride, padding, dilation):
         if t is not None and tuple(t.shape[2:]) != (oh, ow):
             raise RuntimeError(f"invalid {name} output dims: got ( {t.shape[2]}, {t.shape[3]}),expected: ({oh}, {ow})")
     return groups, oh, ow
-
-
-def _pair(v):
-    return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
 
 
 def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), mask=None):
