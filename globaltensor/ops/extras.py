@@ -1,5 +1,5 @@
 """OneFlow's and PyTorch's less common ops: batch_gather, tensor_scatter_nd_update, mode,
-searchsorted, bincount, digamma/lgamma, hann_window, stft, logspace, randint_like.
+searchsorted, atan2, bincount, digamma/lgamma, hann_window, stft, logspace, randint_like.
 
 Primitives carry their SBP rows here (each with its reason); the rest are composites of
 registered ops, which give them rows and gradients."""
