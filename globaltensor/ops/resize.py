@@ -28,11 +28,11 @@ def _resample(x, dim, taps):
 
 
 def _pad_checks(input, pad, mode):
-    if len(pad) % 2:
-        raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
-    if len(pad) // 2 > input.ndim:
+    if len(pad) > 2 * input.ndim:  # OneFlow's order: the size first, then the parity
         raise RuntimeError(f"Pad size should less than or equal to input axes * 2. (pad {tuple(pad)} for a "
                            f"{input.ndim}-D input)")
+    if len(pad) % 2:
+        raise RuntimeError(f"Length of pad must be even but instead it equals {len(pad)}")
     if mode not in _PAD_MODES:
         raise NotImplementedError(f"Pad mode is {mode}, but only constant, reflect and replicate are valid.")
     for i in range(len(pad) // 2):

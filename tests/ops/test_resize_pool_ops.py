@@ -44,6 +44,8 @@ def test_pad_errors_are_oneflows():
     x = gt.ones(1, 1, 2, 2)
     with pytest.raises(RuntimeError, match="Length of pad must be even but instead it equals 3"):
         F.pad(x, (1, 1, 1))
+    with pytest.raises(RuntimeError, match=r"Pad size should less than or equal to input axes \* 2\."):
+        F.pad(gt.ones(1, 1), (1, 1, 1, 1, 1))
     with pytest.raises(RuntimeError, match="Padding size should be less than the corresponding input dimension"):
         F.pad(x, (4, 4, 4, 4), mode="reflect")
     with pytest.raises(NotImplementedError, match="Pad mode is test"):
