@@ -32,6 +32,8 @@ for _name in utils.global_view.SOURCES:  # under flow.utils.global_view.global_m
     globals()[_name] = utils.global_view.sourced(globals()[_name])
 from . import linalg  # noqa: E402 - torch.linalg's names
 nn.functional.normalize = _ops.normalize  # noqa: E402 - written with the ops (nn/ is another's file)
+for _name in ("mish", "silu", "selu", "softplus", "softshrink", "softsign"):  # OneFlow has these at top level too
+    globals()[_name] = getattr(nn.functional, _name)
 from . import _C  # noqa: E402 - flow._C, OneFlow's functional namespace (the C++ extension is _native)
 broadcast_like = _C.broadcast_like  # OneFlow's flow.broadcast_like
 

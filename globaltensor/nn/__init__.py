@@ -9,7 +9,14 @@ from .activation import (CELU, ELU, GLU, SELU, Flatten, Hardshrink, Hardsigmoid,
 from .attention import MultiHeadAttention
 from .transformer import TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
 from .container import ModuleDict, ParameterList
-from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
+from .conv import Conv1d, Conv2d, Conv3d
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+                      AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d)
+from .resampling import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d,
+                         Fold, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d,
+                         ReplicationPad3d, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d,
+                         ZeroPad2d, ZeroPad3d)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .norm import BatchNorm1d, BatchNorm2d, GroupNorm
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss,
                    KLDivLoss, L1Loss, MarginRankingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
@@ -18,7 +25,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, GaussianNLLL
 from .distance import CosineSimilarity, PairwiseDistance
 from .ctc import CTCLoss
 from ..graph import Graph
-from . import parallel, tensor_parallel, utils  # noqa: E402
+from . import common_types, modules, parallel, tensor_parallel, utils  # noqa: E402
 
 
 __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", "Embedding", "LayerNorm", "Sequential",
@@ -34,6 +41,12 @@ __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", 
            "HingeEmbeddingLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
            "TripletMarginWithDistanceLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiMarginLoss",
            "MultiLabelMarginLoss", "CosineSimilarity", "PairwiseDistance", "CTCLoss",
+           "Conv3d", "MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool3d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d",
+           "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",
+           "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "Fold", "Unfold",
+           "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "common_types", "modules",
            "Conv1D", "Conv2D", "MaxPool2D", "AvgPool2D", "AdaptiveAvgPool2D", "BatchNorm1D", "BatchNorm2D"]
 
 # Paddle's spellings of the same layers (PyTorch's weight layouts agree with Paddle's for these)

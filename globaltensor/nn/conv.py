@@ -1,13 +1,14 @@
-"""Convolution and pooling layers (PyTorch's names and signatures; Paddle's spellings too):
-Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, over ops/conv.py's unfolded patches."""
+"""Convolution layers (PyTorch's names and signatures; Paddle's spellings too): Conv1d, Conv2d, Conv3d
+over ops/conv.py's unfolded patches (pooling layers: pooling.py)."""
 import math
 
 from ..creation import empty
 from ..ops import conv as F
+from ..ops.conv3d import conv3d
 from . import init
 from .module import Module, Parameter
 
-__all__ = ["Conv1d", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d"]
 
 
 class _ConvNd(Module):
@@ -48,24 +49,10 @@ class Conv1d(_ConvNd):
         return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+class Conv3d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True):
+        kernel = (int(kernel_size),) * 3 if isinstance(kernel_size, int) else tuple(kernel_size)
+        super().__init__(in_channels, out_channels, kernel, stride, padding, dilation, groups, bias)
 
     def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding)
-
-
-class AvgPool2d(MaxPool2d):
-    def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
-
-
-class AdaptiveAvgPool2d(Module):
-    def __init__(self, output_size):
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input):
-        return F.adaptive_avg_pool2d(input, self.output_size)
+        return conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

@@ -188,13 +188,18 @@ from .einsum import einsum  # noqa: E402,F401
 from . import tensor_methods  # noqa: E402 - binds x.type(), type_as, new, unfold, grad_fn ...
 from .tensor_methods import EVERYDAY as _E3, conj_physical, new_empty, new_ones, new_zeros  # noqa: E402,F401
 from .oneflow_only import broadcast_like, in_top_k, view  # noqa: E402,F401
+from . import conv3d, extras, pooling, resize, sampling  # noqa: E402,F401 - less common ops, pools, pad/interpolate, sampling
+from .extras import EVERYDAY as _E4, METHODS as _M4  # noqa: E402
 
-EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
-ONEFLOW_ONLY = ("broadcast_like", "in_top_k", "view")  # on gt, outside its __all__: OneFlow's names torch lacks
-for _name in EVERYDAY:
+EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | set(_E4) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+_NEW_ONEFLOW_ONLY = tuple(extras.ONEFLOW_ONLY) + ("roi_align",)  # docs/nn_extras.md
+ONEFLOW_ONLY = ("broadcast_like", "in_top_k", "view") + _NEW_ONEFLOW_ONLY  # on gt, outside its __all__: OneFlow's names torch lacks
+_HOMES = {**{n: everyday for n in _E1}, **{n: everyday_shape for n in _E2}, **{n: extras for n in _E4},
+          **{n: extras for n in extras.ONEFLOW_ONLY}, "roi_align": sampling}
+for _name in EVERYDAY + list(_NEW_ONEFLOW_ONLY):
     if _name != "einsum" and _name not in _E3:
-        _g[_name] = accept_paddle_keywords(_name, getattr(everyday if _name in _E1 else everyday_shape, _name))
-for _name in sorted(set(_M1) | set(_M2)):
+        _g[_name] = accept_paddle_keywords(_name, getattr(_HOMES[_name], _name))
+for _name in sorted(set(_M1) | set(_M2) | set(_M4)):
     setattr(Tensor, _name, _method(_g[_name]))
 Tensor.where = lambda self, condition, other: where(condition, self, other)  # torch's Tensor.where(cond, y)
 

@@ -202,6 +202,7 @@ def _index_add_meta(s, dt, st):
 
 
 @op("index_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,)), ((S(st["dim"]), B, B), (S(st["dim"]),))],
+    lambda ctx, g: (g, None, index_select(g, ctx.static["dim"], ctx.inputs[1])),  # linear: x gets g, src its slices
     meta=_index_add_meta, takes_offsets=True)
 def _index_add_kernel(x, index, src, dim=0, size=None, offsets=None):
     """x with src's slices added at the indices along dim; a piece of x split along dim (from

@@ -42,6 +42,7 @@ REAL_ONLY = frozenset({
     "max_pool2d_backward", "mse_mean", "attention", "attention_backward", "conv2d", "conv2d_backward", "linear",
     "linear_weight_grad", "kron", "cross", "prod", "inverse", "cholesky",
     "sgd_update", "momentum_update", "adam_update", "adamw_update",  # lr and step are real scalars
+    "atan2", "digamma", "lgamma", "trigamma", "mode", "searchsorted",  # ops/extras.py
 })
 
 

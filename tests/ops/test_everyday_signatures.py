@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 # torch's schema names these after the overload (sections / indices / tensor_indices_or_sections); its
 # documentation, and our one function taking both kinds, say indices_or_sections
 DOCUMENTED = {"tensor_split", "hsplit", "vsplit", "dsplit",
-              "einsum"}  # torch's Python signature is einsum(*args); its documentation says (equation, *operands)
+              "einsum",  # torch's Python signature is einsum(*args); its documentation says (equation, *operands)
+              "randint_like"}  # torch's overloads (input, high) and (input, low, high) are one (input, low, high=None)
 REQUIRED = object()
 
 
