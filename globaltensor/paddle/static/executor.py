@@ -7,6 +7,7 @@ import numpy as np
 from ... import scope
 from ...autograd import no_grad
 from ...graph.program import EFFECTS, Instr, Program as GraphProgram
+from ...graph.passes.prune import needed_instrs
 from ...graph.replay import compile_program
 from ...registry import REGISTRY
 from ...tensor import Tensor
@@ -104,13 +105,8 @@ def _feed_array(program, name, value):
 
 def prune(program, outputs):
     """The instructions that the outputs and the effects (gradients, updates, sets) need."""
-    needed, kept = set(outputs), []
-    for ins in reversed(program.instrs):
-        if ins.kind in EFFECTS or ins.kind == "set" or any(r in needed for r in ins.outs):
-            kept.append(ins)
-            needed.update(ins.ins)
-    kept.reverse()
-    return kept, needed
+    kept = needed_instrs(program.instrs, outputs, EFFECTS | {"set"})  # graph.passes' prune
+    return kept, set(outputs).union(*(ins.ins for ins in kept))
 
 
 def _sizes(program, names, arrays):

@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 
 from ...graph.program import Instr
+from ...registry import REGISTRY
 from .block import Block, paddle_type
 from .recorder import SENTINELS, StaticRecorder, _Kernel, Variable, meta_array, new_reg, recording, set_instr
 
@@ -214,14 +215,16 @@ class Program:
         if for_test:  # dropout at inference: its output is its input
             for start, end, x, out in reversed(self.dropouts):
                 if end <= len(twin.instrs):
-                    twin.instrs[start:end] = [Instr("host", "dropout", _identity, [x], [out], plain=True,
-                                                    detail={"is_test": True})]
+                    kept = Instr("op", "scale", _Kernel(REGISTRY["scale"].kernel, _IS_TEST), [x], [out],
+                                 detail=dict(_IS_TEST))  # x * 1.0 + 0.0: x, bitwise; an op saved as data
+                    twin.instrs[start:end] = [kept]
+                    twin.types[id(kept)] = ("dropout", None)
             twin.dropouts = []
         twin.regs, twin.vars = list(self.regs), dict(self.vars)
         twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
         twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
         twin.param_arrays = dict(self.param_arrays)
-        twin._runs, twin._pruned, twin.hints = {}, {}, []
+        twin._runs, twin._pruned, twin.hints, twin.types = {}, {}, [], dict(self.types)
         if for_test:
             twin.grads, twin.minimized, twin.backward_at = {}, [], None
         else:
@@ -234,8 +237,7 @@ class Program:
     __repr__ = __str__
 
 
-def _identity(piece):
-    return piece
+_IS_TEST = {"scale": 1.0, "bias": 0.0, "bias_after_scale": True}  # dropout at inference (upscale_in_train)
 
 
 _GROUPS = itertools.count()  # hint groups: the ops of one composite print as one Paddle op
