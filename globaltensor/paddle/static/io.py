@@ -106,7 +106,8 @@ def save_inference_model(path_prefix, feed_vars, fetch_vars, executor=None, prog
     names = {r: program.names[r] for ins in instrs for r in ins.ins + ins.outs if r in program.names}
     _export(graph, _named_params(program), path_prefix + ".pdmodel",
             {"kind": "inference_model", "feeds": [v.name for v in feed_vars],
-             "fetches": [v.name for v in fetch_vars], "names": {str(r): n for r, n in names.items()}})
+             "fetches": [v.name for v in fetch_vars], "names": {str(r): n for r, n in names.items()},
+             "unexplained": list(program.unexplained)})
 
 
 def load_inference_model(path_prefix, executor=None, **kwargs):
@@ -123,7 +124,7 @@ def load_inference_model(path_prefix, executor=None, **kwargs):
     program = Program()
     for reg in graph.regs:
         program._reg(reg.kind, meta_array(reg.local_shape, reg.dtype), name=names.get(reg.index))
-    program.instrs = list(graph.instrs)
+    program.instrs, program.unexplained = list(graph.instrs), list(info.get("unexplained", []))
     for name, r in zip(info["feeds"], graph.inputs):
         program.feeds[name] = r
         program.vars[name] = _var(program, r, name)

@@ -35,6 +35,7 @@ class Program:
         self.types = {}  # id(instr) -> (Paddle op type, group) given by a layer (fc's matmul prints as mul)
         self.dropouts = []  # (first instr, end, input reg, output reg) of each dropout: clone(for_test) skips it
         self.hints = []  # Paddle op types to give the next ops (static.nn.fc: "mul")
+        self.unexplained = []  # values computed from a dynamic dim that no run rule carries (static/dyn.py)
         self.random_seed = 0
         self._runs, self._pruned = {}, {}  # compiled runs per (fetches, fed sizes); pruned instructions per fetches
         self._startup_of = None  # the startup program whose set instructions initialize our parameters
@@ -223,7 +224,7 @@ class Program:
         twin.regs, twin.vars = list(self.regs), dict(self.vars)
         twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
         twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
-        twin.param_arrays = dict(self.param_arrays)
+        twin.param_arrays, twin.unexplained = dict(self.param_arrays), list(self.unexplained)
         twin._runs, twin._pruned, twin.hints, twin.types = {}, {}, [], dict(self.types)
         if for_test:
             twin.grads, twin.minimized, twin.backward_at = {}, [], None
