@@ -69,3 +69,32 @@ def test_a_refused_program_stays_refused_after_save_and_load(static, tmp_path):
     program, feeds, fetches = paddle.static.load_inference_model(str(tmp_path / "m"))
     with pytest.raises(ValueError, match=r"N0 \*\* -0.5"):
         paddle.static.Executor().run(program, feed={"x": np.ones((2, 6), np.float32)}, fetch_list=fetches)
+
+
+def test_batch_norm_updates_moving_stats_and_the_test_program_uses_them(static):
+    """Paddle 3.3.1 (checked there): training normalizes by the batch's statistics and sets
+    moving = 0.9 * moving + 0.1 * batch's (biased variance); clone(for_test=True) normalizes by the
+    moving ones."""
+    paddle, main, startup = static
+    x = paddle.static.data("x", [None, 3, 2, 2], "float32")
+    y = paddle.static.nn.batch_norm(x, momentum=0.9)
+    loss = paddle.mean(y)
+    test = main.clone(for_test=True)
+    paddle.optimizer.SGD(0.0).minimize(loss)
+    assert [op.type for op in main.global_block().ops][0] == "batch_norm"
+    assert [op.type for op in test.global_block().ops][0] == "batch_norm"
+    exe = paddle.static.Executor()
+    exe.run(startup)
+    rng = np.random.default_rng(0)
+    moving_mean, moving_var = np.zeros(3), np.ones(3)
+    for rows in (5, 3):
+        xs = rng.random((rows, 3, 2, 2)).astype(np.float32)
+        mean, var = xs.mean(axis=(0, 2, 3)), xs.var(axis=(0, 2, 3))
+        (got,) = exe.run(main, feed={"x": xs}, fetch_list=[y])
+        want = (xs - mean[:, None, None]) / np.sqrt(var[:, None, None] + 1e-5)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        moving_mean, moving_var = 0.9 * moving_mean + 0.1 * mean, 0.9 * moving_var + 0.1 * var
+    xs = rng.random((4, 3, 2, 2)).astype(np.float32)
+    (got,) = exe.run(test, feed={"x": xs}, fetch_list=[y])
+    want = (xs - moving_mean[:, None, None]) / np.sqrt(moving_var[:, None, None] + 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

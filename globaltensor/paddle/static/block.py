@@ -22,17 +22,18 @@ class Block(GraphBlock):
     def ops(self):
         p, ops = self.program, []
         grads = {r: f"{name}@GRAD" for name, r in _grad_names(p)}
-        group = None
+        group, made = None, set()
         for i, ins in enumerate(p.instrs):
             if ins.kind in ("op", "random"):
                 kind, gid = p.types.get(id(ins), (paddle_type(ins.name), None))  # random: its name
                 outs = [grads.get(r) or self._name(r) for r in ins.outs]
                 if gid is not None and gid == group:  # a composite under one type: one op
-                    made = set(ops[-1].output_arg_names)
-                    ops[-1].input_arg_names += [self._name(r) for r in ins.ins if self._name(r) not in made]
+                    made.update(ops[-1].output_arg_names)
+                    ops[-1].input_arg_names += [n for n in map(self._name, ins.ins)
+                                                if n not in made and n not in ops[-1].input_arg_names]
                     ops[-1].output_arg_names = outs
                     continue
-                group = gid
+                group, made = gid, set()
                 suffix = "_grad" if p.backward_at is not None and i >= p.backward_at else ""
                 ins_names = [self._name(r) for r in ins.ins]
                 ops += ([Operator(kind + suffix, ins_names, outs, ins.detail)] if suffix
@@ -40,7 +41,7 @@ class Block(GraphBlock):
             elif ins.kind == "host":
                 ops.append(Operator(ins.name, [self._name(r) for r in ins.ins], [self._name(r) for r in ins.outs],
                                     ins.detail))
-            elif ins.kind == "set":  # the startup program: a parameter's initializer
+            elif ins.kind == "set" and ins.detail:  # the startup program: a parameter's initializer
                 ops.append(Operator(ins.detail["type"], [], [ins.name]))
             elif ins.kind == "step" and ins.detail:
                 if ins.detail.get("average"):  # the gradients' average over the ranks (nccl2 / collective)

@@ -33,7 +33,7 @@ class Program:
         self.grads = {}  # id(param) -> its gradient's reg (append_backward)
         self.minimized = []  # (loss, optimizer, average over ranks)
         self.types = {}  # id(instr) -> (Paddle op type, group) given by a layer (fc's matmul prints as mul)
-        self.dropouts = []  # (first instr, end, input reg, output reg) of each dropout: clone(for_test) skips it
+        self.test_switches = []  # (first instr, end, instrs at inference) of a dropout or batch_norm: clone(for_test)
         self.hints = []  # Paddle op types to give the next ops (static.nn.fc: "mul")
         self.unexplained = []  # values computed from a dynamic dim that no run rule carries (static/dyn.py)
         self.random_seed = 0
@@ -167,7 +167,20 @@ class Program:
         with self.hint("dropout"):
             yield lambda out: found.append(out) or out
         if found and self.knows(x) and self.knows(found[0]) and found[0] is not x:
-            self.dropouts.append((start, len(self.instrs), self.reg_of(x, "dropout"), self.reg_of(found[0], "dropout")))
+            x_reg, out_reg = self.reg_of(x, "dropout"), self.reg_of(found[0], "dropout")
+            kept = Instr("op", "scale", _Kernel(REGISTRY["scale"].kernel, _IS_TEST), [x_reg], [out_reg],
+                         detail=dict(_IS_TEST))  # x * 1.0 + 0.0: x, bitwise; an op saved as data
+            self.types[id(kept)] = ("dropout", None)
+            self.test_switches.append((start, len(self.instrs), [kept]))
+
+    def recorded_apart(self, fn):
+        """The instructions fn() records, taken out of the program (an op's inference form, which
+        clone(for_test=True) swaps in), and fn's result."""
+        start = len(self.instrs)
+        result = fn()
+        made = self.instrs[start:]
+        del self.instrs[start:]
+        return made, result
 
     def add_feed(self, name, shape, dtype):
         if len(shape) > len(SENTINELS):
@@ -213,14 +226,13 @@ class Program:
         inference program: cut at the first instruction of append_backward)."""
         twin = copy.copy(self)
         twin.instrs = list(self.instrs if not for_test or self.backward_at is None else self.instrs[:self.backward_at])
-        if for_test:  # dropout at inference: its output is its input
-            for start, end, x, out in reversed(self.dropouts):
+        if for_test:  # dropout and batch_norm at inference (is_test): their inference forms
+            for start, end, at_inference in reversed(self.test_switches):
                 if end <= len(twin.instrs):
-                    kept = Instr("op", "scale", _Kernel(REGISTRY["scale"].kernel, _IS_TEST), [x], [out],
-                                 detail=dict(_IS_TEST))  # x * 1.0 + 0.0: x, bitwise; an op saved as data
-                    twin.instrs[start:end] = [kept]
-                    twin.types[id(kept)] = ("dropout", None)
-            twin.dropouts = []
+                    twin.instrs[start:end] = at_inference
+            made = set(self.feeds.values()).union(*(ins.outs for ins in twin.instrs))
+            twin.instrs = [ins for ins in twin.instrs if ins.kind != "set" or made.issuperset(ins.ins)]
+            twin.test_switches = []  # a moving statistic's update went with its training form
         twin.regs, twin.vars = list(self.regs), dict(self.vars)
         twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
         twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
