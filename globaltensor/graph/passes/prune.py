@@ -48,6 +48,19 @@ def clone(program, for_test=False):
     return src
 
 
+def inference_instrs(instrs, inputs, cut=None, switches=()):
+    """Instructions for test (Paddle's clone(for_test=True) of a recorded program): those before
+    `cut` (where the backward starts), each region (start, end, at_inference) of `switches`
+    replaced by its inference form (dropout: its input; batch_norm: the moving statistics), and
+    the sets that only a replaced region fed (a moving statistic's update) dropped."""
+    kept = list(instrs if cut is None else instrs[:cut])
+    for start, end, at_inference in sorted(switches, key=lambda s: s[0], reverse=True):
+        if end <= len(kept):
+            kept[start:end] = at_inference
+    made = set(inputs).union(*(ins.outs for ins in kept))
+    return [ins for ins in kept if ins.kind != "set" or made.issuperset(ins.ins)]
+
+
 def needed_instrs(instrs, outputs, effects):
     """The instructions the outputs (and the kept effects) depend on, in order."""
     live = set(outputs)

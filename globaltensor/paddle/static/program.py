@@ -5,6 +5,7 @@ import itertools
 
 import numpy as np
 
+from ...graph.passes.prune import inference_instrs
 from ...graph.program import Instr
 from ...registry import REGISTRY
 from .block import Block, paddle_type
@@ -225,14 +226,10 @@ class Program:
         """A copy (sharing parameters); for_test drops the backward and the updates (Paddle's
         inference program: cut at the first instruction of append_backward)."""
         twin = copy.copy(self)
-        twin.instrs = list(self.instrs if not for_test or self.backward_at is None else self.instrs[:self.backward_at])
-        if for_test:  # dropout and batch_norm at inference (is_test): their inference forms
-            for start, end, at_inference in reversed(self.test_switches):
-                if end <= len(twin.instrs):
-                    twin.instrs[start:end] = at_inference
-            made = set(self.feeds.values()).union(*(ins.outs for ins in twin.instrs))
-            twin.instrs = [ins for ins in twin.instrs if ins.kind != "set" or made.issuperset(ins.ins)]
-            twin.test_switches = []  # a moving statistic's update went with its training form
+        twin.instrs = list(self.instrs)
+        if for_test:  # cut at the backward; dropout and batch_norm in their inference forms (graph.passes)
+            twin.instrs = inference_instrs(self.instrs, self.feeds.values(), self.backward_at, self.test_switches)
+            twin.test_switches = []
         twin.regs, twin.vars = list(self.regs), dict(self.vars)
         twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
         twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
