@@ -111,9 +111,9 @@ def _refuse_unexplained(program, sizes):
     unexplained = getattr(program, "unexplained", ())
     if unexplained and any(size != s for s, size in sizes.items()):
         raise ValueError(f"Executor.run: the program was built from a dynamic dim (-1) through "
-                         f"{', '.join(unexplained)}, which it cannot recompute at the fed size {sorted(sizes.values())} "
-                         f"(only k*N, k*N±1 and a/(k*N±1) are carried); give data() a fixed size for that dim, or "
-                         f"compute the value with tensor ops on paddle.shape(x)")
+                         f"{', '.join(unexplained)}, which it cannot recompute at the fed size "
+                         f"{sorted(sizes.values())} (only k*N, k*N±1 and a/(k*N±1) are carried); give data() a "
+                         f"fixed size for that dim, or build the value from tensor ops on the data (a mean)")
 
 
 def prune(program, outputs):
