@@ -6,7 +6,8 @@ k*S, k*S±1 and a/(k*S±1) (`subst`). A dim read from a Variable's shape is a Dy
 is traced (each result carries its formula in the sizes), and each result is checked at a second
 and a third size assignment: where the rule would not give what the formula gives (N // 2 as an
 int, 1 / N ** 0.5, float(N) into math.sqrt), the program is marked and Executor.run refuses to
-feed another size than the recorded one, instead of computing with a stale constant.
+feed another size than the recorded one, instead of computing with a stale constant. Untraced:
+a float on the left (0.1 * n: float's own __mul__ takes the int), numpy on a dim, int(n) then math.
 """
 import math
 import os

@@ -30,7 +30,7 @@ class VarShape(list):
     def numel(self):
         n = 1
         for d in self:
-            n *= int(d)
+            n = n * d  # traced where d is a dynamic dim
         return n
 
 
@@ -48,6 +48,13 @@ class Variable(Tensor):
     @property
     def shape(self):
         return VarShape(DynDim(n, self.program) if d else n for n, d in zip(self._global_shape, self._dyn))
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self):
+        """The element count, traced where a dim is dynamic (a mean's count, a variance's n - 1)."""
+        return self.shape.numel()
 
     def __repr__(self):
         return f"var {self.name} : shape({', '.join(map(str, self.shape))}) dtype({self.dtype.name})"
