@@ -1,18 +1,27 @@
 """Paddle's view of a program: program.global_block().ops, each with Paddle's op type, argument names and attrs."""
-# our registered op -> the op type Paddle prints (a table, as data); an op not here keeps its own name
+# our registered op -> the op type Paddle prints (a table, as data); an op not here keeps its own name.
+# The one table of the project: graph programs and Paddle's static programs (paddle/static/block.py) print from it.
 PADDLE_TYPES = {
     "add": "elementwise_add", "subtract": "elementwise_sub", "multiply": "elementwise_mul",
     "divide": "elementwise_div", "maximum": "elementwise_max", "minimum": "elementwise_min",
     "pow": "elementwise_pow", "floor_divide": "elementwise_floordiv", "mod": "elementwise_mod",
-    "fmod": "elementwise_mod", "matmul": "matmul_v2", "linear": "fc", "linear_in_out": "fc", "softmax": "softmax",
-    "sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "prod": "reduce_prod",
+    "fmod": "elementwise_mod", "matmul": "matmul_v2", "linear": "matmul_v2", "linear_in_out": "matmul_v2",
+    "softmax": "softmax", "sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "prod": "reduce_prod",
     "all": "reduce_all", "any": "reduce_any", "mse_mean": "mse_loss", "reshape": "reshape2",
     "permute": "transpose2", "squeeze": "squeeze2", "unsqueeze": "unsqueeze2", "expand": "expand_v2",
     "embedding": "lookup_table_v2", "max_pool2d": "pool2d", "getitem": "slice", "argmax": "arg_max",
     "argmin": "arg_min", "topk": "top_k_v2", "sort": "argsort", "tril": "tril_triu", "triu": "tril_triu",
     "neg": "scale", "greater_than": "greater_than", "less_than": "less_than", "equal": "equal",
+    "conv2d": "conv2d", "index_select": "index_select", "layer_norm": "layer_norm",
+    "channel_affine": "batch_norm", "channel_sums": "reduce_sum",
     "sgd_update": "sgd", "momentum_update": "momentum", "adam_update": "adam", "adamw_update": "adamw",
 }
+# registered op -> the ops Paddle records for it (one primitive here, a chain there): (type, inputs taken);
+# paddle.nn.Linear records matmul_v2 then elementwise_add in Paddle 3.3.1's static Program (fc: mul, then add)
+PADDLE_SEQUENCES = {"linear_in_out": (("matmul_v2", 2), ("elementwise_add", 1)),
+                    "linear": (("matmul_v2", 2), ("elementwise_add", 1))}
+# optimizer class -> the update op Paddle appends per parameter
+UPDATE_TYPES = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw", "Momentum": "momentum", "Lamb": "lamb"}
 # instructions other than ops, as Paddle names the op doing that work (None: a variable, no op)
 KIND_TYPES = {
     "const": "assign_value", "reduce": "c_allreduce_sum", "start": "c_allreduce_sum", "wait": "c_wait_comm",
@@ -23,52 +32,57 @@ COLLECTIVE_TYPES = {"all_reduce": "c_allreduce_sum", "all_gather": "c_allgather"
                     "all_to_all": "alltoall", "broadcast": "c_broadcast", "send": "send_v2", "recv": "recv_v2"}
 
 
+def op_type(op_name):
+    """The op type Paddle prints for registered op `op_name`."""
+    return PADDLE_TYPES.get(op_name, op_name)
+
+
 def paddle_type(ins):
     """The op type Paddle would print for instruction `ins` (None for a variable's read)."""
     if ins.kind in ("op", "update"):
-        return PADDLE_TYPES.get(ins.name, ins.name)
+        return op_type(ins.name)
     if ins.kind == "box":
         steps = [s.kind.collective for s in getattr(ins.detail, "steps", ()) if s.kind.collective]
         return COLLECTIVE_TYPES.get(steps[0], steps[0]) if steps else "assign"
     return KIND_TYPES.get(ins.kind, ins.kind)
 
 
+def sequence(name, kind, ins, outs, attrs=None):
+    """The Operators Paddle records for one op instruction: one of type `kind`, or a chain (each
+    step reads the last one's output and its own inputs) for an op in PADDLE_SEQUENCES whose
+    inputs are all there (linear without a bias is one matmul_v2)."""
+    steps = PADDLE_SEQUENCES.get(name)
+    if steps is None or len(ins) != sum(n for _, n in steps):
+        return [Operator(kind, ins, outs, attrs)]
+    ops, taken, last = [], 0, []
+    for j, (step_type, n) in enumerate(steps):
+        made = list(outs) if j == len(steps) - 1 else [f"{outs[0]}.{step_type}"]
+        ops.append(Operator(step_type, last + list(ins[taken:taken + n]), made, attrs if j == 0 else None))
+        taken, last = taken + n, made
+    return ops
+
+
 class Operator:
     """One op of a block: .type (Paddle's), .input_arg_names, .output_arg_names, .attr(name)."""
 
-    def __init__(self, block, ins):
-        self.block, self.instr = block, ins
-        self.type = paddle_type(ins)
-
-    @property
-    def input_arg_names(self):
-        return [self.block.var_name(r) for r in self.instr.ins]
-
-    @property
-    def output_arg_names(self):
-        if self.instr.kind in ("grad", "set"):
-            return [self.instr.name + ("@GRAD" if self.instr.kind == "grad" else "")]
-        if self.instr.kind == "update":  # in place: the parameter and its state (ins: param, grad, states, scalars)
-            ins = self.instr.ins
-            return [self.block.var_name(r) for r in ins[:1] + ins[2:] if self.block.program.regs[r].kind != "scalar"]
-        return [self.block.var_name(r) for r in self.instr.outs]
+    def __init__(self, type, inputs, outputs, attrs=None):
+        self.type, self.input_arg_names, self.output_arg_names = type, list(inputs), list(outputs)
+        self.attrs = dict(attrs) if isinstance(attrs, dict) else {}
 
     @property
     def attr_names(self):
-        detail = self.instr.detail
-        return sorted(detail) if isinstance(detail, dict) else []
+        return sorted(self.attrs)
 
     def attr(self, name):
-        detail = self.instr.detail if isinstance(self.instr.detail, dict) else {}
-        if name not in detail:
+        if name not in self.attrs:
             raise ValueError(f"op {self.type} has no attribute {name!r} (it has {self.attr_names})")
-        return detail[name]
+        return self.attrs[name]
 
     def has_attr(self, name):
-        return name in self.attr_names
+        return name in self.attrs
 
     def all_attrs(self):
-        return {k: self.attr(k) for k in self.attr_names}
+        return {k: self.attrs[k] for k in self.attr_names}
 
     def __repr__(self):
         outs = ", ".join(self.output_arg_names)
@@ -78,11 +92,13 @@ class Operator:
 
 
 class Block:
-    """The one block of a program (Paddle's global_block()): its ops in order and its variables."""
+    """The one block of a program (Paddle's global_block()): its ops in order and its variables.
+    Paddle's static programs subclass it (paddle/static/block.py: their names, feeds, _grad ops)."""
+
+    idx = 0
 
     def __init__(self, program):
         self.program = program
-        self.idx = 0
         self._names = {ins.outs[0]: ins.name for ins in program.instrs if ins.kind in ("read", "scalar")}
         for j, r in enumerate(program.inputs):
             self._names.setdefault(r, f"feed_{j}")
@@ -91,9 +107,25 @@ class Block:
         """A register's variable name: the state's name, feed_<j> for an input, else tmp_<r>."""
         return self._names.get(r, f"tmp_{r}")
 
+    def ops_of(self, ins):
+        """The Operators of one instruction ([] for a variable's read)."""
+        kind = paddle_type(ins)
+        if kind is None:
+            return []
+        names = [self.var_name(r) for r in ins.ins]
+        if ins.kind in ("grad", "set"):
+            outs = [ins.name + ("@GRAD" if ins.kind == "grad" else "")]
+        elif ins.kind == "update":  # in place: the parameter and its state (ins: param, grad, states, scalars)
+            outs = [self.var_name(r) for r in ins.ins[:1] + ins.ins[2:] if self.program.regs[r].kind != "scalar"]
+        else:
+            outs = [self.var_name(r) for r in ins.outs]
+        if ins.kind == "op":
+            return sequence(ins.name, kind, names, outs, ins.detail)
+        return [Operator(kind, names, outs, ins.detail)]
+
     @property
     def ops(self):
-        return [Operator(self, ins) for ins in self.program.instrs if paddle_type(ins) is not None]
+        return [op for ins in self.program.instrs for op in self.ops_of(ins)]
 
     @property
     def vars(self):

@@ -192,9 +192,12 @@ def read(path, rank=None, world_size=None):
     index_path = os.path.join(path, "program.json")
     if not os.path.exists(index_path):
         raise FileNotFoundError(f"graph.load: {path} holds no saved program (no program.json)")
-    with open(index_path) as f:
-        index = json.load(f)
-    if index.get("format") != FORMAT or index.get("version", 0) > VERSION:
+    try:
+        with open(index_path) as f:
+            index = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"graph.load: {index_path} is not a saved program's index ({e})") from None
+    if not isinstance(index, dict) or index.get("format") != FORMAT or index.get("version", 0) > VERSION:
         raise ValueError(f"graph.load: {path} is {index.get('format')} version {index.get('version')}; this "
                          f"globaltensor reads {FORMAT} up to version {VERSION}")
     if index["world_size"] != world_size:
@@ -234,10 +237,13 @@ _REFUSED = {"host": "a step computed outside the dispatcher (a copy)", "start": 
             "captured program: program.unplanned())", "wait": "a planned bucket"}
 
 
-def export(program, state_tensors=None, path=None, tree=None, generator=None):
+def export(program, state_tensors=None, path=None, tree=None, generator=None, extra=None, rank=None,
+           world_size=None):
     """Write `program` (its captured form: program.unplanned()) and the pieces of the state it
     reads to directory `path`, this rank's part (every rank of the job calls it). `state_tensors`
-    ({name: tensor}) overrides the tensors its read instructions name (Paddle's scope)."""
+    ({name: tensor}) overrides the tensors its read instructions name (Paddle's scope); `extra`
+    ({key: JSON data}) joins the manifest (a face's names: Paddle's feeds and fetches); `rank` and
+    `world_size` name a program local to one process (a rank-independent one: rank 0 of 1)."""
     if path is None:
         raise TypeError("graph.export(program, state_tensors, path): path is required")
     tree = getattr(program, "tree", None) if tree is None else tree
@@ -264,7 +270,9 @@ def export(program, state_tensors=None, path=None, tree=None, generator=None):
     seed, counter = get_rng_state() if generator is None else (generator._stream.seed, generator._stream.counter)
     manifest.update(tree=tree_data(tree), tensors=tensors, scalars=scalars,
                     stream=[str(seed), counter])
-    write(path, manifest, pieces, get_rank(), get_world_size())
+    manifest.update(extra or {})
+    write(path, manifest, pieces, get_rank() if rank is None else rank,
+          get_world_size() if world_size is None else world_size)
 
 
 def _refuse(ins, i, read):

@@ -152,18 +152,21 @@ def test_paddle_block_view_names_ops_as_paddle_prints_them():
     step(gt.randn(8, 6), gt.randn(8, 4))
     block = step._cache()["last"].unplanned().global_block()
     types = [op.type for op in block.ops]
-    assert types[:3] == ["fc", "relu", "fc"] and "mse_loss" in types and types.count("sgd") == 4
-    assert "matmul_v2" in types and "transpose2" in types and "reduce_sum" in types
-    fc = block.ops[0]
-    assert fc.input_arg_names == ["feed_0", "model.net1.weight", "model.net1.bias"]
-    assert fc.output_arg_names[0].startswith("tmp_")
+    # paddle.nn.Linear as Paddle 3.3.1's static Program records it: matmul_v2, then elementwise_add
+    assert types[:5] == ["matmul_v2", "elementwise_add", "relu", "matmul_v2", "elementwise_add"]
+    assert "mse_loss" in types and types.count("sgd") == 4
+    assert "transpose2" in types and "reduce_sum" in types
+    matmul, add = block.ops[:2]
+    assert matmul.input_arg_names == ["feed_0", "model.net1.weight"]
+    assert add.input_arg_names == matmul.output_arg_names + ["model.net1.bias"]
+    assert add.output_arg_names[0].startswith("tmp_")
     transpose = next(op for op in block.ops if op.type == "transpose2")
     assert transpose.attr("perm") == (1, 0) and transpose.attr_names == ["perm"]
     with pytest.raises(ValueError, match="no attribute"):
         transpose.attr("axis")
     sgd = next(op for op in block.ops if op.type == "sgd")
     assert sgd.output_arg_names == ["model.net1.weight"]
-    assert "fc(inputs" in repr(block)
+    assert "elementwise_add(inputs" in repr(block)
 
 
 def _load_role_program(path):

@@ -1,7 +1,7 @@
 """Passes: the planning passes, in the order they run (each: run(program) -> report, in place), and
 the program -> program passes that compose (prune, clone, split_by_role, insert_send_recv)."""
 from . import bucket_grads, dead_ops, fuse_boxing, liveness
-from .prune import clone, prune
+from .prune import clone, inference_instrs, needed_instrs, prune
 from .roles import insert_send_recv, role_of, split_by_role
 
 PASSES = [("fuse_boxing", fuse_boxing.run), ("bucket_grads", bucket_grads.run), ("dead_ops", dead_ops.run),
@@ -23,4 +23,5 @@ def planned(program):
     return plan(out)
 
 
-__all__ = ["PASSES", "clone", "insert_send_recv", "plan", "planned", "prune", "role_of", "split_by_role"]
+__all__ = ["PASSES", "clone", "inference_instrs", "insert_send_recv", "needed_instrs", "plan", "planned", "prune",
+           "role_of", "split_by_role"]

@@ -24,7 +24,7 @@ def prune(program, fetch_targets, keep_effects=False):
     (updates, gradients, sets, draws, sends) stay only with keep_effects=True."""
     src = program.unplanned().copy()
     outputs = fetch_registers(src, fetch_targets)
-    src.instrs = _needed(src.instrs, outputs, EFFECTS if keep_effects else frozenset())
+    src.instrs = needed_instrs(src.instrs, outputs, EFFECTS if keep_effects else frozenset())
     src.outputs, src.tree = outputs, None
     src.label = f"{program.label} pruned"
     return src
@@ -38,7 +38,7 @@ def clone(program, for_test=False):
     if not for_test:
         return src
     kept = [ins for ins in src.instrs if ins.kind not in TRAINING]
-    src.instrs = _needed(kept, src.outputs, EFFECTS - TRAINING)
+    src.instrs = needed_instrs(kept, src.outputs, EFFECTS - TRAINING)
     made = {r for ins in src.instrs for r in ins.outs} | set(src.inputs)
     lost = [r for ins in src.instrs for r in ins.ins if r not in made]
     if lost:
@@ -48,7 +48,20 @@ def clone(program, for_test=False):
     return src
 
 
-def _needed(instrs, outputs, effects):
+def inference_instrs(instrs, inputs, cut=None, switches=()):
+    """Instructions for test (Paddle's clone(for_test=True) of a recorded program): those before
+    `cut` (where the backward starts), each region (start, end, at_inference) of `switches`
+    replaced by its inference form (dropout: its input; batch_norm: the moving statistics), and
+    the sets that only a replaced region fed (a moving statistic's update) dropped."""
+    kept = list(instrs if cut is None else instrs[:cut])
+    for start, end, at_inference in sorted(switches, key=lambda s: s[0], reverse=True):
+        if end <= len(kept):
+            kept[start:end] = at_inference
+    made = set(inputs).union(*(ins.outs for ins in kept))
+    return [ins for ins in kept if ins.kind != "set" or made.issuperset(ins.ins)]
+
+
+def needed_instrs(instrs, outputs, effects):
     """The instructions the outputs (and the kept effects) depend on, in order."""
     live = set(outputs)
     kept = []

@@ -6,7 +6,7 @@ __all__ = ["save_inference_model", "load_inference_model", "save_params", "load_
 
 
 def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_program=None, **kwargs):
-    """1.x's argument order (a directory, feed names); the model is dirname/__model__ (+ .pdmodel/.pdiparams)."""
+    """1.x's argument order (a directory, feed names); writes the directory dirname/__model__.pdmodel."""
     import os
     from ..static import default_main_program
     program = main_program or default_main_program()

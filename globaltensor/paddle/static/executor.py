@@ -7,10 +7,12 @@ import numpy as np
 from ... import scope
 from ...autograd import no_grad
 from ...graph.program import EFFECTS, Instr, Program as GraphProgram
+from ...graph.passes.prune import needed_instrs
 from ...graph.replay import compile_program
 from ...registry import REGISTRY
 from ...tensor import Tensor
-from .recorder import SENTINELS, _Kernel, sentinel_of
+from .dyn import sentinel_of, subst_float, subst_int
+from .recorder import _Kernel
 
 RUNS_KEPT = 16  # compiled (fetch list, fed sizes) signatures kept per program
 
@@ -58,6 +60,7 @@ class Executor:
             raise ValueError(f"Executor.run: feed has no value for {missing} (the program needs {names})")
         arrays = [_feed_array(program, n, feed[n]) for n in names]
         sizes = _sizes(program, names, arrays)
+        _refuse_unexplained(program, sizes)
         key = (fetches, tuple(sorted(sizes.items())), len(program.instrs))
         fn = program._runs.get(key)
         if fn is None:
@@ -102,15 +105,21 @@ def _feed_array(program, name, value):
     return a
 
 
+def _refuse_unexplained(program, sizes):
+    """Raise where the program holds a value computed from a dynamic dim that the run's rules
+    cannot carry to the fed size (static/dyn.py), and a size other than the recorded one is fed."""
+    unexplained = getattr(program, "unexplained", ())
+    if unexplained and any(size != s for s, size in sizes.items()):
+        raise ValueError(f"Executor.run: the program was built from a dynamic dim (-1) through "
+                         f"{', '.join(unexplained)}, which it cannot recompute at the fed size "
+                         f"{sorted(sizes.values())} (only k*N, k*N±1 and a/(k*N±1) are carried); give data() a "
+                         f"fixed size for that dim, or build the value from tensor ops on the data (a mean)")
+
+
 def prune(program, outputs):
     """The instructions that the outputs and the effects (gradients, updates, sets) need."""
-    needed, kept = set(outputs), []
-    for ins in reversed(program.instrs):
-        if ins.kind in EFFECTS or ins.kind == "set" or any(r in needed for r in ins.outs):
-            kept.append(ins)
-            needed.update(ins.ins)
-    kept.reverse()
-    return kept, needed
+    kept = needed_instrs(program.instrs, outputs, EFFECTS | {"set"})  # graph.passes' prune
+    return kept, set(outputs).union(*(ins.ins for ins in kept))
 
 
 def _sizes(program, names, arrays):
@@ -151,43 +160,19 @@ def specialize(instrs, sizes, regs):
     return out
 
 
-def _subst_int(n, sizes):
-    for s in sentinel_of(n):
-        n = n // s * sizes.get(s, s)
-    return n
-
-
-def _subst_float(v, sizes):
-    """v = k * S + c or v = a / (k * S + c) for a sentinel product S, a small numerator a and c in
-    {0, -1, 1} (a mean's count or 1/count, a squared error's 2/count, an unbiased variance's
-    count - 1): S replaced by the fed sizes; any other float as it is."""
-    if not np.isfinite(v) or v == 0:
-        return v
-    for a in (None, 1, 2, 3, 4, 6, 8):
-        w = v if a is None else a / v
-        n = round(w)
-        if abs(w) < SENTINELS[0] - 1 or abs(w - n) > 1e-5 * abs(w):
-            continue
-        for c in (0, 1, -1):
-            if sentinel_of(n + c):
-                m = _subst_int(n + c, sizes) - c
-                return float(m) if a is None else a / m
-    return v
-
-
 def _subst(value, sizes):
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, (int, np.integer)):
-        return (int if isinstance(value, int) else type(value))(_subst_int(int(value), sizes))
+        return (int if isinstance(value, int) else type(value))(subst_int(int(value), sizes))
     if isinstance(value, (float, np.floating)):
-        return type(value)(_subst_float(float(value), sizes))
+        return type(value)(subst_float(float(value), sizes))
     if isinstance(value, (tuple, list)):
         return type(value)(_subst(v, sizes) for v in value)
     if isinstance(value, dict):
         return {k: _subst(v, sizes) for k, v in value.items()}
     if isinstance(value, np.ndarray):
-        shape = tuple(_subst_int(n, sizes) for n in value.shape)
+        shape = tuple(subst_int(n, sizes) for n in value.shape)
         if value.size == 1 and value.dtype.kind in "iuf":
             return np.full(shape, _subst(value.reshape(-1)[0].item(), sizes), value.dtype)
         if shape != value.shape:

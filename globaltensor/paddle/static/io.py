@@ -1,15 +1,21 @@
-"""Static programs on disk: parameters (save/load) and inference programs as data (ops by name, attrs)."""
+"""Static programs on disk in graph's saved format (JSON manifest + safetensors): parameters and inference models.
+
+path_prefix.pdmodel is a directory (graph.save's layout: program.json, rank0.json, rank0.safetensors)
+whose manifest adds {"paddle": {"kind", "feeds", "fetches", "names"}}; model_path.pdparams likewise
+holds a program of the parameters' reads. Nothing is pickled; a file that is not ours raises.
+"""
 import os
-import pickle
 
 import numpy as np
 
-from ...graph.program import Instr
-from ...registry import REGISTRY
+from ...graph import serialize
+from ...graph.program import Instr, Program as GraphProgram, Reg
+from ...graph.rebuild import ProgramState, rebuild
+from ...graph.saved import program_of
 from .executor import prune
-from .recorder import Variable, _Kernel, meta_array
+from .recorder import Variable, meta_array
 
-FORMAT = "globaltensor.paddle.static.inference/1"
+KINDS = ("inference_model", "params")
 
 
 class InputSpec:
@@ -27,26 +33,47 @@ class InputSpec:
         return f"InputSpec(shape={tuple(self.shape)}, dtype={self.dtype}, name={self.name})"
 
 
-def _param_values(program):
-    return {getattr(p, "name", f"param_{i}"): np.array(p._local) for i, p in enumerate(program.parameters)}
+def _named_params(program):
+    return {getattr(p, "name", f"param_{i}"): p for i, p in enumerate(program.parameters)}
+
+
+def _export(graph, state, path, paddle_data):
+    """graph's export, as a program local to one process (rank 0 of 1: a static program is the same on every rank)."""
+    serialize.export(graph, state, path, extra={"paddle": paddle_data}, rank=0, world_size=1)
+
+
+def _read(path, kind, what):
+    """(manifest, pieces) of a directory we wrote as `kind`; a clear error for anything else."""
+    if os.path.isfile(path):
+        raise ValueError(f"{what}: {path} is a file, not a globaltensor saved program (a directory with "
+                         f"program.json); Paddle's own protobuf .pdmodel / .pdiparams files cannot be read here")
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{what}: {path} does not exist")
+    manifest, pieces = serialize.read(path, rank=0, world_size=1)
+    found = (manifest.get("paddle") or {}).get("kind")
+    if found != kind:
+        raise ValueError(f"{what}: {path} is a saved program but not a Paddle {kind} (its kind: {found!r})")
+    return manifest, pieces
 
 
 def save(program, model_path, protocol=4, **configs):
-    """The program's parameters to model_path + '.pdparams' (a pickle of name -> array, as Paddle's)."""
-    os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
-    with open(model_path + ".pdparams", "wb") as f:
-        pickle.dump(_param_values(program), f, protocol=protocol)
+    """The program's parameters to model_path + '.pdparams' (graph's format: a program of their reads)."""
+    params = _named_params(program)
+    regs = [Reg(j, "state", None, meta_array(p._local.shape, p._local.dtype)) for j, p in enumerate(params.values())]
+    instrs = [Instr("read", name, p, [], [j]) for j, (name, p) in enumerate(params.items())]
+    graph = GraphProgram(regs, instrs, [], list(range(len(regs))), "paddle_params")
+    _export(graph, params, model_path + ".pdparams", {"kind": "params", "names": list(params)})
 
 
 def load_program_state(model_path, var_list=None):
+    """{parameter name: array} saved by save(program, model_path)."""
     path = model_path if model_path.endswith(".pdparams") else model_path + ".pdparams"
-    with open(path, "rb") as f:
-        return pickle.load(f)
+    manifest, pieces = _read(path, "params", "load_program_state")
+    return {name: np.array(pieces[name]) for name in manifest["paddle"]["names"]}
 
 
 def set_program_state(program, state):
-    for i, p in enumerate(program.parameters):
-        name = getattr(p, "name", f"param_{i}")
+    for name, p in _named_params(program).items():
         if name in state:
             value = np.asarray(state[name])
             if value.shape != tuple(p.shape):
@@ -60,68 +87,56 @@ def load(program, model_path, executor=None, var_list=None):
 
 
 def save_inference_model(path_prefix, feed_vars, fetch_vars, executor=None, program=None, **kwargs):
-    """The forward of fetch_vars from feed_vars as data (path_prefix.pdmodel: the ops by registered
-    name with their attrs, registers' shapes and dtypes, constants; versioned) and the parameters
-    (path_prefix.pdiparams, an npz): load_inference_model runs it without the Python model."""
+    """The forward of fetch_vars from feed_vars (the program cloned for test, pruned to them) as
+    graph's saved program in directory path_prefix.pdmodel, with the parameters' pieces in it:
+    load_inference_model runs it without the Python model, at any size of a dynamic dim."""
     from .program import default_main_program
     feed_vars = list(feed_vars) if isinstance(feed_vars, (list, tuple)) else [feed_vars]
     fetch_vars = list(fetch_vars) if isinstance(fetch_vars, (list, tuple)) else [fetch_vars]
-    program = (program if program is not None else fetch_vars[0].program).clone(for_test=True)
+    source = program if program is not None else (fetch_vars[0].program or default_main_program())
+    program = source.clone(for_test=True)
     outputs = [program.by_array[id(v._local)] for v in fetch_vars]
+    feeds = [program.feeds[v.name] for v in feed_vars]
     instrs, _ = prune(program, outputs)
-    params = {id(p): getattr(p, "name", f"param_{i}") for i, p in enumerate(program.parameters)}
-    steps = []
     for ins in instrs:
-        if ins.kind == "op":
-            steps.append(("op", ins.name, ins.ins, ins.outs, ins.detail))
-        elif ins.kind == "read":
-            steps.append(("read", params[id(ins.fn)], [], ins.outs, None))
-        elif ins.kind == "const":
-            steps.append(("const", np.asarray(ins.fn), [], ins.outs, None))
-        else:
+        if ins.kind not in ("op", "read", "const"):
             raise ValueError(f"save_inference_model: the forward holds a {ins.kind} step ({ins.name}), which an "
                              f"inference program cannot keep (a random op outside for_test)")
-    regs = [(r.local_shape, r.dtype.str, program.names.get(r.index)) for r in program.regs]
-    feeds = [(v.name, program.feeds[v.name]) for v in feed_vars]
-    model = {"format": FORMAT, "regs": regs, "steps": steps, "feeds": feeds,
-             "fetches": [(v.name, r) for v, r in zip(fetch_vars, outputs)]}
-    os.makedirs(os.path.dirname(os.path.abspath(path_prefix)), exist_ok=True)
-    with open(path_prefix + ".pdmodel", "wb") as f:
-        pickle.dump(model, f, protocol=4)
-    with open(path_prefix + ".pdiparams", "wb") as f:
-        np.savez(f, **_param_values(program))
+    graph = GraphProgram(program.regs, instrs, feeds, outputs, "paddle_inference")
+    names = {r: program.names[r] for ins in instrs for r in ins.ins + ins.outs if r in program.names}
+    _export(graph, _named_params(program), path_prefix + ".pdmodel",
+            {"kind": "inference_model", "feeds": [v.name for v in feed_vars],
+             "fetches": [v.name for v in fetch_vars], "names": {str(r): n for r, n in names.items()},
+             "unexplained": list(program.unexplained)})
 
 
 def load_inference_model(path_prefix, executor=None, **kwargs):
     """[program, feed names, fetch Variables] of a saved inference model (no Python model needed)."""
-    from ...tensor import Tensor
     from .program import Program
-    with open(path_prefix + ".pdmodel", "rb") as f:
-        model = pickle.load(f)
-    if model.get("format") != FORMAT:
-        raise ValueError(f"load_inference_model: {path_prefix}.pdmodel is not a {FORMAT} file "
-                         f"(format {model.get('format')!r})")
-    with np.load(path_prefix + ".pdiparams") as z:
-        values = {k: z[k] for k in z.files}
+    manifest, pieces = _read(path_prefix + ".pdmodel", "inference_model", "load_inference_model")
+    graph = program_of(manifest, 0)
+    tensors = {name: serialize.state_tensor(pieces[name], None, m["requires_grad"])
+               for name, m in manifest["tensors"].items()}
+    consts = {int(k.split("/", 1)[1]): v for k, v in pieces.items() if k.startswith("const/")}
+    rebuild(graph, ProgramState(tensors, {}, consts), 0)
+    info = manifest["paddle"]
+    names = {int(r): n for r, n in info["names"].items()}
     program = Program()
-    for shape, dt, name in model["regs"]:
-        program._reg("value", meta_array(shape, dt), name=name)
-    for kind, what, ins, outs, detail in model["steps"]:
-        if kind == "op":
-            program.instrs.append(Instr("op", what, _Kernel(REGISTRY[what].kernel, detail), ins, outs, detail=detail))
-        elif kind == "read":
-            t = Tensor(values[what])
-            program.instrs.append(Instr("read", what, t, [], outs))
-        else:
-            program.instrs.append(Instr("const", "assign_value", what, [], outs))
-    for name, r in model["feeds"]:
+    for reg in graph.regs:
+        program._reg(reg.kind, meta_array(reg.local_shape, reg.dtype), name=names.get(reg.index))
+    program.instrs, program.unexplained = list(graph.instrs), list(info.get("unexplained", []))
+    for name, r in zip(info["feeds"], graph.inputs):
         program.feeds[name] = r
         program.vars[name] = _var(program, r, name)
-    fetches = [_var(program, r, name) for name, r in model["fetches"]]
+    fetches = [_var(program, r, name) for name, r in zip(info["fetches"], graph.outputs)]
     for v in fetches:
         program.vars[v.name] = v
-    return [program, [n for n, _ in model["feeds"]], fetches]
+    return [program, list(info["feeds"]), fetches]
 
 
 def _var(program, r, name):
     return Variable(program.regs[r].array, name, program)
+
+
+__all__ = ["InputSpec", "load", "load_inference_model", "load_program_state", "save", "save_inference_model",
+           "set_program_state"]

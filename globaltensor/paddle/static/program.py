@@ -5,7 +5,9 @@ import itertools
 
 import numpy as np
 
+from ...graph.passes.prune import inference_instrs
 from ...graph.program import Instr
+from ...registry import REGISTRY
 from .block import Block, paddle_type
 from .recorder import SENTINELS, StaticRecorder, _Kernel, Variable, meta_array, new_reg, recording, set_instr
 
@@ -32,8 +34,9 @@ class Program:
         self.grads = {}  # id(param) -> its gradient's reg (append_backward)
         self.minimized = []  # (loss, optimizer, average over ranks)
         self.types = {}  # id(instr) -> (Paddle op type, group) given by a layer (fc's matmul prints as mul)
-        self.dropouts = []  # (first instr, end, input reg, output reg) of each dropout: clone(for_test) skips it
+        self.test_switches = []  # (first instr, end, instrs at inference) of a dropout or batch_norm: clone(for_test)
         self.hints = []  # Paddle op types to give the next ops (static.nn.fc: "mul")
+        self.unexplained = []  # values computed from a dynamic dim that no run rule carries (static/dyn.py)
         self.random_seed = 0
         self._runs, self._pruned = {}, {}  # compiled runs per (fetches, fed sizes); pruned instructions per fetches
         self._startup_of = None  # the startup program whose set instructions initialize our parameters
@@ -165,7 +168,20 @@ class Program:
         with self.hint("dropout"):
             yield lambda out: found.append(out) or out
         if found and self.knows(x) and self.knows(found[0]) and found[0] is not x:
-            self.dropouts.append((start, len(self.instrs), self.reg_of(x, "dropout"), self.reg_of(found[0], "dropout")))
+            x_reg, out_reg = self.reg_of(x, "dropout"), self.reg_of(found[0], "dropout")
+            kept = Instr("op", "scale", _Kernel(REGISTRY["scale"].kernel, _IS_TEST), [x_reg], [out_reg],
+                         detail=dict(_IS_TEST))  # x * 1.0 + 0.0: x, bitwise; an op saved as data
+            self.types[id(kept)] = ("dropout", None)
+            self.test_switches.append((start, len(self.instrs), [kept]))
+
+    def recorded_apart(self, fn):
+        """The instructions fn() records, taken out of the program (an op's inference form, which
+        clone(for_test=True) swaps in), and fn's result."""
+        start = len(self.instrs)
+        result = fn()
+        made = self.instrs[start:]
+        del self.instrs[start:]
+        return made, result
 
     def add_feed(self, name, shape, dtype):
         if len(shape) > len(SENTINELS):
@@ -210,18 +226,15 @@ class Program:
         """A copy (sharing parameters); for_test drops the backward and the updates (Paddle's
         inference program: cut at the first instruction of append_backward)."""
         twin = copy.copy(self)
-        twin.instrs = list(self.instrs if not for_test or self.backward_at is None else self.instrs[:self.backward_at])
-        if for_test:  # dropout at inference: its output is its input
-            for start, end, x, out in reversed(self.dropouts):
-                if end <= len(twin.instrs):
-                    twin.instrs[start:end] = [Instr("host", "dropout", _identity, [x], [out], plain=True,
-                                                    detail={"is_test": True})]
-            twin.dropouts = []
+        twin.instrs = list(self.instrs)
+        if for_test:  # cut at the backward; dropout and batch_norm in their inference forms (graph.passes)
+            twin.instrs = inference_instrs(self.instrs, self.feeds.values(), self.backward_at, self.test_switches)
+            twin.test_switches = []
         twin.regs, twin.vars = list(self.regs), dict(self.vars)
         twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
         twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
-        twin.param_arrays = dict(self.param_arrays)
-        twin._runs, twin._pruned, twin.hints = {}, {}, []
+        twin.param_arrays, twin.unexplained = dict(self.param_arrays), list(self.unexplained)
+        twin._runs, twin._pruned, twin.hints, twin.types = {}, {}, [], dict(self.types)
         if for_test:
             twin.grads, twin.minimized, twin.backward_at = {}, [], None
         else:
@@ -234,8 +247,7 @@ class Program:
     __repr__ = __str__
 
 
-def _identity(piece):
-    return piece
+_IS_TEST = {"scale": 1.0, "bias": 0.0, "bias_after_scale": True}  # dropout at inference (upscale_in_train)
 
 
 _GROUPS = itertools.count()  # hint groups: the ops of one composite print as one Paddle op

@@ -7,45 +7,11 @@ import numpy as np
 from ... import dispatch, scope
 from ...graph.program import Instr, Reg
 from ...tensor import Tensor
-
-# A dynamic dim (None / -1 in data's shape) is recorded at a sentinel size, one prime per dim position
-# (a batch dim of x and y is one size). A size or scalar that is a multiple of a sentinel depends on
-# it: Paddle's -1 in a Variable's shape, and what Executor.run substitutes the fed size into (a
-# static attribute such as reshape's shape, a constant such as mean's count; see executor.py).
-SENTINELS = (1019, 1021, 1031, 1033, 1039, 1049)
-
-
-def sentinel_of(n):
-    """The sentinels whose multiples n is (with multiplicity), or () for a fixed size."""
-    found, n = [], int(n)
-    for s in SENTINELS:
-        while n and n % s == 0:
-            found.append(s)
-            n //= s
-    return tuple(found)
-
+from .dyn import SENTINELS, DynDim, _Traced, check_attr, sentinel_of  # noqa: F401 (names static mode shares)
 
 def meta_array(shape, dtype):
     """A zero-stride read-only array of this shape: a value's shape and dtype, no memory, no data."""
     return np.broadcast_to(np.zeros((), np.dtype(dtype)), tuple(shape))
-
-
-class DynDim(int):
-    """A dim the feed decides: it computes as its sentinel size (which Executor.run replaces by the
-    fed size wherever it went) and prints and compares as Paddle's -1."""
-
-    def __repr__(self):
-        return "-1"
-
-    __str__ = __repr__
-
-    def __eq__(self, other):
-        return other == -1 or int.__eq__(self, other) is True
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = int.__hash__
 
 
 class VarShape(list):
@@ -64,7 +30,7 @@ class VarShape(list):
     def numel(self):
         n = 1
         for d in self:
-            n *= int(d)
+            n = n * d  # traced where d is a dynamic dim
         return n
 
 
@@ -81,7 +47,14 @@ class Variable(Tensor):
 
     @property
     def shape(self):
-        return VarShape(DynDim(n) if d else n for n, d in zip(self._global_shape, self._dyn))
+        return VarShape(DynDim(n, self.program) if d else n for n, d in zip(self._global_shape, self._dyn))
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self):
+        """The element count, traced where a dim is dynamic (a mean's count, a variance's n - 1)."""
+        return self.shape.numel()
 
     def __repr__(self):
         return f"var {self.name} : shape({', '.join(map(str, self.shape))}) dtype({self.dtype.name})"
@@ -156,6 +129,7 @@ class StaticRecorder:
         ins = [program.reg_of(t, opdef.name) for t in tensors]
         shapes = [program.regs[r].local_shape for r in ins]
         out_shapes, dtypes = dispatch._infer(opdef, [_Shaped(s, t.dtype) for s, t in zip(shapes, tensors)], static)
+        check_attr(static, program)  # a traced int the run's rule would not substitute marks the program
         static = _plain(static)  # a dynamic dim in an attribute is its sentinel size (an int) from here on
         stem = f"{program.type_of(opdef.name)}_{next(self._names)}"
         outs = [Variable(meta_array(sh, dt.np), f"{stem}.tmp_{k}", program)
@@ -236,8 +210,8 @@ def _bounded_put(table, array, value):
 
 def _plain(value):
     """value with every DynDim made a plain int (static attributes are data: saved, compared, substituted)."""
-    if type(value) is DynDim:
-        return int(value)
+    if isinstance(value, _Traced):
+        return int.__int__(value) if isinstance(value, int) else float.__float__(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (tuple, list)):
