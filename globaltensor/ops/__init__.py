@@ -186,14 +186,17 @@ from .everyday_shape import EVERYDAY as _E2, METHODS as _M2  # noqa: E402
 
 from .einsum import einsum  # noqa: E402,F401
 from . import tensor_methods  # noqa: E402 - binds x.type(), type_as, new, unfold, grad_fn ...
-from .tensor_methods import EVERYDAY as _E3, conj_physical, new_empty, new_ones, new_zeros  # noqa: E402,F401
+from .tensor_methods import EVERYDAY as _E3, ONEFLOW_ONLY as _O3  # noqa: E402
+from .tensor_methods import conj_physical, new_empty, new_ones, new_zeros  # noqa: E402,F401
 from .oneflow_only import broadcast_like, in_top_k, view  # noqa: E402,F401
 from . import conv3d, extras, pooling, resize, sampling  # noqa: E402,F401 - less common ops, pools, pad/interpolate, sampling
 from .extras import EVERYDAY as _E4, METHODS as _M4  # noqa: E402
 
-EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | set(_E4) | {"einsum"})  # on gt beside PUBLIC; Tensor methods where PyTorch has them
+# on gt beside PUBLIC; Tensor methods where PyTorch has them
+EVERYDAY = sorted(set(_E1) | set(_E2) | set(_E3) | set(_E4) | {"einsum"})
 _NEW_ONEFLOW_ONLY = tuple(extras.ONEFLOW_ONLY) + ("roi_align",)  # docs/nn_extras.md
-ONEFLOW_ONLY = ("broadcast_like", "in_top_k", "view") + _NEW_ONEFLOW_ONLY  # on gt, outside its __all__: OneFlow's names torch lacks
+# on gt, outside its __all__: OneFlow's names torch lacks
+ONEFLOW_ONLY = ("broadcast_like", "in_top_k", "view") + _NEW_ONEFLOW_ONLY + _O3
 _HOMES = {**{n: everyday for n in _E1}, **{n: everyday_shape for n in _E2}, **{n: extras for n in _E4},
           **{n: extras for n in extras.ONEFLOW_ONLY}, "roi_align": sampling}
 for _name in EVERYDAY + list(_NEW_ONEFLOW_ONLY):

@@ -194,7 +194,8 @@ def new_ones(x: Tensor, size: Any = None, dtype: Any = None, device: Any = None,
 
 
 new_empty.__name__, new_zeros.__name__, new_ones.__name__ = "new_empty_op", "new_zeros_op", "new_ones_op"  # OneFlow's
-EVERYDAY = ("conj_physical", "new_empty", "new_zeros", "new_ones")  # on gt (beside the ops)
+EVERYDAY = ("conj_physical",)  # on gt (beside the ops), PyTorch's name
+ONEFLOW_ONLY = ("new_empty", "new_zeros", "new_ones")  # on gt, outside __all__: OneFlow's top-level names
 
 Tensor.type, Tensor.type_as, Tensor.is_floating_point, Tensor.is_contiguous = type_, type_as, is_floating_point, \
     is_contiguous
