@@ -141,6 +141,11 @@ class StaticRecorder:
         """paddle's dropout(x) recorded as one op (Program.dropout); a context yielding done(out)."""
         return self.current().dropout(x)
 
+    def batch_norm(self, x, running_mean, running_var, weight, bias, training, momentum, epsilon):
+        """paddle's batch_norm recorded as one op updating the moving statistics (static.nn's)."""
+        from .nn import record_batch_norm
+        return record_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, epsilon)
+
     def constant(self, t):
         pass  # a factory's value: a constant of the program at its first use (reg_of)
 
