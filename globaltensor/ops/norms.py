@@ -132,9 +132,11 @@ def _layer_norm_backward_kernel(g, x, mean, rstd, w=None, ndims=1):
     return dx.astype(x.dtype), (g * xhat).sum(axis=lead).astype(x.dtype), g.sum(axis=lead).astype(x.dtype)
 
 
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
+               unbiased_running_var=True):
     """Normalise each channel (dim 1) by the batch's mean and (biased) variance in training,
-    updating running_mean / running_var in place (the unbiased variance, by momentum), or by the
+    updating running_mean / running_var in place (by momentum, with the unbiased variance as
+    PyTorch, or with the biased one as Paddle: unbiased_running_var=False), or by the
     running statistics otherwise; then * weight + bias (PyTorch's F.batch_norm). Two passes
     over x: the per-channel sums (on a batch split over ranks they are partial: the statistics
     are the global batch's, SyncBatchNorm by construction) and x * a + b per channel."""
@@ -162,7 +164,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             with no_grad():
                 m = momentum
                 running_mean.mul_(1 - m).add_((mean * m).astype(running_mean.dtype))
-                running_var.mul_(1 - m).add_((var * (m * count / builtins.max(count - 1, 1))).astype(running_var.dtype))
+                share = m * count / builtins.max(count - 1, 1) if unbiased_running_var else m
+                running_var.mul_(1 - m).add_((var * share).astype(running_var.dtype))
     else:
         mean, var = running_mean, running_var
     scale = rsqrt(var + eps)

@@ -117,12 +117,28 @@ MultiHeadAttention = _paddle_class("MultiHeadAttention", _nn.MultiHeadAttention,
 
 
 class _PaddleBatchNorm(Layer):
-    """Paddle's momentum keeps that much of the running statistics (PyTorch's momentum is 1 - it)."""
+    """Paddle's BatchNorm: momentum keeps that much of the running statistics (PyTorch's momentum
+    is 1 - it), which take the batch's biased variance; paddle.nn.functional.batch_norm's forward
+    (one op of the program in static mode). _mean / _variance: Paddle's names of the running ones."""
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
                  data_format=None, use_global_stats=None, name=None):
         super().__init__(num_features, eps=epsilon, momentum=1.0 - momentum)
+        self._momentum_kept, self._use_global_stats = momentum, use_global_stats
         _paddle_parameters(self, weight_attr, bias_attr, _Constant(1.0))
+
+    @property
+    def _mean(self):
+        return self.running_mean
+
+    @property
+    def _variance(self):
+        return self.running_var
+
+    def forward(self, input):
+        return functional.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                                     self.training, self._momentum_kept, self.eps,
+                                     use_global_stats=self._use_global_stats)
 
 
 class BatchNorm1D(_PaddleBatchNorm, _nn.BatchNorm1d):

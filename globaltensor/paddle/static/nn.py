@@ -5,6 +5,7 @@ import math
 from ... import ops as _ops
 from ..nn.parameter import create_parameter as _create_parameter
 from ..toplevel import ParamAttr
+from .norm import record_batch_norm
 from .program import default_main_program
 
 __all__ = ["fc", "embedding", "sparse_embedding", "conv2d", "batch_norm"]
@@ -92,41 +93,11 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
     from ..nn.initializer import Constant
     if data_layout != "NCHW":
         raise NotImplementedError(f"static.nn.batch_norm: data_layout {data_layout!r}; only NCHW is supported")
-    program = default_main_program()
     prefix = name or _unique("batch_norm")
     c = input.shape[1]
     scale = _parameter([c], param_attr, f"{prefix}.w_0", False, Constant(1.0))
     shift = _parameter([c], bias_attr, f"{prefix}.b_0", True)
-    moving = [_moving(program, _ops.zeros(c), moving_mean_name or f"{prefix}.w_1"),
-              _moving(program, _ops.ones(c), moving_variance_name or f"{prefix}.w_2")]
-    axes, shape = [0] + list(range(2, input.ndim)), [1, c] + [1] * (input.ndim - 2)
-
-    def normalized(mean, var):
-        inv = _ops.rsqrt(var + epsilon) * scale
-        return input * _ops.reshape(inv, *shape) + _ops.reshape(shift - mean * inv, *shape)
-
-    with program.hint("batch_norm"):
-        if is_test:
-            return _activate(normalized(*moving), act)
-        for p in (scale, shift):  # read before the training form: the inference form reads them too
-            program.reg_of(p, "batch_norm")
-        start = len(program.instrs)
-        mean = _ops.mean(input, dim=axes)
-        var = _ops.mean(_ops.square(input - _ops.reshape(mean, *shape)), dim=axes)
-        out = normalized(mean, var)
-        for stat, batch in zip(moving, (mean, var)):
-            stat.add_((batch - stat) * (1.0 - momentum))  # the program reads it at each run and sets it after
-        end = len(program.instrs)
-        at_inference, test_out = program.recorded_apart(lambda: normalized(*moving))
-    out_reg, test_reg = program.reg_of(out, "batch_norm"), program.reg_of(test_out, "batch_norm")
-    for ins in at_inference:
-        ins.outs = [out_reg if r == test_reg else r for r in ins.outs]
-    program.test_switches.append((start, end, at_inference))
+    names = (moving_mean_name or f"{prefix}.w_1", moving_variance_name or f"{prefix}.w_2")
+    out = record_batch_norm(default_main_program(), input, _ops.zeros(c), _ops.ones(c), scale, shift, not is_test,
+                            momentum, epsilon, names)
     return _activate(out, act)
-
-
-def _moving(program, value, name):
-    """A moving statistic: a persistable tensor the program reads (before the op's training form,
-    so that its inference form reads it too)."""
-    program.names[program.reg_of(value, "batch_norm")] = name
-    return value

@@ -8,6 +8,7 @@ from ... import dispatch, scope
 from ...graph.program import Instr, Reg
 from ...tensor import Tensor
 from .dyn import SENTINELS, DynDim, _Traced, check_attr, sentinel_of  # noqa: F401 (names static mode shares)
+from .norm import record_batch_norm
 
 def meta_array(shape, dtype):
     """A zero-stride read-only array of this shape: a value's shape and dtype, no memory, no data."""
@@ -140,6 +141,11 @@ class StaticRecorder:
     def dropout(self, x):
         """paddle's dropout(x) recorded as one op (Program.dropout); a context yielding done(out)."""
         return self.current().dropout(x)
+
+    def batch_norm(self, x, running_mean, running_var, weight, bias, training, momentum, epsilon):
+        """paddle's batch_norm recorded as one op updating the moving statistics (static.nn's)."""
+        return record_batch_norm(self.current(), x, running_mean, running_var, weight, bias, training, momentum,
+                                 epsilon)
 
     def constant(self, t):
         pass  # a factory's value: a constant of the program at its first use (reg_of)

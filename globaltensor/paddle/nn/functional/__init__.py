@@ -72,10 +72,19 @@ def adaptive_avg_pool2d(x, output_size, data_format="NCHW", name=None):
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.9, epsilon=1e-05,
                data_format="NCHW", use_global_stats=None, name=None):
-    """Paddle's momentum keeps that share of the running statistics (PyTorch's is 1 - it)."""
+    """Paddle's momentum keeps that share of the running statistics (PyTorch's is 1 - it), and the
+    running variance takes the batch's biased variance (Paddle's formula, PyTorch's is unbiased).
+    In static mode one batch_norm op of the program (its moving statistics updated at each run)."""
     _nchw(data_format, "batch_norm")
     training = training and not use_global_stats  # use_global_stats: the running statistics, also in training
-    return _F.batch_norm(x, running_mean, running_var, weight, bias, training, 1.0 - momentum, epsilon)
+    from ....scope import recorder
+    rec = recorder()
+    if hasattr(rec, "batch_norm") and rec.knows(x):
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: static mode needs running_mean and running_var (the moving statistics)")
+        return rec.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, epsilon)
+    return _ops.batch_norm(x, running_mean, running_var, weight, bias, training, 1.0 - momentum, epsilon,
+                           unbiased_running_var=False)
 
 
 # --- more of paddle.nn.functional 2.0, composites of differentiable ops
