@@ -109,3 +109,21 @@ def test_dygraph_batchnorm2d_running_stats_equal_real_paddle():
     feeds, _ = _feeds()
     for got, want in zip(_dygraph(paddle, feeds), _dygraph(real, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_state_dict_keys_are_paddles_and_load_back():
+    """Paddle's BatchNorm state_dict: weight, bias, _mean, _variance (real Paddle 3.3.1 prints these
+    keys for paddle.nn.BatchNorm2D(3)); a state dict with them loads, and the layer normalizes by it."""
+    import globaltensor.paddle as paddle
+    bn = paddle.nn.BatchNorm2D(3)
+    assert list(bn.state_dict()) == ["weight", "bias", "_mean", "_variance"]
+    state = {"weight": np.array([1.0, 2.0, 3.0], "float32"), "bias": np.array([0.5, 0.0, -0.5], "float32"),
+             "_mean": np.array([0.1, 0.2, 0.3], "float32"), "_variance": np.array([1.0, 4.0, 9.0], "float32")}
+    bn.set_state_dict({k: paddle.to_tensor(v) for k, v in state.items()})
+    bn.eval()
+    x = np.random.default_rng(0).standard_normal((2, 3, 2, 2)).astype("float32")
+    shape = (1, 3, 1, 1)
+    want = (x - state["_mean"].reshape(shape)) / np.sqrt(state["_variance"].reshape(shape) + 1e-5) \
+        * state["weight"].reshape(shape) + state["bias"].reshape(shape)
+    np.testing.assert_allclose(bn(paddle.to_tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert bn.running_mean is bn._mean

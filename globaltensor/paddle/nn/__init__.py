@@ -119,26 +119,27 @@ MultiHeadAttention = _paddle_class("MultiHeadAttention", _nn.MultiHeadAttention,
 class _PaddleBatchNorm(Layer):
     """Paddle's BatchNorm: momentum keeps that much of the running statistics (PyTorch's momentum
     is 1 - it), which take the batch's biased variance; paddle.nn.functional.batch_norm's forward
-    (one op of the program in static mode). _mean / _variance: Paddle's names of the running ones."""
+    (one op of the program in static mode). The running statistics are Paddle's buffers `_mean` /
+    `_variance` (its state_dict keys, so Paddle's checkpoints load); running_mean / running_var
+    name them too."""
 
     def __init__(self, num_features, momentum=0.9, epsilon=1e-05, weight_attr=None, bias_attr=None,
                  data_format=None, use_global_stats=None, name=None):
         super().__init__(num_features, eps=epsilon, momentum=1.0 - momentum)
         self._momentum_kept, self._use_global_stats = momentum, use_global_stats
         _paddle_parameters(self, weight_attr, bias_attr, _Constant(1.0))
+        self._buffers = type(self._buffers)((_PADDLE_BUFFERS.get(k, k), v) for k, v in self._buffers.items())
 
-    @property
-    def _mean(self):
-        return self.running_mean
-
-    @property
-    def _variance(self):
-        return self.running_var
+    running_mean = property(lambda self: self._buffers["_mean"])
+    running_var = property(lambda self: self._buffers["_variance"])
 
     def forward(self, input):
-        return functional.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+        return functional.batch_norm(input, self._mean, self._variance, self.weight, self.bias,
                                      self.training, self._momentum_kept, self.eps,
                                      use_global_stats=self._use_global_stats)
+
+
+_PADDLE_BUFFERS = {"running_mean": "_mean", "running_var": "_variance"}  # ours -> Paddle's names
 
 
 class BatchNorm1D(_PaddleBatchNorm, _nn.BatchNorm1d):
