@@ -1,6 +1,6 @@
 """gt.linalg: torch.linalg's (and oneflow.linalg's) names, written with the ops (their SBP rows
 and gradients come with them): norm, vector_norm, matrix_norm, matmul, inv, cholesky, cross,
-vecdot, multi_dot, solve, matrix_power, diagonal."""
+vecdot, multi_dot, solve, matrix_power, diagonal, det."""
 import math
 
 from .ops import amax, amin, cholesky, inverse, matmul, sum  # noqa: A004, F401
@@ -9,6 +9,7 @@ from .ops import cross as _cross
 from .ops import norm as _norm
 from .ops.everyday_shape import chain_matmul, diagonal, matrix_power  # noqa: F401
 from .errors import wrap_dim
+from .ops.linalg import det  # noqa: F401
 
 inv = inverse
 

@@ -1,4 +1,4 @@
-"""Linear algebra: matmul and its spellings (einsum rows), kron, cross, cholesky, inverse, t."""
+"""Linear algebra: matmul and its spellings (einsum rows), kron, cross, cholesky, inverse, det, t."""
 import numpy as np
 
 from ..backends import cuda_kernels
@@ -322,3 +322,27 @@ def _inverse(x):
 def inverse(input):
     """Matrix inverse (batch dims may be split)."""
     return apply("inverse", tensors(input))
+
+
+def _det_meta(shapes, dtypes, static):
+    shape = tuple(_square_meta("linalg.det", keep_dtype=True)(shapes, dtypes, static)[0][0])
+    return [shape[:-2]], [dtypes[0]]
+
+
+def _det_backward(ctx, g):
+    """d det(A) / dA = det(A) A^-T (Jacobi's formula; A invertible)."""
+    from .shape import unsqueeze
+    scale = unsqueeze(unsqueeze(g * ctx.outputs[0], -1), -1)
+    return (scale * transpose(inverse(ctx.inputs[0]), -1, -2),)
+
+
+@op("det", lambda s, o, st: [((rules.B,), (rules.B,))] + [((rules.split(d),), (rules.split(d),))
+                                                          for d in range(len(s[0]) - 2)],
+    _det_backward, meta=_det_meta)
+def _det(x):
+    return np.asarray(np.linalg.det(x)).astype(x.dtype)
+
+
+def det(input):
+    """Determinants of the matrices in the last two dims (batch dims may be split)."""
+    return apply("det", tensors(input))

@@ -40,7 +40,8 @@ REAL_ONLY = frozenset({
     "topk", "median", "histogram", "unique", "logaddexp", "gelu", "gelu_backward", "softmax", "layer_norm",
     "layer_norm_backward", "channel_sums", "channel_affine", "channel_affine_backward", "max_pool2d",
     "max_pool2d_backward", "mse_mean", "attention", "attention_backward", "conv2d", "conv2d_backward", "linear",
-    "linear_weight_grad", "kron", "cross", "prod", "inverse", "cholesky",
+    "linear_weight_grad", "kron", "cross", "prod", "inverse", "cholesky", "det", "linear_in_out",
+    "linear_in_out_grads",
     "sgd_update", "momentum_update", "adam_update", "adamw_update",  # lr and step are real scalars
     "atan2", "digamma", "lgamma", "trigamma", "mode", "searchsorted",  # ops/extras.py
 })

@@ -180,3 +180,35 @@ def test_recurrent_cells_match_torch(name):
     ty, gy = tm(torch.tensor(x), th), gm(gt.tensor(x), gh)
     for a, b in zip(ty if isinstance(ty, tuple) else (ty,), gy if isinstance(gy, tuple) else (gy,)):
         np.testing.assert_allclose(b.numpy(), a.detach().numpy(), atol=1e-12)
+
+
+def _det_on_two_ranks():
+    import torch
+    pl = gt.placement("cpu", ranks=[0, 1])
+    a = np.random.default_rng(3).standard_normal((3, 4, 4))  # 3 matrices: uneven over 2 ranks
+    t = torch.tensor(a, requires_grad=True)
+    torch.linalg.det(t).sum().backward()
+    for sbp in (gt.sbp.broadcast, gt.sbp.split(0)):
+        x = gt.tensor(a).to_global(pl, gt.sbp.broadcast).to_global(pl, sbp).detach().requires_grad_()
+        with gt.debug.count_collectives() as counted:
+            y = gt.linalg.det(x)
+        assert counted.total == 0 and y.sbp == (sbp,)
+        y.sum().backward()
+        np.testing.assert_allclose(y.to_global(pl, gt.sbp.broadcast).to_local().numpy(),
+                                   torch.linalg.det(t).detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(x.grad.to_global(pl, gt.sbp.broadcast).to_local().numpy(), t.grad.numpy(),
+                                   rtol=1e-10, atol=1e-12)
+
+
+def test_linalg_det_matches_torch_one_process_and_two_ranks():
+    import torch
+    from conftest import run_ranks
+    a = np.random.default_rng(2).standard_normal((2, 3, 3))
+    x, t = gt.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    gt.linalg.det(x).sum().backward()
+    torch.linalg.det(t).sum().backward()
+    np.testing.assert_allclose(gt.linalg.det(x).numpy(), torch.linalg.det(t).detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(RuntimeError, match="square"):
+        gt.linalg.det(gt.ones(2, 3))
+    run_ranks(_det_on_two_ranks, 2)

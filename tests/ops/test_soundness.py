@@ -104,6 +104,7 @@ def samples(name):
         "cross": [([f(5, 3), f(5, 3)], {"dim": 1})],
         "cholesky": [([spd()], {"upper": False})],
         "inverse": [([spd()], {})],
+        "det": [([spd()], {}), ([f(3, 3)], {})],
         "reshape": [([f(4, 6)], _reshaped((4, 6), (4, 2, 3))), ([f(4, 6)], _reshaped((4, 6), (24,))),
                     ([f(6, 2, 5)], _reshaped((6, 2, 5), (12, 5))),  # 6 rows part evenly
                     ([f(12, 5)], _reshaped((12, 5), (6, 2, 5))),  # over 2 or 3 ranks
