@@ -7,6 +7,7 @@ from ._front import apply, tensors
 from ..registry import op
 
 B, P, S = rules.B, rules.P, rules.split
+FLIP_W = {S(0): S(1), S(1): S(0)}  # a weight's split dim, [out, in] <-> [in, out] (Paddle's layout)
 
 
 def _linear_rows(in_shapes, out_shapes, static):
@@ -52,13 +53,17 @@ def _linear_weight_grad_meta(s, dt, st):
     return [(n, k), (n,)], [rules.result_dtype(*dt), np.sum(np.zeros(0, dt[0].np), axis=0).dtype]
 
 
-@op("linear_weight_grad", lambda s, o, st: [
-    ((B, B), (B, B)),
-    ((S(0), S(0)), (P, P)),  # rows split: g[m1].T @ x[m1] + g[m2].T @ x[m2] = g.T @ x; the row sums add up
-    ((S(1), B), (S(0), S(0))),  # g's columns n1: dw[n1] = g[:, n1].T @ x, db[n1] = sum of g[:, n1]
-    ((B, S(1)), (S(1), B)),  # x's columns k1: dw[:, k1] = g.T @ x[:, k1]; db needs g alone
-    ((P, B), (P, P)),  # linear in g
-    ((B, P), (P, B))], meta=_linear_weight_grad_meta)  # linear in x; db from g alone
+def _weight_grad_rows(s, o, st):
+    return [
+        ((B, B), (B, B)),
+        ((S(0), S(0)), (P, P)),  # rows split: g[m1].T @ x[m1] + g[m2].T @ x[m2] = g.T @ x; the row sums add up
+        ((S(1), B), (S(0), S(0))),  # g's columns n1: dw[n1] = g[:, n1].T @ x, db[n1] = sum of g[:, n1]
+        ((B, S(1)), (S(1), B)),  # x's columns k1: dw[:, k1] = g.T @ x[:, k1]; db needs g alone
+        ((P, B), (P, P)),  # linear in g
+        ((B, P), (P, B))]  # linear in x; db from g alone
+
+
+@op("linear_weight_grad", _weight_grad_rows, meta=_linear_weight_grad_meta)
 def _linear_weight_grad(g, x):
     """(g.T @ x, g summed over rows) for g (m x n), x (m x k): linear's weight and bias gradients,
     in one cuBLASLt call (bias gradient epilogue) on GPUs."""
@@ -108,8 +113,7 @@ def _in_out_rows(in_shapes, out_shapes, static):
     """x (..., k), w (k, n), b (n): y = x @ w + b; linear's rows with w's split dim flipped:
     w S(1), b S(0) -> S(last) is column parallel; x S(last), w S(0), b P -> P row parallel."""
     swapped = [tuple(in_shapes[1][::-1]) if i == 1 else s for i, s in enumerate(in_shapes)]
-    flip = {S(0): S(1), S(1): S(0)}
-    return [((a, flip.get(w, w), *rest), out) for (a, w, *rest), out in _linear_rows(swapped, out_shapes, static)]
+    return [((a, FLIP_W.get(w, w), *rest), out) for (a, w, *rest), out in _linear_rows(swapped, out_shapes, static)]
 
 
 def _in_out_backward(ctx, g):
@@ -126,20 +130,17 @@ def _in_out_backward(ctx, g):
     return (dx, dw if w.requires_grad else None) + ((db if ctx.inputs[2].requires_grad else None,) if has_b else ())
 
 
+def _in_out_grads_rows(s, o, st):
+    """linear_weight_grad's rows with its inputs swapped and dw's split dim flipped: dw = (g.T @ x).T."""
+    return [((x, g), (FLIP_W.get(dw, dw), db)) for (g, x), (dw, db) in _weight_grad_rows(s[::-1], o, st)]
+
+
 def _in_out_grads_meta(s, dt, st):
-    (m, k), (m2, n) = s
-    if m != m2:
-        raise ValueError(f"linear_in_out_grads: x {tuple(s[0])} and g {tuple(s[1])} need the same rows")
-    return [(k, n), (n,)], [rules.result_dtype(*dt), np.sum(np.zeros(0, dt[1].np), axis=0).dtype]
+    [(n, k), db], dtypes = _linear_weight_grad_meta(s[::-1], dt[::-1], st)
+    return [(k, n), db], dtypes
 
 
-@op("linear_in_out_grads", lambda s, o, st: [
-    ((B, B), (B, B)),
-    ((S(0), S(0)), (P, P)),  # rows split: x[m1].T @ g[m1] + x[m2].T @ g[m2] = x.T @ g; the row sums add up
-    ((B, S(1)), (S(1), S(0))),  # g's columns n1: dw[:, n1] = x.T @ g[:, n1], db[n1] from g[:, n1]
-    ((S(1), B), (S(0), B)),  # x's columns k1: dw[k1] = x[:, k1].T @ g; db needs g alone
-    ((B, P), (P, P)),  # linear in g
-    ((P, B), (P, B))], takes_hints=True, meta=_in_out_grads_meta)  # linear in x; db from g alone
+@op("linear_in_out_grads", _in_out_grads_rows, takes_hints=True, meta=_in_out_grads_meta)
 def _linear_in_out_grads(x, g, out=None, order=None):
     """(x.T @ g, g summed over rows) for x (m x k), g (m x n): the weight (k x n) and bias gradients
     of linear_in_out; the weight's into `out` (its gradient bucket) when it fits."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from ._front import as_tensor, tensors
 from .elementwise import maximum, where
-from .resize import _resample, adaptive_avg_pool  # noqa: F401 - re-exported for nn
+from .resize import _resample, adaptive_avg_pool, adaptive_bins, adaptive_dims  # noqa: F401 - re-exported for nn
 from .gather_scatter import index_select
 from . import conv
 
@@ -105,14 +105,9 @@ def max_pool(input, spatial, kernel_size, stride=None, padding=0, dilation=1, ce
 def adaptive_max_pool(input, output_size, spatial):
     """Adaptive max pooling over the last `spatial` dims (bins as adaptive_taps)."""
     (input,) = tensors(input)
-    sizes = [output_size] * spatial if isinstance(output_size, (int, np.integer)) or output_size is None \
-        else list(output_size)
     x = input
-    for i, n_out in enumerate(sizes):
-        dim = input.ndim - spatial + i
-        n_in = input.shape[dim]
-        n_out = n_in if n_out is None else int(n_out)
-        starts, ends = (np.arange(n_out) * n_in) // n_out, -((-(np.arange(n_out) + 1) * n_in) // n_out)
+    for dim, n_in, n_out in adaptive_dims(input, output_size, spatial):
+        starts, ends = adaptive_bins(n_in, n_out)
         out = None
         for j in range(int((ends - starts).max(initial=1))):
             index = np.minimum(starts + j, ends - 1)  # a shorter bin repeats its last element

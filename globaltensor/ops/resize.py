@@ -112,10 +112,23 @@ def _nearest_taps(n_in, n_out, scale, exact):
     return [(np.minimum(src.astype(np.int64), n_in - 1), None)]
 
 
+def adaptive_bins(n_in, n_out):
+    """PyTorch's adaptive pooling bins (starts, ends): bin i covers [floor(i n / m), ceil((i + 1) n / m))."""
+    return (np.arange(n_out) * n_in) // n_out, -((-(np.arange(n_out) + 1) * n_in) // n_out)
+
+
+def adaptive_dims(input, output_size, spatial):
+    """(dim, n_in, n_out) for each of the last `spatial` dims of an adaptive pooling (None keeps a dim)."""
+    sizes = [output_size] * spatial if isinstance(output_size, (int, np.integer)) or output_size is None \
+        else list(output_size)
+    for i, n_out in enumerate(sizes):
+        dim = input.ndim - spatial + i
+        yield dim, input.shape[dim], input.shape[dim] if n_out is None else int(n_out)
+
+
 def adaptive_taps(n_in, n_out):
-    """The means of PyTorch's adaptive pooling: bin i covers [floor(i n / m), ceil((i + 1) n / m))."""
-    starts = (np.arange(n_out) * n_in) // n_out
-    ends = -((-(np.arange(n_out) + 1) * n_in) // n_out)
+    """The means of PyTorch's adaptive pooling over its bins (adaptive_bins)."""
+    starts, ends = adaptive_bins(n_in, n_out)
     longest = int((ends - starts).max(initial=1))
     return [(np.minimum(starts + k, n_in - 1), np.where(starts + k < ends, 1.0 / (ends - starts), 0.0))
             for k in range(longest)]
@@ -179,13 +192,8 @@ def adaptive_avg_pool(input, output_size, spatial):
     if input.ndim not in (spatial + 1, spatial + 2):
         raise ValueError(f"adaptive_avg_pool{spatial}d: expected a {spatial + 1}-D or {spatial + 2}-D input, got "
                          f"shape {tuple(input.shape)}")
-    sizes = [output_size] * spatial if isinstance(output_size, (int, np.integer)) or output_size is None \
-        else list(output_size)
     x = input
-    for i, n_out in enumerate(sizes):
-        dim = input.ndim - spatial + i
-        n_in = input.shape[dim]
-        n_out = n_in if n_out is None else int(n_out)
+    for dim, n_in, n_out in adaptive_dims(input, output_size, spatial):
         if n_out != n_in:
             x = _resample(x, dim, adaptive_taps(n_in, n_out))
     return x

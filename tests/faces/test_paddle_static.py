@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_ranks
+from paddle_static_fixture import static  # noqa: F401 - the fixture
 
 EXAMPLES = os.path.join(REPO, "examples", "paddle")
 LAUNCH = [sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_node", "2"]
@@ -18,16 +19,6 @@ LAUNCH = [sys.executable, "-m", "globaltensor.distributed.launch", "--nproc_per_
 PADDLE_FC_FORWARD = ["mul", "elementwise_add", "relu", "mul", "elementwise_add", "elementwise_sub", "square",
                      "reduce_mean"]
 PADDLE_FC_STARTUP = ["uniform_random", "fill_constant", "uniform_random", "fill_constant"]
-
-
-@pytest.fixture
-def static():
-    import globaltensor.paddle as paddle
-    paddle.enable_static()
-    main, startup = paddle.static.Program(), paddle.static.Program()
-    with paddle.static.program_guard(main, startup):
-        yield paddle, main, startup
-    paddle.disable_static()
 
 
 def _fc_program(paddle):

@@ -4,16 +4,7 @@ import math
 
 import numpy as np
 import pytest
-
-
-@pytest.fixture
-def static():
-    import globaltensor.paddle as paddle
-    paddle.enable_static()
-    main, startup = paddle.static.Program(), paddle.static.Program()
-    with paddle.static.program_guard(main, startup):
-        yield paddle, main, startup
-    paddle.disable_static()
+from paddle_static_fixture import static  # noqa: F401 - the fixture
 
 
 def _run(paddle, main, y, xs):

@@ -9,32 +9,9 @@ import pytest
 import globaltensor as gt
 import globaltensor.nn as nn
 from conftest import run_ranks
+from graph_models import ToyModel, TrainGraph
 
 S0, S1, B, P = gt.sbp.split(0), gt.sbp.split(1), gt.sbp.broadcast, gt.sbp.partial_sum
-
-
-class ToyModel(nn.Module):
-    def __init__(self, dropout=0.0):
-        super().__init__()
-        self.net1 = nn.Linear(10, 20)
-        self.relu = nn.ReLU()
-        self.drop = nn.Dropout(dropout)
-        self.net2 = nn.Linear(20, 16)
-
-    def forward(self, x):
-        return self.net2(self.drop(self.relu(self.net1(x))))
-
-
-class TrainGraph(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, x, y):
-        loss = nn.functional.mse_loss(self.model(x), y)
-        loss.backward()
-        return loss
 
 
 def _layout(model, mode, device="cpu"):

@@ -9,30 +9,9 @@ import pytest
 import globaltensor as gt
 import globaltensor.nn as nn
 from conftest import run_ranks
+from graph_models import ToyModel, TrainGraph
 
 S0, B = gt.sbp.split(0), gt.sbp.broadcast
-
-
-class _Model(nn.Module):
-    def __init__(self, dropout=0.0):
-        super().__init__()
-        self.net1, self.relu, self.net2 = nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 16)
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x):
-        return self.net2(self.drop(self.relu(self.net1(x))))
-
-
-class _Step(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, x, y):
-        loss = nn.functional.mse_loss(self.model(x), y)
-        loss.backward()
-        return loss
 
 
 def _batches(dp):
@@ -43,7 +22,7 @@ def _batches(dp):
 
 def _train_and_save(path, optimizer, dp, dropout=0.0, tp=False):
     gt.manual_seed(0)
-    model = _Model(dropout)
+    model = ToyModel(dropout)
     if dp:
         model.to_global(gt.placement("cpu", list(range(gt.env.get_world_size()))), B)
     if tp:  # tensor parallel: split weights, boxing conversions in the program (replanned on load)
@@ -52,7 +31,7 @@ def _train_and_save(path, optimizer, dp, dropout=0.0, tp=False):
         model.net2.weight = nn.Parameter(model.net2.weight.to_global(sbp=gt.sbp.split(1)))
     opt = gt.optim.Adam(model.parameters(), lr=0.01) if optimizer == "adam" else \
         gt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    step = _Step(model, opt)
+    step = TrainGraph(model, opt)
     batches = _batches(dp)
     for x, y in batches[:3]:
         step(x, y)

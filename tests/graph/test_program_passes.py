@@ -6,6 +6,7 @@ import pytest
 import globaltensor as gt
 import globaltensor.nn as nn
 from conftest import run_ranks
+from graph_models import TrainGraph
 from globaltensor.graph import passes, runnable
 
 S0, B = gt.sbp.split(0), gt.sbp.broadcast
@@ -48,18 +49,6 @@ class _Model(nn.Module):
         return self.net2(self.relu(self.net1(x)))
 
 
-class _Step(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, x, y):
-        loss = nn.functional.mse_loss(self.model(x), y)
-        loss.backward()
-        return loss
-
-
 def _clone_for_test(dp):
     gt.manual_seed(0)
     model = _Model()
@@ -68,7 +57,7 @@ def _clone_for_test(dp):
         placement = gt.placement("cpu", [0, 1])
         model.to_global(placement, B)
         kwargs = {"placement": placement, "sbp": S0}
-    step = _Step(model, gt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    step = TrainGraph(model, gt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
     x, y = gt.randn(8, 6, **kwargs), gt.randn(8, 4, **kwargs)
     step(x, y)
     program = step._cache()["last"]
@@ -148,7 +137,7 @@ def test_split_by_role_checks_its_roles():
 def test_paddle_block_view_names_ops_as_paddle_prints_them():
     gt.manual_seed(0)
     model = _Model()
-    step = _Step(model, gt.optim.SGD(model.parameters(), lr=0.1))
+    step = TrainGraph(model, gt.optim.SGD(model.parameters(), lr=0.1))
     step(gt.randn(8, 6), gt.randn(8, 4))
     block = step._cache()["last"].unplanned().global_block()
     types = [op.type for op in block.ops]
