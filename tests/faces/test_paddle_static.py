@@ -282,7 +282,9 @@ def test_save_and_load_inference_model_in_a_fresh_process(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), want[:5])
     import globaltensor.paddle.static as static_mod
     state = static_mod.load_program_state(path + "_params")
-    assert sorted(state) == ["fc_0.b_0", "fc_0.w_0", "fc_1.b_0", "fc_1.w_0"] or len(state) == len(params)
+    assert sorted(state) == ["fc_0.b_0", "fc_0.w_0", "fc_1.b_0", "fc_1.w_0"]  # Paddle's names of fc's parameters
+    for p in params:  # every parameter saved with its value
+        assert sum(np.array_equal(np.asarray(v), p) for v in state.values()) == 1
 
 
 def _by_rank(out, pattern):
