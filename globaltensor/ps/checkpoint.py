@@ -52,7 +52,7 @@ def save_server(dirname, job, index, dense_blocks, sparse_tables):
 
 
 def load_server(dirname, job, index):
-    """(dense_blocks {block_name: DenseBlock}, sparse_tables {name: SparseTable}) for server `index` of `job`,
+    """(dense_blocks {parameter name: DenseBlock}, sparse_tables {name: SparseTable}) for server `index` of `job`,
     whatever the server count and slicing of the save: dense rows (and their rule state) gathered from the old
     blocks they overlap; sparse rows (state and entry counts too) whose ids hash to `index` now."""
     manifests = read_manifests(dirname)
@@ -62,8 +62,8 @@ def load_server(dirname, job, index):
         for block in server_blocks(job, index):
             spec = next(d for d in job.dense if d.name == block.name)
             state = _dense_rows(manifests, files, block, spec)
-            dense[block.block_name] = DenseBlock(block, state["value"], job.rule)
-            dense[block.block_name].load_state(state)
+            dense[block.name] = DenseBlock(block, state["value"], job.rule)
+            dense[block.name].load_state(state)
         sparse = {}
         for spec in job.sparse:
             table = SparseTable(spec, job.rule)

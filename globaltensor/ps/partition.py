@@ -47,7 +47,9 @@ def block_rows(shape, n_servers, min_block_size, slice_var_up=True):
 
 
 def dense_blocks(spec, n_servers, min_block_size=8192, slice_var_up=True, split_method="RoundRobin", first_server=0):
-    """The blocks of one dense parameter; RoundRobin starts at `first_server` (job_blocks carries it across specs)."""
+    """The blocks of one dense parameter, never two on one server. RoundRobin starts at `first_server` (job_blocks
+    carries it across specs); HashName starts at a stable hash of the parameter's name (Paddle hashes each block's
+    name with Python's salted hash(), which neither agrees across processes nor keeps a parameter's blocks apart)."""
     if n_servers < 1:
         raise ValueError(f"dense_blocks({spec.name!r}): n_servers {n_servers} must be >= 1")
     if min_block_size < 1:
@@ -59,8 +61,8 @@ def dense_blocks(spec, n_servers, min_block_size=8192, slice_var_up=True, split_
         name = spec.name if len(spans) == 1 else f"{spec.name}.block{i}"
         if split_method == "RoundRobin":
             server = (first_server + i) % n_servers
-        elif split_method == "HashName":
-            server = int(name_hash("HashName", name) % np.uint64(n_servers))
+        elif split_method == "HashName":  # the parameter's name picks block 0's server, the next blocks follow
+            server = int((name_hash("HashName", spec.name) + np.uint64(i)) % np.uint64(n_servers))
         else:
             raise ValueError(f"split_method {split_method!r}: must be 'RoundRobin' or 'HashName'")
         blocks.append(Block(spec.name, i, server, start, end, (end - start,) + shape[1:], shape, len(spans)))

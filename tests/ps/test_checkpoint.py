@@ -30,7 +30,7 @@ class _Servers:
         if loaded is not None:
             self.dense, self.sparse = [d for d, _ in loaded], [s for _, s in loaded]
             return
-        self.dense = [{b.block_name: DenseBlock(b, initial[b.name][b.row_start:b.row_end], job.rule)
+        self.dense = [{b.name: DenseBlock(b, initial[b.name][b.row_start:b.row_end], job.rule)
                        for b in server_blocks(job, s)} for s in range(n)]
         self.sparse = [{spec.name: SparseTable(spec, job.rule) for spec in job.sparse} for _ in range(n)]
 
@@ -96,7 +96,9 @@ def test_load_under_another_server_count_puts_every_row_where_it_belongs(trained
     job = _job(n_servers)
     loaded = _Servers(job, loaded=[load_server(dirname, job, s) for s in range(n_servers)])
     for s in range(n_servers):
-        assert sorted(loaded.dense[s]) == sorted(b.block_name for b in server_blocks(job, s))
+        assert sorted(loaded.dense[s]) == sorted(b.name for b in server_blocks(job, s))
+        assert sorted(b.block.block_name for b in loaded.dense[s].values()) == sorted(
+            b.block_name for b in server_blocks(job, s))
         for name, table in loaded.sparse[s].items():
             assert (server_of_ids(table.state()["ids"], n_servers) == s).all()
             waiting = table.state()["entry_ids"]

@@ -75,6 +75,11 @@ def test_hash_name_is_stable_and_spreads():
     servers = [b.server for b in job_blocks(job)]
     assert servers == [b.server for b in job_blocks(_job(dense, 4, "HashName"))]
     assert set(servers) == {0, 1, 2, 3}
+    for n in (2, 3, 4):  # a parameter's blocks never share a server
+        job = _job((DenseSpec("a", (1000, 64)), DenseSpec("b", (300, 200))), n, "HashName")
+        for name in ("a", "b"):
+            mine = [b.server for b in job_blocks(job) if b.name == name]
+            assert len(mine) == n and sorted(mine) == list(range(n))
 
 
 def test_server_of_ids_is_stable_balanced_and_takes_any_int64():
