@@ -51,18 +51,6 @@ def apply(rule, value, grad, state):
         raise ValueError(f"unknown rule kind {rule.kind!r}")
 
 
-def apply_rows(rule, values, rows, grads, state):
-    """Lazy update of `rows` (distinct) of a row table: gather them and their state, update, scatter back."""
-    if rows.size == 0:
-        return
-    picked_values = values[rows]
-    picked_state = {key: arr[rows] for key, arr in state.items()}
-    apply(rule, picked_values, grads, picked_state)
-    values[rows] = picked_values
-    for key, arr in state.items():
-        arr[rows] = picked_state[key]
-
-
 def _momentum(rule, value, grad, state, lr):
     mu = value.dtype.type(rule.param("momentum"))
     velocity = state["velocity"]

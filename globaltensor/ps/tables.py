@@ -55,8 +55,8 @@ class SparseTable:
         self.spec, self.rule = spec, rule
         self._index = IdIndex()
         self._admission = Admission(spec)
-        self._values = np.zeros((0, spec.dim), dtype=spec.dtype)
-        self._state = optim.new_state(rule, (0, spec.dim), spec.dtype, steps=0)
+        self._store = None
+        self._alloc(0)
 
     def __len__(self):
         return len(self._index)
@@ -81,19 +81,22 @@ class SparseTable:
     def push(self, ids, grads):
         """The rule on the rows of `ids` (lazily: only they and their state move). Repeated ids have their grads
         summed first; ids not in the table (not admitted, the padding id) are skipped."""
-        ids, grads = self._ids(ids), self._rows_like(ids, grads, "grads")
-        ids, grads = _summed(ids, grads)
-        rows = self._index.lookup(ids)
-        present = rows >= 0
-        optim.apply_rows(self.rule, self._values, rows[present], grads[present], self._state)
+        rows, grads = self._present_rows(ids, grads, "grads")
+        if rows.size == 0:
+            return
+        picked, dim = self._store[rows], self.spec.dim  # value and float state of each row: one gather
+        state = {key: picked[:, i * dim:(i + 1) * dim] for i, key in enumerate(self._float_keys, start=1)}
+        if self._steps is not None:
+            state["step"] = self._steps[rows]
+        optim.apply(self.rule, picked[:, :dim], grads, state)
+        self._store[rows] = picked
+        if self._steps is not None:
+            self._steps[rows] = state["step"]
 
     def add(self, ids, deltas):
         """GEO: value += delta on the rows of `ids` (repeated ids' deltas summed; absent ids skipped)."""
-        ids, deltas = self._ids(ids), self._rows_like(ids, deltas, "deltas")
-        ids, deltas = _summed(ids, deltas)
-        rows = self._index.lookup(ids)
-        present = rows >= 0
-        self._values[rows[present]] += deltas[present]
+        rows, deltas = self._present_rows(ids, deltas, "deltas")
+        self._values[rows] += deltas
 
     def state(self):
         """{"ids", "values", the rule's per-row arrays, "entry_ids", "entry_sights"} (views; rows in insertion
@@ -117,11 +120,12 @@ class SparseTable:
             raise ValueError(f"SparseTable {self.spec.name!r}: loaded ids repeat")
         self._index = IdIndex(ids.size)
         self._index.insert(ids)
-        self._values = values.astype(self.spec.dtype, copy=True)
-        self._state = optim.new_state(self.rule, values.shape, self.spec.dtype, steps=ids.size)
+        self._store = None
+        self._alloc(ids.size)
+        self._values[:ids.size] = values
         for key, arr in self._state.items():
             if key in d:
-                arr[...] = np.asarray(d[key]).reshape(arr.shape)
+                arr[:ids.size] = np.asarray(d[key]).reshape((ids.size,) + arr.shape[1:])
         self._admission = Admission(self.spec)
         if "entry_ids" in d and len(d["entry_ids"]):
             self._admission.load_state(d["entry_ids"], d["entry_sights"])
@@ -145,20 +149,67 @@ class SparseTable:
         rows[missing] = row_of_unseen[where]
 
     def _grow(self, n):
-        """Make room for n rows (capacity doubles; new state rows fresh)."""
-        capacity = self._values.shape[0]
-        if n <= capacity:
-            return
-        capacity = max(n, 2 * capacity, 1024)
-        self._values = _grown(self._values, capacity, 0)
-        fresh = optim.new_state(self.rule, (1, self.spec.dim), self.spec.dtype)
-        self._state = {key: _grown(arr, capacity, fresh[key].reshape(-1)[0]) for key, arr in self._state.items()}
+        """Make room for n rows (capacity doubles; new rows' state fresh)."""
+        capacity = self._store.shape[0]
+        if n > capacity:
+            self._alloc(max(n, 2 * capacity, 1024))
+
+    def _alloc(self, capacity):
+        """(Re)allocate the rows: value and float rule state side by side in one (capacity, k * dim) array, so a
+        push gathers and scatters each row once; adam's step counts beside it. Old rows are kept."""
+        dim = self.spec.dim
+        fresh = optim.new_state(self.rule, (1, dim), self.spec.dtype)
+        self._float_keys = [key for key in fresh if key != "step"]
+        store = np.zeros((capacity, dim * (1 + len(self._float_keys))), dtype=self.spec.dtype)
+        for i, key in enumerate(self._float_keys, start=1):
+            store[:, i * dim:(i + 1) * dim] = fresh[key]
+        steps = np.zeros(capacity, dtype=np.int64) if "step" in fresh else None
+        if self._store is not None:
+            kept = self._store.shape[0]
+            store[:kept] = self._store
+            if steps is not None:
+                steps[:kept] = self._steps
+        self._store, self._steps = store, steps
+        self._scratch = np.zeros(capacity, dtype=np.int64)  # one int per row: push's grouping of repeated ids
+
+    @property
+    def _values(self):
+        return self._store[:, :self.spec.dim]
+
+    @property
+    def _state(self):
+        """The rule's per-row arrays: views into the store (computed, so copies of the table stay whole)."""
+        dim = self.spec.dim
+        state = {key: self._store[:, i * dim:(i + 1) * dim] for i, key in enumerate(self._float_keys, start=1)}
+        if self._steps is not None:
+            state["step"] = self._steps
+        return state
 
     def _ids(self, ids):
         ids = np.asarray(ids)
         if ids.dtype.kind not in "iu":
             raise ValueError(f"SparseTable {self.spec.name!r}: ids must be integers, got dtype {ids.dtype}")
         return np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
+
+    def _present_rows(self, ids, rows_in, what):
+        """(distinct table rows, their summed input rows) of the ids present in the table. Repeats are grouped
+        through a scratch array over the table's rows (no sort): each row records the last position naming it."""
+        rows_in = self._rows_like(ids, rows_in, what)
+        rows = self._index.lookup(self._ids(ids))
+        present = rows >= 0
+        if not present.all():
+            rows, rows_in = rows[present], rows_in[present]
+        positions = np.arange(rows.size)
+        self._scratch[rows] = positions
+        last = self._scratch[rows] == positions
+        if last.all():
+            return rows, rows_in
+        distinct = rows[last]
+        self._scratch[distinct] = np.arange(distinct.size)
+        dim = self.spec.dim
+        cells = (self._scratch[rows][:, None] * dim + np.arange(dim)).reshape(-1)
+        sums = np.bincount(cells, weights=rows_in.reshape(-1), minlength=distinct.size * dim)
+        return distinct, sums.reshape(distinct.size, dim).astype(rows_in.dtype)
 
     def _rows_like(self, ids, rows, what):
         rows = np.asarray(rows, dtype=self._values.dtype)
@@ -167,26 +218,3 @@ class SparseTable:
             raise ValueError(f"SparseTable {self.spec.name!r}: {what} shape {rows.shape} must be {want} "
                              "(one row of dim numbers per id)")
         return rows
-
-
-def _summed(ids, rows):
-    """Distinct ids and the sum of their rows (the arrays themselves when ids are already distinct); the sums
-    run in float64 through one bincount (numpy's add.at and reduceat are several times slower)."""
-    order = np.argsort(ids)
-    sorted_ids = ids[order]
-    first = np.empty(ids.size, dtype=bool)
-    first[:1] = True
-    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=first[1:])
-    n = int(np.count_nonzero(first))
-    if n == ids.size:
-        return ids, rows
-    dim = rows.shape[1]
-    cells = ((np.cumsum(first) - 1)[:, None] * dim + np.arange(dim)).reshape(-1)
-    sums = np.bincount(cells, weights=rows[order].reshape(-1), minlength=n * dim)
-    return sorted_ids[first], sums.reshape(n, dim).astype(rows.dtype)
-
-
-def _grown(arr, capacity, fill):
-    out = np.full((capacity,) + arr.shape[1:], fill, dtype=arr.dtype)
-    out[:arr.shape[0]] = arr
-    return out
