@@ -27,7 +27,8 @@ class IdIndex:
         return self._ids[:self._size]
 
     def lookup(self, ids):
-        """Row of each id, -1 where absent (int64 array like ids, 1-D)."""
+        """Row of each id, -1 where absent (int64 array like ids, 1-D). A round reads one slot per pending id:
+        its own (found) or an empty one (absent) ends its probe. (Reading windows of slots a round costs more.)"""
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
         out = np.full(ids.shape, -1, dtype=np.int64)
         pending = np.arange(ids.size)
@@ -70,17 +71,18 @@ class IdIndex:
         self._place(self._ids[:self._size], np.arange(self._size, dtype=np.int64))
 
     def _place(self, ids, rows):
-        """Put (id, row) pairs into free slots: in each round the first id aiming at a free slot takes it."""
+        """Put (id, row) pairs into free slots. Each round every pending id writes its row into the slot it aims
+        at if free; where several aim at one slot the last write stays, and the others probe on."""
         pending = np.arange(ids.size)
         pos = self._home(ids)
         while pending.size:
             free = self._slot_rows[pos] < 0
-            slots, first = np.unique(pos[free], return_index=True)
-            winners = pending[free][first]
-            self._slot_rows[slots] = rows[winners]
-            self._slot_ids[slots] = ids[winners]
+            aim, claim = pos[free], rows[pending[free]]
+            self._slot_rows[aim] = claim
+            won = self._slot_rows[aim] == claim
+            self._slot_ids[aim[won]] = ids[pending[free][won]]
             placed = np.zeros(pending.size, dtype=bool)
-            placed[np.flatnonzero(free)[first]] = True
+            placed[np.flatnonzero(free)[won]] = True
             pending, pos = pending[~placed], (pos[~placed] + 1) & self._mask
 
 

@@ -12,10 +12,17 @@ _TOP53 = np.uint64(11)
 
 def splitmix64(x):
     """splitmix64 of each element of a uint64 array (wrapping arithmetic, a new array)."""
-    z = np.asarray(x, dtype=np.uint64) + _GOLDEN
-    z = (z ^ (z >> _S30)) * _MUL1
-    z = (z ^ (z >> _S27)) * _MUL2
-    return z ^ (z >> _S31)
+    z = np.array(x, dtype=np.uint64)  # a copy: mixed in place below
+    z += _GOLDEN
+    t = z >> _S30
+    z ^= t
+    z *= _MUL1
+    np.right_shift(z, _S27, out=t)
+    z ^= t
+    z *= _MUL2
+    np.right_shift(z, _S31, out=t)
+    z ^= t
+    return z
 
 
 def as_u64(ids):
@@ -32,3 +39,11 @@ def name_hash(*parts):
 def unit_floats(bits):
     """uint64 random bits -> float64 in [0, 1) from their top 53 bits."""
     return (bits >> _TOP53).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def unit_floats32(bits, n):
+    """The first n of the 32-bit halves of uint64 draws (k, m) as float32 in [0, 1) from their top 24 bits: (k, n)."""
+    halves = np.ascontiguousarray(bits).view(np.uint32)[:, :n] >> np.uint32(8)
+    out = halves.astype(np.float32)
+    out *= np.float32(1.0 / (1 << 24))
+    return out
