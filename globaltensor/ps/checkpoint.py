@@ -1,4 +1,6 @@
 """Server checkpoints: each server's blocks and rows in safetensors with a JSON manifest, loadable under any server count."""
+from __future__ import annotations
+
 import contextlib
 import glob
 import json
@@ -10,6 +12,7 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from .partition import server_blocks, server_of_ids
+from .spec import JobSpec
 from .tables import DenseBlock, SparseTable
 
 FORMAT = "globaltensor.ps.checkpoint"
@@ -17,7 +20,8 @@ VERSION = 1
 _MANIFEST = re.compile(r"manifest_(\d+)\.json$")
 
 
-def save_server(dirname, job, index, dense_blocks, sparse_tables):
+def save_server(dirname: str, job: JobSpec, index: int, dense_blocks: dict[str, DenseBlock],
+                sparse_tables: dict[str, SparseTable]) -> None:
     """Write server `index`'s part: dirname/server_{index}/{dense,sparse}.safetensors, then (last, so a half-done
     save has no manifest) dirname/manifest_{index}.json. Server 0 also removes manifests an earlier save with more
     servers left behind. dense_blocks: {any key: DenseBlock}; sparse_tables: {name: SparseTable}."""
@@ -51,7 +55,7 @@ def save_server(dirname, job, index, dense_blocks, sparse_tables):
                 os.remove(path)
 
 
-def load_server(dirname, job, index):
+def load_server(dirname: str, job: JobSpec, index: int) -> tuple[dict[str, DenseBlock], dict[str, SparseTable]]:
     """(dense_blocks {parameter name: DenseBlock}, sparse_tables {name: SparseTable}) for server `index` of `job`,
     whatever the server count and slicing of the save: dense rows (and their rule state) gathered from the old
     blocks they overlap; sparse rows (state and entry counts too) whose ids hash to `index` now."""
@@ -72,7 +76,7 @@ def load_server(dirname, job, index):
     return dense, sparse
 
 
-def load_dense(dirname, name):
+def load_dense(dirname: str, name: str) -> np.ndarray:
     """The whole dense parameter `name` from a checkpoint (to serve it in a dygraph nn.Layer)."""
     manifests = read_manifests(dirname)
     entries = [dict(e, _m=m) for m in manifests for e in m["dense"] if e["name"] == name]
@@ -85,7 +89,7 @@ def load_dense(dirname, name):
         return _gather_rows(entries, files, "value", 0, shape[0], shape, f"dense parameter {name!r}")
 
 
-def read_manifests(dirname):
+def read_manifests(dirname: str) -> list[dict]:
     """Every server's manifest of the save in `dirname`, by server index; raises ValueError on a foreign,
     truncated, incomplete or mixed set, or a data file whose size differs from the manifest's."""
     found = _manifest_paths(dirname)

@@ -1,4 +1,6 @@
 """Admission of new sparse rows: Paddle's ProbabilityEntry, CountFilterEntry, ShowClickEntry, and the sight counts."""
+from __future__ import annotations
+
 import numpy as np
 
 from ._idindex import IdIndex
@@ -60,7 +62,7 @@ class ShowClickEntry:
         return np.ones(ids.shape, dtype=bool)
 
 
-def entry_from_spec(entry):
+def entry_from_spec(entry: tuple) -> ProbabilityEntry | CountFilterEntry | ShowClickEntry | None:
     """An entry object from a SparseSpec.entry tuple; None for ("none",)."""
     kind = entry[0]
     if kind == "none":

@@ -1,25 +1,28 @@
 """Seeded sparse rows: each value a counter-based draw of (seed, table name, id, column), so any server count agrees."""
+from __future__ import annotations
+
 import numpy as np
 
 from ._mix import as_u64, name_hash, splitmix64, unit_floats32
+from .spec import SparseSpec
 
 _COLUMN_STEP = np.uint64(0xD1B54A32D192ED03)  # odd: distinct columns give distinct counters
 
 
-def row_keys(spec, ids, purpose="init"):
+def row_keys(spec: SparseSpec, ids: np.ndarray, purpose: str = "init") -> np.ndarray:
     """One uint64 key per id of a table: splitmix64(id ^ hash(seed, name, purpose)). `purpose` keeps the
     initializer's draws apart from the entry's."""
     table_key = name_hash(purpose, int(spec.seed), spec.name)
     return splitmix64(as_u64(ids) ^ table_key)
 
 
-def column_bits(keys, n_columns):
+def column_bits(keys: np.ndarray, n_columns: int) -> np.ndarray:
     """(len(keys), n_columns) uint64 draws: splitmix64(key + column * step)."""
     columns = np.arange(n_columns, dtype=np.uint64) * _COLUMN_STEP
     return splitmix64(keys[:, None] + columns[None, :])
 
 
-def seeded_rows(spec, ids):
+def seeded_rows(spec: SparseSpec, ids: np.ndarray) -> np.ndarray:
     """(len(ids), spec.dim) initial rows of table `spec` for int64 `ids`, in spec.dtype.
 
     Each 64-bit draw gives two 24-bit uniforms u. ("uniform", lo, hi): lo + (hi - lo) * u; ("normal", mean,

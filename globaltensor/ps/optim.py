@@ -9,12 +9,16 @@ Each rule follows Paddle's dygraph optimizer of the same name, which torch.optim
 weight_decay (Paddle's L2Decay regularizer) adds wd * w to g first. For a sparse table the rule runs lazily per
 row: only pushed rows and their state move, and adam's t is each row's own count of pushes (Paddle's sparse tables
 keep beta1_pow / beta2_pow per row; we keep the count and raise the betas to it, exact in float64)."""
+from __future__ import annotations
+
 import numpy as np
+
+from .spec import Rule
 
 STATE_KEYS = {"sgd": (), "momentum": ("velocity",), "adagrad": ("moment",), "adam": ("moment1", "moment2", "step")}
 
 
-def new_state(rule, shape, dtype, steps=1):
+def new_state(rule: Rule, shape: tuple, dtype: np.dtype | str, steps: int = 1) -> dict[str, np.ndarray]:
     """Fresh state for a value of `shape`: float arrays like it, and adam's int64 step counters, `steps` of them
     (1 for a dense block, one per row for a sparse table)."""
     state = {}
@@ -27,7 +31,7 @@ def new_state(rule, shape, dtype, steps=1):
     return state
 
 
-def apply(rule, value, grad, state):
+def apply(rule: Rule, value: np.ndarray, grad: np.ndarray, state: dict[str, np.ndarray]) -> None:
     """One update of `value` (any shape; rows first for adam's per-row step) by `grad`, in place on value and
     on the arrays of `state` (those of new_state: for a dense block the step has one entry)."""
     grad = np.asarray(grad, dtype=value.dtype)

@@ -1,10 +1,13 @@
 """Which server holds what: Paddle's row-block slicing of dense parameters and the stable id -> server hash of sparse rows."""
+from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._mix import as_u64, name_hash, splitmix64
+from .spec import DenseSpec, JobSpec
 
 
 @dataclass(frozen=True)
@@ -23,15 +26,15 @@ class Block:
     blocks: int = 1
 
     @property
-    def block_name(self):
+    def block_name(self) -> str:
         return self.name if self.blocks == 1 else f"{self.name}.block{self.index}"
 
     @property
-    def rows(self):
+    def rows(self) -> int:
         return self.row_end - self.row_start
 
 
-def block_rows(shape, n_servers, min_block_size, slice_var_up=True):
+def block_rows(shape: tuple, n_servers: int, min_block_size: int, slice_var_up: bool = True) -> list[tuple[int, int]]:
     """[(row_start, row_end), ...] of a dense parameter under Paddle's slice_variable rule.
 
     A row is everything after the first dim (a 1-D parameter's row is one element). Split count =
@@ -46,7 +49,8 @@ def block_rows(shape, n_servers, min_block_size, slice_var_up=True):
     return [(start, min(start + per_block, rows)) for start in range(0, rows, per_block)]
 
 
-def dense_blocks(spec, n_servers, min_block_size=8192, slice_var_up=True, split_method="RoundRobin", first_server=0):
+def dense_blocks(spec: DenseSpec, n_servers: int, min_block_size: int = 8192, slice_var_up: bool = True,
+                 split_method: str = "RoundRobin", first_server: int = 0) -> list[Block]:
     """The blocks of one dense parameter, never two on one server. RoundRobin starts at `first_server` (job_blocks
     carries it across specs); HashName starts at a stable hash of the parameter's name (Paddle hashes each block's
     name with Python's salted hash(), which neither agrees across processes nor keeps a parameter's blocks apart)."""
@@ -69,7 +73,7 @@ def dense_blocks(spec, n_servers, min_block_size=8192, slice_var_up=True, split_
     return blocks
 
 
-def job_blocks(job):
+def job_blocks(job: JobSpec) -> list[Block]:
     """Every dense block of the job in spec order; RoundRobin deals servers over all of them in turn (as Paddle's
     dispatcher does over the program's parameters)."""
     out = []
@@ -79,12 +83,12 @@ def job_blocks(job):
     return out
 
 
-def server_blocks(job, index):
+def server_blocks(job: JobSpec, index: int) -> list[Block]:
     """The dense blocks server `index` holds."""
     return [b for b in job_blocks(job) if b.server == index]
 
 
-def server_of_ids(ids, n_servers):
+def server_of_ids(ids: np.ndarray, n_servers: int) -> np.ndarray:
     """The server of each int64 id: splitmix64(id) mod n, the same on every process (int64 array, ids' shape)."""
     ids = np.asarray(ids)
     if n_servers < 1:

@@ -1,16 +1,20 @@
 """What a server holds: DenseBlock (rows of a dense parameter) and SparseTable (id-keyed rows), with the rule's state."""
+from __future__ import annotations
+
 import numpy as np
 
 from . import optim
 from ._idindex import IdIndex
 from .entry import Admission
 from .init import seeded_rows
+from .partition import Block
+from .spec import Rule, SparseSpec
 
 
 class DenseBlock:
     """One block of a dense parameter on its server: `value` holds rows [row_start, row_end)."""
 
-    def __init__(self, block, value, rule):
+    def __init__(self, block: Block, value: np.ndarray, rule: Rule) -> None:
         value = np.asarray(value)
         if tuple(value.shape) != tuple(block.shape):
             raise ValueError(f"DenseBlock {block.block_name}: value shape {tuple(value.shape)} is not the block's "
@@ -20,22 +24,22 @@ class DenseBlock:
         self.value = np.array(value, dtype=dtype, copy=True)
         self._state = optim.new_state(rule, self.value.shape, self.value.dtype)
 
-    def apply(self, grad):
+    def apply(self, grad: np.ndarray) -> None:
         """The rule, in place."""
         optim.apply(self.rule, self.value, grad, self._state)
 
-    def add(self, delta):
+    def add(self, delta: np.ndarray) -> None:
         """GEO: value += delta."""
         delta = np.asarray(delta, dtype=self.value.dtype)
         if delta.shape != self.value.shape:
             raise ValueError(f"DenseBlock {self.block.block_name}: delta shape {delta.shape} is not {self.value.shape}")
         self.value += delta
 
-    def state(self):
+    def state(self) -> dict[str, np.ndarray]:
         """{"value": ..., and the rule's arrays (velocity / moment / moment1, moment2, step)}: views."""
         return {"value": self.value, **self._state}
 
-    def load_state(self, d):
+    def load_state(self, d: dict[str, np.ndarray]) -> None:
         """Take the value and whatever rule state `d` has (missing rule state stays fresh)."""
         value = np.asarray(d["value"])
         if value.shape != self.value.shape:
@@ -51,17 +55,17 @@ class SparseTable:
     """The rows of one sparse table that hash to this server, with the rule's state per row and the entry's
     sight counts. Rows live in growable arrays indexed by an IdIndex; every call works on whole id batches."""
 
-    def __init__(self, spec, rule):
+    def __init__(self, spec: SparseSpec, rule: Rule) -> None:
         self.spec, self.rule = spec, rule
         self._index = IdIndex()
         self._admission = Admission(spec)
         self._store = None
         self._alloc(0)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._index)
 
-    def pull(self, ids, is_test=False):
+    def pull(self, ids: np.ndarray, is_test: bool = False) -> np.ndarray:
         """(len(ids), dim) rows. Unseen ids are created with seeded_rows when the entry admits them (a training
         pull is one sight of each distinct unseen id), else read as zeros and not inserted; is_test never inserts
         nor counts. The padding id reads zeros and is never stored."""
@@ -78,7 +82,7 @@ class SparseTable:
         out[found] = self._values[rows[found]]
         return out
 
-    def push(self, ids, grads):
+    def push(self, ids: np.ndarray, grads: np.ndarray) -> None:
         """The rule on the rows of `ids` (lazily: only they and their state move). Repeated ids have their grads
         summed first; ids not in the table (not admitted, the padding id) are skipped."""
         rows, grads = self._present_rows(ids, grads, "grads")
@@ -93,12 +97,12 @@ class SparseTable:
         if self._steps is not None:
             self._steps[rows] = state["step"]
 
-    def add(self, ids, deltas):
+    def add(self, ids: np.ndarray, deltas: np.ndarray) -> None:
         """GEO: value += delta on the rows of `ids` (repeated ids' deltas summed; absent ids skipped)."""
         rows, deltas = self._present_rows(ids, deltas, "deltas")
         self._values[rows] += deltas
 
-    def state(self):
+    def state(self) -> dict[str, np.ndarray]:
         """{"ids", "values", the rule's per-row arrays, "entry_ids", "entry_sights"} (views; rows in insertion
         order; the entry's counts only for ids not admitted)."""
         n = len(self._index)
@@ -109,7 +113,7 @@ class SparseTable:
         out["entry_ids"], out["entry_sights"] = counted[waiting], sights[waiting]
         return out
 
-    def load_state(self, d):
+    def load_state(self, d: dict[str, np.ndarray]) -> None:
         """Replace the table's rows by those of `d` (as state() gives; missing rule state starts fresh)."""
         ids = np.asarray(d["ids"], dtype=np.int64).reshape(-1)
         values = np.asarray(d["values"])
