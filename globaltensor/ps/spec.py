@@ -33,8 +33,8 @@ class Rule:
     def validate(self):
         if self.kind not in RULE_KINDS:
             raise ValueError(f"Rule.kind {self.kind!r}: must be one of {RULE_KINDS}")
-        if not isinstance(self.lr, (int, float)) or not self.lr > 0:
-            raise ValueError(f"Rule.lr {self.lr!r}: must be a number > 0")
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not self.lr >= 0:
+            raise ValueError(f"Rule.lr {self.lr!r}: must be a number >= 0")
         unknown = sorted(set(dict(self.params)) - set(RULE_PARAMS[self.kind]))
         if unknown:
             raise ValueError(f"Rule {self.kind!r} has no parameters {unknown}; it reads {sorted(RULE_PARAMS[self.kind])}")
