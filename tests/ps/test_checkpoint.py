@@ -190,3 +190,25 @@ def test_a_smaller_save_over_a_larger_one_replaces_it(tmp_path):
             save_server(str(tmp_path), servers.job, s, servers.dense[s], servers.sparse[s])
     assert [m["server"] for m in read_manifests(str(tmp_path))] == [0, 1]
     np.testing.assert_array_equal(load_dense(str(tmp_path), "out.w"), servers.full("out.w"))
+
+
+def test_load_under_another_rule_keeps_the_values_and_starts_the_state_fresh(trained):
+    one, dirname = trained
+    job = _job(2, Rule.make("momentum", 0.1))
+    loaded = _Servers(job, loaded=[load_server(dirname, job, s) for s in range(2)])
+    for d in DENSE:
+        np.testing.assert_array_equal(loaded.full(d.name), one.full(d.name))
+        np.testing.assert_array_equal(loaded.full(d.name, "velocity"), 0)
+    for spec in SPARSE:
+        got = {i: v for t in loaded.sparse for i, v in zip(t[spec.name].state()["ids"].tolist(),
+                                                            t[spec.name].state()["values"].tolist())}
+        assert got == {i: v for i, (v, _, _) in one.rows(spec.name).items()}
+
+
+def test_a_server_with_nothing_saves_and_loads(tmp_path):
+    job = _job(3, dense=(DenseSpec("b", (4,)),), sparse=())
+    servers = _Servers(job, {"b": np.arange(4, dtype=np.float32)})
+    for s in range(3):
+        save_server(str(tmp_path), job, s, servers.dense[s], servers.sparse[s])
+    assert [len(load_server(str(tmp_path), job, s)[0]) for s in range(3)] == [1, 0, 0]
+    np.testing.assert_array_equal(load_dense(str(tmp_path), "b"), np.arange(4))
