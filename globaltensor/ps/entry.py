@@ -95,11 +95,6 @@ class Admission:
         self._sights[rows] += 1
         return self.entry.admits(self.spec, ids, self._sights[rows])
 
-    def counts(self, ids):
-        """Sights recorded so far of each id (0 for ids never counted)."""
-        rows = self._seen.lookup(ids)
-        return np.where(rows >= 0, self._sights[np.maximum(rows, 0)] if len(self._sights) else 0, 0)
-
     def state(self):
         """(ids, sights) of every counted id."""
         return self._seen.ids, self._sights[:len(self._seen)]
