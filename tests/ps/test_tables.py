@@ -205,3 +205,19 @@ def test_bad_shapes_raise_clearly():
         table.pull(np.array([1.0]))
     with pytest.raises(ValueError, match="block's"):
         DenseBlock(Block("w", 0, 0, 0, 2, (2, 3), (2, 3)), np.zeros((3, 3)), Rule.make("sgd", 0.1))
+
+
+def test_id_index_grows_and_finds_every_id():
+    from globaltensor.ps._idindex import IdIndex
+    rng = np.random.default_rng(5)
+    edge = np.array([0, -1, 1, 2**63 - 1, -(2**63)], dtype=np.int64)
+    ids = np.unique(np.concatenate([edge, rng.integers(-2**63, 2**63 - 1, 50000, dtype=np.int64),
+                                    np.arange(20000, dtype=np.int64) << 20]))  # a regular stride too
+    rng.shuffle(ids)
+    index = IdIndex()
+    rows = np.concatenate([index.insert(chunk) for chunk in np.array_split(ids, 37)])
+    np.testing.assert_array_equal(rows, np.arange(ids.size))
+    np.testing.assert_array_equal(index.lookup(ids), np.arange(ids.size))
+    np.testing.assert_array_equal(index.ids, ids)
+    absent = np.setdiff1d(rng.integers(-2**63, 2**63 - 1, 1000, dtype=np.int64), ids)
+    assert (index.lookup(absent) == -1).all() and index.lookup(np.zeros(0, np.int64)).size == 0
