@@ -40,18 +40,27 @@ def parse_args(argv=None):
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--table", choices=["auto", "sparse_embedding", "embedding"], default="auto",
+                    help="auto: sparse_embedding on the servers for sync/async, embedding(is_sparse=True) for geo "
+                         "(Paddle's GEO keeps a trainer-side table) and local")
     ap.add_argument("--out-dir", default=".")
     return ap.parse_args(argv)
 
 
-def build(paddle, mode):
+def table_kind(args):
+    if args.table != "auto":
+        return args.table
+    return "embedding" if args.mode in ("geo", "local") else "sparse_embedding"
+
+
+def build(paddle, kind):
     """The static program: (loss, feed names). Optimizer minimized by fleet (PS) or plainly (local)."""
     dense = paddle.static.data(name="dense", shape=[None, DENSE], dtype="float32")
     slots = [paddle.static.data(name=f"C{i}", shape=[None, 1], dtype="int64") for i in range(SLOTS)]
     label = paddle.static.data(name="label", shape=[None, 1], dtype="float32")
     attr = paddle.ParamAttr(name="SparseFeatFactors",
                             initializer=paddle.nn.initializer.Uniform(-0.05, 0.05))
-    if mode == "local":
+    if kind == "embedding":
         embs = [paddle.static.nn.embedding(s, size=[VOCAB, DIM], is_sparse=True, param_attr=attr) for s in slots]
     else:
         embs = [paddle.static.nn.sparse_embedding(s, size=[VOCAB, DIM], param_attr=attr) for s in slots]
@@ -116,7 +125,7 @@ def main(paddle, fleet, argv=None):
     os.makedirs(args.out_dir, exist_ok=True)
     paddle.enable_static()
     paddle.seed(args.seed)
-    loss = build(paddle, args.mode)
+    loss = build(paddle, table_kind(args))
     optimizer = paddle.optimizer.SGD(learning_rate=args.lr)
     if args.mode == "local":
         optimizer.minimize(loss)
