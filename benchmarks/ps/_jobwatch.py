@@ -54,14 +54,22 @@ def vmhwm_kb(pid):
     return None
 
 
+def environ_value(pid, key):
+    """The value of `key` in a live process's environment (str), or None."""
+    raw = _read(f"/proc/{pid}/environ") or b""
+    prefix = key.encode() + b"="
+    for item in raw.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
 def role_of(pid):
     """'server' / 'trainer' from Paddle's environment contract (TRAINING_ROLE), else None."""
-    raw = _read(f"/proc/{pid}/environ") or b""
-    for item in raw.split(b"\0"):
-        if item.startswith(b"TRAINING_ROLE="):
-            value = item.split(b"=", 1)[1].upper()
-            return {b"PSERVER": "server", b"TRAINER": "trainer"}.get(value, value.decode().lower())
-    return None
+    value = environ_value(pid, "TRAINING_ROLE")
+    if value is None:
+        return None
+    return {"PSERVER": "server", "TRAINER": "trainer"}.get(value.upper(), value.lower())
 
 
 class Watched:

@@ -43,6 +43,7 @@ def parse_args(argv=None):
     ap.add_argument("--table", choices=["auto", "sparse_embedding", "embedding"], default="auto",
                     help="auto: sparse_embedding on the servers for sync/async, embedding(is_sparse=True) for geo "
                          "(Paddle's GEO keeps a trainer-side table) and local")
+    ap.add_argument("--progress-every", type=int, default=0, help="report a 'step' line every N steps (0: none)")
     ap.add_argument("--out-dir", default=".")
     return ap.parse_args(argv)
 
@@ -108,11 +109,15 @@ def train_loop(paddle, exe, program, loss, args, trainer_id, name):
     report(args.out_dir, name, {"event": "first_step", "t": time.time(), "trainer": trainer_id})
     for _ in range(args.warmup):
         exe.run(program, feed=next(stream), fetch_list=[loss])
-    rates, last = [], None
+    rates, last, step = [], None, 0
     for _ in range(args.windows):
         t = time.perf_counter()
         for _ in range(args.steps):
             last = exe.run(program, feed=next(stream), fetch_list=[loss])[0]
+            step += 1
+            if args.progress_every and step % args.progress_every == 0:
+                report(args.out_dir, name, {"event": "step", "trainer": trainer_id, "step": step, "t": time.time(),
+                                            "loss": float(last)})
         rates.append(args.steps * args.batch / (time.perf_counter() - t))
     report(args.out_dir, name, {"event": "result", "trainer": trainer_id, "mode": args.mode,
                                 "samples_s": statistics.median(rates), "rates": rates,
