@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,6 +57,8 @@ def command(side, mode, servers, args, out_dir):
     script = os.path.join(HERE, "ps", "paddle_ctr.py" if side == "paddle" else "ours_ctr.py")
     flags = ["--mode", mode, "--k-steps", str(args.k_steps), "--steps", str(args.steps), "--windows",
              str(args.windows), "--warmup", str(args.warmup), "--batch", str(args.batch), "--out-dir", out_dir]
+    if side == "ours" and getattr(args, "ours_table", "auto") != "auto":
+        flags += ["--table", args.ours_table]
     if mode == "local":
         return [python, script] + flags
     launcher = "paddle.distributed.launch" if side == "paddle" else "globaltensor.paddle.distributed.launch"
@@ -123,6 +126,9 @@ def run_once(side, mode, servers, args):
     row["status"] = "ok" if ok else f"failed ({why}, launcher rc {rc})"
     if not ok:
         row["errors"] = failure_tail(work)
+    elif not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+        row["work_dir"] = None
     return row
 
 
@@ -182,6 +188,9 @@ def main():
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--k-steps", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ours-table", choices=["auto", "sparse_embedding", "embedding"], default="auto",
+                    help="the table layer of our rows (auto: as Paddle's, embedding(is_sparse=True) for GEO)")
+    ap.add_argument("--keep", action="store_true", help="keep the work folders (logs) of rows that passed")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per launch, then killed")
     ap.add_argument("--paddle-python", default=os.environ.get("PADDLE300_PYTHON", PADDLE_PYTHON))
     ap.add_argument("--json", default=os.path.join(HERE, "results", "bench_ps.json"))

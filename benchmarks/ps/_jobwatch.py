@@ -22,6 +22,15 @@ def _start_time(pid):
     return int(fields[19])
 
 
+def alive(pid, start):
+    """Whether the process `pid` that started at `start` still runs (a zombie does not)."""
+    raw = _read(f"/proc/{pid}/stat")
+    if raw is None:
+        return False
+    fields = raw.rsplit(b")", 1)[1].split()
+    return fields[0] != b"Z" and int(fields[19]) == start
+
+
 def _children_map():
     kids = {}
     for name in os.listdir("/proc"):
@@ -127,7 +136,7 @@ class Watched:
             except (ProcessLookupError, PermissionError):
                 pass
             for pid, (start, _, _) in self.seen.items():
-                if pid != self.proc.pid and _start_time(pid) == start:
+                if pid != self.proc.pid and alive(pid, start):
                     try:
                         os.kill(pid, sig)
                     except (ProcessLookupError, PermissionError):
@@ -139,4 +148,7 @@ class Watched:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        end = time.time() + 5.0  # the killed take a moment to go: wait (bounded) until none runs
+        while time.time() < end and any(alive(pid, start) for pid, (start, _, _) in self.seen.items()):
+            time.sleep(0.05)
         self._log.close()
