@@ -14,7 +14,7 @@ PS on each side. Paddle's sync mode is run too (it fails in init_worker here: it
 
 Per row: samples/s of the job (the sum over trainers of each trainer's median over --windows windows
 of --steps steps, after --warmup steps; the median over --repeats launches), peak RSS (VmHWM,
-polled from /proc every 0.2 s) of the largest server and trainer process, and launch to first step
+polled from /proc every 0.5 s) of the largest server and trainer process, and launch to first step
 (the wall time from the driver's Popen to the slowest trainer's end of its first step). Every
 launch runs in its own session with a hard timeout; its process group and every process seen
 below it are killed at the end. One thread per process (OMP/MKL/OpenBLAS, CPU_NUM) unless --threads.

@@ -107,7 +107,7 @@ class Watched:
             entry[2] = max(entry[2], hwm)
         return self.proc.poll()
 
-    def wait(self, timeout, done=lambda: False, grace=30.0, interval=0.2):
+    def wait(self, timeout, done=lambda: False, grace=30.0, interval=0.5):
         """Poll until the job exits, `timeout` seconds pass, or `grace` seconds after done() first holds.
         Returns (exit code or None, why it ended: 'exited' | 'timeout' | 'stuck after results')."""
         deadline, done_at = self.t0 + timeout, None
