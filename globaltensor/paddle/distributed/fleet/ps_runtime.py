@@ -75,9 +75,9 @@ def init_server(dirname=None, var_names=None, **kwargs):
     _require(True, "init_server")
     if var_names is not None:
         raise NotImplementedError("fleet.init_server(var_names=...): a server loads every table of the checkpoint")
+    job = _job("init_server")
     from ....ps import Server
     from ...static import ps
-    job = _job("init_server")
     dirname = dirname if dirname is not None else kwargs.pop("model_dir", None)
     _ps["server"] = Server(job, role()._server_index(), initial=ps.initial_values(_ps["program"]), model_dir=dirname)
 
@@ -97,9 +97,9 @@ def run_server():
 def init_worker(scopes=None):
     """Connect to every server (naming those that do not answer) and run the program against them."""
     _require(False, "init_worker")
+    job = _job("init_worker")
     from ....ps import Client
     from ...static import ps
-    job = _job("init_worker")
     if _ps["client"] is not None:
         raise RuntimeError("fleet.init_worker(): this trainer is already connected")
     client = Client(job, role()._worker_index()).connect()
