@@ -120,8 +120,8 @@ def _client(what):
 def stop_worker():
     """This trainer is done: wait for the others, take the servers' final dense values, tell the servers."""
     _require(False, "stop_worker")
-    from ...static import ps
     client = _client("stop_worker")
+    from ...static import ps
     try:
         state = ps.detach(_ps["program"])
         client.barrier()  # every trainer's last push is in: the values below are the job's final ones
