@@ -118,22 +118,23 @@ def _client(what):
 
 
 def stop_worker():
-    """This trainer is done: wait for the others, take the servers' final dense values, tell the servers."""
+    """This trainer is done: (async / GEO) wait for the others and take the servers' final dense values;
+    then tell the servers, which return from run_server once every trainer has stopped."""
     _require(False, "stop_worker")
     client = _client("stop_worker")
     from ...static import ps
     try:
-        state = ps.detach(_ps["program"])
-        client.barrier()  # every trainer's last push is in: the values below are the job's final ones
-        values = client.pull_dense([d.name for d in client.job.dense]) if client.job.dense else {}
-        _assign(state, values)
+        ps.detach(_ps["program"])
+        if client.job.mode != "sync":  # sync: each step's pull already waited for every trainer's push
+            client.barrier()  # every trainer's last push is in: the values below are the job's final ones
+            _assign(client.pull_dense([d.name for d in client.job.dense]) if client.job.dense else {})
         client.stop()
     finally:
         _ps["client"] = None
         client.close()
 
 
-def _assign(state, values):
+def _assign(values):
     """The program's dense parameters take the servers' values."""
     import numpy as np
     from ...static import ps
