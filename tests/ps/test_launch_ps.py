@@ -164,3 +164,23 @@ def test_launch_to_first_line_is_fast(tmp_path):
     elapsed = time.monotonic() - start
     assert res.returncode == 0 and res.stdout.count("up ") == 3
     assert elapsed < 6, elapsed
+
+
+def test_signal_to_the_launcher_stops_every_process(tmp_path):
+    import signal
+    proc = subprocess.Popen(LAUNCH + ["--server_num=1", "--worker_num=2", "--grace_period=1", SCRIPT, str(tmp_path),
+                                      "sleep"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(reports(tmp_path)) < 3:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        pids = [i["pid"] for i in reports(tmp_path).values()]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 143 and "every process was stopped" in err and len(pids) == 3
+    assert not wait_gone(pids)
