@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass
 
 from ...distributed._procs import Supervisor, console_write, describe_exit, exit_code
@@ -74,16 +75,14 @@ def _split_endpoints(text, flag):
     return endpoints
 
 
-def is_local_address(host, _seen={}):  # noqa: B006 (a handful of hosts per job)
-    """True when `host` is an address of this machine (binding it succeeds)."""
-    if host not in _seen:
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind((host, 0))
-            _seen[host] = True
-        except OSError:
-            _seen[host] = False
-    return _seen[host]
+def is_local_address(host):
+    """True when `host` is an address of this machine (binding it succeeds; nothing is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+        return True
+    except OSError:
+        return False
 
 
 def free_endpoints(host, n):
@@ -183,7 +182,6 @@ class _TrainersWatch:
 
 def main(args):
     """Run the PS job's local processes; returns the launcher's exit code."""
-    import time
     try:
         plan = plan_job(args)
         secret = _secret(plan)
