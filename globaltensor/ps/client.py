@@ -283,7 +283,10 @@ class Client:
         """Wait until every trainer that has not stopped reaches its barrier of the same number."""
         self._advance()
         self._barriers += 1
-        self._wait({0: self._send(0, {"op": "barrier", "n": self._barriers})}, waiting_for="barrier")
+        if self.job.mode != "sync":
+            self._drop_prefetches()  # values asked for before the barrier miss the other trainers' pushes
+        header = {"op": "barrier", "n": self._barriers}  # on every server: it follows our pushes there
+        self._wait({i: self._send(i, header) for i in range(len(self._socks))}, waiting_for="barrier")
 
     def save(self, dirname: str) -> None:
         """Each server saves its blocks and rows under dirname (once the current step is applied)."""

@@ -52,8 +52,8 @@ class Server:
         self.endpoint = job.servers[index]
         self.name = f"parameter server {self.endpoint} (server {index})"
         if model_dir is not None:
-            from . import checkpoint
-            self.dense, self.sparse = checkpoint.load_server(model_dir, job, index)
+            from .checkpoint import load_server  # the tables helper's module, needed only here
+            self.dense, self.sparse = load_server(model_dir, job, index)
         else:
             self.dense = self._dense_from(initial or {})
             self.sparse = {s.name: SparseTable(s, job.rule) for s in job.sparse}
@@ -227,8 +227,8 @@ class Server:
         elif op == "barrier":
             self.barriers.setdefault(int(header["n"]), {})[t] = (ident, header.get("req"))
         elif op == "save":
-            from . import checkpoint
-            checkpoint.save_server(header["dirname"], self.job, self.index, self.dense, self.sparse)
+            from .checkpoint import save_server
+            save_server(header["dirname"], self.job, self.index, self.dense, self.sparse)
             self._reply(ident, header)
         else:
             raise ValueError(f"unknown op {op!r}")
