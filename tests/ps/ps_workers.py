@@ -58,7 +58,7 @@ def run_server(job, index, initial, out, ids):
         srv.serve()
     except PSError as e:
         with open(out + ".error", "w") as f:
-            f.write(str(e))
+            f.write(f"{time.time()}\n{e}")
         code = 3
     except BaseException:
         traceback.print_exc()
@@ -168,3 +168,26 @@ def kill_all(procs):
         if p.is_alive():
             p.kill()
             p.join(5)
+
+
+def run_liveness_trainer(job, tid, out, hold):
+    """One sync step, then write `out`.ready; trainer 1 (hold) then sleeps until killed, trainer 0 goes on."""
+    try:
+        client = Client(job, tid).connect()
+        x, ids, y = batch(0, tid)
+        _, dw, drows = forward_grads(client.pull_dense()["w"], client.pull_sparse("emb", ids), x, y)
+        client.push_dense({"w": dw})
+        client.push_sparse("emb", ids, drows.reshape(-1, D))
+        open(out + ".ready", "w").close()
+        if hold:
+            time.sleep(120)
+        while True:  # step 1 waits for trainer 1, which never comes
+            client.pull_dense()
+            client.push_dense({"w": dw})
+    except PSError as e:
+        with open(out + ".error", "w") as f:
+            f.write(f"{time.time()}\n{e}")
+        os._exit(3)
+    except BaseException:
+        traceback.print_exc()
+        os._exit(4)

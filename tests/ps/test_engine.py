@@ -35,7 +35,7 @@ def _run(job, tmp_path, steps):
         codes = W.wait_all(procs, 60)
     finally:
         W.kill_all(procs)
-    errors = [open(f).read() for f in map(str, tmp_path.glob("*.error"))]
+    errors = [open(f).read() for f in tmp_path.glob("*.error")]
     assert codes == [0] * len(procs), (codes, errors)
     return ({t: np.load(tmp_path / f"t{t}.npz") for t in range(job.trainers)},
             {i: np.load(tmp_path / f"s{i}.npz") for i in range(len(job.servers))}, w0)
