@@ -10,7 +10,7 @@ from . import wire
 from .errors import PSError
 from .partition import job_blocks, server_of_ids
 from .pinger import Pinger
-from .server import param_of, sum_rows_by_id
+from .server import job_summary, param_of, sum_rows_by_id
 from .spec import JobSpec
 
 POLL_MS = 100
@@ -54,7 +54,8 @@ class Client:
             s.setsockopt(zmq.LINGER, 1000)
             s.connect(f"tcp://{ep}")
             self._socks.append(s)
-        reqs = {i: self._send(i, {"op": "hello"}) for i in range(len(self._socks))}
+        hello = {"op": "hello", "job": job_summary(self.job)}
+        reqs = {i: self._send(i, hello) for i in range(len(self._socks))}
         try:
             self._wait(reqs, self.job.timeout, waiting_for="connect")
         except PSError:
@@ -301,7 +302,14 @@ class Client:
             self._pushed = False
         self._wait({i: self._send(i, {"op": "stop"}) for i in range(len(self._socks))}, waiting_for="stop")
 
+    def __enter__(self) -> "Client":
+        return self.connect() if not self._socks else self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Close the sockets and the ping thread (without stop(), the servers see this trainer die)."""
         if self._pinger is not None:
             self._pinger.close()
             self._pinger = None

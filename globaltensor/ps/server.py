@@ -36,6 +36,19 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.nd
     return sorted_ids[starts], np.add.reduceat(rows[order], starts, axis=0)
 
 
+def job_summary(job: JobSpec) -> dict:
+    """The fields every server and trainer of a job must agree on, as JSON values (compared at connect)."""
+    return {"servers": list(job.servers), "trainers": job.trainers, "mode": job.mode, "k_steps": job.k_steps,
+            "rule": [job.rule.kind, float(job.rule.lr), [[str(k), _plain(v)] for k, v in job.rule.params]],
+            "dense": [[d.name, [int(n) for n in d.shape], str(d.dtype)] for d in job.dense],
+            "sparse": [[s.name, int(s.dim), str(s.dtype)] for s in job.sparse],
+            "slicing": [job.min_block_size, job.slice_var_up, job.split_method]}
+
+
+def _plain(v):
+    return float(v) if isinstance(v, (int, float, np.number)) and not isinstance(v, bool) else str(v)
+
+
 def param_of(block, dense_names) -> str:
     """The dense parameter a block belongs to (its name, or 'w' of a block named 'w.block0')."""
     return block.name if block.name in dense_names else block.name.rsplit(".block", 1)[0]
@@ -164,12 +177,19 @@ class Server:
 
     def _handle(self, ident: bytes, header: dict, arrays: list) -> None:
         t = header.get("trainer")
+        op = header.get("op")
+        if op == "hello":
+            differ = [f"{k}={v!r} (here {mine!r})" for k, mine in job_summary(self.job).items()
+                      if (v := header.get("job", {}).get(k)) != mine]
+            if differ:
+                self._error(ident, header, f"{self.name} refused trainer {t!r}: its job differs from this "
+                                           "server's: " + ", ".join(differ))
+                return
         if not isinstance(t, int) or not 0 <= t < self.trainers:
-            LOG.warning("globaltensor.ps: %s dropped a message from trainer %r (the job has %d)",
-                        self.name, t, self.trainers)
+            self._error(ident, header, f"{self.name} serves a job of {self.trainers} trainers; "
+                                       f"trainer id {t!r} is outside it")
             return
         self.last_seen[t] = time.monotonic()
-        op = header.get("op")
         if op == "ping":
             self._reply(ident, header, error=str(self.failure) if self.failure else None)
             return

@@ -119,3 +119,21 @@ def test_bad_calls_raise_before_any_traffic():
         Client(job, 3)
     with pytest.raises(ValueError, match="mode"):
         JobSpec(servers=job.servers, trainers=1, mode="bsp", rule=job.rule).validate()
+
+
+@pytest.mark.timeout(30)
+def test_a_trainer_whose_job_differs_is_refused_at_connect():
+    job = _job()
+    server = Server(job, 0)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        other = JobSpec(servers=job.servers, trainers=2, mode="async", rule=job.rule, dense=job.dense,
+                        sparse=job.sparse, secret=SECRET, timeout=5.0, dead_after=3.0)
+        with pytest.raises(PSError, match=r"trainers=2 \(here 1\)"):
+            Client(other, 1).connect()
+        with Client(job, 0) as client:
+            client.stop()
+    finally:
+        thread.join(10)
+    assert not thread.is_alive()
