@@ -79,9 +79,9 @@ def test_sync_sgd_equals_one_process_on_the_joined_batch(tmp_path, n_servers):
 @pytest.mark.parametrize("mode", ["async", "geo"])
 def test_async_and_geo_converge_and_end_with_the_servers_values(tmp_path, mode):
     job = _job(2, mode, k_steps=3 if mode == "geo" else 0)
-    trainers, servers, _ = _run(job, tmp_path, steps=40)
+    trainers, servers, _ = _run(job, tmp_path, steps=60)  # GEO's deltas count 1 / trainers: it learns slower
     for t, data in trainers.items():
         losses = data["losses"]
-        assert losses[-5:].mean() < 0.3 * losses[:5].mean(), (t, losses)
+        assert losses[-10:].mean() < 0.3 * losses[:5].mean(), (t, losses)  # seen: 0.005 async, 0.06 GEO
         np.testing.assert_array_equal(data["w"], _servers_w(job, servers), err_msg=f"trainer {t}")
         np.testing.assert_array_equal(data["rows"], _servers_rows(job, servers), err_msg=f"trainer {t}")
