@@ -198,8 +198,9 @@ class Server:
             return
         try:
             self._dispatch(ident, header, arrays, op, t)
-        except (ValueError, KeyError, TypeError, IndexError) as e:
-            self._error(ident, header, f"{self.name} refused {op!r} from trainer {t}: {e}")
+        except Exception as e:  # the trainer raises it, naming this server; the server goes on serving
+            LOG.warning("globaltensor.ps: %s refused %r from trainer %d", self.name, op, t, exc_info=True)
+            self._error(ident, header, f"{self.name} refused {op!r} from trainer {t}: {type(e).__name__}: {e}")
 
     def _dispatch(self, ident, header, arrays, op, t) -> None:
         sync = self.job.mode == "sync"
@@ -273,7 +274,7 @@ class Server:
         else:
             if header["table"] not in self.sparse:
                 raise KeyError(f"no sparse table {header['table']!r}")
-            acc["sparse"].setdefault(header["table"], []).append((arrays[0].copy(), arrays[1].copy()))
+            acc["sparse"].setdefault(header["table"], []).append((arrays[0], arrays[1]))  # frames stay alive
 
     def _apply_ready(self) -> None:
         live = [self.done[t] for t in range(self.trainers) if t not in self.dead]

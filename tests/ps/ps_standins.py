@@ -91,6 +91,11 @@ class _SparseTable:
         return len(self.rows)
 
 
+def _save_server(dirname, job, index, dense_blocks, sparse_tables):
+    os.makedirs(dirname, exist_ok=True)
+    np.savez(os.path.join(dirname, f"server_{index}.npz"), **{n: b.value for n, b in dense_blocks.items()})
+
+
 def install():
     """Put the stand-ins where globaltensor.ps imports them from, when the real modules are missing."""
     if not os.path.exists(os.path.join(PS_DIR, "partition.py")):
@@ -98,3 +103,5 @@ def install():
             Block=Block, job_blocks=_job_blocks, server_of_ids=_server_of_ids)
     if not os.path.exists(os.path.join(PS_DIR, "tables.py")):
         sys.modules["globaltensor.ps.tables"] = types.SimpleNamespace(DenseBlock=_DenseBlock, SparseTable=_SparseTable)
+    if not os.path.exists(os.path.join(PS_DIR, "checkpoint.py")):
+        sys.modules["globaltensor.ps.checkpoint"] = types.SimpleNamespace(save_server=_save_server)

@@ -1,6 +1,7 @@
 """Wire framing: arrays round-trip bit-exact without pickle; a bad MAC, an unlisted dtype or a frame of the wrong
 size is refused; a live server drops a forged message and keeps serving; connect names the missing servers."""
 import json
+import os
 import logging
 import threading
 
@@ -137,3 +138,38 @@ def test_a_trainer_whose_job_differs_is_refused_at_connect():
     finally:
         thread.join(10)
     assert not thread.is_alive()
+
+
+@pytest.mark.timeout(30)
+def test_save_reaches_every_server_and_a_refused_request_names_its_server(tmp_path):
+    ports = W.free_ports(2)
+    job = JobSpec(servers=tuple(f"127.0.0.1:{p}" for p in ports), trainers=1, mode="async", rule=Rule("sgd", 0.5),
+                  dense=(DenseSpec("w", (4, 2)),), min_block_size=4, secret=SECRET, timeout=10.0, dead_after=3.0)
+    servers = [Server(job, i, initial={"w": np.arange(8, dtype=np.float32).reshape(4, 2)}) for i in range(2)]
+    threads = [threading.Thread(target=s.serve, daemon=True) for s in servers]
+    for th in threads:
+        th.start()
+    ctx = zmq.Context()
+    raw = ctx.socket(zmq.DEALER)
+    raw.setsockopt(zmq.LINGER, 0)
+    raw.connect(f"tcp://{job.servers[1]}")
+    try:
+        with Client(job, 0) as client:
+            client.save(str(tmp_path / "ckpt"))
+            saved = os.listdir(tmp_path / "ckpt")
+            assert all(any(f.startswith(f"server_{i}") for f in saved) for i in range(2)), saved
+            bad = {"op": "push_dense", "trainer": 0, "step": 0, "req": 7, "names": ["w"]}
+            wire.send(raw, SECRET, bad, [np.ones((3, 3), np.float32)])
+            assert raw.poll(5000)
+            _, header, _ = wire.recv(raw, SECRET)
+            assert header["op"] == "error" and header["req"] == 7
+            assert f"parameter server {job.servers[1]} (server 1) refused 'push_dense'" in header["error"]
+            assert "shape" in header["error"]
+            np.testing.assert_array_equal(client.pull_dense()["w"], np.arange(8, dtype=np.float32).reshape(4, 2))
+            client.stop()
+    finally:
+        raw.close()
+        ctx.term()
+        for th in threads:
+            th.join(10)
+    assert not any(th.is_alive() for th in threads)
