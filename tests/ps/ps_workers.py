@@ -191,3 +191,22 @@ def run_liveness_trainer(job, tid, out, hold):
     except BaseException:
         traceback.print_exc()
         os._exit(4)
+
+
+def job_from_json(path):
+    """A JobSpec of the linear model from a JSON file (processes started by a command line, not by spawn)."""
+    import json
+    from globaltensor.ps import DenseSpec, JobSpec, Rule, SparseSpec
+    d = json.load(open(path))
+    return JobSpec(servers=tuple(d["servers"]), trainers=d["trainers"], mode=d["mode"], rule=Rule("sgd", d["lr"]),
+                   dense=(DenseSpec("w", (F, D)),), sparse=(SparseSpec("emb", D, seed=7),), min_block_size=32,
+                   secret=bytes.fromhex(d["secret"]), timeout=30.0, dead_after=4.0), d
+
+
+if __name__ == "__main__":  # python ps_workers.py server|trainer INDEX JOB.json OUT
+    role, index, path, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    job, d = job_from_json(path)
+    if role == "server":
+        run_server(job, index, {"w": np.array(d["w0"], np.float32)}, out, vocab_ids())
+    else:
+        run_trainer(job, index, d["steps"], out)

@@ -1,7 +1,11 @@
 """The engine end to end: server and trainer processes; sync equals one process on the joined batch, async and
 GEO converge and every trainer ends with the servers' values."""
+import json
 import multiprocessing as mp
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -85,3 +89,62 @@ def test_async_and_geo_converge_and_end_with_the_servers_values(tmp_path, mode):
         assert losses[-10:].mean() < 0.3 * losses[:5].mean(), (t, losses)  # seen: 0.005 async, 0.06 GEO
         np.testing.assert_array_equal(data["w"], _servers_w(job, servers), err_msg=f"trainer {t}")
         np.testing.assert_array_equal(data["rows"], _servers_rows(job, servers), err_msg=f"trainer {t}")
+
+
+def _sh(*cmd):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+
+
+@pytest.fixture
+def two_namespaces():
+    """Two network namespaces joined by a veth pair: (name, address) of each; skipped without root."""
+    tag = f"{os.getpid() % 100000}"
+    a, b = f"gtps_a{tag}", f"gtps_b{tag}"
+    if os.geteuid() != 0 or shutil.which("ip") is None or _sh("ip", "netns", "add", a).returncode != 0:
+        pytest.skip("needs root and `ip netns` (network namespaces)")
+    try:
+        steps = [("ip", "netns", "add", b),
+                 ("ip", "link", "add", f"va{tag}", "netns", a, "type", "veth", "peer", f"vb{tag}", "netns", b),
+                 ("ip", "-n", a, "addr", "add", "10.231.7.1/24", "dev", f"va{tag}"),
+                 ("ip", "-n", b, "addr", "add", "10.231.7.2/24", "dev", f"vb{tag}"),
+                 ("ip", "-n", a, "link", "set", f"va{tag}", "up"), ("ip", "-n", b, "link", "set", f"vb{tag}", "up"),
+                 ("ip", "-n", a, "link", "set", "lo", "up"), ("ip", "-n", b, "link", "set", "lo", "up")]
+        for cmd in steps:
+            r = _sh(*cmd)
+            assert r.returncode == 0, (cmd, r.stderr)
+        yield (a, "10.231.7.1"), (b, "10.231.7.2")
+    finally:
+        _sh("ip", "netns", "del", a)
+        _sh("ip", "netns", "del", b)
+
+
+@pytest.mark.timeout(90)
+def test_sync_across_two_network_namespaces(tmp_path, two_namespaces):
+    """Server in one namespace bound on its veth address, both trainers in the other: as two machines."""
+    (ns_server, ip_server), (ns_trainers, _) = two_namespaces
+    w0 = np.random.default_rng(3).standard_normal((W.F, W.D)).astype(np.float32) * 0.1
+    spec = {"servers": [f"{ip_server}:{W.free_ports(1)[0]}"], "trainers": 2, "mode": "sync", "lr": LR,
+            "secret": os.urandom(16).hex(), "w0": w0.tolist(), "steps": 3}
+    (tmp_path / "job.json").write_text(json.dumps(spec))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    script = W.__file__
+
+    def start(ns, role, index, out):
+        return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, script, role, str(index),
+                                 str(tmp_path / "job.json"), str(tmp_path / out)], env=env)
+    procs = [start(ns_server, "server", 0, "s0.npz")] + [start(ns_trainers, "trainer", t, f"t{t}.npz")
+                                                          for t in range(2)]
+    try:
+        codes = [p.wait(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+    assert codes == [0, 0, 0], (codes, [f.read_text() for f in tmp_path.glob("*.error")])
+    t0 = np.load(tmp_path / "t0.npz")
+    w_ref, rows_ref = W.reference_sync(w0, t0["rows0"], 3, 2, LR)
+    for t in range(2):
+        got = np.load(tmp_path / f"t{t}.npz")
+        np.testing.assert_allclose(got["w"], w_ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got["rows"], rows_ref, rtol=1e-5, atol=1e-6)

@@ -71,6 +71,7 @@ def _job(**kw):
 def test_a_server_drops_a_forged_message_and_keeps_serving(caplog):
     job = _job()
     server = Server(job, 0, initial={"w": np.ones((4, 2), np.float32)})
+    assert server.sock.getsockopt(zmq.LAST_ENDPOINT).decode() == f"tcp://{job.servers[0]}"  # that interface only
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
     ctx = zmq.Context()
