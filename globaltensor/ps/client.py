@@ -7,6 +7,7 @@ import numpy as np
 import zmq
 
 from . import wire
+from .communicator import AsyncCommunicator
 from .errors import PSError
 from .partition import job_blocks, server_of_ids
 from .pinger import Pinger
@@ -41,6 +42,8 @@ class Client:
         self._discard: set[int] = set()          # reqs whose answers nobody waits for any more
         self._socks: list = []
         self._pinger: Pinger | None = None
+        self._comm: AsyncCommunicator | None = None
+        self._fresh = True                       # async: the next pull_dense asks the servers itself
         self._fatal: PSError | None = None
         self._ctx: zmq.Context | None = None
 
@@ -62,6 +65,8 @@ class Client:
             self.close()
             raise
         self._pinger = Pinger(self._ctx, self.job, self.trainer_id)
+        if self.job.mode == "async":
+            self._comm = AsyncCommunicator(self._ctx, self.job, self.trainer_id, self.dense_servers)
         return self
 
     def _next_req(self) -> int:
@@ -85,6 +90,9 @@ class Client:
 
     def _check(self) -> None:
         if self._fatal is not None:
+            raise self._fatal
+        if self._comm is not None and self._comm.error is not None:
+            self._fatal = self._comm.error
             raise self._fatal
         if self._pinger is not None:
             why = self._pinger.error or self._pinger.silent()
@@ -136,6 +144,13 @@ class Client:
                 self._discard.add(req)
         self._prefetch.clear()
 
+    def _flush(self) -> None:
+        """Async: every push handed to the communicator has reached its server; the next pull_dense is fresh."""
+        if self._comm is not None:
+            self._comm.flush(self.job.timeout, self._check)
+            self._comm.forget_dense()
+            self._fresh = True
+
     def _advance(self) -> None:
         """Sync mode: the first pull after a push closes this trainer's step on every server."""
         self._check()
@@ -157,12 +172,16 @@ class Client:
         """{name: full array} of the named dense tables (all by default), assembled from their blocks."""
         names = self._dense_names(names)
         self._advance()
-        servers = sorted({b.server for n in names for b in self.blocks[n]})
-        reqs = {i: self._prefetch.pop(i, None) or self._send(i, {"op": "pull_dense"}) for i in servers}
-        got = self._wait(reqs, waiting_for="pull_dense")
+        got = None
+        if self._comm is not None and not self._fresh:
+            got = self._comm.latest(self.job.timeout, self._check)
+        if got is None:
+            servers = sorted({b.server for n in names for b in self.blocks[n]})
+            reqs = {i: self._prefetch.pop(i, None) or self._send(i, {"op": "pull_dense"}) for i in servers}
+            got = {i: (h["names"], arrays) for i, (h, arrays) in self._wait(reqs, waiting_for="pull_dense").items()}
         parts = {}
-        for i, (header, arrays) in got.items():
-            parts.update({(n, i): a for n, a in zip(header["names"], arrays)})
+        for i, (got_names, arrays) in got.items():
+            parts.update({(n, i): a for n, a in zip(got_names, arrays)})
         out = {}
         for n in names:
             spec = self.dense_specs[n]
@@ -175,11 +194,13 @@ class Client:
 
     def push_dense(self, grads: dict) -> None:
         """Send gradients {name: full array}; sync: summed over trainers / trainers; async: applied on arrival."""
-        self._send_dense("push_dense", grads, 1.0)
         self._pushed = True
-        if self.job.mode == "async":
-            for i in self.dense_servers:
-                self._prefetch_dense(i, self._send(i, {"op": "pull_dense"}))
+        if self._comm is None:
+            self._send_dense("push_dense", grads, 1.0)
+            return
+        messages = self._dense_messages("push_dense", grads, 1.0)  # checked and copied here, signed there
+        self._comm.submit(lambda: [(i, h, a) for i, (h, a) in messages.items()], then_pull_dense=True)
+        self._fresh = False
 
     def push_dense_delta(self, deltas: dict) -> None:
         """GEO: send local - last pulled; the servers add delta / trainers (Paddle's GeoCommunicator)."""
@@ -193,6 +214,10 @@ class Client:
         self._drop_prefetches()
 
     def _send_dense(self, op: str, arrays: dict, scale) -> dict:
+        return {i: self._send(i, h, a) for i, (h, a) in self._dense_messages(op, arrays, scale).items()}
+
+    def _dense_messages(self, op: str, arrays: dict, scale) -> dict:
+        """{server: (header, block arrays)}: each array checked, cut into its blocks, copied (or scaled)."""
         by_server: dict[int, tuple[list, list]] = {}
         for n, a in arrays.items():
             spec = self._dense_spec(n)
@@ -206,7 +231,7 @@ class Client:
                 names, parts = by_server.setdefault(b.server, ([], []))
                 names.append(n)
                 parts.append(piece)
-        return {i: self._send(i, {"op": op, "names": names}, parts) for i, (names, parts) in by_server.items()}
+        return {i: ({"op": op, "names": names}, parts) for i, (names, parts) in by_server.items()}
 
     def _dense_spec(self, name: str):
         if name not in self.dense_specs:
@@ -257,26 +282,38 @@ class Client:
 
     def push_sparse(self, table: str, ids, grads) -> None:
         """Gradients of ids' rows: repeated ids summed here, each server sent its unique ids once."""
-        self._send_sparse("push_sparse", table, ids, grads, 1.0)
         self._pushed = True
+        if self._comm is None:
+            self._send_sparse("push_sparse", table, ids, grads, 1.0)
+            return
+        flat, rows = self._sparse_checked("push_sparse", table, ids, grads, copy=True)
+        self._comm.submit(lambda: self._sparse_messages("push_sparse", table, flat, rows, 1.0))
 
     def push_sparse_delta(self, table: str, ids, deltas) -> None:
         """GEO: rows' local - last pulled; the servers add delta / trainers."""
         self._send_sparse("add_sparse", table, ids, deltas, 1.0 / self.job.trainers)
 
     def _send_sparse(self, op: str, table: str, ids, rows, scale: float) -> None:
+        flat, rows = self._sparse_checked(op, table, ids, rows)
+        for i, header, arrays in self._sparse_messages(op, table, flat, rows, scale):
+            self._send(i, header, arrays)
+
+    def _sparse_checked(self, op: str, table: str, ids, rows, copy: bool = False) -> tuple:
         spec = self._sparse_spec(table)
-        flat = np.asarray(ids).reshape(-1).astype(np.int64, copy=False)
-        rows = np.asarray(rows, dtype=spec.dtype).reshape(-1, spec.dim) if np.size(rows) else \
+        flat = np.array(ids, dtype=np.int64, copy=copy).reshape(-1)
+        rows = np.array(rows, dtype=spec.dtype, copy=copy).reshape(-1, spec.dim) if np.size(rows) else \
             np.zeros((0, spec.dim), spec.dtype)
         if len(rows) != len(flat):
             raise ValueError(f"{op}({table!r}): {len(flat)} ids but {len(rows)} rows of dim {spec.dim}")
+        return flat, rows
+
+    def _sparse_messages(self, op: str, table: str, flat, rows, scale: float) -> list:
+        """[(server, header, [ids, rows])]: repeated ids summed (and scaled), each unique id to its server."""
         uniq, sums = sum_rows_by_id(flat, rows)
         if scale != 1.0:
             sums = sums * sums.dtype.type(scale)
         header = {"op": op, "table": table}
-        for i, m in self._route(uniq):
-            self._send(i, header, [uniq, sums] if m is None else [uniq[m], sums[m]])
+        return [(i, header, [uniq, sums] if m is None else [uniq[m], sums[m]]) for i, m in self._route(uniq)]
 
     # ---- control ---------------------------------------------------------------------------------------
 
@@ -286,6 +323,7 @@ class Client:
         self._barriers += 1
         if self.job.mode != "sync":
             self._drop_prefetches()  # values asked for before the barrier miss the other trainers' pushes
+            self._flush()
         header = {"op": "barrier", "n": self._barriers}  # on every server: it follows our pushes there
         self._wait({i: self._send(i, header) for i in range(len(self._socks))}, waiting_for="barrier")
 
@@ -300,6 +338,7 @@ class Client:
         if self._pushed:
             self.step += 1
             self._pushed = False
+        self._flush()
         self._wait({i: self._send(i, {"op": "stop"}) for i in range(len(self._socks))}, waiting_for="stop")
 
     def __enter__(self) -> "Client":
@@ -310,6 +349,9 @@ class Client:
 
     def close(self) -> None:
         """Close the sockets and the ping thread (without stop(), the servers see this trainer die)."""
+        if self._comm is not None:
+            self._comm.close()
+            self._comm = None
         if self._pinger is not None:
             self._pinger.close()
             self._pinger = None
