@@ -22,8 +22,9 @@ class Client:
 
     Pushes never wait for an answer (a server's error comes back with a later call). Sync mode: the first
     pull after a push starts the next step and asks the servers for the dense values once the step is applied
-    (one round trip per server per step). Async mode: each dense push is followed by a prefetched pull, so the
-    next pull_dense finds the values already there (communication overlaps the trainer's compute)."""
+    (one round trip per server per step). Async mode: pushes go to the communicator thread, which sends them and
+    refreshes the dense values, so the next pull_dense finds them there (communication overlaps compute).
+    One thread calls a Client."""
 
     def __init__(self, job: JobSpec, trainer_id: int):
         job.validate()

@@ -30,10 +30,17 @@ def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.nd
     """(unique ids sorted, the rows of each id summed): vectorised, no per-row loop."""
     if len(ids) == 0:
         return ids, rows
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    return sorted_ids[starts], np.add.reduceat(rows[order], starts, axis=0)
+    order = np.argsort(ids)
+    sorted_ids, sorted_rows = ids[order], rows[order]
+    is_start = np.r_[True, sorted_ids[1:] != sorted_ids[:-1]]
+    starts = np.flatnonzero(is_start)
+    if len(starts) * 4 < len(ids) * 3:  # many repeats (a small vocabulary): one segmented sum
+        return sorted_ids[starts], np.add.reduceat(sorted_rows, starts, axis=0)
+    sums = sorted_rows[starts]  # mostly unique (a large vocabulary): add the few repeats onto their first
+    repeats = np.flatnonzero(~is_start)
+    if len(repeats):
+        np.add.at(sums, np.cumsum(is_start)[repeats] - 1, sorted_rows[repeats])
+    return sorted_ids[starts], sums
 
 
 def job_summary(job: JobSpec) -> dict:

@@ -148,3 +148,16 @@ def test_sync_across_two_network_namespaces(tmp_path, two_namespaces):
         got = np.load(tmp_path / f"t{t}.npz")
         np.testing.assert_allclose(got["w"], w_ref, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got["rows"], rows_ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("vocab", [5, 1000, 10 ** 6, 2 ** 63 - 1])
+def test_sum_rows_by_id_matches_add_at(vocab):
+    from globaltensor.ps.server import sum_rows_by_id
+    rng = np.random.default_rng(vocab % 1000)
+    ids = rng.integers(-vocab, vocab, 3000)
+    rows = rng.standard_normal((3000, 16)).astype(np.float32)
+    uniq, sums = sum_rows_by_id(ids, rows)
+    np.testing.assert_array_equal(uniq, np.unique(ids))
+    ref = np.zeros((len(uniq), 16))
+    np.add.at(ref, np.searchsorted(uniq, ids), rows.astype(np.float64))
+    np.testing.assert_allclose(sums, ref, rtol=1e-5, atol=1e-5)
