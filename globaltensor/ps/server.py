@@ -168,7 +168,14 @@ class Server:
         LOG.warning("globaltensor.ps: %s: %s", self.name, why)
         self.dead[t] = why
         if self.job.mode == "sync" and self.failure is None:
-            self.failure = PSError(f"{why}; {self.name} gives up the sync step")
+            self._fail(PSError(f"{why}; {self.name} gives up the sync step"))
+        else:
+            self._release_barriers()
+
+    def _fail(self, failure: PSError) -> None:
+        """Sync mode cannot go on: answer every waiting request (and, from now on, every request) with failure."""
+        if self.failure is None:
+            self.failure = failure
             self.failed_at = time.monotonic()
             for ident, header, _ in self.deferred:
                 self._error(ident, header, str(self.failure))
@@ -177,8 +184,6 @@ class Server:
                 for t2, (ident, req) in waiting.items():
                     self._error(ident, {"req": req, "trainer": t2}, str(self.failure))
             self.barriers = {}
-        else:
-            self._release_barriers()
 
     # ---- one message -----------------------------------------------------------------------------------
 
@@ -203,8 +208,11 @@ class Server:
         if self.failure is not None:
             self._error(ident, header, str(self.failure))
             return
+        self._guarded(self._dispatch, ident, header, arrays, op, t)
+
+    def _guarded(self, handler, ident, header, arrays, op, t) -> None:
         try:
-            self._dispatch(ident, header, arrays, op, t)
+            handler(ident, header, arrays, op, t)
         except Exception as e:  # the trainer raises it, naming this server; the server goes on serving
             LOG.warning("globaltensor.ps: %s refused %r from trainer %d", self.name, op, t, exc_info=True)
             self._error(ident, header, f"{self.name} refused {op!r} from trainer {t}: {type(e).__name__}: {e}")
@@ -289,12 +297,17 @@ class Server:
         if frontier <= self.applied:
             return
         for step in sorted(s for s in self.pending if s <= frontier):
-            self._apply_step(self.pending.pop(step))
+            try:
+                self._apply_step(self.pending.pop(step))
+            except Exception as e:  # the step is half applied: nobody may go on
+                LOG.error("globaltensor.ps: %s failed to apply step %d", self.name, step, exc_info=True)
+                self._fail(PSError(f"{self.name} failed to apply step {step}: {type(e).__name__}: {e}"))
+                return
         self.applied = frontier if frontier != math.inf else max(self.applied, 2 ** 62)
         ready = [d for d in self.deferred if int(d[1].get("step", 0)) - 1 <= self.applied]
         self.deferred = [d for d in self.deferred if int(d[1].get("step", 0)) - 1 > self.applied]
         for ident, header, arrays in ready:
-            self._run(ident, header, arrays, header["op"], header["trainer"])
+            self._guarded(self._run, ident, header, arrays, header["op"], header["trainer"])
 
     def _apply_step(self, acc: dict) -> None:
         """Each trainer's loss is the mean of its share: sum / trainers equals one process on the joined batch."""
