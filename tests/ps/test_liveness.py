@@ -14,9 +14,9 @@ from globaltensor.ps import Client, DenseSpec, JobSpec, PSError, Rule, SparseSpe
 CTX = mp.get_context("spawn")
 
 
-def _job(trainers, n_servers=1):
+def _job(trainers, n_servers=1, mode="sync"):
     ports = W.free_ports(n_servers)
-    return JobSpec(servers=tuple(f"127.0.0.1:{p}" for p in ports), trainers=trainers, mode="sync",
+    return JobSpec(servers=tuple(f"127.0.0.1:{p}" for p in ports), trainers=trainers, mode=mode,
                    rule=Rule("sgd", 0.01), dense=(DenseSpec("w", (W.F, W.D)),), sparse=(SparseSpec("emb", W.D),),
                    secret=os.urandom(16), timeout=30.0, dead_after=2.0)
 
@@ -29,8 +29,9 @@ def _wait_for(path, limit):
 
 
 @pytest.mark.timeout(60)
-def test_a_killed_server_makes_a_waiting_trainer_raise_naming_it(tmp_path):
-    job = _job(trainers=2, n_servers=2)  # trainer 1 never comes: trainer 0's step-1 pull waits
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_killed_server_makes_a_waiting_trainer_raise_naming_it(tmp_path, mode):
+    job = _job(trainers=2, n_servers=2, mode=mode)  # sync: trainer 1 never comes, trainer 0's step-1 pull waits
     w0 = np.zeros((W.F, W.D), np.float32)
     servers = [CTX.Process(target=W.run_server, args=(job, i, {"w": w0}, str(tmp_path / f"s{i}"), W.vocab_ids()))
                for i in range(2)]
@@ -44,7 +45,10 @@ def test_a_killed_server_makes_a_waiting_trainer_raise_naming_it(tmp_path):
         killed = []
         threading.Timer(1.0, lambda: (servers[1].kill(), killed.append(time.monotonic()))).start()
         with pytest.raises(PSError, match=rf"parameter server {job.servers[1]} \(server 1\) stopped answering"):
-            client.pull_dense()  # waiting on both servers when server 1 dies
+            while not killed or time.monotonic() - killed[0] < 10:  # sync: the first pull waits until it raises
+                client.pull_dense()
+                client.push_dense({"w": np.ones((W.F, W.D), np.float32)})
+                client.pull_sparse("emb", np.arange(20))
         assert time.monotonic() - killed[0] < 10
         with pytest.raises(PSError, match=job.servers[1]):  # and every later call
             client.pull_sparse("emb", [1, 2])
