@@ -89,6 +89,8 @@ class Server:
         self.failure: PSError | None = None
         self.failed_at = 0.0
         self.told: set[int] = set()
+        self.version = 0                         # bumped by every change of a dense block
+        self._copies: tuple = (-1, {})           # (version, {name: copy}): one copy of a version for all replies
         self._ctx = zmq.Context()
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 2000)
@@ -242,21 +244,24 @@ class Server:
         elif op in ("pull_dense", "next"):
             if op == "pull_dense" or header.get("dense"):
                 names = header.get("names") or sorted(self.dense)
-                self._reply(ident, header, [self.dense[n].value.copy() for n in names], {"names": names})
+                self._reply(ident, header, self._dense_values(names), {"names": names})
         elif op == "pull_sparse":
             rows = self.sparse[header["table"]].pull(arrays[0], is_test=bool(header.get("is_test")))
             self._reply(ident, header, [rows])
         elif op == "push_dense":  # async: applied on arrival
+            self.version += 1
             for n, g in zip(header["names"], arrays):
                 self.dense[n].apply(self._checked(n, g))
         elif op == "push_sparse":
             self.sparse[header["table"]].push(arrays[0], arrays[1])
         elif op == "add_dense":
+            self.version += 1
             for n, d in zip(header["names"], arrays):
                 self.dense[n].add(self._checked(n, d))
         elif op == "add_sparse":
             self.sparse[header["table"]].add(arrays[0], arrays[1])
         elif op == "set_dense":
+            self.version += 1
             for n, v in zip(header["names"], arrays):
                 self.dense[n].value[...] = self._checked(n, v)
             self._reply(ident, header)
@@ -268,6 +273,17 @@ class Server:
             self._reply(ident, header)
         else:
             raise ValueError(f"unknown op {op!r}")
+
+    def _dense_values(self, names: list) -> list:
+        """Copies of the blocks (a reply's frames must not change while zmq sends them), shared by every reply
+        of the same version (sync: each trainer pulls the same step)."""
+        if self._copies[0] != self.version:
+            self._copies = (self.version, {})
+        cache = self._copies[1]
+        for n in names:
+            if n not in cache:
+                cache[n] = self.dense[n].value.copy()
+        return [cache[n] for n in names]
 
     def _checked(self, name: str, array: np.ndarray) -> np.ndarray:
         want = self.dense[name].value.shape
@@ -312,6 +328,7 @@ class Server:
     def _apply_step(self, acc: dict) -> None:
         """Each trainer's loss is the mean of its share: sum / trainers equals one process on the joined batch."""
         scale = 1.0 / self.trainers
+        self.version += 1
         for n, g in acc["dense"].items():
             self.dense[n].apply(g * g.dtype.type(scale))
         for table, parts in acc["sparse"].items():
