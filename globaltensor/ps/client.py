@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import numpy as np
 import zmq
+from numpy.typing import ArrayLike
 
 from . import wire
 from .communicator import AsyncCommunicator
@@ -169,7 +171,7 @@ class Client:
 
     # ---- dense -----------------------------------------------------------------------------------------
 
-    def pull_dense(self, names=None) -> dict:
+    def pull_dense(self, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
         """{name: full array} of the named dense tables (all by default), assembled from their blocks."""
         names = self._dense_names(names)
         self._advance()
@@ -193,7 +195,7 @@ class Client:
             out[n] = full
         return out
 
-    def push_dense(self, grads: dict) -> None:
+    def push_dense(self, grads: dict[str, np.ndarray]) -> None:
         """Send gradients {name: full array}; sync: summed over trainers / trainers; async: applied on arrival."""
         self._pushed = True
         if self._comm is None:
@@ -203,12 +205,12 @@ class Client:
         self._comm.submit(lambda: [(i, h, a) for i, (h, a) in messages.items()], then_pull_dense=True)
         self._fresh = False
 
-    def push_dense_delta(self, deltas: dict) -> None:
+    def push_dense_delta(self, deltas: dict[str, np.ndarray]) -> None:
         """GEO: send local - last pulled; the servers add delta / trainers (Paddle's GeoCommunicator)."""
         self._send_dense("add_dense", deltas, 1.0 / self.job.trainers)
         self._drop_prefetches()
 
-    def init_dense(self, values: dict) -> None:
+    def init_dense(self, values: dict[str, np.ndarray]) -> None:
         """Set the servers' dense values (trainer 0 after its startup program, as Paddle's init_worker)."""
         reqs = self._send_dense("set_dense", values, None)
         self._wait(reqs, waiting_for="init_dense")
@@ -260,7 +262,7 @@ class Client:
         owner = server_of_ids(ids, n)
         return [(i, owner == i) for i in range(n) if (owner == i).any()]
 
-    def pull_sparse(self, table: str, ids, is_test: bool = False) -> np.ndarray:
+    def pull_sparse(self, table: str, ids: ArrayLike, is_test: bool = False) -> np.ndarray:
         """Rows of ids (any shape; result ids.shape + (dim,)): each unique id asked once, of the server holding it."""
         spec = self._sparse_spec(table)
         ids = np.asarray(ids)
@@ -281,7 +283,7 @@ class Client:
                 rows[m] = got[i][1][0]
         return rows[inverse].reshape(ids.shape + (spec.dim,))
 
-    def push_sparse(self, table: str, ids, grads) -> None:
+    def push_sparse(self, table: str, ids: ArrayLike, grads: ArrayLike) -> None:
         """Gradients of ids' rows: repeated ids summed here, each server sent its unique ids once."""
         self._pushed = True
         if self._comm is None:
@@ -290,7 +292,7 @@ class Client:
         flat, rows = self._sparse_checked("push_sparse", table, ids, grads, copy=True)
         self._comm.submit(lambda: self._sparse_messages("push_sparse", table, flat, rows, 1.0))
 
-    def push_sparse_delta(self, table: str, ids, deltas) -> None:
+    def push_sparse_delta(self, table: str, ids: ArrayLike, deltas: ArrayLike) -> None:
         """GEO: rows' local - last pulled; the servers add delta / trainers."""
         self._send_sparse("add_sparse", table, ids, deltas, 1.0 / self.job.trainers)
 
