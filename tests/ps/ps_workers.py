@@ -12,6 +12,7 @@ import ps_standins  # noqa: E402
 
 ps_standins.install()
 from globaltensor.ps import Client, PSError, Server  # noqa: E402
+from globaltensor.ps.geo import GeoCommunicator  # noqa: E402
 
 F, D, SLOTS, VOCAB, BATCH = 16, 4, 3, 40, 8
 BIG = np.int64(2 ** 62 + 12345)  # ids may be any int64
@@ -111,30 +112,24 @@ def _step_body(client, tid, steps):
 
 
 def _geo_body(client, tid, steps):
-    """Local SGD; every k_steps push local - last pulled and pull the servers' values (Paddle's GEO)."""
-    lr, k = client.job.rule.lr, client.job.k_steps
-    w = client.pull_dense()["w"]
-    w_last = w.copy()
-    table = dict(zip(vocab_ids().tolist(), client.pull_sparse("emb", vocab_ids())))
-    last = {i: r.copy() for i, r in table.items()}
+    """Local SGD; every k_steps the GeoCommunicator pushes local - last pulled and pulls the servers' values."""
+    geo = GeoCommunicator(client)
+    lr = np.float32(client.job.rule.lr)
+    w = geo.pull_dense()["w"]
+    keys = vocab_ids()  # sorted
+    local = geo.pull_sparse("emb", keys)
     losses = []
     for step in range(steps):
         x, ids, y = batch(step, tid)
-        rows = np.stack([table[i] for i in ids.reshape(-1).tolist()]).reshape(ids.shape + (D,))
-        loss, dw, drows = forward_grads(w, rows, x, y)
-        w = w - np.float32(lr) * dw
-        for i, g in zip(ids.reshape(-1).tolist(), drows.reshape(-1, D)):
-            table[i] = table[i] - np.float32(lr) * g
+        pos = np.searchsorted(keys, ids)
+        loss, dw, drows = forward_grads(w, local[pos], x, y)
+        w = w - lr * dw
+        np.subtract.at(local, pos.reshape(-1), lr * drows.reshape(-1, D))
         losses.append(loss)
-        if (step + 1) % k == 0 or step == steps - 1:
-            client.push_dense_delta({"w": w - w_last})
-            keys = np.array(sorted(table), dtype=np.int64)
-            client.push_sparse_delta("emb", keys, np.stack([table[i] - last[i] for i in keys.tolist()]))
-            w = client.pull_dense()["w"]
-            w_last = w.copy()
-            fresh = client.pull_sparse("emb", keys)
-            table = dict(zip(keys.tolist(), fresh))
-            last = {i: r.copy() for i, r in table.items()}
+        last = step == steps - 1
+        fresh = geo.sync({"w": w}, {"emb": (keys, local)}) if last else geo.step({"w": w}, {"emb": (keys, local)})
+        if fresh is not None:
+            w, local = fresh[0]["w"], fresh[1]["emb"]
     return losses
 
 

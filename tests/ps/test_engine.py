@@ -161,3 +161,13 @@ def test_sum_rows_by_id_matches_add_at(vocab):
     ref = np.zeros((len(uniq), 16))
     np.add.at(ref, np.searchsorted(uniq, ids), rows.astype(np.float64))
     np.testing.assert_allclose(sums, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_geo_remembers_the_last_pulled_rows_of_each_id():
+    from globaltensor.ps.geo import _Rows
+    store = _Rows(2, "float32")
+    store.record(np.array([5, 9]), np.array([[1, 1], [2, 2]], np.float32))
+    store.record(np.array([-3, 9, 2 ** 62]), np.array([[3, 3], [4, 4], [5, 5]], np.float32))
+    np.testing.assert_array_equal(store.of(np.array([9, -3, 5, 2 ** 62]), "emb"), [[4, 4], [3, 3], [1, 1], [5, 5]])
+    with pytest.raises(ValueError, match=r"ids \[7\]\.\.\. were never pulled"):
+        store.of(np.array([5, 7]), "emb")
