@@ -37,7 +37,7 @@ class Client:
         self.sparse_specs = {s.name: s for s in job.sparse}
         self.blocks: dict[str, list] = {n: [] for n in self.dense_specs}
         for b in job_blocks(job):
-            self.blocks[param_of(b, self.dense_specs)].append(b)
+            self.blocks[param_of(b.name, self.dense_specs)].append(b)
         self.dense_servers = sorted({b.server for bs in self.blocks.values() for b in bs})
         self.step, self._pushed, self._req, self._barriers = 0, False, 0, 0
         self._replies: dict[int, tuple] = {}

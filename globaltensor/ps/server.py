@@ -56,9 +56,9 @@ def _plain(v):
     return float(v) if isinstance(v, (int, float, np.number)) and not isinstance(v, bool) else str(v)
 
 
-def param_of(block, dense_names) -> str:
+def param_of(block_name: str, dense_names) -> str:
     """The dense parameter a block belongs to (its name, or 'w' of a block named 'w.block0')."""
-    return block.name if block.name in dense_names else block.name.rsplit(".block", 1)[0]
+    return block_name if block_name in dense_names else block_name.rsplit(".block", 1)[0]
 
 
 class Server:
@@ -73,7 +73,9 @@ class Server:
         self.name = f"parameter server {self.endpoint} (server {index})"
         if model_dir is not None:
             from .checkpoint import load_server  # the tables helper's module, needed only here
-            self.dense, self.sparse = load_server(model_dir, job, index)
+            dense, self.sparse = load_server(model_dir, job, index)
+            names = {d.name for d in job.dense}  # keyed by parameter ("w" or "w.block0": one block a server)
+            self.dense = {param_of(k, names): b for k, b in dense.items()}
         else:
             self.dense = self._dense_from(initial or {})
             self.sparse = {s.name: SparseTable(s, job.rule) for s in job.sparse}
@@ -110,7 +112,7 @@ class Server:
         for b in job_blocks(self.job):
             if b.server != self.index:
                 continue
-            spec = specs[param_of(b, specs)]
+            spec = specs[param_of(b.name, specs)]
             full = initial.get(spec.name)
             if full is None:
                 value = np.zeros(b.shape, dtype=spec.dtype)
