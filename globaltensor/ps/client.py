@@ -352,16 +352,17 @@ class Client:
 
     def close(self) -> None:
         """Close the sockets and the ping thread (without stop(), the servers see this trainer die)."""
+        clean = True
         if self._comm is not None:
-            self._comm.close()
+            clean = self._comm.close() and clean
             self._comm = None
         if self._pinger is not None:
-            self._pinger.close()
+            clean = self._pinger.close() and clean
             self._pinger = None
         for s in self._socks:
             s.close()
         self._socks = []
-        if self._ctx is not None:
+        if self._ctx is not None and clean:  # term() would wait for a thread's sockets forever: never hang here
             self._ctx.term()
-            self._ctx = None
+        self._ctx = None
 

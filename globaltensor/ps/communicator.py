@@ -162,10 +162,12 @@ class AsyncCommunicator:
                 self._again.discard(server)
                 self._asked[server] = self._send(server, {"op": "pull_dense"})
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Stop the thread; True once it has closed its sockets."""
         self._stop_asked.set()
         if self._thread.is_alive():
             self._jobs.put((None, False))
-            self._wake.send(b"")
+            self._wake.send(b"", flags=zmq.NOBLOCK)
             self._thread.join(5)
         self._wake.close()
+        return not self._thread.is_alive()

@@ -69,6 +69,8 @@ class Pinger:
                         f"trainer {self.trainer_id} gives up")
         return None
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Stop the thread; True once it has closed its sockets."""
         self._stop.set()
         self._thread.join(timeout=2 * PERIOD + 1)
+        return not self._thread.is_alive()
