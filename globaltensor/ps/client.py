@@ -54,6 +54,8 @@ class Client:
 
     def connect(self) -> "Client":
         """Reach every server within job.timeout (naming those that did not answer), then start the pings."""
+        if self._socks:
+            return self
         self._ctx = zmq.Context()
         for ep in self.job.servers:
             s = self._ctx.socket(zmq.DEALER)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ps_workers as W
-from globaltensor.ps import Client, DenseSpec, JobSpec, PSError, Rule, SparseSpec
+from globaltensor.ps import Client, DenseSpec, JobSpec, PSError, Rule, Server, SparseSpec
 
 CTX = mp.get_context("spawn")
 
@@ -80,3 +80,30 @@ def test_a_killed_trainer_in_sync_mode_makes_the_server_and_the_other_trainer_ra
         stamp, message = open(tmp_path / f"{name}.error").read().split("\n", 1)
         assert "trainer 1 stopped answering" in message, message
         assert float(stamp) - killed < 10, (name, float(stamp) - killed)
+
+
+@pytest.mark.timeout(30)
+def test_in_async_mode_the_others_finish_and_serve_then_names_the_dead_trainer():
+    job = _job(trainers=2, mode="async")
+    server = Server(job, 0)
+    failures = []
+
+    def serve():
+        try:
+            server.serve()
+        except PSError as e:
+            failures.append((time.monotonic(), str(e)))
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    survivor, dying = Client(job, 0).connect(), Client(job, 1).connect()
+    try:
+        dying.close()  # no stop(): its pings end, as when the process is killed
+        gone = time.monotonic()
+        survivor.push_dense({"w": np.ones((W.F, W.D), np.float32)})
+        survivor.pull_dense()
+        survivor.stop()
+    finally:
+        survivor.close()
+        thread.join(15)
+    assert not thread.is_alive() and failures, failures
+    assert "trainer 1 stopped answering" in failures[0][1] and failures[0][0] - gone < 10
