@@ -47,7 +47,8 @@ def _run(job, tmp_path, steps):
 
 def _servers_rows(job, got):
     """The servers' rows of the vocabulary, each id taken from the server that holds it."""
-    owner = W.ps_standins.sys.modules["globaltensor.ps.partition"].server_of_ids(W.vocab_ids(), len(job.servers))
+    from globaltensor.ps.partition import server_of_ids
+    owner = server_of_ids(W.vocab_ids(), len(job.servers))
     rows = np.zeros((len(owner), W.D), np.float32)
     for i, data in got.items():
         rows[owner == i] = data["sparse_emb"][owner == i]
@@ -55,10 +56,7 @@ def _servers_rows(job, got):
 
 
 def _servers_w(job, got):
-    return np.concatenate([got[i]["dense_w"] for i in sorted(got)]) if len(got) == 1 else _assemble(job, got)
-
-
-def _assemble(job, got):
+    """The servers' dense w, each block from the server that holds it."""
     from globaltensor.ps.partition import job_blocks
     w = np.zeros((W.F, W.D), np.float32)
     for b in job_blocks(job):
