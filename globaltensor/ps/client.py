@@ -71,7 +71,7 @@ class Client:
             raise
         self._pinger = Pinger(self._ctx, self.job, self.trainer_id)
         if self.job.mode == "async":
-            self._comm = AsyncCommunicator(self._ctx, self.job, self.trainer_id, self.dense_servers)
+            self._comm = AsyncCommunicator(self._ctx, self.job, self.trainer_id, self.dense_servers, self._check)
         return self
 
     def _next_req(self) -> int:
@@ -152,7 +152,7 @@ class Client:
     def _flush(self) -> None:
         """Async: every push handed to the communicator has reached its server; the next pull_dense is fresh."""
         if self._comm is not None:
-            self._comm.flush(self.job.timeout, self._check)
+            self._comm.flush(self.job.timeout)
             self._comm.forget_dense()
             self._fresh = True
 
@@ -179,7 +179,7 @@ class Client:
         self._advance()
         got = None
         if self._comm is not None and not self._fresh:
-            got = self._comm.latest(self.job.timeout, self._check)
+            got = self._comm.latest(self.job.timeout)
         if got is None:
             servers = sorted({b.server for n in names for b in self.blocks[n]})
             reqs = {i: self._prefetch.pop(i, None) or self._send(i, {"op": "pull_dense"}) for i in servers}

@@ -10,16 +10,19 @@ import zmq
 from . import wire
 from .errors import PSError
 
+MAX_PENDING = 16  # pushes handed over and not yet sent: beyond this the trainer waits (memory stays bounded)
+
 
 class AsyncCommunicator:
     """Own sockets, one per server (zmq sockets stay in one thread). The trainer hands over its pushes and returns
     at once; the thread builds, signs (hashlib releases the GIL) and sends them, asks the dense-holding servers for
     their blocks after each dense push, and keeps the newest blocks it received (verified) for pull_dense."""
 
-    def __init__(self, ctx: zmq.Context, job, trainer_id: int, dense_servers: list):
+    def __init__(self, ctx: zmq.Context, job, trainer_id: int, dense_servers: list, check):
         self.job, self.trainer_id, self.dense_servers = job, trainer_id, list(dense_servers)
         self.error: PSError | None = None
-        self._jobs: queue.Queue = queue.Queue()
+        self._check = check                    # raises when a server is dead (the trainer's liveness view)
+        self._jobs: queue.Queue = queue.Queue(MAX_PENDING)
         self._lock = threading.Condition()
         self._parts: dict[int, tuple] = {}     # server -> (names, arrays) of its newest dense reply
         self._asked: dict[int, int] = {}       # server -> req of the dense pull in flight
@@ -37,6 +40,7 @@ class AsyncCommunicator:
         for ep in job.servers:
             s = ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 1000)
+            s.setsockopt(zmq.SNDHWM, 4 * MAX_PENDING)  # zmq's own queue bounded too
             s.connect(f"tcp://{ep}")
             self._socks.append(s)
         self._thread = threading.Thread(target=self._run, name=f"ps-communicator-{trainer_id}", daemon=True)
@@ -46,23 +50,29 @@ class AsyncCommunicator:
 
     def submit(self, build, then_pull_dense: bool = False) -> None:
         """build() -> [(server, header, arrays)] runs on the thread; the trainer does not wait."""
-        self._raise()
-        self._jobs.put((build, then_pull_dense))
+        while True:
+            self._raise()
+            self._check()
+            try:
+                self._jobs.put((build, then_pull_dense), timeout=0.1)
+                break
+            except queue.Full:  # the servers take pushes slower than the trainer makes them
+                continue
         self._wake.send(b"")
 
-    def latest(self, timeout: float, check) -> dict | None:
+    def latest(self, timeout: float) -> dict | None:
         """{server: (names, arrays)} of the newest dense values, once every dense server has answered once."""
         deadline = time.monotonic() + timeout
         with self._lock:
             while len(self._parts) < len(self.dense_servers):
                 self._raise()
-                check()
+                self._check()
                 if time.monotonic() > deadline:
                     return None
                 self._lock.wait(0.1)
             return dict(self._parts)
 
-    def flush(self, timeout: float, check) -> None:
+    def flush(self, timeout: float) -> None:
         """Return once every server has taken every push handed over so far (a ping behind them answered)."""
         events = [threading.Event() for _ in self._socks]
         self.submit(lambda: [(i, {"op": "ping", "flush": True}, (), ev) for i, ev in enumerate(events)])
@@ -70,7 +80,7 @@ class AsyncCommunicator:
         for ev in events:
             while not ev.wait(0.1):
                 self._raise()
-                check()
+                self._check()
                 if time.monotonic() > deadline:
                     raise PSError(f"trainer {self.trainer_id}: the servers took no pushes for {timeout} s")
 
@@ -89,7 +99,7 @@ class AsyncCommunicator:
         for s in [self._wake_recv, *self._socks]:
             poller.register(s, zmq.POLLIN)
         try:
-            while not self._stop:
+            while not self._stop and not self._stop_asked.is_set():
                 for sock, _ in poller.poll(200):
                     if sock is self._wake_recv:
                         while self._wake_recv.poll(0):
@@ -166,8 +176,11 @@ class AsyncCommunicator:
         """Stop the thread; True once it has closed its sockets."""
         self._stop_asked.set()
         if self._thread.is_alive():
-            self._jobs.put((None, False))
-            self._wake.send(b"", flags=zmq.NOBLOCK)
+            try:
+                self._jobs.put((None, False), timeout=1.0)
+                self._wake.send(b"", flags=zmq.NOBLOCK)
+            except (queue.Full, zmq.Again):
+                pass
             self._thread.join(5)
         self._wake.close()
         return not self._thread.is_alive()
