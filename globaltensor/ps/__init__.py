@@ -1,1 +1,7 @@
-"""The parameter server: tables of rows on servers, trainers that pull and push them (issue 30, SPEC section 11)."""
+"""The parameter server: dense blocks and sparse rows on server processes, trainers pull and push over ZeroMQ."""
+from .errors import PSError
+from .spec import DenseSpec, JobSpec, Rule, SparseSpec
+from .server import Server
+from .client import Client
+
+__all__ = ["JobSpec", "DenseSpec", "SparseSpec", "Rule", "Server", "Client", "PSError"]

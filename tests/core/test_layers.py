@@ -15,7 +15,7 @@ ROOT = os.path.dirname(globaltensor.__file__)
 # inside a layer the units import each other without a cycle (test_units_of_a_layer_form_a_dag).
 LAYERS = [
     ("L0 values", ["_native", "errors", "sbp", "layout", "dtype", "random", "scope", "hooks"]),
-    ("L1 the job", ["env", "placement", "backends", "distributed"]),
+    ("L1 the job", ["env", "placement", "backends", "distributed", "ps"]),
     ("L2 tensor", ["tensor"]),
     ("L3 creation and conversion", ["creation", "tensor_types", "boxing", "generator"]),
     ("L4 autograd", ["autograd"]),
