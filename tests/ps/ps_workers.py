@@ -7,12 +7,8 @@ import traceback
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
-import ps_standins  # noqa: E402
-
-ps_standins.install()
-from globaltensor.ps import Client, PSError, Server  # noqa: E402
-from globaltensor.ps.geo import GeoCommunicator  # noqa: E402
+from globaltensor.ps import Client, PSError, Server
+from globaltensor.ps.geo import GeoCommunicator
 
 F, D, SLOTS, VOCAB, BATCH = 16, 4, 3, 40, 8
 BIG = np.int64(2 ** 62 + 12345)  # ids may be any int64
