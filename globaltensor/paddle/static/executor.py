@@ -39,12 +39,20 @@ class Executor:
 
     def __init__(self, place=None):
         self.place = place
+        self._attached = []  # PSStates this executor ran: close() tells their servers this trainer is done
 
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch", scope=None,
             return_numpy=True, use_program_cache=False, **kwargs):
         from .program import default_main_program
         program = program if program is not None else default_main_program()
         program = getattr(program, "_program", program)  # a CompiledProgram
+        serve = getattr(program, "serve", None)
+        if serve is not None:  # a pserver program (fluid's DistributeTranspiler): serves until the trainers stop
+            return serve(self)
+        attached = getattr(program, "ps", (None,))[0]
+        if attached is not None:  # attached to a parameter server (static/ps.py): its first pull
+            attached.before_run()
+            self._attached.append(attached)
         fetches = tuple(_fetch_reg(program, f) for f in (fetch_list or []))
         pruned = program._pruned.get(fetches)
         if pruned is None or pruned[0] != len(program.instrs):
@@ -74,7 +82,12 @@ class Executor:
         return [np.asarray(o) for o in outs] if return_numpy else [Tensor(np.asarray(o)) for o in outs]
 
     def close(self):
-        pass
+        """Paddle's close: a trainer of a parameter-server job tells the servers it is done."""
+        done, self._attached = self._attached, []
+        for client in {id(a.client): a.client for a in done}.values():
+            stop = getattr(client, "stop", None)
+            if stop is not None:
+                stop()
 
 
 def _eager():
@@ -143,7 +156,7 @@ def specialize(instrs, sizes, regs):
     shapes = {r.index: r.local_shape for r in regs}
     out = []
     for ins in instrs:
-        if ins.kind == "op":
+        if ins.kind == "op" and ins.name in REGISTRY:  # not sparse_embedding's lookup (its call takes any size)
             detail = _subst(ins.detail, sizes)
             if detail != ins.detail:
                 ins = Instr("op", ins.name, _Kernel(REGISTRY[ins.name].kernel, detail), ins.ins, ins.outs,
