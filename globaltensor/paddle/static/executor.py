@@ -46,9 +46,9 @@ class Executor:
         from .program import default_main_program
         program = program if program is not None else default_main_program()
         program = getattr(program, "_program", program)  # a CompiledProgram
-        serve = getattr(program, "serve", None)
-        if serve is not None:  # a pserver program (fluid's DistributeTranspiler): serves until the trainers stop
-            return serve(self)
+        run_by = getattr(program, "run_by", None)
+        if run_by is not None:  # a pserver program or its startup (fluid/transpiler.py): serves, or sets it up
+            return run_by(self)
         attached = getattr(program, "ps", (None,))[0]
         if attached is not None:  # attached to a parameter server (static/ps.py): its first pull
             attached.before_run()
