@@ -49,8 +49,6 @@ def _secret():
 
 def transpile_pserver(config, trainer_id, program, pservers, trainers, sync_mode, startup_program):
     """The job of a pserver-mode transpile: (JobSpec, its dense blocks)."""
-    from ...ps.partition import job_blocks
-    from ..static import ps
     eps = _endpoints(pservers)
     trainers = len(trainers.split(",")) if isinstance(trainers, str) else trainers
     if not isinstance(trainers, int) or trainers < 1:
@@ -61,6 +59,8 @@ def transpile_pserver(config, trainer_id, program, pservers, trainers, sync_mode
     if not program.minimized:
         raise ValueError("DistributeTranspiler.transpile: the program has no optimizer; call "
                          "optimizer.minimize(loss) before transpile (its update is what the pservers run)")
+    from ...ps.partition import job_blocks
+    from ..static import ps
     geo = getattr(config, "geo_sgd_mode", False)
     mode = "geo" if geo else "sync" if (sync_mode and config.sync_mode) else "async"
     split = config.split_method or RoundRobin
