@@ -77,7 +77,7 @@ class DistributeTranspiler:
         job, blocks = self._job
         if self.program.ps[0] is None:
             ops = None if job.mode == "geo" else trainer_ops(job, blocks, self.trainer_id)
-            ps.attach(self.program, make_client(job, self.trainer_id), ops=ops)
+            ps.attach(self.program, make_client(job, self.trainer_id), ops=ops, connect=True)
         return self.program
 
     def get_startup_program(self, endpoint=None, pserver_program=None, startup_program=None):

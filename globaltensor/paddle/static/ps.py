@@ -81,10 +81,11 @@ def initial_values(program):
     return {_name(p): np.array(p._local, copy=True) for p in dense_parameters(program)}
 
 
-def attach(program, client, mode=None, k_steps=None, ops=None):
-    """Executor.run of program (and of its clones) runs against client from now on: the client
-    connects and the dense parameters take the servers' values at the first run. mode / k_steps
-    default to client.job's; ops: the Operators the update prints as (the transpiler's send/recv)."""
+def attach(program, client, mode=None, k_steps=None, ops=None, connect=False):
+    """Executor.run of program (and of its clones) runs against client from now on: at the first
+    run the dense parameters take the servers' values (connect=True: the client connects first,
+    else the caller has connected it, as fleet's init_worker). mode / k_steps default to
+    client.job's; ops: the Operators the update prints as (the transpiler's send / recv)."""
     job = getattr(client, "job", None)
     mode = mode or getattr(job, "mode", "sync")
     k_steps = k_steps if k_steps is not None else getattr(job, "k_steps", 0)
@@ -93,7 +94,7 @@ def attach(program, client, mode=None, k_steps=None, ops=None):
     if mode == "geo" and k_steps < 1:
         raise ValueError(f"attach: GEO mode needs k_steps >= 1, got {k_steps}")
     state = PSState(program, client, mode, k_steps)
-    state.ops = ops
+    state.ops, state.connect = ops, connect
     program.ps[0] = state
     for ins in program.instrs:
         if ins.kind == "step" and hasattr(ins.fn, "remote"):
@@ -121,15 +122,15 @@ class PSState:
         self.params = {_name(p): p for p in dense_parameters(program)}
         self.started, self.steps = False, 0
         self.ops = None  # what the update prints as (static/block.py), where the transpiler gives it
+        self.connect = False  # whether the first run connects the client
         self.base = {}  # GEO: the dense values of the last pull
         self.rows = {}  # GEO: table -> (ids sorted, local rows, rows of the last pull)
 
     def before_run(self):
         """The first run starts from the servers' dense values (as Paddle's trainer startup recv)."""
         if not self.started:
-            connect = getattr(self.client, "connect", None)
-            if connect is not None and not getattr(self.client, "connected", False):
-                connect()
+            if self.connect:
+                self.client.connect()
             self._pull_dense()
             self.started = True
 
