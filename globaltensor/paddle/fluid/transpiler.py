@@ -1,4 +1,4 @@
-"""fluid.transpiler: DistributeTranspiler's pserver mode: trainer programs (send / recv) and pserver programs (listen_and_serv).
+"""fluid.transpiler: DistributeTranspiler's pserver mode: trainer programs (send, recv) and pserver programs.
 
 transpile() builds the job (globaltensor.ps.JobSpec: the program's dense parameters sliced into
 blocks by Paddle's rule, globaltensor.ps.partition; its sparse tables; the rule from its
