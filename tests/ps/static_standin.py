@@ -129,6 +129,14 @@ def _install():
         def __len__(self):
             return len(self.rows)
 
+        def state(self):
+            ids = np.array(sorted(self.rows), np.int64)
+            values = np.array([self.rows[i] for i in ids], self.spec.dtype).reshape(-1, self.spec.dim)
+            return {"ids": ids, "values": values}
+
+        def load_state(self, d):
+            self.rows = {int(i): np.array(v) for i, v in zip(d["ids"], d["values"])}
+
     ps = types.ModuleType("globaltensor.ps")
     ps.Rule, ps.DenseSpec, ps.SparseSpec, ps.JobSpec = Rule, DenseSpec, SparseSpec, JobSpec
     partition = types.ModuleType("globaltensor.ps.partition")

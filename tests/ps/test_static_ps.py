@@ -249,6 +249,22 @@ def test_geo_trains_locally_and_pushes_deltas_every_k_steps(paddle):
     _check(server.dense, lambda ids: server.sparse["emb"].pull(ids), ref_dense, ref_table, _touched(batches))
 
 
+def test_rows_seen_before_minimize_stay(paddle):
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        ids = paddle.static.data("ids", [None], "int64")
+        out = paddle.static.nn.sparse_embedding(ids, [VOCAB, DIM], param_attr=paddle.ParamAttr(name="emb"))
+    exe = paddle.static.Executor()
+    seen = np.array([3, 9, 3], np.int64)
+    before, = exe.run(main, feed={"ids": seen}, fetch_list=[out])
+    with paddle.static.program_guard(main, startup):
+        loss = paddle.sum(out)
+        paddle.optimizer.SGD(0.5).minimize(loss)
+    exe.run(main, feed={"ids": seen}, fetch_list=[loss])
+    after = main.sparse_tables["emb"].local.pull(np.array([3, 9]))
+    np.testing.assert_allclose(after, before[:2] - 0.5 * np.array([[2.0], [1.0]]), rtol=1e-6)  # d sum / d row
+
+
 def test_detach_runs_locally_again(paddle):
     from globaltensor.paddle.static import ps
     built, server, clients = _trainers(paddle, "async", 1)

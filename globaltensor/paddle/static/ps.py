@@ -24,6 +24,9 @@ def rule_of(optimizer):
     if not isinstance(lr, (int, float)):
         raise ValueError(f"parameter server: the servers run a fixed learning rate; {type(optimizer).__name__} has "
                          f"{type(lr).__name__} (an LRScheduler is not served)")
+    if any(g.get("lr_scale", 1.0) != 1.0 for g in getattr(optimizer, "param_groups", ())):
+        raise ValueError("parameter server: a ParamAttr learning_rate factor is not served (the servers run one "
+                         "learning rate per job)")
     if d.get("weight_decay"):
         raise ValueError(f"parameter server: {type(optimizer).__name__} with weight_decay is not served (the "
                          f"servers' rules have none)")

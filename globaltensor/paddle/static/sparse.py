@@ -32,9 +32,8 @@ class SparseTableState:
         if self.local is None or self.local_rule != rule:
             from ...ps.tables import SparseTable
             fresh = SparseTable(self.spec(), rule)
-            if self.local is not None:  # the rule changed (minimize after a forward run): keep the rows
-                state = self.local.state()
-                fresh.add(state["ids"], state["values"]) if len(state["ids"]) else None
+            if self.local is not None:  # the rule changed (minimize after a forward run): the rows stay
+                fresh.load_state(self.local.state())
             self.local, self.local_rule = fresh, rule
         return self.local
 
