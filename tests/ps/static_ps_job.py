@@ -1,5 +1,6 @@
 """A process of tests/ps/test_static_ps.py's real parameter-server job: `server I`, `trainer T` or `one`
-(one process on the joined batch). Prints JSON: the dense parameters and the touched rows after 5 steps."""
+(one process on the joined batch). Prints JSON: the dense parameters and (sync) the touched rows after 5
+steps. PS_MODE: sync (default), async or geo (k_steps 2)."""
 import json
 import os
 import sys
@@ -16,8 +17,10 @@ def main(role, index):
     paddle.enable_static()
     program, loss, exe = _build(paddle)
     servers = os.environ["PS_SERVERS"].split(",")
-    job = ps.job_spec(program, program.minimized[0][1], "sync", servers=servers, trainers=2, min_block_size=16,
-                      secret=bytes.fromhex(os.environ["GLOBALTENSOR_SECRET"]), timeout=30.0, dead_after=5.0)
+    mode = os.environ.get("PS_MODE", "sync")
+    job = ps.job_spec(program, program.minimized[0][1], mode, k_steps=2 if mode == "geo" else 0, servers=servers,
+                      trainers=2, min_block_size=16, secret=bytes.fromhex(os.environ["GLOBALTENSOR_SECRET"]),
+                      timeout=30.0, dead_after=10.0)
     batches = [_batch(s) for s in range(STEPS)]
     if role == "server":
         from globaltensor.ps import Server
@@ -34,8 +37,8 @@ def main(role, index):
         ps.attach(program, client)
         for feed in batches:
             exe.run(program, feed={k: v[index * 4:(index + 1) * 4] for k, v in feed.items()}, fetch_list=[loss])
-        rows = client.pull_sparse("emb", touched, is_test=True)
-        exe.close()
+        rows = client.pull_sparse("emb", touched, is_test=True) if mode == "sync" else np.zeros(0)
+        exe.close()  # async / GEO: a barrier of the trainers, then the servers' final values; then stop
         client.close()
     out = {p.name: np.asarray(p._local).tolist() for p in program.parameters}
     out["emb"] = np.asarray(rows).tolist()

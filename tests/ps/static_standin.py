@@ -163,7 +163,7 @@ class FakeServer:
         self.job, self.dense = job, {k: np.array(v, copy=True) for k, v in initial.items()}
         self.sparse = {s.name: SparseTable(s, job.rule) for s in job.sparse}
         self.cond, self.step, self.sums, self.pushed = threading.Condition(), 0, {}, 0
-        self.stopped = set()
+        self.stopped, self.barrier = set(), 0
 
     def client(self, trainer_id):
         return FakeClient(self, trainer_id)
@@ -245,6 +245,14 @@ class FakeClient:
         self.calls.append("push_sparse_delta")
         with self.server.cond:
             self.server.sparse[table].add(np.asarray(ids), np.asarray(deltas))
+
+    def barrier(self):
+        self.calls.append("barrier")
+        with self.server.cond:
+            self.server.barrier += 1
+            self.server.cond.notify_all()
+            goal = -(-self.server.barrier // self.job.trainers) * self.job.trainers
+            assert self.server.cond.wait_for(lambda: self.server.barrier >= goal, timeout=20)
 
     def stop(self):
         self.calls.append("stop")

@@ -238,12 +238,13 @@ def test_async_one_trainer_equals_sgd(paddle):
 
 @pytest.mark.timeout(60)
 def test_geo_trains_locally_and_pushes_deltas_every_k_steps(paddle):
-    built, server, clients = _trainers(paddle, "geo", 1, k_steps=2)
+    built, server, clients = _trainers(paddle, "geo", 1, k_steps=3)
     batches = [_batch(s) for s in range(4)]
     ref_dense, ref_table = _torch_reference(built[0][0], batches)
     _run_threads(built, lambda i: batches)
-    calls = clients[0].calls
+    calls = clients[0].calls  # after step 3, and at close for step 4
     assert calls.count("push_dense_delta") == 2 and calls.count("push_sparse_delta") == 2
+    assert calls[-3:] == ["barrier", "pull_dense", "stop"]
     assert "push_dense" not in calls and "push_sparse" not in calls
     # one trainer: the servers' values are its local SGD's, which is torch's on the same batches
     _check(server.dense, lambda ids: server.sparse["emb"].pull(ids), ref_dense, ref_table, _touched(batches))
@@ -265,6 +266,23 @@ def test_rows_seen_before_minimize_stay(paddle):
     np.testing.assert_allclose(after, before[:2] - 0.5 * np.array([[2.0], [1.0]]), rtol=1e-6)  # d sum / d row
 
 
+@pytest.mark.timeout(60)
+def test_async_two_trainers_loss_falls_and_they_end_with_the_servers_values(paddle):
+    built, server, clients = _trainers(paddle, "async", 2)
+    batches = [dict(b, y=b["y"] + 1.0) for b in (_batch(s) for s in range(10))]  # far from the start
+    main, loss, exe = built[0]
+    held_out = dict(_batch(99), y=_batch(99)["y"] + 1.0)
+    test = main.clone(for_test=True)
+    before, = exe.run(test, feed=held_out, fetch_list=[loss])
+    _run_threads(built, lambda i: [{k: v[i * 4:(i + 1) * 4] for k, v in b.items()} for b in batches])
+    assert server.stopped == {0, 1}
+    for program, _, _ in built:
+        for p in program.parameters:
+            np.testing.assert_array_equal(np.asarray(p._local), server.dense[p.name])
+    after, = exe.run(test, feed=held_out, fetch_list=[loss])
+    assert after < 0.5 * before, (before, after)
+
+
 def test_detach_runs_locally_again(paddle):
     from globaltensor.paddle.static import ps
     built, server, clients = _trainers(paddle, "async", 1)
@@ -284,9 +302,11 @@ def _engine_ready():
 
 @pytest.mark.skipif(not _engine_ready(), reason="the parameter-server engine (globaltensor.ps) is not there yet")
 @pytest.mark.timeout(120)
-def test_real_servers_sync_two_trainers_two_servers_equal_one_process():
-    """Real processes: 2 servers + 2 trainers (dense blocks split over both servers, rows hashed)
-    end with one process's values on the joined batch (which test_one_process_equals_torch checks)."""
+@pytest.mark.parametrize("mode", ["sync", "geo"])  # async's executor path is sync's plus finish's barrier (GEO's)
+def test_real_servers_two_trainers_two_servers(mode):
+    """Real processes: 2 servers + 2 trainers (dense blocks split over both servers, rows hashed).
+    sync: they end with one process's values on the joined batch (test_one_process_equals_torch
+    checks that one against torch); async / GEO: both end with the servers' final values."""
     script = str(Path(__file__).parent / "static_ps_job.py")
     socks = [socket.socket() for _ in range(2)]
     for s in socks:
@@ -294,9 +314,9 @@ def test_real_servers_sync_two_trainers_two_servers_equal_one_process():
     servers = ",".join(f"127.0.0.1:{s.getsockname()[1]}" for s in socks)
     for s in socks:
         s.close()
-    env = dict(os.environ, PS_SERVERS=servers, GLOBALTENSOR_SECRET="cd" * 16,
+    env = dict(os.environ, PS_SERVERS=servers, GLOBALTENSOR_SECRET="cd" * 16, PS_MODE=mode,
                PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]))
-    roles = [("server", 0), ("server", 1), ("trainer", 0), ("trainer", 1), ("one", 0)]
+    roles = [("server", 0), ("server", 1), ("trainer", 0), ("trainer", 1)] + ([("one", 0)] if mode == "sync" else [])
     procs = []
     try:
         for role, i in roles:
@@ -308,7 +328,12 @@ def test_real_servers_sync_two_trainers_two_servers_equal_one_process():
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
-    assert [p.returncode for p in procs] == [0] * 5, [o[1][-2000:] for o in outs]
+    assert [p.returncode for p in procs] == [0] * len(roles), [o[1][-2000:] for o in outs]
+    if mode != "sync":
+        first, second = json.loads(outs[2][0]), json.loads(outs[3][0])
+        for k in first:
+            np.testing.assert_array_equal(np.array(first[k]), np.array(second[k]), err_msg=k)
+        return
     one = json.loads(outs[4][0])
     for out in (outs[2][0], outs[3][0]):
         got = json.loads(out)

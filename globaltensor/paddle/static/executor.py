@@ -86,7 +86,7 @@ class Executor:
         closes its connections, where this run connected them: the transpiler's trainer program)."""
         done, self._attached = self._attached, {}
         for state in done.values():
-            state.client.stop()
+            state.finish()  # static/ps.py: GEO's last deltas, async's final pull, then stop
             if state.connect and hasattr(state.client, "close"):
                 state.client.close()
 

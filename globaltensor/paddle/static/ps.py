@@ -10,7 +10,7 @@ runs in one process (its sparse tables local, seeded as the servers' rows).
 """
 import numpy as np
 
-__all__ = ["job_spec", "rule_of", "initial_values", "dense_parameters", "attach", "detach", "PSState"]
+__all__ = ["job_spec", "rule_of", "initial_values", "dense_parameters", "attach", "detach", "finish", "PSState"]
 
 MODES = ("sync", "async", "geo")
 
@@ -117,13 +117,24 @@ def detach(program):
     return state
 
 
+def finish(program):
+    """This trainer is done (Executor.close, fleet's stop_worker): GEO pushes the deltas of the steps
+    since its last push; async and GEO wait at a barrier of the trainers and pull the servers' final
+    values (every trainer ends with them; sync trainers hold them after each step); then the client
+    stops. Once per attachment; None where the program is not attached."""
+    state = program.ps[0]
+    if state is not None:
+        state.finish()
+    return state
+
+
 class PSState:
     """A program's link to its client: the first pull, the step's pushes and pulls, GEO's counters."""
 
     def __init__(self, program, client, mode, k_steps):
         self.program, self.client, self.mode, self.k_steps = program, client, mode, k_steps
         self.params = {_name(p): p for p in dense_parameters(program)}
-        self.started, self.steps = False, 0
+        self.started, self.finished, self.steps = False, False, 0
         self.ops = None  # what the update prints as (static/block.py), where the transpiler gives it
         self.connect = False  # whether the first run connects the client
         self.base = {}  # GEO: the dense values of the last pull
@@ -136,6 +147,17 @@ class PSState:
                 self.client.connect()
             self._pull_dense()
             self.started = True
+
+    def finish(self):
+        if self.finished:
+            return
+        self.finished = True
+        if self.started and self.mode == "geo" and self.steps % self.k_steps:
+            self._push_deltas()
+        if self.started and self.mode != "sync":
+            self.client.barrier()
+            self._pull_dense()
+        self.client.stop()
 
     def _pull_dense(self):
         values = self.client.pull_dense(list(self.params))
@@ -164,8 +186,11 @@ class PSState:
             ids, grads = table.take_grads()
             self._geo_rows_update(name, ids, -lr * grads)
         self.steps += 1
-        if self.steps % self.k_steps:
-            return
+        if self.steps % self.k_steps == 0:
+            self._push_deltas()
+
+    def _push_deltas(self):
+        """GEO: local - last pulled, dense and the rows held; then the servers' values again."""
         self.client.push_dense_delta({n: p._local - self.base[n] for n, p in self.params.items()})
         for name, (ids, rows, base) in self.rows.items():
             if len(ids):
