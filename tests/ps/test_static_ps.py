@@ -159,6 +159,13 @@ def test_is_test_returns_zeros_for_unseen_ids_and_inserts_nothing(paddle):
     assert len(main.sparse_tables["t"].local) == 0
 
 
+def test_an_inference_model_cannot_hold_a_sparse_table(paddle, tmp_path):
+    main, loss, exe = _build(paddle)
+    feeds = [main.var("ids"), main.var("x"), main.var("y")]
+    with pytest.raises(ValueError, match="parameter-server table 'emb'"):
+        paddle.static.save_inference_model(str(tmp_path / "m"), feeds, [loss], exe, program=main)
+
+
 def test_job_spec_and_rules(paddle):
     from globaltensor.paddle.static import ps
     from globaltensor.paddle.distributed import CountFilterEntry, ProbabilityEntry
