@@ -133,6 +133,28 @@ def test_async_mode_has_no_barriers_and_hashname(fluid, monkeypatch):
     assert serve.attr("distributed_mode") == 1 and "sum" not in str(t.get_pserver_program("127.0.0.1:6175"))
 
 
+def test_geo_mode_keeps_the_local_update(fluid, monkeypatch):
+    import globaltensor.paddle.fluid.transpiler as tr
+    monkeypatch.setattr(tr, "make_client", lambda job, tid: SimpleNamespace(job=job))
+    main, startup = fluid.Program(), fluid.Program()
+    _model(fluid, main, startup)
+    config = fluid.DistributeTranspilerConfig()
+    config.geo_sgd_mode, config.geo_sgd_need_push_nums = True, 4
+    t = fluid.DistributeTranspiler(config)
+    t.transpile(0, program=main, pservers=EPS, trainers=2, startup_program=startup)
+    job, _ = t._job
+    assert job.mode == "geo" and job.k_steps == 4
+    text = str(t.get_trainer_program())
+    assert "sgd(" in text and "send_barrier" not in text  # trainers update locally, deltas every 4 steps
+    serve, = t.get_pserver_program("127.0.0.1:6174").global_block().ops
+    assert serve.attr("distributed_mode") == 3
+    adam = fluid.DistributeTranspiler(config)
+    main2, startup2 = fluid.Program(), fluid.Program()
+    _model(fluid, main2, startup2, opt=fluid.optimizer.Adam(learning_rate=0.01))
+    with pytest.raises(ValueError, match="GEO"):
+        adam.transpile(0, program=main2, pservers=EPS, trainers=2, startup_program=startup2)
+
+
 def test_bad_transpile_arguments_raise(fluid):
     main, startup = fluid.Program(), fluid.Program()
     _model(fluid, main, startup)
