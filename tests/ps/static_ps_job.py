@@ -23,7 +23,7 @@ def main(role, index):
                       timeout=30.0, dead_after=10.0)
     batches = [_batch(s) for s in range(STEPS)]
     if role == "server":
-        from globaltensor.ps import Server
+        from globaltensor.ps.server import Server
         Server(job, index, initial=ps.initial_values(program)).serve()
         return
     touched = _touched(batches)
@@ -32,7 +32,7 @@ def main(role, index):
             exe.run(program, feed=feed, fetch_list=[loss])
         rows = program.sparse_tables["emb"].local.pull(touched)
     else:
-        from globaltensor.ps import Client
+        from globaltensor.ps.client import Client
         client = Client(job, index).connect()
         ps.attach(program, client)
         for feed in batches:

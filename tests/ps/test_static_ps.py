@@ -59,7 +59,7 @@ def paddle():
 
 def _fresh_rows(main):
     """The rows every id gets on first pull (a fresh table of the program's spec)."""
-    from globaltensor.ps import Rule
+    from globaltensor.ps.spec import Rule
     from globaltensor.ps.tables import SparseTable
     return SparseTable(main.sparse_tables["emb"].spec(), Rule("sgd", 0.0)).pull(np.arange(VOCAB, dtype=np.int64))
 
@@ -181,10 +181,21 @@ def test_job_spec_and_rules(paddle):
     with pytest.raises(ValueError, match="GEO mode trains locally with SGD"):
         ps.job_spec(main, main.minimized[0][1], "geo", k_steps=2, servers="127.0.0.1:1")
     assert ps.rule_of(paddle.optimizer.Momentum(0.1, 0.5)).params == (("momentum", 0.5),)
-    assert ProbabilityEntry(0.25)._to_attr() == "probability_entry:0.25"
-    assert CountFilterEntry(3).spec() == ("count_filter", 3)
-    with pytest.raises(ValueError):
-        ProbabilityEntry(1.5)
+    assert CountFilterEntry(3).spec() == ("count_filter", 3) and ProbabilityEntry(0.25).spec() == ("probability", 0.25)
+
+
+def test_entries_are_paddles():
+    import paddle as real
+    from globaltensor.paddle import distributed as ours
+    for make in (lambda d: d.ProbabilityEntry(0.25), lambda d: d.CountFilterEntry(3),
+                 lambda d: d.ShowClickEntry("show", "click")):
+        assert make(ours)._to_attr() == make(real.distributed)._to_attr()
+    for bad in (lambda d: d.ProbabilityEntry(1.0), lambda d: d.ProbabilityEntry(1), lambda d: d.CountFilterEntry(-1),
+                lambda d: d.ShowClickEntry("show", 1)):
+        with pytest.raises(ValueError):
+            bad(real.distributed)
+        with pytest.raises(ValueError):
+            bad(ours)
 
 
 def _trainers(paddle, mode, n, k_steps=0):

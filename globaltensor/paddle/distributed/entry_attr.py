@@ -20,11 +20,11 @@ class EntryAttr:
 
 
 class ProbabilityEntry(EntryAttr):
-    """An unseen id becomes a row with probability p (0 < p <= 1); the draw is seeded by (table, id)."""
+    """An unseen id becomes a row with probability p (0 < p < 1, as Paddle); the draw is seeded by (table, id)."""
 
     def __init__(self, probability):
-        if not isinstance(probability, float) or not 0 < probability <= 1:
-            raise ValueError(f"ProbabilityEntry: probability must be a float in (0, 1], got {probability!r}")
+        if not isinstance(probability, float) or not 0 < probability < 1:
+            raise ValueError(f"ProbabilityEntry: probability must be a float in (0, 1), got {probability!r}")
         self._name, self._probability = "probability_entry", probability
 
     def _to_attr(self):

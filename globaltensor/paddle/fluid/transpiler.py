@@ -240,10 +240,10 @@ class PServerStartup:
 
 
 def make_server(job, index, initial):
-    from ...ps import Server
+    from ...ps.server import Server
     return Server(job, index, initial=initial)
 
 
 def make_client(job, trainer_id):
-    from ...ps import Client
+    from ...ps.client import Client
     return Client(job, trainer_id)

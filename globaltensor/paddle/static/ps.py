@@ -17,7 +17,7 @@ MODES = ("sync", "async", "geo")
 
 def rule_of(optimizer):
     """The globaltensor.ps Rule the servers run for a Paddle optimizer (SGD, Momentum, Adam, Adagrad)."""
-    from ...ps import Rule
+    from ...ps.spec import Rule
     kind = type(optimizer).__name__.replace("Optimizer", "").lower()
     d = getattr(optimizer, "defaults", {})
     lr = d.get("lr", getattr(optimizer, "_learning_rate", None))
@@ -61,7 +61,7 @@ def job_spec(program, optimizer, mode, k_steps=0, servers=(), trainers=1, secret
     """The JobSpec of a program: dense = its trainable parameters (shapes, dtypes), sparse = its
     sparse_embedding tables, the rule from the optimizer. fields: JobSpec's other fields
     (min_block_size, slice_var_up, split_method, timeout, dead_after)."""
-    from ...ps import DenseSpec, JobSpec
+    from ...ps.spec import DenseSpec, JobSpec
     if mode not in MODES:
         raise ValueError(f"parameter server: mode must be one of {MODES}, got {mode!r}")
     rule = rule_of(optimizer)

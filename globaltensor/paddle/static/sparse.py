@@ -22,7 +22,7 @@ class SparseTableState:
         self.local_rule = None
 
     def spec(self):
-        from ...ps import SparseSpec
+        from ...ps.spec import SparseSpec
         return SparseSpec(name=self.name, dim=self.dim, init=self.init, seed=self.seed, entry=self.entry,
                           padding_idx=self.padding_idx, dtype=self.dtype)
 
@@ -101,7 +101,7 @@ def local_rule(program):
     from .ps import rule_of
     if program.minimized:
         return rule_of(program.minimized[-1][1])
-    from ...ps import Rule
+    from ...ps.spec import Rule
     return Rule("sgd", 0.0)
 
 
