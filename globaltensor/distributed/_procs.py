@@ -40,8 +40,9 @@ HOLD_SECONDS = 3.0  # a held traceback whose process lives on this long is print
 class Rank:
     """One rank's process, the tail of its stderr, and its log file."""
 
-    def __init__(self, rank, proc, log):
+    def __init__(self, rank, proc, log, name=None):
         self.rank, self.proc, self.log = rank, proc, log
+        self.name = name or f"rank {rank}"  # how output and reports call it ("server 0" in a PS job)
         self.stderr_tail = collections.deque(maxlen=40)
         self.threads = []
         self.held, self.held_at = [], None  # a traceback held back from the console, since when
@@ -88,11 +89,14 @@ class Supervisor:
         if log_dir:
             os.makedirs(log_dir, exist_ok=True)
 
-    def start(self, rank, cmd, env):
-        log = open(os.path.join(self.log_dir, f"rank_{rank}.log"), "wb") if self.log_dir else None
+    def start(self, rank, cmd, env, name=None, log_name=None):
+        """name: the prefix of its output lines (default "rank N"); log_name: its file in log_dir
+        (default rank_N.log)."""
+        log_name = log_name or f"rank_{rank}.log"
+        log = open(os.path.join(self.log_dir, log_name), "wb") if self.log_dir else None
         proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)
-        self.ranks.append(Rank(rank, proc, log))
+        self.ranks.append(Rank(rank, proc, log, name))
 
     def start_streaming(self):
         """Begin copying output; call after every start() so no thread runs during a fork."""
@@ -151,7 +155,7 @@ class Supervisor:
         if not raw and text:
             with self._write_lock:  # inside a raw rank's line (print writes text, then "\n"): let it end
                 self._write_lock.wait_for(lambda: not self._raw_mid_line[stream], timeout=_LINE_WAIT)
-                self.write(r.rank, stream, "".join(f"[rank {r.rank}] {t}\n" for t in text))
+                self.write(r.rank, stream, "".join(f"[{r.name}] {t}\n" for t in text))
 
     def _hold(self, r, text):
         """The lines of `text` to print now; a traceback and what follows it are held in r.held."""
@@ -172,7 +176,7 @@ class Supervisor:
             if not r.held or older_than is not None and time.monotonic() - r.held_at <= older_than:
                 return
             lines, r.held, r.held_at = r.held, [], None
-            prefix = "" if r.rank in self.raw_ranks else f"[rank {r.rank}] "
+            prefix = "" if r.rank in self.raw_ranks else f"[{r.name}] "
             self.write(r.rank, "stderr", "".join(f"{prefix}{t}\n" for t in lines))
 
     def _release_stale(self):

@@ -98,7 +98,7 @@ class _Signals:
         return self.received
 
 
-def _report_failure(failed):
+def _report_failure(failed, others="ranks"):
     """The root cause, once: its traceback (held back from the console), else its last stderr
     lines. Returns its exception's lines (to tell the other ranks' from it)."""
     for t in failed.threads:  # its pipes close as it exits: read them to the end
@@ -108,8 +108,8 @@ def _report_failure(failed):
     what = "Its traceback" if failed.held else "Its last stderr lines"
     lines = "\n".join(f"  {line}" for line in shown if line or failed.held) or "  (no output on stderr)"
     failed.held, failed.held_at = [], None
-    sys.stderr.write(f"{_TAG} rank {failed.rank} (pid {failed.proc.pid}) {describe_exit(failed.proc.returncode)}: "
-                     f"first failure, stopping the other ranks. {what}:\n{lines}\n")
+    sys.stderr.write(f"{_TAG} {failed.name} (pid {failed.proc.pid}) {describe_exit(failed.proc.returncode)}: "
+                     f"first failure, stopping the other {others}. {what}:\n{lines}\n")
     sys.stderr.flush()
     return root
 
@@ -126,7 +126,7 @@ def _report_others(sup, failed, root):
             continue
         lines = r.held_exception()
         shown = lines[:1] if lines[:1] == root[:1] else lines
-        sys.stderr.write("".join(f"[rank {r.rank}] {line}\n" for line in shown))
+        sys.stderr.write("".join(f"[{r.name}] {line}\n" for line in shown))
         r.held = []
     sys.stderr.flush()
 

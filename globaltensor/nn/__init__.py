@@ -11,7 +11,8 @@ from .transformer import TransformerDecoderLayer, TransformerEncoder, Transforme
 from .container import ModuleDict, ParameterList
 from .conv import Conv1d, Conv2d, Conv3d
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
-                      AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d)
+                      AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
+                      MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .resampling import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d,
                          Fold, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d,
                          ReplicationPad3d, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d,
@@ -24,6 +25,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, GaussianNLLL
                    TripletMarginLoss, TripletMarginWithDistanceLoss)
 from .distance import CosineSimilarity, PairwiseDistance
 from .ctc import CTCLoss
+from .quantization import CoinFlip, FakeQuantization, MinMaxObserver, MovingAverageMinMaxObserver, Quantization
 from ..graph import Graph
 from . import common_types, modules, parallel, tensor_parallel, utils  # noqa: E402
 
@@ -41,7 +43,8 @@ __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", 
            "HingeEmbeddingLoss", "MarginRankingLoss", "CosineEmbeddingLoss", "TripletMarginLoss",
            "TripletMarginWithDistanceLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiMarginLoss",
            "MultiLabelMarginLoss", "CosineSimilarity", "PairwiseDistance", "CTCLoss",
-           "Conv3d", "MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool3d",
+           "CoinFlip", "FakeQuantization", "MinMaxObserver", "MovingAverageMinMaxObserver", "Quantization",
+           "Conv3d", "MaxPool1d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool3d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "UpsamplingNearest2d",
            "UpsamplingBilinear2d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d",
            "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",

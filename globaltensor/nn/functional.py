@@ -11,7 +11,7 @@ from ..ops.resize import interpolate, pad
 from ..ops.sampling import affine_grid, deform_conv2d, grid_sample
 from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d,
                       adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d,
-                      max_pool2d, max_pool3d)
+                      max_pool2d, max_pool3d, max_unpool1d, max_unpool2d, max_unpool3d)
 from .resampling import fold, unfold, upsample
 from .loss import binary_cross_entropy_with_logits, kl_div, l1_loss, nll_loss, smooth_l1_loss
 from .loss_fns import binary_cross_entropy, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, \
@@ -35,4 +35,5 @@ __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linea
            "sparse_softmax_cross_entropy",
            "conv3d", "interpolate", "pad", "upsample", "affine_grid", "grid_sample", "deform_conv2d", "fold", "unfold",
            "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
-           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"]
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "max_unpool1d", "max_unpool2d",
+           "max_unpool3d"]

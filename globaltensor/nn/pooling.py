@@ -6,7 +6,7 @@ from ..ops import pooling as P
 from . import common_types
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
            "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d"]
 
 
@@ -40,11 +40,20 @@ def _adaptive_fn(spatial, kind):
     return adaptive
 
 
+def _unpool_fn(spatial):
+    def max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+        return P.max_unpool(input, indices, spatial, kernel_size, stride, padding, output_size)
+    max_unpool.__name__ = f"max_unpool{spatial}d"
+    max_unpool.__doc__ = f"PyTorch's F.max_unpool{spatial}d: max_pool{spatial}d's values put back at its indices."
+    return max_unpool
+
+
 max_pool1d, max_pool2d, max_pool3d = _max_fn(1), _max_fn(2), _max_fn(3)
+max_unpool1d, max_unpool2d, max_unpool3d = _unpool_fn(1), _unpool_fn(2), _unpool_fn(3)
 avg_pool1d, avg_pool2d, avg_pool3d = _avg_fn(1), _avg_fn(2), _avg_fn(3)
 adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d = (_adaptive_fn(n, "avg") for n in (1, 2, 3))
 adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d = (_adaptive_fn(n, "max") for n in (1, 2, 3))
-FUNCTIONS = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+FUNCTIONS = ["max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
              "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
              "adaptive_max_pool2d", "adaptive_max_pool3d"]
 
@@ -64,6 +73,20 @@ class _MaxPoolNd(Module):
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class _MaxUnpoolNd(Module):
+    spatial = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, input, indices, output_size=None):
+        return P.max_unpool(input, indices, self.spatial, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class _AvgPoolNd(Module):
@@ -118,6 +141,7 @@ def _layer(base, name, **attrs):
 
 
 MaxPool1d, MaxPool2d, MaxPool3d = (_layer(_MaxPoolNd, f"MaxPool{n}d", spatial=n) for n in (1, 2, 3))
+MaxUnpool1d, MaxUnpool2d, MaxUnpool3d = (_layer(_MaxUnpoolNd, f"MaxUnpool{n}d", spatial=n) for n in (1, 2, 3))
 AvgPool1d, AvgPool2d, AvgPool3d = (_layer(_AvgPoolNd, f"AvgPool{n}d", spatial=n) for n in (1, 2, 3))
 AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = (
     _layer(_AdaptivePoolNd, f"AdaptiveAvgPool{n}d", spatial=n, kind="avg") for n in (1, 2, 3))

@@ -96,7 +96,8 @@ def _numpy(self: Tensor) -> Any:
 
 def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """x.to(dtype), x.to(device) ("cpu", "cuda", "cuda:0"), x.to(placement), x.to(other) (its
-    dtype and device; a global one's placement), x.to(device, dtype); dtype=, device=, copy=.
+    dtype and device; a global one's placement), x.to(device, dtype); dtype=, device=, copy=;
+    x.to(gt.Tensor) (OneFlow's: a parameter as a plain tensor, detached).
     A local tensor moves between numpy and cupy; a global one changes its placement's type (or
     its placement) by to_global, keeping its sbp. A local tensor .to(placement) becomes global
     with the placement's first rank's values broadcast (as Module.to_global). Differentiable;
@@ -105,8 +106,11 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     kwargs.pop("non_blocking", None)
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    as_plain = False
     for a in args:
-        if isinstance(a, Tensor):
+        if isinstance(a, type) and issubclass(a, Tensor):  # OneFlow's param.to(flow.Tensor): a plain tensor
+            as_plain = type(self) is not a
+        elif isinstance(a, Tensor):
             if a.is_global != self.is_global:
                 raise PlacementError("tensor.to(other) can only be called when tensor and other are local tensors "
                                      "(or, here, both global: other's placement)")
@@ -124,7 +128,7 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         out = cast(out, dtype)
     if copy and out is self:
         out = clone(self)
-    return out
+    return out.detach() if as_plain and out is self else out
 
 
 def _names_dtype(text: str) -> bool:

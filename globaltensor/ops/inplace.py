@@ -5,10 +5,11 @@ import builtins
 import numpy as np
 
 from . import bitwise, elementwise, random_ops
-from ._front import tensors
+from ._front import apply, tensors
 from .elementwise import UNARY, cast, clip
 from .data_dependent import masked_select
 from .indexing import getitem
+from .setitem import basic_selection, encoded, check_value_shape, lead_ones_dropped
 from .. import autograd, creation
 from .. import layout as _layout
 from .. import dtype as _dtype
@@ -120,10 +121,9 @@ for _name, _method_name in {"add": "add_", "sub": "sub_", "mul": "mul_", "truedi
 
 def assigned(x, key, value):
     """x with x[key] = value, out of place, in x's dtype and layout; differentiable in x and value.
-    Basic keys (ints, slices, None, ...): each rank writes the part of the selection its piece
-    holds (zeros on the ranks of a partial_sum axis that do not carry the value), so no collective
-    but the value's broadcast. Index tensors and masks: the whole value on every rank, then its
-    own piece."""
+    Basic keys (ints, slices, None, ...): the op setitem (ops/setitem.py), each rank writes the part
+    of the selection its piece holds, so no collective but the value's broadcast. Index tensors and
+    masks: the whole value on every rank, then its own piece."""
     (x,) = tensors(x)
     key = index_key(key)
     v = value if isinstance(value, Tensor) else None
@@ -132,21 +132,32 @@ def assigned(x, key, value):
             raise RuntimeError("x[key] = value: the value is a local tensor that requires grad and x is global; "
                                "make it global first (to_global)")
         value, v = v.numpy(), None
+    if builtins.all(k is None or k is Ellipsis or isinstance(k, (builtins.slice, int, np.integer))
+                    and not isinstance(k, (bool, np.bool_)) for k in key):
+        return _assigned_basic(x, key, value, v)
     if v is not None and x.is_global:
         v = v.to_global(placement=x.placement, sbp=(_B,) * x.placement.ndim)
     data = move(np.asarray(value) if v is None else v._local, of_array(x._local)).astype(x.dtype.np, copy=False)
-    basic = builtins.all(k is None or k is Ellipsis or isinstance(k, (builtins.slice, int, np.integer))
-                and not isinstance(k, (bool, np.bool_)) for k in key)
     with autograd.no_grad():
-        if basic:
-            piece = _assign_basic(x, key, data, tuple(v.shape) if v is not None else data.shape)
-        else:
-            piece = _assign_advanced(x, key, data)
+        piece = _assign_advanced(x, key, data)
     out = Tensor(piece, x.shape, x.dtype, x.placement, x.sbp)
     autograd.record("setitem", _assigned_backward, [x] if v is None else [x, v], [out], {"key": key})
     return out
 
 
+def _assigned_basic(x, key, value, v):
+    """x[key] = value by the op setitem: a number is its `fill`, anything else a tensor (broadcast)."""
+    static = {"key": encoded(key), "shape": tuple(x.shape), "fill": 0}
+    if v is None:
+        data = np.asarray(value)
+        if data.ndim == 0 and data.dtype.kind != "c":
+            basic_selection(tuple(x.shape), key)  # the key's IndexErrors
+            static["fill"] = data.astype(x.dtype.np).item()
+            return apply("setitem", [x], static)
+        layout = {} if x.is_local else {"placement": x.placement, "sbp": (_B,) * x.placement.ndim}
+        v = creation.tensor(data, dtype=x.dtype, check_meta=False, **layout)
+    check_value_shape(tuple(v.shape), tuple(x.shape), key)
+    return apply("setitem", [x, v if v.dtype == x.dtype else cast(v, x.dtype)], static)
 
 
 def _assigned_backward(ctx, g):
@@ -157,35 +168,6 @@ def _assigned_backward(ctx, g):
     if len(ctx.inputs) > 1 and ctx.inputs[1].requires_grad:
         gv = sum_to(getitem(g, key), ctx.inputs[1].shape)
     return gx, gv
-
-
-def _basic_selection(shape, key):
-    """Per dim of x, the global indices a basic key selects; the shape of x[key]; that shape
-    with one entry per dim of x (ints: 1; None dims dropped)."""
-    real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
-    if real > len(shape):
-        raise IndexError(f"Too many indices for tensor of dimension {len(shape)}")
-    if builtins.sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    fill = (builtins.slice(None),) * (len(shape) - real)
-    at = next((i for i, k in enumerate(key) if k is Ellipsis), len(key))
-    key = key[:at] + fill + key[at + 1:]
-    selections, out_shape, d = [], [], 0
-    for k in key:
-        if k is None:
-            out_shape.append(1)
-            continue
-        n = shape[d]
-        if isinstance(k, builtins.slice):
-            sel = np.arange(n)[k]
-            out_shape.append(len(sel))
-        else:
-            if not -n <= int(k) < n:
-                raise IndexError(f"index {int(k)} is out of bounds for dimension {d} with size {n}")
-            sel = np.array([int(k) % n])
-        selections.append(sel)
-        d += 1
-    return selections, tuple(out_shape), tuple(len(s) for s in selections)
 
 
 def _box(x):
@@ -199,61 +181,6 @@ def _box(x):
     return _layout.local_box(x.shape, x.placement.hierarchy, x.sbp, coord), _layout.holds_value(x.sbp, coord)
 
 
-def _lead_ones_dropped(data, shape, ndim):
-    """The value without leading dims of size 1 beyond the selection's dims (PyTorch drops them)."""
-    lead = 0
-    while len(shape) - lead > ndim and shape[lead] == 1:
-        lead += 1
-    return (data.reshape(data.shape[lead:]) if lead and data.ndim == len(shape) else data), tuple(shape[lead:])
-
-
-def _no_broadcast(value_shape, shape):
-    raise RuntimeError(f"shape mismatch: value tensor of shape {tuple(value_shape)} cannot be broadcast to indexing "
-                       f"result of shape {tuple(shape)}")
-
-
-def _assign_basic(x, key, data, value_shape):
-    """This rank's new piece: the selection's part inside its box, from the whole value."""
-    selections, out_shape, aligned = _basic_selection(x.shape, key)
-    data, value_shape = _lead_ones_dropped(data, value_shape, len(out_shape))
-    try:
-        fits = np.broadcast_shapes(value_shape, out_shape) == tuple(out_shape)
-    except ValueError:
-        fits = False
-    if not fits:
-        _no_broadcast(value_shape, out_shape)
-    found = _box(x)
-    if found is None:
-        return x._local
-    data = array_module(data).broadcast_to(data, out_shape).reshape(aligned)
-    box, holds = found
-    where, taken = [], []
-    for sel, (lo, hi) in zip(selections, box):
-        inside = (sel >= lo) & (sel < hi)
-        where.append(sel[inside] - lo)
-        taken.append(np.nonzero(inside)[0])
-    piece = x._local.copy()
-    xp = array_module(piece)
-    region = _index(where, xp)
-    piece[region] = data[_index(taken, xp)] if holds else 0
-    return piece
-
-
-def _index(positions, xp):
-    """An index for these positions per dim: slices when each is a run with a positive step,
-    else an open mesh of index arrays (np.ix_)."""
-    slices = []
-    for p in positions:
-        step = int(p[1] - p[0]) if len(p) > 1 else 1
-        if len(p) and step > 0 and np.array_equal(p, np.arange(p[0], p[-1] + 1, step)):
-            slices.append(builtins.slice(int(p[0]), int(p[-1]) + 1, step))
-        elif not len(p):
-            slices.append(builtins.slice(0, 0))
-        else:
-            return tuple(xp.asarray(i) for i in np.ix_(*positions))
-    return tuple(slices)
-
-
 def _assign_advanced(x, key, data):
     """This rank's new piece: the whole value assigned on every rank (numpy's rules), then cut."""
     whole = x if x.is_local else x.to_global(sbp=(_B,) * x.placement.ndim)
@@ -262,7 +189,7 @@ def _assign_advanced(x, key, data):
     full = whole._local.copy()
     if _box(x) is not None:
         try:
-            full[decoded] = _lead_ones_dropped(data, data.shape, full[decoded].ndim)[0]
+            full[decoded] = lead_ones_dropped(data, data.shape, full[decoded].ndim)[0]
         except ValueError as exc:
             raise RuntimeError(f"x[key] = value: {exc}") from None
     if x.is_local:

@@ -82,24 +82,70 @@ def avg_pool(input, spatial, kernel_size, stride=None, padding=0, ceil_mode=Fals
 
 def max_pool(input, spatial, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
              return_indices=False):
-    """PyTorch's max_pool{1,2,3}d (padding never wins); the gradient goes to the largest element."""
-    if return_indices:
-        raise NotImplementedError(f"max_pool{spatial}d: return_indices=True is not supported")
+    """PyTorch's max_pool{1,2,3}d (padding never wins); the gradient goes to the largest element.
+    return_indices: also each maximum's flat position in its input plane (PyTorch's indices, for
+    max_unpool), carried through the separable taps dim by dim (ties: the first along each dim)."""
     x, dims, outs, k, s, p, d = _geometry(input, spatial, kernel_size, stride, padding, dilation, ceil_mode,
                                           f"max_pool{spatial}d")
-    if spatial == 2 and x.ndim == 4 and max(p) == 0 and max(d) == 1 and not ceil_mode and x.dtype.is_floating:
+    if (spatial == 2 and x.ndim == 4 and max(p) == 0 and max(d) == 1 and not ceil_mode and x.dtype.is_floating
+            and not return_indices):
         return conv.max_pool2d(x, k, s, 0)
+    positions = []  # per dim pooled so far: the input index along it of each output's maximum
     for i, dim in enumerate(dims):
-        out = None
+        out = out_positions = None
         for index, inside, _ in _taps(x.shape[dim], outs[i], k[i], s[i], p[i], d[i]):
-            picked = index_select(x, dim, as_tensor(index.astype(np.int64), x))
+            at = as_tensor(index.astype(np.int64), x)
+            picked = index_select(x, dim, at)
             if not inside.all():
                 shape = [1] * x.ndim
                 shape[dim] = len(index)
                 picked = where(as_tensor(inside.reshape(shape), x), picked, -math.inf)
-            out = picked if out is None else maximum(out, picked)
-        x = out
-    return x
+            if not return_indices:
+                out = picked if out is None else maximum(out, picked)
+                continue
+            here = [index_select(q, dim, at) for q in positions] + [_along(index, dim, picked)]
+            if out is None:
+                out, out_positions = picked, here
+                continue
+            wins = (picked > out) | (picked.isnan() & ~out.isnan())
+            out = where(wins, picked, out)
+            out_positions = [where(wins, a, b) for a, b in zip(here, out_positions)]
+        x, positions = out, out_positions
+    if not return_indices:
+        return x
+    flat = None
+    for q, dim in zip(positions, dims):
+        flat = q if flat is None else flat * input.shape[dim] + q
+    return x, flat
+
+
+def _along(index, dim, like):
+    """The taps' input indices as an int64 tensor varying along dim, broadcast to like's shape."""
+    shape = [1] * like.ndim
+    shape[dim] = len(index)
+    return as_tensor(index.astype(np.int64).reshape(shape), like).expand(*like.shape)
+
+
+def max_unpool(input, indices, spatial, kernel_size, stride=None, padding=0, output_size=None):
+    """PyTorch's max_unpool{1,2,3}d: zeros of the unpooled size with each value written at its flat
+    index in its plane (scatter along the flattened spatial dims; its gradient gathers)."""
+    (input, indices) = tensors(input, indices)
+    name = f"max_unpool{spatial}d"
+    if input.ndim not in (spatial + 1, spatial + 2) or tuple(indices.shape) != tuple(input.shape):
+        raise ValueError(f"{name}: expected a {spatial + 1}-D or {spatial + 2}-D input and indices of its shape, got "
+                         f"{tuple(input.shape)} and {tuple(indices.shape)}")
+    k = _tuple(kernel_size, spatial, "kernel_size")
+    st = _tuple(stride if stride is not None else kernel_size, spatial, "stride")
+    pad = _tuple(padding, spatial, "padding")
+    lead = tuple(input.shape[:input.ndim - spatial])
+    size = [(n - 1) * a - 2 * b + c for n, a, b, c in zip(input.shape[-spatial:], st, pad, k)]
+    if output_size is not None:
+        size = [int(n) for n in tuple(output_size)[-spatial:]]
+    plane = math.prod(size)
+    flat_in = input.reshape(*lead, -1)
+    flat_at = indices.reshape(*lead, -1)
+    out = input.new_zeros(lead + (plane,))
+    return out.scatter(len(lead), flat_at, flat_in).reshape(*lead, *size)
 
 
 def adaptive_max_pool(input, output_size, spatial):
@@ -117,4 +163,4 @@ def adaptive_max_pool(input, output_size, spatial):
     return x
 
 
-__all__ = ["adaptive_avg_pool", "adaptive_max_pool", "avg_pool", "max_pool"]
+__all__ = ["adaptive_avg_pool", "adaptive_max_pool", "avg_pool", "max_pool", "max_unpool"]

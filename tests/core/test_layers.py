@@ -24,7 +24,7 @@ LAYERS = [
     ("L7 ops", ["ops"]),
     ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "graph"]),
     ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
-                      "support", "_oneflow_internal", "printing", "framework", "_C"]),
+                      "support", "_oneflow_internal", "printing", "framework", "_C", "ps"]),
     ("L10 the package", [""]),
     ("L11 faces", ["paddle"]),
 ]
@@ -175,6 +175,8 @@ def test_leaves_import_only_values():
 # (importer, imported) as in _edges: without these edges the face's imports form a DAG.
 FACE_CYCLES = {
     ("paddle.distributed.auto_parallel.api", "paddle"),  # inside a function: from ... import to_tensor
+    # inside functions: Fleet's PS mode runs static programs (static's collective update uses fleet.utils)
+    ("paddle.distributed.fleet.ps_runtime", "paddle.static"),
 }
 
 
@@ -355,7 +357,7 @@ OP_FAMILIES = ["ops._front", "ops.elementwise", "ops.elementwise_extras", "ops.c
                "ops.gather_scatter", "ops.gather_scatter_nd", "ops.data_dependent", "ops.sorting", "ops.indexing",
                "ops.norms", "ops.linear_layer", "ops.embedding_lookup", "ops.losses", "ops.attention_heads", "ops.conv",
                "ops.attention", "ops.random_ops", "ops.everyday", "ops.everyday_shape", "ops.einsum", "ops.tensor_methods",
-               "ops.oneflow_only", "ops.sampling", "ops.resize", "ops.pooling", "ops.conv3d", "ops.extras", "ops.inplace",
+               "ops.oneflow_only", "ops.sampling", "ops.resize", "ops.pooling", "ops.conv3d", "ops.extras", "ops.setitem", "ops.inplace",
                "ops.conversion", "ops.oneflow_functional", "ops.oneflow_losses"]
 
 

@@ -9,6 +9,8 @@ import globaltensor as gt
 from globaltensor import autograd, sbp
 from globaltensor.distributed import collectives
 from globaltensor.ops import conversion
+from globaltensor.ps import checkpoint as ps_checkpoint, partition as ps_partition, tables as ps_tables
+from globaltensor.ps.init import seeded_rows
 
 TYPED = {
     "Tensor": [gt.Tensor.__init__, gt.Tensor.layout, gt.Tensor.dim, gt.Tensor.size, gt.Tensor.numel,
@@ -32,6 +34,11 @@ TYPED = {
     "factories": [getattr(gt, n) for n in ("tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "eye",
                                            "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn",
                                            "randint", "normal", "uniform")],
+    "ps tables": [ps_partition.dense_blocks, ps_partition.job_blocks, ps_partition.server_blocks,
+                  ps_partition.server_of_ids, seeded_rows, ps_checkpoint.save_server, ps_checkpoint.load_server,
+                  ps_checkpoint.load_dense] + [getattr(ps_tables.DenseBlock, n) for n in (
+                      "__init__", "apply", "add", "state", "load_state")] + [getattr(ps_tables.SparseTable, n) for n in (
+                      "__init__", "pull", "push", "add", "state", "load_state")],
 }
 
 

@@ -1,52 +1,36 @@
-"""paddle.distributed.fleet, collective training in dygraph mode: init, DistributedStrategy,
-distributed_model (DataParallel), distributed_optimizer, role makers, worker_index / worker_num."""
+"""paddle.distributed.fleet: collective training (init, distributed_model, distributed_optimizer) and a
+parameter-server job's roles and lifecycle (is_server, init_server, run_server, init_worker, stop_worker)."""
+import os
+
 from ....env import get_rank, get_world_size
 from .. import init_parallel_env
+from . import ps_runtime as _ps
 from . import utils  # noqa: F401
+from .base.distributed_strategy import DistributedStrategy
 from .base.role_maker import PaddleCloudRoleMaker, Role, UserDefinedRoleMaker
+from .ps_runtime import init_server, init_worker, run_server, save_persistables, stop_worker
 
 __all__ = ["init", "DistributedStrategy", "distributed_model", "distributed_optimizer", "worker_index", "worker_num",
-           "is_worker", "is_first_worker", "worker_endpoints", "barrier_worker", "PaddleCloudRoleMaker",
-           "UserDefinedRoleMaker", "Role", "utils"]
+           "is_worker", "is_server", "is_first_worker", "worker_endpoints", "server_endpoints", "server_num",
+           "server_index", "barrier_worker", "init_server", "run_server", "init_worker", "stop_worker",
+           "save_persistables", "PaddleCloudRoleMaker", "UserDefinedRoleMaker", "Role", "utils"]
 
 _state = {"strategy": None, "role_maker": None, "initialized": False}
 
 
-class DistributedStrategy:
-    """The fields that mean something here: fuse_grad_size_in_MB (the gradient bucket size of
-    distributed_model), fuse_all_reduce_ops; amp, recompute, sharding, pipeline and tensor
-    parallel configs are refused when switched on (use globaltensor's own layouts for those)."""
-
-    _REFUSED = ("amp", "recompute", "sharding", "pipeline", "tensor_parallel", "gradient_merge", "lars", "lamb",
-                "dgc", "localsgd", "a_sync")
-
-    def __init__(self):
-        object.__setattr__(self, "_fields", {"fuse_grad_size_in_MB": 32, "fuse_all_reduce_ops": True,
-                                             "last_comm_group_size_MB": 1, "find_unused_parameters": False,
-                                             "hybrid_configs": {}, "nccl_comm_num": 1})
-
-    def __getattr__(self, name):
-        fields = self.__dict__["_fields"]
-        if name in fields:
-            return fields[name]
-        if name in self._REFUSED:
-            return False
-        raise AttributeError(f"DistributedStrategy has no field {name!r} here")
-
-    def __setattr__(self, name, value):
-        if name in self._REFUSED and value:
-            raise NotImplementedError(f"DistributedStrategy.{name} = {value!r} is not supported by globaltensor's "
-                                      f"Fleet (its collective mode is data parallelism); lay the model out with "
-                                      f"placements instead")
-        self._fields[name] = value
-
-
 def init(role_maker=None, is_collective=False, strategy=None, log_level="INFO"):
-    """Join the job (collective mode: one process per rank under the launcher)."""
-    if role_maker is not None and not getattr(role_maker, "is_collective", True):
-        raise NotImplementedError("fleet.init: only collective training is supported (no parameter server yet)")
-    init_parallel_env()
-    _state.update(strategy=strategy or DistributedStrategy(), role_maker=role_maker, initialized=True)
+    """Join the job. A parameter-server job when role_maker is a PS one (is_collective=False), or when
+    no role_maker is given, is_collective is False and the launcher set TRAINING_ROLE; else collective
+    (one process per rank under the launcher)."""
+    if role_maker is None and not is_collective and os.environ.get("TRAINING_ROLE"):
+        role_maker = PaddleCloudRoleMaker(is_collective=False)
+    strategy = strategy or DistributedStrategy()
+    if role_maker is not None and not role_maker.is_collective:
+        _ps.start(role_maker, strategy)
+    else:
+        _ps.start(None, strategy)
+        init_parallel_env()
+    _state.update(strategy=strategy, role_maker=role_maker, initialized=True)
 
 
 def _strategy():
@@ -62,34 +46,59 @@ def distributed_model(model):
 
 
 def distributed_optimizer(optimizer, strategy=None):
-    """The optimizer itself: distributed_model's backward already averaged the gradients."""
+    """Collective: the optimizer itself (distributed_model's backward already averaged the
+    gradients). Parameter server: its minimize makes the job's spec; the servers run the update."""
     if strategy is not None:
         _state["strategy"] = strategy
+    if _ps.active():
+        return _ps.PSOptimizer(optimizer, _strategy())
     return optimizer
 
 
+def _role():
+    return _ps.role() if _ps.active() else _state["role_maker"] or PaddleCloudRoleMaker(is_collective=True)
+
+
 def worker_index():
-    return get_rank()
+    return _ps.role()._worker_index() if _ps.active() else get_rank()
 
 
 def worker_num():
-    return get_world_size()
+    return _ps.role()._worker_num() if _ps.active() else get_world_size()
 
 
 def is_worker():
-    return True
+    return _ps.role()._is_worker() if _ps.active() else True
+
+
+def is_server():
+    return _ps.active() and _ps.role()._is_server()
 
 
 def is_first_worker():
-    return get_rank() == 0
+    return _ps.role()._is_first_worker() if _ps.active() else get_rank() == 0
+
+
+def server_num():
+    return _ps.role()._server_num() if _ps.active() else 0
+
+
+def server_index():
+    return _ps.role()._server_index() if _ps.active() else -1
+
+
+def server_endpoints(to_string=False):
+    found = _ps.role()._get_pserver_endpoints() if _ps.active() else []
+    return ",".join(found) if to_string else found
 
 
 def worker_endpoints(to_string=False):
-    import os
-    found = os.environ.get("PADDLE_TRAINER_ENDPOINTS", "127.0.0.1:0").split(",")
+    found = _role()._get_trainer_endpoints()
     return ",".join(found) if to_string else found
 
 
 def barrier_worker():
+    if _ps.active():
+        return _ps.barrier_worker()
     from .. import barrier
     barrier()

@@ -1,0 +1,224 @@
+"""What a server holds: DenseBlock (rows of a dense parameter) and SparseTable (id-keyed rows), with the rule's state."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import optim
+from ._idindex import IdIndex
+from .entry import Admission
+from .init import seeded_rows
+from .partition import Block
+from .spec import Rule, SparseSpec
+
+
+class DenseBlock:
+    """One block of a dense parameter on its server: `value` holds rows [row_start, row_end)."""
+
+    def __init__(self, block: Block, value: np.ndarray, rule: Rule) -> None:
+        value = np.asarray(value)
+        if tuple(value.shape) != tuple(block.shape):
+            raise ValueError(f"DenseBlock {block.block_name}: value shape {tuple(value.shape)} is not the block's "
+                             f"{tuple(block.shape)} (rows {block.row_start}:{block.row_end} of {block.param_shape})")
+        self.block, self.rule = block, rule
+        dtype = value.dtype if value.dtype in (np.float32, np.float64) else np.float32
+        self.value = np.array(value, dtype=dtype, copy=True)
+        self._state = optim.new_state(rule, self.value.shape, self.value.dtype)
+
+    def apply(self, grad: np.ndarray) -> None:
+        """The rule, in place."""
+        optim.apply(self.rule, self.value, grad, self._state)
+
+    def add(self, delta: np.ndarray) -> None:
+        """GEO: value += delta."""
+        delta = np.asarray(delta, dtype=self.value.dtype)
+        if delta.shape != self.value.shape:
+            raise ValueError(f"DenseBlock {self.block.block_name}: delta shape {delta.shape} is not {self.value.shape}")
+        self.value += delta
+
+    def state(self) -> dict[str, np.ndarray]:
+        """{"value": ..., and the rule's arrays (velocity / moment / moment1, moment2, step)}: views."""
+        return {"value": self.value, **self._state}
+
+    def load_state(self, d: dict[str, np.ndarray]) -> None:
+        """Take the value and whatever rule state `d` has (missing rule state stays fresh)."""
+        value = np.asarray(d["value"])
+        if value.shape != self.value.shape:
+            raise ValueError(f"DenseBlock {self.block.block_name}: loaded value shape {value.shape} is not "
+                             f"{self.value.shape}")
+        self.value[...] = value
+        for key, arr in self._state.items():
+            if key in d:
+                arr[...] = np.asarray(d[key]).reshape(arr.shape)
+
+
+class SparseTable:
+    """The rows of one sparse table that hash to this server, with the rule's state per row and the entry's
+    sight counts. Rows live in growable arrays indexed by an IdIndex; every call works on whole id batches."""
+
+    def __init__(self, spec: SparseSpec, rule: Rule) -> None:
+        self.spec, self.rule = spec, rule
+        self._index = IdIndex()
+        self._admission = Admission(spec)
+        self._store = None
+        self._alloc(0)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def pull(self, ids: np.ndarray, is_test: bool = False) -> np.ndarray:
+        """(len(ids), dim) rows. Unseen ids are created with seeded_rows when the entry admits them (a training
+        pull is one sight of each distinct unseen id), else read as zeros and not inserted; is_test never inserts
+        nor counts. The padding id reads zeros and is never stored."""
+        ids = self._ids(ids)
+        rows = self._index.lookup(ids)
+        missing = rows < 0
+        if not is_test and missing.any():
+            self._create(ids, rows, missing)
+            missing = rows < 0
+        if not missing.any():
+            return self._values[rows]
+        out = np.zeros((ids.size, self.spec.dim), dtype=self._values.dtype)
+        found = ~missing
+        out[found] = self._values[rows[found]]
+        return out
+
+    def push(self, ids: np.ndarray, grads: np.ndarray) -> None:
+        """The rule on the rows of `ids` (lazily: only they and their state move). Repeated ids have their grads
+        summed first; ids not in the table (not admitted, the padding id) are skipped."""
+        rows, grads = self._present_rows(ids, grads, "grads")
+        if rows.size == 0:
+            return
+        picked, dim = self._store[rows], self.spec.dim  # value and float state of each row: one gather
+        state = {key: picked[:, i * dim:(i + 1) * dim] for i, key in enumerate(self._float_keys, start=1)}
+        if self._steps is not None:
+            state["step"] = self._steps[rows]
+        optim.apply(self.rule, picked[:, :dim], grads, state)
+        self._store[rows] = picked
+        if self._steps is not None:
+            self._steps[rows] = state["step"]
+
+    def add(self, ids: np.ndarray, deltas: np.ndarray) -> None:
+        """GEO: value += delta on the rows of `ids` (repeated ids' deltas summed; absent ids skipped)."""
+        rows, deltas = self._present_rows(ids, deltas, "deltas")
+        self._values[rows] += deltas
+
+    def state(self) -> dict[str, np.ndarray]:
+        """{"ids", "values", the rule's per-row arrays, "entry_ids", "entry_sights"} (views; rows in insertion
+        order; the entry's counts only for ids not admitted)."""
+        n = len(self._index)
+        out = {"ids": self._index.ids, "values": self._values[:n]}
+        out.update({key: arr[:n] for key, arr in self._state.items()})
+        counted, sights = self._admission.state()
+        waiting = self._index.lookup(counted) < 0
+        out["entry_ids"], out["entry_sights"] = counted[waiting], sights[waiting]
+        return out
+
+    def load_state(self, d: dict[str, np.ndarray]) -> None:
+        """Replace the table's rows by those of `d` (as state() gives; missing rule state starts fresh)."""
+        ids = np.asarray(d["ids"], dtype=np.int64).reshape(-1)
+        values = np.asarray(d["values"])
+        if values.shape != (ids.size, self.spec.dim):
+            raise ValueError(f"SparseTable {self.spec.name!r}: loaded values shape {values.shape} is not "
+                             f"({ids.size}, {self.spec.dim}) (dim {self.spec.dim})")
+        if np.unique(ids).size != ids.size:
+            raise ValueError(f"SparseTable {self.spec.name!r}: loaded ids repeat")
+        self._index = IdIndex(ids.size)
+        self._index.insert(ids)
+        self._store = None
+        self._alloc(ids.size)
+        self._values[:ids.size] = values
+        for key, arr in self._state.items():
+            if key in d:
+                arr[:ids.size] = np.asarray(d[key]).reshape((ids.size,) + arr.shape[1:])
+        self._admission = Admission(self.spec)
+        if "entry_ids" in d and len(d["entry_ids"]):
+            self._admission.load_state(d["entry_ids"], d["entry_sights"])
+
+    def _create(self, ids, rows, missing):
+        """Admit and insert the distinct unseen ids among ids[missing]; fills their rows in `rows`."""
+        unseen, where = np.unique(ids[missing], return_inverse=True)
+        if self.spec.padding_idx is not None:
+            unseen_ok = unseen != self.spec.padding_idx
+        else:
+            unseen_ok = np.ones(unseen.size, dtype=bool)
+        unseen_ok[unseen_ok] = self._admission.admit(unseen[unseen_ok])
+        new_ids = unseen[unseen_ok]
+        if new_ids.size == 0:
+            return
+        new_rows = self._index.insert(new_ids)
+        self._grow(len(self._index))
+        self._values[new_rows] = seeded_rows(self.spec, new_ids)
+        row_of_unseen = np.full(unseen.size, -1, dtype=np.int64)
+        row_of_unseen[unseen_ok] = new_rows
+        rows[missing] = row_of_unseen[where]
+
+    def _grow(self, n):
+        """Make room for n rows (capacity doubles; new rows' state fresh)."""
+        capacity = self._store.shape[0]
+        if n > capacity:
+            self._alloc(max(n, 2 * capacity, 1024))
+
+    def _alloc(self, capacity):
+        """(Re)allocate the rows: value and float rule state side by side in one (capacity, k * dim) array, so a
+        push gathers and scatters each row once; adam's step counts beside it. Old rows are kept."""
+        dim = self.spec.dim
+        fresh = optim.new_state(self.rule, (1, dim), self.spec.dtype)
+        self._float_keys = [key for key in fresh if key != "step"]
+        store = np.zeros((capacity, dim * (1 + len(self._float_keys))), dtype=self.spec.dtype)
+        for i, key in enumerate(self._float_keys, start=1):
+            store[:, i * dim:(i + 1) * dim] = fresh[key]
+        steps = np.zeros(capacity, dtype=np.int64) if "step" in fresh else None
+        if self._store is not None:
+            kept = self._store.shape[0]
+            store[:kept] = self._store
+            if steps is not None:
+                steps[:kept] = self._steps
+        self._store, self._steps = store, steps
+        self._scratch = np.zeros(capacity, dtype=np.int64)  # one int per row: push's grouping of repeated ids
+
+    @property
+    def _values(self):
+        return self._store[:, :self.spec.dim]
+
+    @property
+    def _state(self):
+        """The rule's per-row arrays: views into the store (computed, so copies of the table stay whole)."""
+        dim = self.spec.dim
+        state = {key: self._store[:, i * dim:(i + 1) * dim] for i, key in enumerate(self._float_keys, start=1)}
+        if self._steps is not None:
+            state["step"] = self._steps
+        return state
+
+    def _ids(self, ids):
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise ValueError(f"SparseTable {self.spec.name!r}: ids must be integers, got dtype {ids.dtype}")
+        return np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
+
+    def _present_rows(self, ids, rows_in, what):
+        """(distinct table rows, their summed input rows) of the ids present in the table. Repeats are grouped
+        through a scratch array over the table's rows (no sort): each row records the last position naming it."""
+        rows_in = self._rows_like(ids, rows_in, what)
+        rows = self._index.lookup(self._ids(ids))
+        present = rows >= 0
+        if not present.all():
+            rows, rows_in = rows[present], rows_in[present]
+        positions = np.arange(rows.size)
+        self._scratch[rows] = positions
+        last = self._scratch[rows] == positions
+        if last.all():
+            return rows, rows_in
+        distinct = rows[last]
+        self._scratch[distinct] = np.arange(distinct.size)
+        dim = self.spec.dim
+        cells = (self._scratch[rows][:, None] * dim + np.arange(dim)).reshape(-1)
+        sums = np.bincount(cells, weights=rows_in.reshape(-1), minlength=distinct.size * dim)
+        return distinct, sums.reshape(distinct.size, dim).astype(rows_in.dtype)
+
+    def _rows_like(self, ids, rows, what):
+        rows = np.asarray(rows, dtype=self._values.dtype)
+        want = (np.asarray(ids).size, self.spec.dim)
+        if rows.shape != want:
+            raise ValueError(f"SparseTable {self.spec.name!r}: {what} shape {rows.shape} must be {want} "
+                             "(one row of dim numbers per id)")
+        return rows
