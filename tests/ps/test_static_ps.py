@@ -1,6 +1,6 @@
 """Paddle static mode on the parameter server: sparse_embedding, static/ps.py's job spec and the
-executor's PS step (sync / async / GEO) against a fake in-process client (tests/ps/static_standin.py,
-which also stands in for globaltensor.ps while the engine is being written), checked against torch."""
+executor's PS step (sync / async / GEO) against a fake in-process client (tests/ps/static_fake.py)
+and real servers, checked against torch."""
 import json
 import os
 import socket
@@ -14,8 +14,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-import static_standin  # noqa: E402
-from static_standin import FakeServer  # noqa: E402
+from static_fake import FakeServer  # noqa: E402
 
 VOCAB, DIM, SLOTS, FEATS, HIDDEN, STEPS = 40, 4, 2, 3, 6, 5
 
@@ -312,8 +311,8 @@ def test_detach_runs_locally_again(paddle):
 
 def _engine_ready():
     try:
-        from globaltensor.ps import Client, Server  # noqa: F401
-        return not static_standin.STANDIN
+        from globaltensor.ps import client, server  # noqa: F401
+        return True
     except ImportError:
         return False
 
