@@ -253,6 +253,9 @@ def test_pserver_program_run_builds_its_server_from_the_startup(fluid, monkeypat
 
         def serve(self):
             served.append("served")
+
+        def close(self):
+            served.append("closed")
     monkeypatch.setattr(tr, "make_server", Server)
     main, startup = fluid.Program(), fluid.Program()
     _model(fluid, main, startup, opt=fluid.optimizer.Adam(learning_rate=0.01))
@@ -265,7 +268,7 @@ def test_pserver_program_run_builds_its_server_from_the_startup(fluid, monkeypat
     exe = fluid.Executor(fluid.CPUPlace())
     assert exe.run(pstartup) == [] and exe.run(pserver) == []
     job, index, initial = served[0]
-    assert served[1] == "served" and index == 2 and job.trainers == 3 and job.rule.kind == "adam"
+    assert served[1:] == ["served", "closed"] and index == 2 and job.trainers == 3 and job.rule.kind == "adam"
     assert sorted(initial) == sorted(want)
     for k in want:
         np.testing.assert_array_equal(initial[k], want[k])

@@ -207,7 +207,13 @@ class PServerProgram:
         """Executor.run(this program): the endpoint's Server, from the startup's values, until the trainers stop."""
         from ..static import ps
         initial = self.initial if self.initial is not None else ps.initial_values(self.origin)
-        make_server(self.job, self.index, initial).serve()
+        server = make_server(self.job, self.index, initial)
+        try:
+            server.serve()
+        finally:
+            close = getattr(server, "close", None)
+            if close is not None:
+                close()
         return []
 
     def __str__(self):
