@@ -300,6 +300,23 @@ def test_async_two_trainers_loss_falls_and_they_end_with_the_servers_values(padd
     assert after < 0.5 * before, (before, after)
 
 
+@pytest.mark.timeout(60)
+def test_geo_detach_pushes_the_steps_not_pushed_yet(paddle):
+    from globaltensor.paddle.static import ps
+    built, server, clients = _trainers(paddle, "geo", 1, k_steps=3)
+    main, loss, exe = built[0]
+    batches = [_batch(s) for s in range(2)]
+    ref_dense, ref_table = _torch_reference(main, batches)
+    for feed in batches:
+        exe.run(main, feed=feed, fetch_list=[loss])
+    assert "push_dense_delta" not in clients[0].calls
+    ps.detach(main)  # as fleet's stop_worker: the two local steps reach the servers
+    assert clients[0].calls.count("push_dense_delta") == 1
+    _check(server.dense, lambda ids: server.sparse["emb"].pull(ids), ref_dense, ref_table, _touched(batches))
+    exe.close()  # detached: nothing more to push, and the client is the detacher's to stop
+    assert clients[0].calls.count("push_dense_delta") == 1 and "stop" not in clients[0].calls
+
+
 def test_detach_runs_locally_again(paddle):
     from globaltensor.paddle.static import ps
     built, server, clients = _trainers(paddle, "async", 1)

@@ -39,7 +39,7 @@ class Executor:
 
     def __init__(self, place=None):
         self.place = place
-        self._attached = {}  # id(client) -> the PSState this executor ran: close() stops the client
+        self._attached = {}  # id(client) -> (program, its PSState) this executor ran: close() stops the client
 
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch", scope=None,
             return_numpy=True, use_program_cache=False, **kwargs):
@@ -52,7 +52,7 @@ class Executor:
         attached = getattr(program, "ps", (None,))[0]
         if attached is not None:  # attached to a parameter server (static/ps.py): its first pull
             attached.before_run()
-            self._attached[id(attached.client)] = attached  # one entry per client
+            self._attached[id(attached.client)] = (program, attached)  # one entry per client
         fetches = tuple(_fetch_reg(program, f) for f in (fetch_list or []))
         pruned = program._pruned.get(fetches)
         if pruned is None or pruned[0] != len(program.instrs):
@@ -85,7 +85,9 @@ class Executor:
         """Paddle's close: a trainer of a parameter-server job tells the servers it is done (and
         closes its connections, where this run connected them: the transpiler's trainer program)."""
         done, self._attached = self._attached, {}
-        for state in done.values():
+        for program, state in done.values():
+            if program.ps[0] is not state:  # detached since (fleet's stop_worker stops its client itself)
+                continue
             state.finish()  # static/ps.py: GEO's last deltas, async's final pull, then stop
             if state.connect and hasattr(state.client, "close"):
                 state.client.close()

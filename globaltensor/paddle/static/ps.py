@@ -107,8 +107,11 @@ def attach(program, client, mode=None, k_steps=None, ops=None, connect=False):
 
 
 def detach(program):
-    """The program runs in one process again (its update local, its sparse tables local)."""
+    """The program runs in one process again (its update local, its sparse tables local). GEO: the
+    local steps not pushed yet are pushed first (fleet's stop_worker detaches, then stops)."""
     state = program.ps[0]
+    if state is not None and state.mode == "geo" and state.unpushed:
+        state._push_deltas()
     program.ps[0] = None
     for ins in program.instrs:
         if ins.kind == "step" and hasattr(ins.fn, "remote"):
@@ -135,6 +138,7 @@ class PSState:
         self.program, self.client, self.mode, self.k_steps = program, client, mode, k_steps
         self.params = {_name(p): p for p in dense_parameters(program)}
         self.started, self.finished, self.steps = False, False, 0
+        self.unpushed = 0  # GEO: local steps since the last push of deltas
         self.ops = None  # what the update prints as (static/block.py), where the transpiler gives it
         self.connect = False  # whether the first run connects the client
         self.base = {}  # GEO: the dense values of the last pull
@@ -152,7 +156,7 @@ class PSState:
         if self.finished:
             return
         self.finished = True
-        if self.started and self.mode == "geo" and self.steps % self.k_steps:
+        if self.mode == "geo" and self.unpushed:
             self._push_deltas()
         if self.started and self.mode != "sync":
             self.client.barrier()
@@ -185,8 +189,8 @@ class PSState:
         for name, table in self.program.sparse_tables.items():
             ids, grads = table.take_grads()
             self._geo_rows_update(name, ids, -lr * grads)
-        self.steps += 1
-        if self.steps % self.k_steps == 0:
+        self.steps, self.unpushed = self.steps + 1, self.unpushed + 1
+        if self.unpushed == self.k_steps:
             self._push_deltas()
 
     def _push_deltas(self):
@@ -195,7 +199,7 @@ class PSState:
         for name, (ids, rows, base) in self.rows.items():
             if len(ids):
                 self.client.push_sparse_delta(name, ids, rows - base)
-        self.rows = {}  # the next lookups pull the servers' rows again
+        self.rows, self.unpushed = {}, 0  # the next lookups pull the servers' rows again
         self._pull_dense()
 
     def geo_rows(self, table, uniq, pull):
