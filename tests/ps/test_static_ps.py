@@ -1,6 +1,8 @@
 """Paddle static mode on the parameter server: sparse_embedding, static/ps.py's job spec and the
 executor's PS step (sync / async / GEO) against a fake in-process client (tests/ps/static_fake.py)
 and real servers, checked against torch."""
+import contextlib
+import copy
 import json
 import os
 import socket
@@ -51,9 +53,22 @@ def _build(paddle, optimizer=None, padding_idx=None):
 @pytest.fixture
 def paddle():
     import globaltensor.paddle as paddle
-    paddle.enable_static()
-    yield paddle
-    paddle.disable_static()
+    with _layer_names_kept():
+        paddle.enable_static()
+        yield paddle
+        paddle.disable_static()
+
+
+@contextlib.contextmanager
+def _layer_names_kept():
+    """static.nn's layer counters (fc_0, fc_1, ...) as they were: other files' tests expect fc_0 first."""
+    from globaltensor.paddle.static import nn
+    saved = {k: copy.copy(v) for k, v in nn._counters.items()}
+    try:
+        yield
+    finally:
+        nn._counters.clear()
+        nn._counters.update(saved)
 
 
 def _fresh_rows(main):

@@ -15,6 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from static_fake import FakeServer  # noqa: E402
+from test_static_ps import _layer_names_kept  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EPS = "127.0.0.1:6174,127.0.0.1:6175,127.0.0.1:6176"
@@ -24,9 +25,10 @@ EPS = "127.0.0.1:6174,127.0.0.1:6175,127.0.0.1:6176"
 def fluid():
     import globaltensor.paddle as paddle
     import globaltensor.paddle.fluid as fluid
-    paddle.enable_static()
-    yield fluid
-    paddle.disable_static()
+    with _layer_names_kept():
+        paddle.enable_static()
+        yield fluid
+        paddle.disable_static()
 
 
 def _model(fluid, program, startup, hidden=2000, lr=0.05, opt=None):

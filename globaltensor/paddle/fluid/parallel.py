@@ -43,8 +43,7 @@ class DistributeTranspiler:
         self.trainer_id = trainer_id
         if self.config.mode == "pserver":
             from .transpiler import transpile_pserver
-            self._job = transpile_pserver(self.config, trainer_id, self.program, pservers, trainers, sync_mode,
-                                          self.startup_program)
+            self._job = transpile_pserver(self.config, trainer_id, self.program, pservers, trainers, sync_mode)
             return
         if self.config.mode != "nccl2":
             raise ValueError(f"DistributeTranspilerConfig.mode: \"pserver\" or \"nccl2\", got {self.config.mode!r}")

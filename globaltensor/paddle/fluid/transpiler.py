@@ -12,7 +12,7 @@ import os
 
 from ..static.block import Operator
 
-__all__ = ["RoundRobin", "HashName", "PServerProgram", "transpile_pserver"]
+__all__ = ["RoundRobin", "HashName", "PServerProgram", "PServerStartup", "transpile_pserver", "trainer_ops"]
 
 DISTRIBUTED_MODE = {"sync": 0, "async": 1, "geo": 3}  # Paddle's DistributedMode values
 
@@ -47,7 +47,7 @@ def _secret():
         raise ValueError("GLOBALTENSOR_SECRET must be hex (the launcher's job secret)") from None
 
 
-def transpile_pserver(config, trainer_id, program, pservers, trainers, sync_mode, startup_program):
+def transpile_pserver(config, trainer_id, program, pservers, trainers, sync_mode):
     """The job of a pserver-mode transpile: (JobSpec, its dense blocks)."""
     eps = _endpoints(pservers)
     trainers = len(trainers.split(",")) if isinstance(trainers, str) else trainers
@@ -145,6 +145,30 @@ def _dims(shape):
     return str(tuple(int(n) for n in shape))[1:-1]
 
 
+def optimize_blocks(job, blocks, index):
+    """Server index's optimize blocks: [(variable, shape, ops)] per dense block it owns, then per
+    sparse table; and grad_to_block_id ("grad:block")."""
+    found, grad_to_block = [], []
+    per = _by_param(blocks)
+    for b in (b for b in blocks if b.server == index):
+        one = len(per[param_of(b)]) == 1
+        param = param_of(b) if one else f"{param_of(b)}.block{b.index}"
+        grad = f"{param_of(b)}@GRAD" + ("" if one else f".block{b.index}")
+        ops = []
+        if job.mode == "sync" and job.trainers > 1:
+            ops.append(Operator("sum", [f"{grad}.trainer_{i}" for i in range(job.trainers)], [grad]))
+            ops.append(Operator("scale", [grad], [grad], {"scale": 1.0 / job.trainers}))
+        ops.append(Operator(job.rule.kind, [param, grad, "learning_rate_0"], [param], dict(job.rule.params)))
+        found.append((param, b.shape, ops))
+        grad_to_block.append(f"{grad}:{len(found)}")
+    for t in job.sparse:
+        ops = [Operator(job.rule.kind, [t.name, f"{t.name}@GRAD", "learning_rate_0"], [t.name],
+                        dict(job.rule.params, is_sparse=True))]
+        found.append((t.name, (-1, t.dim), ops))
+        grad_to_block.append(f"{t.name}@GRAD:{len(found)}")
+    return found, grad_to_block
+
+
 class PServerProgram:
     """get_pserver_program(endpoint): block 0's listen_and_serv op, and an optimize block per
     parameter block (and per sparse table) this endpoint serves. Executor.run(it) serves."""
@@ -154,24 +178,7 @@ class PServerProgram:
         self.endpoint = job.servers[index]
         self.blocks_owned = [b for b in blocks if b.server == index]
         self.initial = None  # the dense parameters' full values (the pserver startup program's run)
-        self._optimize, grad_to_block = [], []
-        per = _by_param(blocks)
-        for k, b in enumerate(self.blocks_owned):
-            one = len(per[param_of(b)]) == 1
-            param = param_of(b) if one else f"{param_of(b)}.block{b.index}"
-            grad = f"{param_of(b)}@GRAD" + ("" if one else f".block{b.index}")
-            ops = []
-            if job.mode == "sync" and job.trainers > 1:
-                ops.append(Operator("sum", [f"{grad}.trainer_{i}" for i in range(job.trainers)], [grad]))
-                ops.append(Operator("scale", [grad], [grad], {"scale": 1.0 / job.trainers}))
-            ops.append(Operator(job.rule.kind, [param, grad, "learning_rate_0"], [param], dict(job.rule.params)))
-            self._optimize.append((param, b.shape, ops))
-            grad_to_block.append(f"{grad}:{k + 1}")
-        for s in job.sparse:
-            ops = [Operator(job.rule.kind, [s.name, f"{s.name}@GRAD", "learning_rate_0"], [s.name],
-                            dict(job.rule.params, is_sparse=True))]
-            self._optimize.append((s.name, (-1, s.dim), ops))
-            grad_to_block.append(f"{s.name}@GRAD:{len(self._optimize)}")
+        self._optimize, grad_to_block = optimize_blocks(job, blocks, index)
         attrs = {"endpoint": self.endpoint, "pserver_id": index, "Fanin": job.trainers,
                  "distributed_mode": DISTRIBUTED_MODE[job.mode], "optimize_blocks": list(range(1, len(self._optimize)
                                                                                              + 1)),
