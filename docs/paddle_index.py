@@ -30,7 +30,6 @@ VISION = ("image transforms (paddle.vision) are not part of a tensor runtime: tr
           "DataLoader")
 STATIC_INTERNALS = ("Paddle's static-graph executor internals: a static program here is graph instructions run "
                     "by graph replay (see Static mode)")
-PS = "parameter-server training (DistributeTranspiler, pserver mode) is not built yet"
 LOD = "LoD tensors and the fluid data feeders (Paddle 1.x) are not built: feed numpy arrays"
 RNN = "recurrent layers (RNN, LSTM, GRU and their cells) are not built"
 TRANSFORMER = ("not built under Paddle's conventions (batch first, bool masks whose True keeps a position): "
@@ -42,7 +41,7 @@ REASONS = {
     "Model": "the high-level API (paddle.Model: fit / evaluate / predict) is not built: write the loop (tutorial 11)",
     "XPUPlace": "no Baidu XPU support (cpu and cuda placements)",
     "cuda_pinned_places": LOD, "create_lod_tensor": LOD, "create_random_int_lodtensor": LOD, "DataFeedDesc": LOD,
-    "DataFeeder": LOD, "DistributeTranspiler": PS, "DistributeTranspilerConfig": PS,
+    "DataFeeder": LOD,
     **{n: RNN for n in ("GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCellBase", "SimpleRNN", "SimpleRNNCell",
                         "gather_tree")},
     **{n: TRANSFORMER for n in ("Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",

@@ -177,6 +177,7 @@ FACE_CYCLES = {
     ("paddle.distributed.auto_parallel.api", "paddle"),  # inside a function: from ... import to_tensor
     # inside functions: Fleet's PS mode runs static programs (static's collective update uses fleet.utils)
     ("paddle.distributed.fleet.ps_runtime", "paddle.static"),
+    ("paddle.distributed.fleet.ps_runtime", "paddle.static.ps"),  # its glue (job_spec, attach): runs paddle.static
 }
 
 

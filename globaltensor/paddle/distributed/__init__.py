@@ -9,11 +9,13 @@ from .auto_parallel import (DistAttr, Partial, Placement, ProcessMesh, Replicate
                             ShardingStage3, dtensor_from_local, reshard, shard_dataloader, shard_layer, shard_optimizer,
                             shard_tensor, unshard_dtensor)
 from .dist_model import DistModel, Strategy, to_static
+from .entry_attr import CountFilterEntry, ProbabilityEntry, ShowClickEntry
 
 __all__ = ["init_parallel_env", "spawn", "get_rank", "get_world_size", "barrier", "all_reduce", "ReduceOp",
            "ParallelEnv", "ProcessMesh", "Placement", "Shard", "Replicate", "Partial", "shard_tensor", "reshard",
            "shard_dataloader", "to_static", "DistModel", "Strategy", "DistAttr", "dtensor_from_local", "unshard_dtensor",
-           "shard_layer", "shard_optimizer", "ShardingStage1", "ShardingStage2", "ShardingStage3"]
+           "shard_layer", "shard_optimizer", "ShardingStage1", "ShardingStage2", "ShardingStage3",
+           "ProbabilityEntry", "CountFilterEntry", "ShowClickEntry"]
 
 
 class ReduceOp:

@@ -1,4 +1,4 @@
-"""paddle.fluid: Paddle 1.x's spellings of static mode (layers, optimizer, executors, nccl2 transpiler).
+"""paddle.fluid: Paddle 1.x's spellings of static mode (layers, optimizer, executors, DistributeTranspiler).
 
 `import globaltensor.paddle.fluid as fluid` turns static mode on for the programs the fluid layers
 record (Paddle 1.x had no dygraph default). Everything lowers onto paddle.static: the same
@@ -9,13 +9,13 @@ from ..static import (CompiledProgram, Executor, Program, Variable, append_backw
                       default_startup_program, global_scope, gradients, name_scope, program_guard, scope_guard)
 from ..static.io import InputSpec  # noqa: F401
 from ..toplevel import ParamAttr
-from . import io, layers, optimizer  # noqa: F401
+from . import io, layers, optimizer, transpiler  # noqa: F401
 from .parallel import DistributeTranspiler, DistributeTranspilerConfig, ParallelExecutor
 
 __all__ = ["CPUPlace", "CUDAPlace", "CompiledProgram", "Executor", "Program", "Variable", "append_backward",
            "default_main_program", "default_startup_program", "global_scope", "gradients", "name_scope",
            "program_guard", "scope_guard", "ParamAttr", "layers", "optimizer", "io", "ParallelExecutor",
-           "DistributeTranspiler", "DistributeTranspilerConfig", "is_compiled_with_cuda", "cuda_places",
+           "DistributeTranspiler", "DistributeTranspilerConfig", "transpiler", "is_compiled_with_cuda", "cuda_places",
            "cpu_places", "enable_dygraph", "disable_dygraph", "in_dygraph_mode"]
 
 

@@ -1,11 +1,8 @@
-"""fluid's data-parallel executors: ParallelExecutor and DistributeTranspiler's nccl2 (collective) mode."""
+"""fluid's data-parallel executors: ParallelExecutor and DistributeTranspiler (nccl2 here, pserver in transpiler.py)."""
 import numpy as np
 
 from ...env import get_rank, get_world_size
 from ..static import Executor, default_main_program, default_startup_program
-
-NEXT_ISSUE = 30  # the parameter-server issue: pserver mode, send/recv, listen_and_serv
-
 
 class DistributeTranspilerConfig:
     """mode: "pserver" (the default, as Paddle's) or "nccl2" (collective: data parallel over trainers)."""
@@ -20,23 +17,36 @@ class DistributeTranspilerConfig:
         self.wait_port = True
         self.nccl_comm_num = 1
         self.use_hierarchical_allreduce = False
+        self.runtime_split_send_recv = False  # the pserver mode's send/recv always split by block here
+        self.geo_sgd_mode = False  # pserver mode: GEO (trainers train locally, push deltas every
+        self.geo_sgd_need_push_nums = 100  # ... this many steps)
+        self.completely_not_async = False
+        self.half_async = False
 
 
 class DistributeTranspiler:
     """transpile(trainer_id, trainers="ep1,ep2", current_endpoint=ep) in nccl2 mode: trainer i is
     rank i of the job (python -m globaltensor.distributed.launch --nproc_per_node N), the
-    program's gradients are averaged over the trainers before each update. pserver mode is the
-    parameter-server issue's."""
+    program's gradients are averaged over the trainers before each update. pserver mode (the
+    default): transpile(trainer_id, pservers="ip:port,...", trainers=N, sync_mode) makes the
+    trainer program (send / recv against the pservers) and each endpoint's pserver program
+    (listen_and_serv, one optimize block per parameter block): fluid/transpiler.py."""
 
     def __init__(self, config=None):
         self.config = config if config is not None else DistributeTranspilerConfig()
+        self._job = None  # pserver mode: (JobSpec, its dense blocks)
 
     def transpile(self, trainer_id, program=None, pservers="127.0.0.1:6174", trainers=1, sync_mode=True,
                   startup_program=None, current_endpoint="127.0.0.1:6174"):
+        self.program = program if program is not None else default_main_program()
+        self.startup_program = startup_program if startup_program is not None else default_startup_program()
+        self.trainer_id = trainer_id
+        if self.config.mode == "pserver":
+            from .transpiler import transpile_pserver
+            self._job = transpile_pserver(self.config, trainer_id, self.program, pservers, trainers, sync_mode)
+            return
         if self.config.mode != "nccl2":
-            raise NotImplementedError(f"DistributeTranspiler mode {self.config.mode!r}: the parameter-server mode "
-                                      f"(send/recv, listen_and_serv) comes with issue {NEXT_ISSUE}; mode \"nccl2\" "
-                                      f"(config.mode = 'nccl2') trains data-parallel now")
+            raise ValueError(f"DistributeTranspilerConfig.mode: \"pserver\" or \"nccl2\", got {self.config.mode!r}")
         endpoints = [e.strip() for e in trainers.split(",")] if isinstance(trainers, str) else None
         if endpoints is None:
             raise ValueError("DistributeTranspiler nccl2: trainers is the comma-separated list of the trainers' "
@@ -45,23 +55,53 @@ class DistributeTranspiler:
         if current_endpoint not in endpoints or endpoints.index(current_endpoint) != trainer_id:
             raise ValueError(f"DistributeTranspiler.transpile: current_endpoint {current_endpoint!r} is not trainer "
                              f"{trainer_id}'s endpoint in trainers {endpoints}")
-        self.program = program if program is not None else default_main_program()
-        self.startup_program = startup_program if startup_program is not None else default_startup_program()
-        self.endpoints, self.trainer_id = endpoints, trainer_id
+        self.endpoints = endpoints
         _data_parallel(self.program)
         self.program._nccl2 = endpoints
 
+    def _pserver_job(self, what):
+        if self._job is None:
+            raise RuntimeError(f"DistributeTranspiler.{what}: call transpile(...) in pserver mode first")
+        return self._job
+
     def get_trainer_program(self, wait_port=True):
+        """The program, its update now the pservers' (printed as send / recv); Executor.run of it
+        connects at its first run (waiting up to the job's timeout for every pserver) and pulls
+        the pservers' parameters, then each run pushes the gradients and pulls the new values.
+        Executor.close() tells the pservers this trainer is done."""
+        if self._job is None:
+            return self.program
+        from ..static import ps
+        from .transpiler import make_client, trainer_ops
+        job, blocks = self._job
+        if self.program.ps[0] is None:
+            ops = None if job.mode == "geo" else trainer_ops(job, blocks, self.trainer_id)
+            ps.attach(self.program, make_client(job, self.trainer_id), ops=ops, connect=True)
         return self.program
 
     def get_startup_program(self, endpoint=None, pserver_program=None, startup_program=None):
-        return self.startup_program
+        """The trainers' startup program (endpoint None), or a pserver's: it runs the same seeded
+        initializers and hands the values to the pserver program."""
+        if endpoint is None or self._job is None:
+            return self.startup_program
+        from .transpiler import PServerStartup
+        return PServerStartup(pserver_program or self.get_pserver_program(endpoint), startup_program or
+                              self.startup_program)
 
     def get_pserver_program(self, endpoint):
-        raise NotImplementedError(f"DistributeTranspiler.get_pserver_program: parameter servers come with issue "
-                                  f"{NEXT_ISSUE}")
+        """The program of pserver `endpoint`: listen_and_serv and an optimize block per parameter
+        block it owns; Executor.run of it serves until every trainer has stopped."""
+        from .transpiler import PServerProgram
+        job, blocks = self._pserver_job("get_pserver_program")
+        if endpoint not in job.servers:
+            raise ValueError(f"DistributeTranspiler.get_pserver_program: endpoint {endpoint!r} is not one of the "
+                             f"pservers {list(job.servers)}")
+        return PServerProgram(job, job.servers.index(endpoint), blocks, self.program)
 
-    get_pserver_programs = get_pserver_program
+    def get_pserver_programs(self, endpoint):
+        """(pserver program, its startup program) of endpoint."""
+        main = self.get_pserver_program(endpoint)
+        return main, self.get_startup_program(endpoint, main)
 
 
 def _check_trainers(num_trainers, trainer_id, who):

@@ -17,6 +17,7 @@ from .recorder import Variable
 from .io import (InputSpec, load, load_inference_model, load_program_state, save, save_inference_model,
                  set_program_state)
 from . import nn  # noqa: F401 - paddle.static.nn
+from .sparse import local_rule, sparse_grads
 
 __all__ = ["Program", "Variable", "data", "default_main_program", "default_startup_program", "program_guard",
            "Executor", "CompiledProgram", "nn", "in_static_mode", "cpu_places", "cuda_places", "append_backward",
@@ -85,9 +86,10 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
     if program.backward_at is None:
         program.backward_at = len(program.instrs)
     params = [p for p in program.parameters if p.requires_grad]
-    for p in params:
+    for p in params + [out for out, _ in program.sparse_lookups]:
         p.grad = None
     loss.backward()
+    program.sparse_grads = sparse_grads(program)  # the sparse_embedding lookups' output gradients
     pairs = []
     wanted = None if parameter_list is None else {id(p) if not isinstance(p, str) else p for p in parameter_list}
     for p in params:
@@ -130,17 +132,28 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None):
 
 class _Update:
     """The update of a minimize at each run: gradients averaged over the ranks (collective mode),
-    then the optimizer's step, then its gradients cleared (the program assigns them each run)."""
+    then the optimizer's step (and the sparse tables' rows: static/sparse.py), then its gradients
+    cleared (the program assigns them each run). Attached to a parameter server (static/ps.py),
+    `remote` runs instead."""
 
-    def __init__(self, optimizer, params, average):
-        self.optimizer, self.params, self.average = optimizer, params, average
+    def __init__(self, optimizer, params, average, program):
+        self.optimizer, self.params, self.average, self.program = optimizer, params, average, program
+        self.remote = None
 
     def __call__(self):
+        if self.remote is not None:
+            return self.remote(self)
         if self.average:
             from ..distributed.fleet.utils.hybrid_parallel_util import fused_allreduce_gradients
             fused_allreduce_gradients(self.params)
         self.optimizer.step()
         self.optimizer.clear_grad(set_to_zero=False)
+        if self.program.sparse_tables:
+            rule = local_rule(self.program)
+            for table in self.program.sparse_tables.values():
+                ids, grads = table.take_grads()
+                if len(ids):
+                    table.local_table(rule).push(ids, grads)
 
 
 class _GradSetter:
@@ -167,9 +180,11 @@ def record_minimize(optimizer, loss, average=None):
         average = bool(fleet._state["initialized"])
     for p, g in pairs:
         program.instrs.append(Instr("grad", g.name, _GradSetter(p), [program.grads[id(p)]], []))
+    for r, sink in program.sparse_grads:
+        program.instrs.append(Instr("grad", program.names[r], sink, [r], []))
     kind = UPDATE_TYPES.get(type(optimizer).__name__, type(optimizer).__name__.lower())
     detail = {"type": kind, "pairs": [(getattr(p, "name", "param"), g.name) for p, g in pairs], "average": average}
-    program.instrs.append(Instr("step", type(optimizer).__name__, _Update(optimizer, [p for p, _ in pairs], average),
-                                [], [], detail=detail))
+    update = _Update(optimizer, [p for p, _ in pairs], average, program)
+    program.instrs.append(Instr("step", type(optimizer).__name__, update, [], [], detail=detail))
     program.minimized.append((loss, optimizer, average))
     return None, pairs

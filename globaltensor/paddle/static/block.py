@@ -43,6 +43,8 @@ class Block(GraphBlock):
                                     ins.detail))
             elif ins.kind == "set" and ins.detail:  # the startup program: a parameter's initializer
                 ops.append(Operator(ins.detail["type"], [], [ins.name]))
+            elif ins.kind == "step" and ins.detail and getattr(getattr(p, "ps", (None,))[0], "ops", None):
+                ops += p.ps[0].ops  # on a parameter server: the transpiler's send / recv (fluid/transpiler.py)
             elif ins.kind == "step" and ins.detail:
                 if ins.detail.get("average"):  # the gradients' average over the ranks (nccl2 / collective)
                     ops += [Operator("c_allreduce_sum", [grad], [grad]) for _, grad in ins.detail["pairs"]]

@@ -39,12 +39,20 @@ class Executor:
 
     def __init__(self, place=None):
         self.place = place
+        self._attached = {}  # id(client) -> (program, its PSState) this executor ran: close() stops the client
 
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed", fetch_var_name="fetch", scope=None,
             return_numpy=True, use_program_cache=False, **kwargs):
         from .program import default_main_program
         program = program if program is not None else default_main_program()
         program = getattr(program, "_program", program)  # a CompiledProgram
+        run_by = getattr(program, "run_by", None)
+        if run_by is not None:  # a pserver program or its startup (fluid/transpiler.py): serves, or sets it up
+            return run_by(self)
+        attached = getattr(program, "ps", (None,))[0]
+        if attached is not None:  # attached to a parameter server (static/ps.py): its first pull
+            attached.before_run()
+            self._attached[id(attached.client)] = (program, attached)  # one entry per client
         fetches = tuple(_fetch_reg(program, f) for f in (fetch_list or []))
         pruned = program._pruned.get(fetches)
         if pruned is None or pruned[0] != len(program.instrs):
@@ -74,7 +82,15 @@ class Executor:
         return [np.asarray(o) for o in outs] if return_numpy else [Tensor(np.asarray(o)) for o in outs]
 
     def close(self):
-        pass
+        """Paddle's close: a trainer of a parameter-server job tells the servers it is done (and
+        closes its connections, where this run connected them: the transpiler's trainer program)."""
+        done, self._attached = self._attached, {}
+        for program, state in done.values():
+            if program.ps[0] is not state:  # detached since (fleet's stop_worker stops its client itself)
+                continue
+            state.finish()  # static/ps.py: GEO's last deltas, async's final pull, then stop
+            if state.connect and hasattr(state.client, "close"):
+                state.client.close()
 
 
 def _eager():
@@ -143,7 +159,7 @@ def specialize(instrs, sizes, regs):
     shapes = {r.index: r.local_shape for r in regs}
     out = []
     for ins in instrs:
-        if ins.kind == "op":
+        if ins.kind == "op" and ins.name in REGISTRY:  # not sparse_embedding's lookup (its call takes any size)
             detail = _subst(ins.detail, sizes)
             if detail != ins.detail:
                 ins = Instr("op", ins.name, _Kernel(REGISTRY[ins.name].kernel, detail), ins.ins, ins.outs,

@@ -99,6 +99,11 @@ def save_inference_model(path_prefix, feed_vars, fetch_vars, executor=None, prog
     feeds = [program.feeds[v.name] for v in feed_vars]
     instrs, _ = prune(program, outputs)
     for ins in instrs:
+        if ins.kind == "op" and ins.name == "sparse_embedding":
+            raise ValueError(f"save_inference_model: the forward looks up the parameter-server table "
+                             f"{ins.detail['table']!r} (sparse_embedding), whose rows an inference model cannot "
+                             f"hold; run the program attached to the servers (is_test lookups), or save a dense "
+                             f"embedding")
         if ins.kind not in ("op", "read", "const"):
             raise ValueError(f"save_inference_model: the forward holds a {ins.kind} step ({ins.name}), which an "
                              f"inference program cannot keep (a random op outside for_test)")

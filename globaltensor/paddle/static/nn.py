@@ -64,8 +64,14 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
 
 def sparse_embedding(input, size, padding_idx=None, is_test=False, entry=None, table_class="MemorySparseTable",
                      param_attr=None, dtype="float32", slot=None):
-    raise NotImplementedError("paddle.static.nn.sparse_embedding: a parameter-server table; the parameter-server "
-                              "issue (30) brings it. Use paddle.static.nn.embedding for a dense table meanwhile")
+    """Rows of a parameter-server table at the int64 ids of input (output shape: input's + [dim]).
+    A table's rows are made on first pull, seeded by (program seed, table name, id); tables of one
+    name (param_attr) are one table. Attached to a client (fleet, the pserver transpiler) the batch's
+    unique rows are pulled from the servers and their summed gradients pushed; otherwise a local
+    table with the same rows. Records Paddle's lookup_table (is_distributed). See static/sparse.py."""
+    from .sparse import record_sparse_embedding
+    return record_sparse_embedding(default_main_program(), input, size, padding_idx, is_test, entry, table_class,
+                                   param_attr, dtype, slot)
 
 
 def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, groups=1, param_attr=None,

@@ -40,6 +40,9 @@ class Program:
         self.random_seed = 0
         self._runs, self._pruned = {}, {}  # compiled runs per (fetches, fed sizes); pruned instructions per fetches
         self._startup_of = None  # the startup program whose set instructions initialize our parameters
+        self.sparse_tables, self.sparse_lookups = {}, []  # sparse_embedding's: name -> table; (output, lookup)
+        self.sparse_grads = []  # (the lookups' output gradient register, its sink) of append_backward
+        self.ps = [None]  # static/ps.py's PSState while attached to a parameter-server client (shared with clones)
 
     # --- registers ---------------------------------------------------------------------------------
     def knows(self, t):

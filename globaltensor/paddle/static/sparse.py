@@ -1,0 +1,182 @@
+"""sparse_embedding: a recorded lookup whose rows come from a parameter-server table (or a local one)."""
+import itertools
+
+import numpy as np
+
+from .recorder import Variable, meta_array
+
+_TABLE_CLASSES = ("CommonSparseTable", "SSDSparseTable", "MemorySparseTable")
+_ENTRIES = ("ProbabilityEntry", "CountFilterEntry", "ShowClickEntry")
+_names = itertools.count()
+
+
+class SparseTableState:
+    """One sparse table of a program: its SparseSpec's fields, the ids and row gradients of the
+    current run (gathered over the table's lookups), and the local table of a one-process run."""
+
+    def __init__(self, name, vocab, dim, init, seed, entry, padding_idx, dtype):
+        self.name, self.vocab, self.dim, self.init, self.seed = name, vocab, dim, init, seed
+        self.entry, self.padding_idx, self.dtype = entry, padding_idx, dtype
+        self.pending = []  # (unique ids, summed row gradients) of this run's lookups
+        self.local = None  # globaltensor.ps.tables.SparseTable of a run without a client
+        self.local_rule = None
+
+    def spec(self):
+        from ...ps.spec import SparseSpec
+        return SparseSpec(name=self.name, dim=self.dim, init=self.init, seed=self.seed, entry=self.entry,
+                          padding_idx=self.padding_idx, dtype=self.dtype)
+
+    def local_table(self, rule):
+        """The one-process table (same rows as the servers': seeded by (seed, name, id)); made at
+        the first run, with the rule of the program's optimizer."""
+        if self.local is None or self.local_rule != rule:
+            from ...ps.tables import SparseTable
+            fresh = SparseTable(self.spec(), rule)
+            if self.local is not None:  # the rule changed (minimize after a forward run): the rows stay
+                fresh.load_state(self.local.state())
+            self.local, self.local_rule = fresh, rule
+        return self.local
+
+    def take_grads(self):
+        """The run's (unique ids, summed gradients) over every lookup of the table; cleared."""
+        found, self.pending = self.pending, []
+        if not found:
+            return np.zeros(0, np.int64), np.zeros((0, self.dim), np.dtype(self.dtype))
+        ids = np.concatenate([i for i, _ in found])
+        grads = np.concatenate([g for _, g in found])
+        uniq, inv = np.unique(ids, return_inverse=True)
+        sums = np.zeros((len(uniq), self.dim), grads.dtype)
+        np.add.at(sums, inv, grads)
+        return uniq, sums
+
+
+class SparseLookup:
+    """The lookup's run-time call: ids -> (rows,): the batch's unique ids pulled once (from the
+    program's client when attached, else the local table), scattered back to the ids' order."""
+
+    def __init__(self, program, table, is_test):
+        self.program, self.table, self.is_test = program, table, is_test
+        self.last = None  # (unique ids, inverse) of the last run: the gradient sums by them
+
+    def __call__(self, ids):
+        t = self.table
+        flat = np.asarray(ids).reshape(-1).astype(np.int64, copy=False)
+        if flat.size and (flat.min() < 0 or flat.max() >= t.vocab):
+            bad = flat[(flat < 0) | (flat >= t.vocab)][:5]
+            raise ValueError(f"sparse_embedding {t.name!r}: ids {bad.tolist()} outside [0, {t.vocab}) (size[0] of "
+                             f"the table)")
+        uniq, inv = np.unique(flat, return_inverse=True)
+        state = self.program.ps[0]
+        if state is not None and state.mode == "geo" and not self.is_test:
+            rows = state.geo_rows(t.name, uniq, lambda fresh: state.client.pull_sparse(t.name, fresh))
+        elif state is not None:
+            rows = np.asarray(state.client.pull_sparse(t.name, uniq, is_test=self.is_test))
+        else:
+            rows = t.local_table(local_rule(self.program)).pull(uniq, is_test=self.is_test)
+        rows = np.array(rows, dtype=np.dtype(t.dtype), copy=True)
+        if t.padding_idx is not None:
+            rows[uniq == t.padding_idx] = 0
+        self.last = (uniq, inv)
+        return (rows[inv].reshape(tuple(np.shape(ids)) + (t.dim,)),)
+
+
+class SparseGradSink:
+    """A `grad` instruction: the lookup's output gradient summed per unique id (padding dropped)
+    joins the table's pending gradients."""
+
+    def __init__(self, lookup):
+        self.lookup = lookup
+
+    def __call__(self, grad):
+        t, (uniq, inv) = self.lookup.table, self.lookup.last
+        sums = np.zeros((len(uniq), t.dim), np.asarray(grad).dtype)
+        np.add.at(sums, inv, np.asarray(grad).reshape(-1, t.dim))
+        keep = uniq != t.padding_idx if t.padding_idx is not None else slice(None)
+        t.pending.append((uniq[keep], sums[keep]))
+
+
+def local_rule(program):
+    """The rule a one-process run applies to its sparse rows: the program's optimizer's (sgd with
+    lr 0 before any minimize: a forward-only program creates rows, never moves them)."""
+    from .ps import rule_of
+    if program.minimized:
+        return rule_of(program.minimized[-1][1])
+    from ...ps.spec import Rule
+    return Rule("sgd", 0.0)
+
+
+def _init_of(param_attr):
+    from ..nn import initializer as init
+    found = getattr(param_attr, "initializer", None)
+    if found is None:
+        return ("uniform", -0.05, 0.05)
+    if isinstance(found, init.Uniform):
+        return ("uniform", found._low, found._high)
+    if isinstance(found, init.Normal):
+        return ("normal", found._mean, found._std)
+    if isinstance(found, init.Constant):
+        return ("constant", found._value_)
+    raise ValueError(f"sparse_embedding: param_attr's initializer {type(found).__name__}: a sparse table's rows "
+                     f"are made on the servers by Uniform, Normal or Constant")
+
+
+def _check(input, size, entry, table_class, dtype):
+    if not isinstance(input, Variable):
+        raise TypeError(f"sparse_embedding: input must be a Variable of a static program (int64 ids), got "
+                        f"{type(input).__name__}")
+    if input.dtype.name != "int64":
+        raise TypeError(f"sparse_embedding: input must be int64 ids, got {input.dtype.name}")
+    if len(size) != 2 or int(size[0]) <= 0 or int(size[1]) <= 0:
+        raise ValueError(f"sparse_embedding: size is [vocabulary, dim] with both > 0, got {list(size)}")
+    if table_class not in _TABLE_CLASSES:
+        raise ValueError(f"sparse_embedding: table_class must be in {list(_TABLE_CLASSES)}, got {table_class!r}")
+    if entry is not None and type(entry).__name__ not in _ENTRIES:
+        raise ValueError(f"sparse_embedding: entry must be one of paddle.distributed.{', '.join(_ENTRIES)}, got "
+                         f"{type(entry).__name__}")
+    if str(dtype) not in ("float32", "float64"):
+        raise TypeError(f"sparse_embedding: dtype must be float32 or float64, got {dtype}")
+
+
+def record_sparse_embedding(program, input, size, padding_idx, is_test, entry, table_class, param_attr, dtype, slot):
+    """Records Paddle's lookup_table (is_distributed) of table param_attr.name (or
+    sparse_embedding_k.w_0; tables of one name are one table) into program; returns its output."""
+    from ..toplevel import ParamAttr
+    _check(input, size, entry, table_class, dtype)
+    vocab, dim = int(size[0]), int(size[1])
+    attr = ParamAttr._to_attr(param_attr)
+    name = getattr(attr, "name", None) or f"sparse_embedding_{next(_names)}.w_0"
+    pad = -1 if padding_idx is None else padding_idx if padding_idx >= 0 else vocab + padding_idx
+    tables = program.sparse_tables
+    table = tables.get(name)
+    if table is None:
+        table = tables[name] = SparseTableState(name, vocab, dim, _init_of(attr), program.random_seed,
+                                                entry.spec() if entry is not None else ("none",),
+                                                None if pad < 0 else pad, str(dtype))
+    elif (table.vocab, table.dim) != (vocab, dim):
+        raise ValueError(f"sparse_embedding: table {name!r} is [{table.vocab}, {table.dim}]; this call gives "
+                         f"size {[vocab, dim]}")
+    lookup = SparseLookup(program, table, is_test)
+    ids_reg = program.reg_of(input, "sparse_embedding")
+    shape = program.regs[ids_reg].local_shape + (dim,)
+    with program.hint("lookup_table"):
+        out = Variable(meta_array(shape, dtype), f"lookup_table_{next(_names)}.tmp_0", program)
+        attrs = {"padding_idx": pad, "is_sparse": True, "is_distributed": True, "remote_prefetch": True,
+                 "is_test": is_test, "entry": entry._to_attr() if entry is not None else "none",
+                 "table_class": table_class, "slot": 0 if slot is None else slot, "table": name}
+        program.emit_op("sparse_embedding", lookup, [ids_reg], [out], attrs)
+    if not is_test:
+        out.requires_grad = True  # a leaf: append_backward takes its gradient (sparse_grads)
+        program.sparse_lookups.append((out, lookup))
+    return out
+
+
+def sparse_grads(program):
+    """append_backward's part for the sparse lookups: [(gradient register, its sink)]."""
+    found = []
+    for out, lookup in program.sparse_lookups:
+        g, out.grad = out.grad, None
+        if g is not None:
+            r = program.reg_of(g, "append_backward")
+            program.names[r] = f"{out.name}@GRAD"
+            found.append((r, SparseGradSink(lookup)))
+    return found
