@@ -1,1 +1,0 @@
-"""Parameter-server tests (a package: its file names repeat those of tests/core)."""
