@@ -6,7 +6,7 @@ keys: first, last (steps [first, last)), save=DIR (trainer 0 saves after the las
 start from it), mode (sync | async | geo), pause (seconds each trainer sleeps after each step), bad (feed ids
 outside the dense embedding at step `first`), server_delay (seconds a server waits before it starts).
 Each trainer writes OUTDIR/trainer<i>.npz (probe before training, probe after, losses, final parameters),
-OUTDIR/trainer<i>.step (the last step done, with its pid) and, on a PSError, OUTDIR/trainer<i>.error.
+OUTDIR/trainer<i>.step (the last step done, with its pid), servers OUTDIR/server<i>.pid (endpoint and pid) and, on a PSError, OUTDIR/trainer<i>.error.
 """
 import os
 import sys
@@ -69,6 +69,7 @@ def write(name, text):
 
 
 if fleet.is_server():
+    write(f"server{fleet.server_index()}.pid", f"{os.environ['POD_IP']}:{os.environ['PADDLE_PORT']} {os.getpid()}")
     time.sleep(float(ARGS.get("server_delay", 0)))
     fleet.init_server(ARGS.get("load"))
     fleet.run_server()
