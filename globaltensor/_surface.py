@@ -1,4 +1,4 @@
-"""globaltensor's top-level names: globaltensor/__init__.py takes them from here (at import; in a launcher, on first use)."""
+"""globaltensor's top-level names: the package's __init__ takes them (at import; in a launcher, on first use)."""
 from . import distributed, env  # first: loading distributed gives the device backend its collectives
 from . import autograd, debug, sbp
 from . import comm, nn, optim, pipeline, utils, jit  # noqa: E402 - after the ops they build on

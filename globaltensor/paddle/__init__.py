@@ -6,7 +6,8 @@ where Paddle's positional meaning differs from PyTorch's (shape-first factories,
 of sections, `max` returning values, `transpose`'s permutation, `sum`'s dtype before keepdim,
 `matmul`'s transpose flags, `gelu`'s bool approximate) the function here is Paddle's.
 """
-from ..distributed.launcher_mode import adopt as _adopt, load_deferred as _load_deferred, load_or_defer as _load_or_defer
+from ..distributed.launcher_mode import adopt as _adopt, load_deferred as _load_deferred, \
+    load_or_defer as _load_or_defer
 
 
 def _load_surface():

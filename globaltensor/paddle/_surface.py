@@ -1,4 +1,4 @@
-"""Paddle's top-level names: globaltensor/paddle/__init__.py takes them from here (at import; in a launcher, on first use)."""
+"""Paddle's top-level names: paddle/__init__.py takes them (at import; in a launcher, on first use)."""
 import numpy as _np
 
 from .. import ops as _ops

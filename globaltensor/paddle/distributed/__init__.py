@@ -1,7 +1,8 @@
 """paddle.distributed: the job (init_parallel_env, spawn, ranks), the auto-parallel API
 (ProcessMesh, Shard / Replicate / Partial, shard_tensor, reshard, shard_dataloader, to_static ->
 DistModel) and collectives on local tensors."""
-from ...distributed.launcher_mode import adopt as _adopt, load_deferred as _load_deferred, load_or_defer as _load_or_defer
+from ...distributed.launcher_mode import adopt as _adopt, load_deferred as _load_deferred, \
+    load_or_defer as _load_or_defer
 
 
 def _load_surface():
