@@ -8,22 +8,20 @@ The launcher is `python -m globaltensor.distributed.launch`.
 Loading this package gives the device backend its collectives: devices.device("cpu").collectives
 is collectives.py, devices.device("cuda").collectives is device_collectives.py.
 """
-from .._native import CollectiveError, CollectiveTimeoutError, SharedMemoryExhausted
-from ..backends import devices as _devices
-from . import collectives, device_collectives
-from .collectives import (Work, all_gather, all_reduce, all_reduce_async, all_to_all, barrier, broadcast,
-                          empty_shared, recv, reduce_scatter, send)
-from .group import Group, job_barrier, new_group, world_group
-from .spawn import SpawnError, spawn
-from .store import StoreError
-
-_devices.register_collectives("cpu", collectives)
-_devices.register_collectives("cuda", device_collectives)
+from .launcher_mode import adopt as _adopt, load_deferred as _load_deferred, load_or_defer as _load_or_defer
 
 
-__all__ = [
-    "CollectiveError", "CollectiveTimeoutError", "SharedMemoryExhausted", "StoreError", "SpawnError",
-    "Group", "new_group", "world_group", "spawn", "barrier", "job_barrier", "all_reduce", "all_reduce_async", "Work",
-    "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv", "empty_shared", "no_sync",
-    "set_bucket_size", "DataParallel",
-]
+def _load_surface():
+    """Every name of the package (distributed/_surface.py): at import, or in a launcher process on first use."""
+    from . import _surface
+    _adopt(globals(), _surface)
+
+
+def __getattr__(name):
+    """In a launcher process (launcher_mode.py) the first name used loads the deferred packages."""
+    if _load_deferred(__file__, name) and name in globals():
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_load_or_defer(_load_surface)

@@ -5,8 +5,6 @@ import signal
 import sys
 import tempfile
 
-import cloudpickle
-
 from ._procs import Supervisor, describe_exit, exit_code, remove_shared_memory
 from .store import StoreServer, left_key, new_secret
 
@@ -53,6 +51,7 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
     job_id = os.urandom(6).hex()
     with tempfile.TemporaryDirectory(prefix="gt-spawn-") as tmp:
         payload = os.path.join(tmp, "payload.pkl")
+        import cloudpickle  # here, not at import: every rank and trainer imports this module, few call spawn
         with open(payload, "wb") as f:
             pickle.dump((list(sys.path), cloudpickle.dumps((fn, tuple(args)))), f)
         sup = Supervisor(_notebook_write)

@@ -60,6 +60,8 @@ class Client:
         for ep in self.job.servers:
             s = self._ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 1000)
+            s.setsockopt(zmq.RECONNECT_IVL, 10)  # a server still starting: retry after 10 ms (zmq's default 100),
+            s.setsockopt(zmq.RECONNECT_IVL_MAX, 100)  # doubling up to 100 ms
             s.connect(f"tcp://{ep}")
             self._socks.append(s)
         hello = {"op": "hello", "job": job_summary(self.job)}

@@ -25,7 +25,7 @@ LAYERS = [
     ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "graph"]),
     ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
                       "support", "_oneflow_internal", "printing", "framework", "_C", "ps"]),
-    ("L10 the package", [""]),
+    ("L10 the package", ["", "_surface"]),
     ("L11 faces", ["paddle"]),
 ]
 
