@@ -56,8 +56,7 @@ class Variable(Tensor):
     @property
     def block(self):
         """The block the variable is in (a program here has one): `loss.block.program` is its program."""
-        from .block import Block
-        return Block(self.program)
+        return self.program.global_block()
 
     def numel(self):
         """The element count, traced where a dim is dynamic (a mean's count, a variance's n - 1)."""

@@ -61,11 +61,10 @@ class PSOptimizer:
         job), then opt's minimize records the backward and update, then the job's JobSpec."""
         from ... import static
         from ...static import ps
-        from ...static.sparse import to_sparse_tables
         program = getattr(loss, "program", None) or static.default_main_program()
         mode, k_steps = self.user_defined_strategy.ps_mode()
         r = role()
-        to_sparse_tables(program, startup_program or program._startup_of or static.default_startup_program())
+        static.sparse.to_sparse_tables(program, startup_program or program._startup_of or static.default_startup_program())
         result = self.inner_opt.minimize(loss, startup_program, parameter_list, no_grad_set)
         job = ps.job_spec(program, self.inner_opt, mode, k_steps=k_steps, servers=tuple(r._get_pserver_endpoints()),
                           trainers=r._worker_num(), secret=_secret())
