@@ -98,6 +98,45 @@ def test_embedding_is_sparse_becomes_a_sparse_table_of_the_job(paddle):
     assert not np.allclose(before, after)  # the rows the lookups saw were trained
 
 
+def test_a_tables_lookups_pull_once_a_run(paddle):
+    """fuse_lookups (Paddle's fused pull): the first lookup takes the others' ids; attached, one pull a run."""
+    from globaltensor.paddle.static import ps
+    from globaltensor.paddle.static.sparse import fuse_lookups
+    main, startup, loss = _ctr(paddle, "sparse_embedding")
+    with paddle.static.program_guard(main, startup):
+        opt = paddle.optimizer.SGD(learning_rate=0.1)
+        opt.minimize(loss)
+    assert fuse_lookups(main) == 2
+    table = main.sparse_tables[TABLE]
+
+    class Client:
+        pulls = []
+
+        def pull_sparse(self, name, ids, is_test=False):
+            self.pulls.append(np.asarray(ids).tolist())
+            return table.local_table(ps.rule_of(opt)).pull(ids, is_test=is_test)
+
+        def pull_dense(self, names):
+            return {n: np.asarray(main.var(n)._local) for n in names}
+
+        def push_dense(self, grads):
+            pass
+
+        def push_sparse(self, name, ids, rows):
+            pass
+
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(startup)
+    feed = {"C0": np.array([[3], [1]]), "C1": np.array([[1], [7]]), "C2": np.array([[9], [3]]),
+            "label": np.ones((2, 1), np.float32)}
+    want = exe.run(main.clone(for_test=True), feed=feed, fetch_list=[loss])[0]
+    ps.attach(main, Client(), mode="async")
+    got = exe.run(main, feed=feed, fetch_list=[loss])[0]
+    ps.detach(main)
+    assert Client.pulls == [[1, 3, 7, 9]]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def test_initializers_of_a_sparse_table(paddle):
     from globaltensor.paddle.nn import initializer as init
     from globaltensor.paddle.static.sparse import init_spec

@@ -138,6 +138,7 @@ class PSState:
         self.program, self.client, self.mode, self.k_steps = program, client, mode, k_steps
         self.params = {_name(p): p for p in dense_parameters(program)}
         self.started, self.finished, self.steps = False, False, 0
+        self.runs = 0  # Executor.run calls: a fused pull serves the lookups of its run only
         self.unpushed = 0  # GEO: local steps since the last push of deltas
         self.ops = None  # what the update prints as (static/block.py), where the transpiler gives it
         self.connect = False  # whether the first run connects the client
@@ -146,6 +147,7 @@ class PSState:
 
     def before_run(self):
         """The first run starts from the servers' dense values (as Paddle's trainer startup recv)."""
+        self.runs += 1
         if not self.started:
             if self.connect:
                 self.client.connect()

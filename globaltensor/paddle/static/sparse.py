@@ -19,6 +19,7 @@ class SparseTableState:
         self.entry, self.padding_idx, self.dtype = entry, padding_idx, dtype
         self.pending = []  # (unique ids, summed row gradients) of this run's lookups
         self.local = None  # globaltensor.ps.tables.SparseTable of a run without a client
+        self.prefetched = None  # (PS state, its run, ids, rows): the fused pull of this run's lookups
         self.local_rule = None
 
     def spec(self):
@@ -58,19 +59,16 @@ class SparseLookup:
         self.program, self.table, self.is_test = program, table, is_test
         self.last = None  # (unique ids, inverse) of the last run: the gradient sums by them
 
-    def __call__(self, ids):
+    def __call__(self, ids, *others):
+        """others: the ids of the table's later lookups in this run (fuse_lookups gave the first
+        lookup theirs): attached, one pull serves them all."""
         t = self.table
-        flat = np.asarray(ids).reshape(-1).astype(np.int64, copy=False)
-        if flat.size and (flat.min() < 0 or flat.max() >= t.vocab):
-            bad = flat[(flat < 0) | (flat >= t.vocab)][:5]
-            raise ValueError(f"sparse_embedding {t.name!r}: ids {bad.tolist()} outside [0, {t.vocab}) (size[0] of "
-                             f"the table)")
-        uniq, inv = np.unique(flat, return_inverse=True)
+        uniq, inv = np.unique(self._checked(ids), return_inverse=True)
         state = self.program.ps[0]
-        if state is not None and state.mode == "geo" and not self.is_test:
-            rows = state.geo_rows(t.name, uniq, lambda fresh: state.client.pull_sparse(t.name, fresh))
+        if state is not None and not self.is_test:
+            rows = self._remote_rows(state, uniq, [self._checked(o) for o in others])
         elif state is not None:
-            rows = np.asarray(state.client.pull_sparse(t.name, uniq, is_test=self.is_test))
+            rows = np.asarray(state.client.pull_sparse(t.name, uniq, is_test=True))
         else:
             rows = t.local_table(local_rule(self.program)).pull(uniq, is_test=self.is_test)
         rows = np.array(rows, dtype=np.dtype(t.dtype), copy=True)
@@ -78,6 +76,38 @@ class SparseLookup:
             rows[uniq == t.padding_idx] = 0
         self.last = (uniq, inv)
         return (rows[inv].reshape(tuple(np.shape(ids)) + (t.dim,)),)
+
+    def _checked(self, ids):
+        t = self.table
+        flat = np.asarray(ids).reshape(-1).astype(np.int64, copy=False)
+        if flat.size and (flat.min() < 0 or flat.max() >= t.vocab):
+            bad = flat[(flat < 0) | (flat >= t.vocab)][:5]
+            raise ValueError(f"sparse_embedding {t.name!r}: ids {bad.tolist()} outside [0, {t.vocab}) (size[0] of "
+                             f"the table)")
+        return flat
+
+    def _remote_rows(self, state, uniq, others):
+        """The rows of uniq from the servers (GEO: the rows held locally). With others, every
+        lookup's ids in one pull, kept for this run; a later lookup finds its rows there."""
+        t = self.table
+        if others:
+            every = np.unique(np.concatenate([uniq] + others))
+            got = self._pull(state, every)
+            t.prefetched = (state, state.runs, every, got)
+            return got[np.searchsorted(every, uniq)]
+        found = t.prefetched
+        if found is not None and found[0] is state and found[1] == state.runs and len(found[2]):
+            every, got = found[2], found[3]
+            at = np.minimum(np.searchsorted(every, uniq), len(every) - 1)
+            if (every[at] == uniq).all():
+                return got[at]
+        return self._pull(state, uniq)
+
+    def _pull(self, state, ids):
+        name = self.table.name
+        if state.mode == "geo":
+            return state.geo_rows(name, ids, lambda fresh: state.client.pull_sparse(name, fresh))
+        return np.asarray(state.client.pull_sparse(name, ids))
 
 
 class SparseGradSink:
@@ -306,3 +336,34 @@ def _drop_parameter(program, startup, p):
         startup.regs[r].array = meta_array(startup.regs[r].local_shape, startup.regs[r].dtype)
     startup._runs.clear()
     p._local = meta_array(p._local.shape, p._local.dtype)
+
+
+def fuse_lookups(program):
+    """Paddle's PS pass fuses a table's lookups into one pull: the first training lookup of each
+    table takes the ids of the table's later ones as extra inputs (where they are computed before
+    it, fed ids say), so an attached run pulls the table once. Returns the number of lookups fused."""
+    first_at = {id(ins.fn): i for i, ins in enumerate(program.instrs) if isinstance(ins.fn, SparseLookup)}
+    by_table = {}
+    for _, lookup in program.sparse_lookups:
+        if id(lookup) in first_at and not lookup.is_test:
+            by_table.setdefault(lookup.table.name, []).append(lookup)
+    fused = 0
+    for lookups in by_table.values():
+        instrs = sorted((program.instrs[first_at[id(lk)]] for lk in lookups), key=lambda ins: first_at[id(ins.fn)])
+        head, rest = instrs[0], instrs[1:]
+        ready = set(program.feeds.values())
+        for ins in program.instrs[:first_at[id(head.fn)]]:
+            ready.update(ins.outs)
+        extra = [ins.ins[0] for ins in rest if ins.ins[0] in ready]
+        if extra and len(head.ins) == 1:
+            head.ins = head.ins + extra
+            fused += len(extra)
+    program._runs.clear()
+    return fused
+
+
+def ps_passes(program, startup):
+    """fleet's minimize in a PS job, before the backward: to_sparse_tables, then fuse_lookups."""
+    made = to_sparse_tables(program, startup)
+    fuse_lookups(program)
+    return made

@@ -64,7 +64,7 @@ class PSOptimizer:
         program = getattr(loss, "program", None) or static.default_main_program()
         mode, k_steps = self.user_defined_strategy.ps_mode()
         r = role()
-        static.sparse.to_sparse_tables(program, startup_program or program._startup_of or static.default_startup_program())
+        static.sparse.ps_passes(program, startup_program or program._startup_of or static.default_startup_program())
         result = self.inner_opt.minimize(loss, startup_program, parameter_list, no_grad_set)
         job = ps.job_spec(program, self.inner_opt, mode, k_steps=k_steps, servers=tuple(r._get_pserver_endpoints()),
                           trainers=r._worker_num(), secret=_secret())
