@@ -27,8 +27,9 @@ def _parameter(shape, attr, name, is_bias, default_initializer=None):
     found = named.get(attr.name) if getattr(attr, "name", None) else None
     if found is not None:
         if list(found.shape) != [int(n) for n in shape]:
-            raise ValueError(f"parameter {attr.name!r} was created before with shape {list(found.shape)}; this layer "
-                             f"asks for shape {[int(n) for n in shape]} (a ParamAttr name is one parameter)")
+            raise ValueError(f"Variable {attr.name!r} has been created before. The previous shape is "
+                             f"{tuple(found.shape)}, the new shape is {tuple(int(n) for n in shape)}. They are not "
+                             f"matched. (a ParamAttr name is one parameter of the program)")
         return found
     p = _create_parameter(shape, attr=attr, name=attr.name or name, is_bias=is_bias,
                           default_initializer=default_initializer)
