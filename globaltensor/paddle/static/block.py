@@ -10,6 +10,8 @@ class Block(GraphBlock):
     variable names, feeds and parameters, `_grad` ops after append_backward, the startup
     program's initializer ops and the minimize/update ops."""
 
+    parent_idx = -1  # a program here has one block (idx 0)
+
     def __init__(self, program):
         self.program = program
 

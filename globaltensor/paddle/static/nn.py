@@ -20,9 +20,22 @@ def _unique(kind):
 
 
 def _parameter(shape, attr, name, is_bias, default_initializer=None):
+    """A new parameter, or the program's parameter of the ParamAttr's name (Paddle's static
+    create_parameter returns the block's existing one: every layer naming it shares it)."""
     attr = ParamAttr._to_attr(attr)
-    return _create_parameter(shape, attr=attr, name=attr.name or name, is_bias=is_bias,
-                             default_initializer=default_initializer)
+    named = default_main_program().named_params
+    found = named.get(attr.name) if getattr(attr, "name", None) else None
+    if found is not None:
+        if list(found.shape) != [int(n) for n in shape]:
+            raise ValueError(f"Variable {attr.name!r} has been created before. The previous shape is "
+                             f"{tuple(found.shape)}, the new shape is {tuple(int(n) for n in shape)}. They are not "
+                             f"matched. (a ParamAttr name is one parameter of the program)")
+        return found
+    p = _create_parameter(shape, attr=attr, name=attr.name or name, is_bias=is_bias,
+                          default_initializer=default_initializer)
+    if getattr(attr, "name", None):
+        named[attr.name] = p
+    return p
 
 
 def _activate(out, activation):
@@ -56,10 +69,20 @@ def fc(x, size, num_flatten_dims=1, weight_attr=None, bias_attr=None, activation
 
 def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=None, param_attr=None,
               dtype="float32"):
-    """Rows of a new [vocab, dim] table (embedding_k.w_0) at the ids of input (lookup_table_v2)."""
+    """Rows of a [vocab, dim] table (embedding_k.w_0, or param_attr's name: one table however many
+    lookups name it) at the ids of input (lookup_table_v2). is_sparse / is_distributed: in a
+    parameter-server job (fleet's minimize) the table becomes a sparse table on the servers, as
+    Paddle's PS passes make it (static/sparse.py's to_sparse_tables); in one process a dense parameter."""
     from ..nn import functional as F
+    from .sparse import note_sparse_candidate
+    program = default_main_program()
     w = _parameter(list(size), param_attr, f"{_unique('embedding')}.w_0", False)
-    return F.embedding(input, w, padding_idx=padding_idx)
+    start = len(program.instrs)
+    out = F.embedding(input, w, padding_idx=padding_idx)
+    if is_sparse or is_distributed:
+        note_sparse_candidate(program, program.instrs[start:], w, ParamAttr._to_attr(param_attr), padding_idx,
+                              is_distributed)
+    return out
 
 
 def sparse_embedding(input, size, padding_idx=None, is_test=False, entry=None, table_class="MemorySparseTable",

@@ -42,6 +42,8 @@ class Program:
         self._startup_of = None  # the startup program whose set instructions initialize our parameters
         self.sparse_tables, self.sparse_lookups = {}, []  # sparse_embedding's: name -> table; (output, lookup)
         self.sparse_grads = []  # (the lookups' output gradient register, its sink) of append_backward
+        self.named_params = {}  # ParamAttr(name=...) -> its parameter: layers naming it share it (static.nn)
+        self.sparse_candidates = []  # embedding(is_sparse=True) lookups a PS job makes sparse tables (static/sparse)
         self.ps = [None]  # static/ps.py's PSState while attached to a parameter-server client (shared with clones)
 
     # --- registers ---------------------------------------------------------------------------------

@@ -138,14 +138,16 @@ class PSState:
         self.program, self.client, self.mode, self.k_steps = program, client, mode, k_steps
         self.params = {_name(p): p for p in dense_parameters(program)}
         self.started, self.finished, self.steps = False, False, 0
+        self.runs = 0  # Executor.run calls: a fused pull serves the lookups of its run only
         self.unpushed = 0  # GEO: local steps since the last push of deltas
         self.ops = None  # what the update prints as (static/block.py), where the transpiler gives it
         self.connect = False  # whether the first run connects the client
         self.base = {}  # GEO: the dense values of the last pull
-        self.rows = {}  # GEO: table -> (ids sorted, local rows, rows of the last pull)
+        self.rows = {}  # GEO: table -> HeldRows (the rows pulled since the last push, trained locally)
 
     def before_run(self):
         """The first run starts from the servers' dense values (as Paddle's trainer startup recv)."""
+        self.runs += 1
         if not self.started:
             if self.connect:
                 self.client.connect()
@@ -196,31 +198,64 @@ class PSState:
     def _push_deltas(self):
         """GEO: local - last pulled, dense and the rows held; then the servers' values again."""
         self.client.push_dense_delta({n: p._local - self.base[n] for n, p in self.params.items()})
-        for name, (ids, rows, base) in self.rows.items():
+        for name, held in self.rows.items():
+            ids, delta = held.deltas()
             if len(ids):
-                self.client.push_sparse_delta(name, ids, rows - base)
+                self.client.push_sparse_delta(name, ids, delta)
         self.rows, self.unpushed = {}, 0  # the next lookups pull the servers' rows again
         self._pull_dense()
 
     def geo_rows(self, table, uniq, pull):
         """GEO lookups: the rows of uniq held locally since the last push; the others pulled
         (pull(ids) -> rows) and held from now on, their pulled value the base of the delta."""
-        ids, rows, base = self.rows.get(table, (np.zeros(0, np.int64), None, None))
-        at = np.minimum(np.searchsorted(ids, uniq), max(len(ids) - 1, 0))
-        known = ids[at] == uniq if len(ids) else np.zeros(len(uniq), bool)
-        fresh = uniq[~known]
-        if len(fresh):
-            got = np.array(pull(fresh), copy=True)
-            all_ids = np.concatenate([ids, fresh])
-            order = np.argsort(all_ids, kind="stable")
-            rows = got if rows is None else np.concatenate([rows, got])
-            base = got.copy() if base is None else np.concatenate([base, got])
-            ids, rows, base = all_ids[order], rows[order], base[order]
-            self.rows[table] = (ids, rows, base)
-        return rows[np.searchsorted(ids, uniq)].copy()
+        held = self.rows.get(table)
+        if held is None:
+            held = self.rows[table] = HeldRows()
+        return held.get(uniq, pull)
 
     def _geo_rows_update(self, table, ids, delta):
-        if not len(ids):
+        if len(ids):
+            self.rows[table].add(ids, delta)
+
+
+class HeldRows:
+    """GEO: the rows of one table a trainer holds between pushes: id -> (local value, value pulled),
+    found through a vectorised hash index (globaltensor.ps's), the arrays grown by doubling."""
+
+    def __init__(self):
+        from ...ps._idindex import IdIndex
+        self.index, self.rows, self.base = IdIndex(), None, None
+
+    def get(self, uniq, pull):
+        """The local rows of the distinct ids uniq; the ids not held yet are pulled (pull(ids) -> rows) first."""
+        at = self.index.lookup(uniq)
+        fresh = at < 0
+        if fresh.any():
+            got = np.asarray(pull(uniq[fresh]))
+            new = self.index.insert(uniq[fresh])
+            self._grow(len(self.index), got)
+            self.rows[new] = got
+            self.base[new] = got
+            at[fresh] = new
+        return self.rows[at]
+
+    def add(self, ids, delta):
+        """Local rows of the distinct held ids += delta (the local SGD step)."""
+        self.rows[self.index.lookup(ids)] += delta.astype(self.rows.dtype, copy=False)
+
+    def deltas(self):
+        """(ids, local - pulled) of every row held."""
+        n = len(self.index)
+        if self.rows is None:
+            return np.zeros(0, np.int64), None
+        return self.index.ids.copy(), self.rows[:n] - self.base[:n]
+
+    def _grow(self, n, like):
+        if self.rows is not None and n <= len(self.rows):
             return
-        held, rows, _ = self.rows[table]
-        rows[np.searchsorted(held, ids)] += delta.astype(rows.dtype)
+        size = max(n, 2 * (0 if self.rows is None else len(self.rows)), 1024)
+        rows, base = (np.empty((size,) + like.shape[1:], like.dtype) for _ in range(2))
+        if self.rows is not None:
+            old = len(self.rows)
+            rows[:old], base[:old] = self.rows, self.base
+        self.rows, self.base = rows, base

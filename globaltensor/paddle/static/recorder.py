@@ -53,6 +53,11 @@ class Variable(Tensor):
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[dim]
 
+    @property
+    def block(self):
+        """The block the variable is in (a program here has one): `loss.block.program` is its program."""
+        return self.program.global_block()
+
     def numel(self):
         """The element count, traced where a dim is dynamic (a mean's count, a variance's n - 1)."""
         return self.shape.numel()

@@ -19,6 +19,7 @@ class SparseTableState:
         self.entry, self.padding_idx, self.dtype = entry, padding_idx, dtype
         self.pending = []  # (unique ids, summed row gradients) of this run's lookups
         self.local = None  # globaltensor.ps.tables.SparseTable of a run without a client
+        self.prefetched = None  # (PS state, its run, ids, rows): the fused pull of this run's lookups
         self.local_rule = None
 
     def spec(self):
@@ -58,19 +59,16 @@ class SparseLookup:
         self.program, self.table, self.is_test = program, table, is_test
         self.last = None  # (unique ids, inverse) of the last run: the gradient sums by them
 
-    def __call__(self, ids):
+    def __call__(self, ids, *others):
+        """others: the ids of the table's later lookups in this run (fuse_lookups gave the first
+        lookup theirs): attached, one pull serves them all."""
         t = self.table
-        flat = np.asarray(ids).reshape(-1).astype(np.int64, copy=False)
-        if flat.size and (flat.min() < 0 or flat.max() >= t.vocab):
-            bad = flat[(flat < 0) | (flat >= t.vocab)][:5]
-            raise ValueError(f"sparse_embedding {t.name!r}: ids {bad.tolist()} outside [0, {t.vocab}) (size[0] of "
-                             f"the table)")
-        uniq, inv = np.unique(flat, return_inverse=True)
+        uniq, inv = np.unique(self._checked(ids), return_inverse=True)
         state = self.program.ps[0]
-        if state is not None and state.mode == "geo" and not self.is_test:
-            rows = state.geo_rows(t.name, uniq, lambda fresh: state.client.pull_sparse(t.name, fresh))
+        if state is not None and not self.is_test:
+            rows = self._remote_rows(state, uniq, [self._checked(o) for o in others])
         elif state is not None:
-            rows = np.asarray(state.client.pull_sparse(t.name, uniq, is_test=self.is_test))
+            rows = np.asarray(state.client.pull_sparse(t.name, uniq, is_test=True))
         else:
             rows = t.local_table(local_rule(self.program)).pull(uniq, is_test=self.is_test)
         rows = np.array(rows, dtype=np.dtype(t.dtype), copy=True)
@@ -78,6 +76,38 @@ class SparseLookup:
             rows[uniq == t.padding_idx] = 0
         self.last = (uniq, inv)
         return (rows[inv].reshape(tuple(np.shape(ids)) + (t.dim,)),)
+
+    def _checked(self, ids):
+        t = self.table
+        flat = np.asarray(ids).reshape(-1).astype(np.int64, copy=False)
+        if flat.size and (flat.min() < 0 or flat.max() >= t.vocab):
+            bad = flat[(flat < 0) | (flat >= t.vocab)][:5]
+            raise ValueError(f"sparse_embedding {t.name!r}: ids {bad.tolist()} outside [0, {t.vocab}) (size[0] of "
+                             f"the table)")
+        return flat
+
+    def _remote_rows(self, state, uniq, others):
+        """The rows of uniq from the servers (GEO: the rows held locally). With others, every
+        lookup's ids in one pull, kept for this run; a later lookup finds its rows there."""
+        t = self.table
+        if others:
+            every = np.unique(np.concatenate([uniq] + others))
+            got = self._pull(state, every)
+            t.prefetched = (state, state.runs, every, got)
+            return got[np.searchsorted(every, uniq)]
+        found = t.prefetched
+        if found is not None and found[0] is state and found[1] == state.runs and len(found[2]):
+            every, got = found[2], found[3]
+            at = np.minimum(np.searchsorted(every, uniq), len(every) - 1)
+            if (every[at] == uniq).all():
+                return got[at]
+        return self._pull(state, uniq)
+
+    def _pull(self, state, ids):
+        name = self.table.name
+        if state.mode == "geo":
+            return state.geo_rows(name, ids, lambda fresh: state.client.pull_sparse(name, fresh))
+        return np.asarray(state.client.pull_sparse(name, ids))
 
 
 class SparseGradSink:
@@ -106,18 +136,46 @@ def local_rule(program):
 
 
 def _init_of(param_attr):
-    from ..nn import initializer as init
+    """sparse_embedding's rows: param_attr's initializer (default uniform +-0.05, the servers' default)."""
     found = getattr(param_attr, "initializer", None)
+    return ("uniform", -0.05, 0.05) if found is None else init_spec(found, None, "sparse_embedding")
+
+
+class _Shape:
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def init_spec(initializer, shape, what):
+    """SparseSpec.init of a Paddle initializer: Uniform, Normal, Constant, and Xavier / Kaiming
+    (uniform or normal) with the fans of the [vocab, dim] table, as the startup op Paddle's PS
+    passes read; anything else (TruncatedNormal, Assign, ...) raises."""
+    from ..nn import initializer as init
+    if isinstance(initializer, init.TruncatedNormal):
+        found = None
+    elif isinstance(initializer, init.Uniform):
+        found = ("uniform", initializer._low, initializer._high)
+    elif isinstance(initializer, init.Normal):
+        found = ("normal", initializer._mean, initializer._std)
+    elif isinstance(initializer, init.Constant):
+        found = ("constant", initializer._value_)
+    elif isinstance(initializer, init.XavierNormal) and shape is not None:
+        found = ("normal", 0.0, initializer._scale(_Shape(shape), 2.0))
+    elif isinstance(initializer, init.XavierUniform) and shape is not None:
+        limit = initializer._scale(_Shape(shape), 6.0)
+        found = ("uniform", -limit, limit)
+    elif isinstance(initializer, init.KaimingNormal) and shape is not None:
+        fan, gain = initializer._fan_and_gain(_Shape(shape))
+        scale = gain / fan ** 0.5 if fan else 0.0
+        found = ("uniform", -scale * 3 ** 0.5, scale * 3 ** 0.5) if isinstance(initializer, init.KaimingUniform) \
+            else ("normal", 0.0, scale)
+    else:
+        found = None
     if found is None:
-        return ("uniform", -0.05, 0.05)
-    if isinstance(found, init.Uniform):
-        return ("uniform", found._low, found._high)
-    if isinstance(found, init.Normal):
-        return ("normal", found._mean, found._std)
-    if isinstance(found, init.Constant):
-        return ("constant", found._value_)
-    raise ValueError(f"sparse_embedding: param_attr's initializer {type(found).__name__}: a sparse table's rows "
-                     f"are made on the servers by Uniform, Normal or Constant")
+        raise ValueError(f"{what}: initializer {type(initializer).__name__}: a sparse table's rows are made on the "
+                         f"servers by Uniform, Normal, Constant, XavierUniform/XavierNormal or "
+                         f"KaimingUniform/KaimingNormal only")
+    return (found[0],) + tuple(float(v) for v in found[1:])
 
 
 def _check(input, size, entry, table_class, dtype):
@@ -180,3 +238,132 @@ def sparse_grads(program):
             program.names[r] = f"{out.name}@GRAD"
             found.append((r, SparseGradSink(lookup)))
     return found
+
+
+class SparseCandidate:
+    """An embedding(is_sparse=True) lookup of a program: its instruction (ids, table) -> rows, its
+    table parameter and what a PS job needs to make the table a sparse table."""
+
+    def __init__(self, instr, param, initializer, padding_idx, is_distributed):
+        self.instr, self.param, self.initializer = instr, param, initializer
+        self.padding_idx, self.is_distributed = padding_idx, is_distributed
+
+
+def note_sparse_candidate(program, recorded, param, attr, padding_idx, is_distributed):
+    """static.nn.embedding(is_sparse=True): remember its lookup among the recorded instructions."""
+    from ..nn import initializer as init
+    found = [ins for ins in recorded if ins.kind == "op" and ins.name == "embedding"]
+    if not found:
+        return  # nothing recorded (ids that are no variable of the program): nothing to make remote
+    initializer = getattr(attr, "initializer", None) or init.global_initializer(False) or init.XavierUniform()
+    program.sparse_candidates.append(SparseCandidate(found[0], param, initializer, padding_idx, is_distributed))
+
+
+def to_sparse_tables(program, startup):
+    """Paddle's PS passes on program (fleet's minimize in a PS job, before the backward): each
+    embedding(is_sparse=True) / (is_distributed=True) table becomes a sparse table of the job (one
+    per parameter name, rows seeded from the parameter's initializer); its lookups pull rows like
+    sparse_embedding's, and the dense parameter leaves the program and startup (its memory freed).
+    Returns the names of the tables made."""
+    if not program.sparse_candidates:
+        return []
+    if program.backward_at is not None:
+        raise RuntimeError("parameter server: embedding(is_sparse=True) tables are made sparse tables before the "
+                           "backward; call fleet.distributed_optimizer(...).minimize(loss) instead of minimizing "
+                           "first")
+    params = {id(c.param): c.param for c in program.sparse_candidates}
+    _check_only_lookups(program, params)
+    for c in program.sparse_candidates:
+        _to_lookup(program, c, _table_for(program, c))
+    for p in params.values():
+        _drop_parameter(program, startup, p)
+    program.sparse_candidates = []
+    program._runs.clear()
+    return sorted(p.name for p in params.values())
+
+
+def _check_only_lookups(program, params):
+    regs = {program.param_regs.get(k): p for k, p in params.items()}
+    lookups = {id(c.instr) for c in program.sparse_candidates}
+    for ins in program.instrs:
+        used = [regs[r] for r in ins.ins if r in regs]
+        if used and id(ins) not in lookups:
+            raise ValueError(f"parameter server: {used[0].name!r} is a sparse table (embedding(is_sparse=True)) but "
+                             f"the op {ins.name!r} also reads it: a sparse table's rows are read by lookups only")
+
+
+def _table_for(program, c):
+    p = c.param
+    vocab, dim = (int(n) for n in p.shape)
+    pad = c.padding_idx
+    pad = None if pad is None else pad if pad >= 0 else vocab + pad
+    table = program.sparse_tables.get(p.name)
+    if table is None:
+        init = init_spec(c.initializer, (vocab, dim), f"embedding {p.name!r} (is_sparse=True)")
+        table = program.sparse_tables[p.name] = SparseTableState(p.name, vocab, dim, init, program.random_seed,
+                                                                 ("none",), pad, p.dtype.name)
+    elif (table.vocab, table.dim) != (vocab, dim):
+        raise ValueError(f"parameter server: sparse table {p.name!r} is [{table.vocab}, {table.dim}]; embedding "
+                         f"{p.name!r} is {[vocab, dim]}")
+    return table
+
+
+def _to_lookup(program, c, table):
+    """The embedding instruction made a sparse lookup; its output a leaf whose gradient is pushed."""
+    ins = c.instr
+    lookup = SparseLookup(program, table, False)
+    ins.name, ins.fn, ins.ins = "sparse_embedding", lookup, ins.ins[:1]
+    ins.detail = {"padding_idx": -1 if table.padding_idx is None else table.padding_idx, "is_sparse": True,
+                  "is_distributed": True, "table": table.name}
+    program.types[id(ins)] = ("distributed_lookup_table", None)
+    out = program.vars[program.names[ins.outs[0]]]
+    out._node = None
+    out.requires_grad = True
+    program.sparse_lookups.append((out, lookup))
+
+
+def _drop_parameter(program, startup, p):
+    """p's rows live on the servers now: out of the program's parameters and the startup program."""
+    program.parameters = [q for q in program.parameters if q is not p]
+    program.param_regs.pop(id(p), None)
+    program.param_arrays.pop(id(p._local), None)
+    dropped = [ins for ins in startup.instrs if ins.kind == "set" and getattr(ins.fn, "t", None) is p]
+    regs = {r for ins in dropped for r in ins.ins}
+    startup.instrs = [ins for ins in startup.instrs
+                      if not any(ins is d for d in dropped) and not (ins.kind == "const" and set(ins.outs) & regs)]
+    for r in regs:  # the initial value the startup program kept (a copy of the table)
+        startup.by_array.pop(id(startup.regs[r].array), None)
+        startup.regs[r].array = meta_array(startup.regs[r].local_shape, startup.regs[r].dtype)
+    startup._runs.clear()
+    p._local = meta_array(p._local.shape, p._local.dtype)
+
+
+def fuse_lookups(program):
+    """Paddle's PS pass fuses a table's lookups into one pull: the first training lookup of each
+    table takes the ids of the table's later ones as extra inputs (where they are computed before
+    it, fed ids say), so an attached run pulls the table once. Returns the number of lookups fused."""
+    first_at = {id(ins.fn): i for i, ins in enumerate(program.instrs) if isinstance(ins.fn, SparseLookup)}
+    by_table = {}
+    for _, lookup in program.sparse_lookups:
+        if id(lookup) in first_at and not lookup.is_test:
+            by_table.setdefault(lookup.table.name, []).append(lookup)
+    fused = 0
+    for lookups in by_table.values():
+        instrs = sorted((program.instrs[first_at[id(lk)]] for lk in lookups), key=lambda ins: first_at[id(ins.fn)])
+        head, rest = instrs[0], instrs[1:]
+        ready = set(program.feeds.values())
+        for ins in program.instrs[:first_at[id(head.fn)]]:
+            ready.update(ins.outs)
+        extra = [ins.ins[0] for ins in rest if ins.ins[0] in ready]
+        if extra and len(head.ins) == 1:
+            head.ins = head.ins + extra
+            fused += len(extra)
+    program._runs.clear()
+    return fused
+
+
+def ps_passes(program, startup):
+    """fleet's minimize in a PS job, before the backward: to_sparse_tables, then fuse_lookups."""
+    made = to_sparse_tables(program, startup)
+    fuse_lookups(program)
+    return made

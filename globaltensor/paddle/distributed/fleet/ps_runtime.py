@@ -57,11 +57,14 @@ class PSOptimizer:
         return getattr(self.__dict__["inner_opt"], name)
 
     def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
+        """Paddle's PS passes first (embedding(is_sparse=True) tables become sparse tables of the
+        job), then opt's minimize records the backward and update, then the job's JobSpec."""
         from ... import static
         from ...static import ps
         program = getattr(loss, "program", None) or static.default_main_program()
         mode, k_steps = self.user_defined_strategy.ps_mode()
         r = role()
+        static.sparse.ps_passes(program, startup_program or program._startup_of or static.default_startup_program())
         result = self.inner_opt.minimize(loss, startup_program, parameter_list, no_grad_set)
         job = ps.job_spec(program, self.inner_opt, mode, k_steps=k_steps, servers=tuple(r._get_pserver_endpoints()),
                           trainers=r._worker_num(), secret=_secret())
