@@ -35,11 +35,26 @@ def test_a_contiguous_array_is_sent_without_a_copy():
 
 def test_a_bad_mac_is_refused():
     frames = wire.pack(SECRET, {"op": "push_dense"}, [np.ones(3, np.float32)])
-    with pytest.raises(wire.WireError, match="HMAC"):
+    with pytest.raises(wire.WireError, match="MAC does not match"):
         wire.unpack(b"another secret", frames)
     tampered = frames[:1] + [np.zeros(3, np.float32).view(np.uint8)] + frames[2:]
-    with pytest.raises(wire.WireError, match="HMAC"):
+    with pytest.raises(wire.WireError, match="MAC does not match"):
         wire.unpack(SECRET, tampered)
+
+
+def test_frame_boundaries_and_nonces_are_authenticated():
+    frames = wire.pack(SECRET, {"op": "x"}, [np.arange(4, dtype=np.float32)])
+    joined = bytes(frames[0]) + bytes(frames[1])
+    shifted = [joined[:len(frames[0]) + 4], joined[len(frames[0]) + 4:], frames[2]]  # same bytes, cut elsewhere
+    with pytest.raises(wire.WireError, match="MAC does not match"):
+        wire.unpack(SECRET, shifted)
+    again = wire.pack(SECRET, {"op": "x"}, [np.arange(4, dtype=np.float32)])
+    assert bytes(again[2][:wire.NONCE_SIZE]) != bytes(frames[2][:wire.NONCE_SIZE])  # a fresh one-time key each
+    other_nonce = again[2][:wire.NONCE_SIZE] + frames[2][wire.NONCE_SIZE:]
+    with pytest.raises(wire.WireError, match="MAC does not match"):
+        wire.unpack(SECRET, frames[:2] + [other_nonce])
+    with pytest.raises(wire.WireError, match="MAC does not match"):
+        wire.unpack(SECRET, frames[:2] + [frames[2][:-1]])
 
 
 def _signed(header_bytes, *bufs):
@@ -84,7 +99,7 @@ def test_a_server_drops_a_forged_message_and_keeps_serving(caplog):
             forged = {"op": "set_dense", "trainer": 0, "step": 0, "req": 1, "names": ["w"]}
             wire.send(forger, b"guessed", forged, [np.full((4, 2), 99, np.float32)])
             assert forger.poll(1000) == 0  # no answer to a forged message
-        assert any("HMAC" in r.getMessage() for r in caplog.records)
+        assert any("MAC does not match" in r.getMessage() for r in caplog.records)
         client.connect()
         np.testing.assert_array_equal(client.pull_dense()["w"], np.ones((4, 2), np.float32))
         client.push_dense({"w": np.ones((4, 2), np.float32)})
