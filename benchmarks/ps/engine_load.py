@@ -4,7 +4,7 @@ Trainers push and pull exactly what benchmarks/ps/paddle_ctr.py's model moves pe
 + 400x1 and biases, 493,201 floats; 26 slots x batch 512 ids of one table, dim 16, vocabulary 10^6) and compute
 nothing else. Each process reports its CPU time (time.process_time) over the steady window, not wall time.
 
-    python benchmarks/ps/engine_load.py --mode async --servers 1 [--steps 60] [--warmup 20] [--profile]
+    python benchmarks/ps/engine_load.py --mode async --servers 1 [--steps 60] [--warmup 20] [--prefill 0] [--profile]
     python benchmarks/ps/engine_load.py --mode geo --servers 2 --k-steps 100 --steps 200
 """
 import argparse
@@ -48,7 +48,7 @@ def profiled(args, fn):
     """fn() under cProfile when --profile; returns (result, top functions by own time as text)."""
     if not args.profile:
         return fn(), ""
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.thread_time)  # this thread's CPU, not the waits
     result = prof.runcall(fn)
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(18)
@@ -57,7 +57,17 @@ def profiled(args, fn):
 
 def run_server(args, ports):
     from globaltensor.ps import Server
-    server = Server(job_of(args, ports), args.index)
+
+    class WindowServer(Server):
+        """Profiles its own thread between the trainers' barriers 2 and 3 (the steady window) when --profile."""
+        prof = cProfile.Profile(time.thread_time) if args.profile else None
+
+        def _handle(self, ident, header, arrays):
+            if self.prof is not None and header.get("op") == "barrier" and header.get("n") in (2, 3):
+                (self.prof.enable if header["n"] == 2 else self.prof.disable)()
+            super()._handle(ident, header, arrays)
+
+    server = WindowServer(job_of(args, ports), args.index)
     samples = []  # (wall, cpu) every 0.2 s: the steady window's CPU is read off these
     done = threading.Event()
 
@@ -65,9 +75,14 @@ def run_server(args, ports):
         while not done.wait(0.2):
             samples.append((time.time(), time.process_time()))
     threading.Thread(target=sample, daemon=True).start()
-    _, top = profiled(args, server.serve)
+    server.serve()
     done.set()
     samples.append((time.time(), time.process_time()))
+    top = ""
+    if server.prof is not None:
+        text = io.StringIO()
+        pstats.Stats(server.prof, stream=text).sort_stats("tottime").print_stats(22)
+        top = text.getvalue()
     return {"role": "server", "index": args.index, "samples": samples, "vm_hwm_mb": vm_hwm_mb(), "profile": top}
 
 
@@ -101,6 +116,10 @@ def run_trainer(args, ports):
     client = Client(job_of(args, ports), args.index).connect()
     client.geo_steps = 0
     client.pull_dense()
+    if args.prefill and args.index == 0:  # every row of the vocabulary created: the servers' steady state
+        for start in range(0, VOCAB, 50_000):
+            client.pull_sparse("emb", np.arange(start, min(start + 50_000, VOCAB)))
+    client.barrier()
     trainer_steps(args, client, grads, rng, args.warmup)
     client.barrier()
     t0, c0 = time.time(), time.process_time()
@@ -135,7 +154,7 @@ def launch(args):
     out_dir = tempfile.mkdtemp(prefix="engine_load_")
     base = [sys.executable, os.path.abspath(__file__), "--mode", args.mode, "--servers", str(args.servers),
             "--trainers", str(args.trainers), "--steps", str(args.steps), "--warmup", str(args.warmup),
-            "--k-steps", str(args.k_steps), "--ports", ",".join(map(str, ports))] + (["--profile"] if args.profile else [])
+            "--k-steps", str(args.k_steps), "--prefill", str(args.prefill), "--ports", ",".join(map(str, ports))] + (["--profile"] if args.profile else [])
     roles = [("server", i) for i in range(args.servers)] + [("trainer", t) for t in range(args.trainers)]
     procs = [subprocess.Popen(base + ["--role", r, "--index", str(i), "--out", f"{out_dir}/{r}{i}.json"], env=env)
              for r, i in roles]
@@ -178,6 +197,7 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--k-steps", type=int, default=100)
+    ap.add_argument("--prefill", type=int, default=1, help="1: trainer 0 first pulls every id of the vocabulary")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--role", choices=["server", "trainer"])

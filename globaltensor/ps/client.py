@@ -271,7 +271,10 @@ class Client:
         if ids.dtype.kind not in "iu":
             raise ValueError(f"pull_sparse({table!r}): ids must be integers, got {ids.dtype}")
         flat = ids.reshape(-1).astype(np.int64, copy=False)
-        uniq, inverse = np.unique(flat, return_inverse=True)
+        if len(flat) < 2 or bool(np.all(flat[1:] > flat[:-1])):  # already sorted and distinct: as they are
+            uniq, inverse = flat, None
+        else:
+            uniq, inverse = np.unique(flat, return_inverse=True)
         self._advance()
         routes = self._route(uniq)
         header = {"op": "pull_sparse", "table": table, "is_test": bool(is_test)}
@@ -283,7 +286,7 @@ class Client:
                 rows[...] = got[i][1][0]
             else:
                 rows[m] = got[i][1][0]
-        return rows[inverse].reshape(ids.shape + (spec.dim,))
+        return (rows if inverse is None else rows[inverse]).reshape(ids.shape + (spec.dim,))
 
     def push_sparse(self, table: str, ids: ArrayLike, grads: ArrayLike) -> None:
         """Gradients of ids' rows: repeated ids summed here, each server sent its unique ids once."""
@@ -299,7 +302,7 @@ class Client:
         self._send_sparse("add_sparse", table, ids, deltas, 1.0 / self.job.trainers)
 
     def _send_sparse(self, op: str, table: str, ids, rows, scale: float) -> None:
-        flat, rows = self._sparse_checked(op, table, ids, rows)
+        flat, rows = self._sparse_checked(op, table, ids, rows, copy=True)  # zmq sends them later, uncopied
         for i, header, arrays in self._sparse_messages(op, table, flat, rows, scale):
             self._send(i, header, arrays)
 
