@@ -13,7 +13,8 @@ from .communicator import AsyncCommunicator
 from .errors import PSError
 from .partition import job_blocks, server_of_ids
 from .pinger import Pinger
-from .server import job_summary, param_of, sum_rows_by_id
+from .server import job_summary, param_of
+from .tables import sum_rows_by_id
 from .spec import JobSpec
 
 POLL_MS = 100

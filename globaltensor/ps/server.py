@@ -13,7 +13,7 @@ from . import wire
 from .errors import PSError
 from .partition import job_blocks
 from .spec import JobSpec
-from .tables import DenseBlock, SparseTable
+from .tables import DenseBlock, SparseTable, sum_rows_by_id  # noqa: F401 (the client's)
 
 LOG = logging.getLogger("globaltensor.ps")
 GATED = ("pull_dense", "pull_sparse", "next", "save", "barrier")  # sync: wait until the steps before are applied
@@ -24,26 +24,6 @@ def bind_address(endpoint: str) -> str:
     """tcp://ip:port for an 'host:port' endpoint: exactly that interface, never '*'."""
     host, _, port = endpoint.rpartition(":")
     return f"tcp://{socket.gethostbyname(host.strip('[]'))}:{int(port)}"
-
-
-def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(unique ids sorted, the rows of each id summed): vectorised, no per-row loop. Ids already sorted and
-    distinct (what a client sends, what the executor's lookups give) come back as they are, rows uncopied."""
-    if len(ids) < 2 or bool(np.all(ids[1:] > ids[:-1])):
-        return ids, rows
-    order = np.argsort(ids)
-    sorted_ids = ids[order]
-    is_start = np.empty(len(ids), dtype=bool)
-    is_start[0] = True
-    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=is_start[1:])
-    starts = np.flatnonzero(is_start)
-    if len(starts) * 4 < len(ids) * 3:  # many repeats (a small vocabulary): one segmented sum
-        return sorted_ids[starts], np.add.reduceat(rows[order], starts, axis=0)
-    sums = rows[order[starts]]  # mostly distinct (a large vocabulary): add the few repeats onto their first
-    repeats = np.flatnonzero(~is_start)
-    if len(repeats):
-        np.add.at(sums, np.cumsum(is_start)[repeats] - 1, rows[order[repeats]])
-    return sorted_ids[starts], sums
 
 
 def job_summary(job: JobSpec) -> dict:
@@ -337,10 +317,7 @@ class Server:
         for n, g in acc["dense"].items():
             self.dense[n].apply(g * g.dtype.type(scale))
         for table, parts in acc["sparse"].items():
-            ids = np.concatenate([p[0] for p in parts])
-            rows = np.concatenate([p[1] for p in parts])
-            uids, sums = sum_rows_by_id(ids, rows)
-            self.sparse[table].push(uids, sums * sums.dtype.type(scale))
+            self.sparse[table].push_parts(parts, scale)
 
     def _release_barriers(self) -> None:
         live = set(range(self.trainers)) - self.stopped - set(self.dead)

@@ -1,6 +1,8 @@
 """What a server holds: DenseBlock (rows of a dense parameter) and SparseTable (id-keyed rows), with the rule's state."""
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from . import optim
@@ -9,6 +11,28 @@ from .entry import Admission
 from .init import seeded_rows
 from .partition import Block
 from .spec import Rule, SparseSpec
+
+RECENT_PULLS = 8  # a table remembers the rows of its last pulls: the push of those ids skips the id lookup
+
+
+def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique ids sorted, the rows of each id summed): vectorised, no per-row loop. Ids already sorted and
+    distinct (what a client sends, what the executor's lookups give) come back as they are, rows uncopied."""
+    if len(ids) < 2 or bool(np.all(ids[1:] > ids[:-1])):
+        return ids, rows
+    order = np.argsort(ids)
+    sorted_ids = ids[order]
+    is_start = np.empty(len(ids), dtype=bool)
+    is_start[0] = True
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=is_start[1:])
+    starts = np.flatnonzero(is_start)
+    if len(starts) * 4 < len(ids) * 3:  # many repeats (a small vocabulary): one segmented sum
+        return sorted_ids[starts], np.add.reduceat(rows[order], starts, axis=0)
+    sums = rows[order[starts]]  # mostly distinct (a large vocabulary): add the few repeats onto their first
+    repeats = np.flatnonzero(~is_start)
+    if len(repeats):
+        np.add.at(sums, np.cumsum(is_start)[repeats] - 1, rows[order[repeats]])
+    return sorted_ids[starts], sums
 
 
 class DenseBlock:
@@ -59,6 +83,7 @@ class SparseTable:
         self.spec, self.rule = spec, rule
         self._index = IdIndex()
         self._admission = Admission(spec)
+        self._recent: deque = deque(maxlen=RECENT_PULLS)  # (ids, their rows) of the last pulls that found all
         self._store = None
         self._alloc(0)
 
@@ -76,6 +101,8 @@ class SparseTable:
             self._create(ids, rows, missing)
             missing = rows < 0
         if not missing.any():
+            kept = ids.copy() if ids.flags.writeable else ids  # the caller may reuse its array; a frame's stays
+            self._recent.append((kept, rows))  # a row's number never changes (until load_state)
             return self._values[rows]
         out = np.zeros((ids.size, self.spec.dim), dtype=self._values.dtype)
         found = ~missing
@@ -86,6 +113,21 @@ class SparseTable:
         """The rule on the rows of `ids` (lazily: only they and their state move). Repeated ids have their grads
         summed first; ids not in the table (not admitted, the padding id) are skipped."""
         rows, grads = self._present_rows(ids, grads, "grads")
+        self._apply_rows(rows, grads)
+
+    def push_parts(self, parts: list, scale: float) -> None:
+        """One push of the gradients of several (ids, grads) parts (sync: each trainer's), summed then scaled."""
+        checked = [(self._rows_of(self._ids(ids)), self._rows_like(ids, grads, "grads")) for ids, grads in parts]
+        rows = np.concatenate([r for r, _ in checked])
+        grads = np.concatenate([g for _, g in checked])
+        present = rows >= 0
+        if not present.all():
+            rows, grads = rows[present], grads[present]
+        rows, sums = sum_rows_by_id(rows, grads)  # grouped by row number: the same groups as by id
+        self._apply_rows(rows, sums * sums.dtype.type(scale))
+
+    def _apply_rows(self, rows, grads):
+        """The rule on distinct table rows: each row's value and state gathered once, updated, scattered back."""
         if rows.size == 0:
             return
         picked, dim = self._store[rows], self.spec.dim  # value and float state of each row: one gather
@@ -96,6 +138,13 @@ class SparseTable:
         self._store[rows] = picked
         if self._steps is not None:
             self._steps[rows] = state["step"]
+
+    def _rows_of(self, ids):
+        """The row of each id (-1: absent): from a recent pull of exactly these ids, else the index."""
+        for seen, rows in reversed(self._recent):
+            if seen.shape == ids.shape and (seen is ids or np.array_equal(seen, ids)):
+                return rows
+        return self._index.lookup(ids)
 
     def add(self, ids: np.ndarray, deltas: np.ndarray) -> None:
         """GEO: value += delta on the rows of `ids` (repeated ids' deltas summed; absent ids skipped)."""
@@ -124,6 +173,7 @@ class SparseTable:
             raise ValueError(f"SparseTable {self.spec.name!r}: loaded ids repeat")
         self._index = IdIndex(ids.size)
         self._index.insert(ids)
+        self._recent.clear()
         self._store = None
         self._alloc(ids.size)
         self._values[:ids.size] = values
@@ -199,7 +249,7 @@ class SparseTable:
         """(distinct table rows, their summed input rows) of the ids present in the table. Repeats are grouped
         through a scratch array over the table's rows (no sort): each row records the last position naming it."""
         rows_in = self._rows_like(ids, rows_in, what)
-        rows = self._index.lookup(self._ids(ids))
+        rows = self._rows_of(self._ids(ids))
         present = rows >= 0
         if not present.all():
             rows, rows_in = rows[present], rows_in[present]

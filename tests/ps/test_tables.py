@@ -221,3 +221,36 @@ def test_id_index_grows_and_finds_every_id():
     np.testing.assert_array_equal(index.ids, ids)
     absent = np.setdiff1d(rng.integers(-2**63, 2**63 - 1, 1000, dtype=np.int64), ids)
     assert (index.lookup(absent) == -1).all() and index.lookup(np.zeros(0, np.int64)).size == 0
+
+
+@pytest.mark.parametrize("rule", [Rule.make("sgd", 0.1), Rule.make("adam", 0.01)], ids=["sgd", "adam"])
+def test_pushes_after_pulls_and_push_parts_equal_a_fresh_table_pushed_by_id(rule):
+    """A push reuses the rows of a recent pull of the same ids (even when the caller's array changed since), and
+    push_parts (sync: every trainer's part of a step) equals one push of the summed gradients."""
+    spec = SparseSpec("emb", 3, entry=("count_filter", 2))
+    rng = np.random.default_rng(1)
+    fast, slow = SparseTable(spec, rule), SparseTable(spec, rule)
+    for step in range(4):
+        a = rng.integers(0, 40, 25)
+        b = rng.integers(0, 40, 25)
+        ids_a = np.unique(a)
+        for table in (fast, slow):
+            table.pull(ids_a)
+            table.pull(np.unique(b))
+        reused = ids_a.copy()
+        ids_a[:] = ids_a[::-1]  # the caller reuses its array: the table must not see the change
+        ga = rng.standard_normal((len(reused), 3)).astype(np.float32)
+        gb = rng.standard_normal((len(b), 3)).astype(np.float32)
+        if step % 2:
+            fast.push(reused, ga)
+            slow._recent.clear()
+            slow.push(reused, ga)
+        else:
+            fast.push_parts([(reused, ga), (b, gb)], 0.5)
+            ids = np.concatenate([reused, b])
+            grads = np.concatenate([ga, gb])
+            for i in np.unique(ids):  # the reference: one id at a time, no cache
+                slow._recent.clear()
+                slow.push(np.array([i]), grads[ids == i].sum(axis=0, keepdims=True) * np.float32(0.5))
+    np.testing.assert_allclose(fast.pull(np.arange(40)), slow.pull(np.arange(40)), rtol=1e-6, atol=1e-7)
+    assert len(fast) == len(slow) > 0
