@@ -73,11 +73,11 @@ def run_server(args, ports):
 
     def sample():
         while not done.wait(0.2):
-            samples.append((time.time(), time.process_time()))
+            samples.append((time.time(), time.process_time(), os.times().system))
     threading.Thread(target=sample, daemon=True).start()
     server.serve()
     done.set()
-    samples.append((time.time(), time.process_time()))
+    samples.append((time.time(), time.process_time(), os.times().system))
     top = ""
     if server.prof is not None:
         text = io.StringIO()
@@ -92,7 +92,7 @@ def trainer_steps(args, client, grads, rng, n):
     batches = [np.unique(rng.integers(0, VOCAB, SLOTS * BATCH, dtype=np.int64)) for _ in range(n)]
     row_grads = np.full((SLOTS * BATCH, DIM), 1e-4, np.float32)
     geo_held = np.zeros(0, np.int64)
-    t0, c0 = time.time(), time.process_time()
+    t0, c0, s0 = time.time(), time.process_time(), os.times().system
     for uniq in batches:
         if args.mode == "geo":
             fresh = np.setdiff1d(uniq, geo_held, assume_unique=True)
@@ -110,7 +110,7 @@ def trainer_steps(args, client, grads, rng, n):
         client.push_dense(grads)
         client.push_sparse("emb", uniq, row_grads[:len(uniq)])
         client.pull_dense()
-    return t0, c0, time.time(), time.process_time()
+    return t0, c0, time.time(), time.process_time(), os.times().system - s0
 
 
 def run_trainer(args, ports):
@@ -126,12 +126,12 @@ def run_trainer(args, ports):
     client.barrier()
     trainer_steps(args, client, grads, rng, args.warmup)
     client.barrier()
-    (t0, c0, t1, c1), top = profiled(args, lambda: trainer_steps(args, client, grads, rng, args.steps))
+    (t0, c0, t1, c1, sys_s), top = profiled(args, lambda: trainer_steps(args, client, grads, rng, args.steps))
     client.barrier()
     client.stop()
     client.close()
     return {"role": "trainer", "index": args.index, "window": [t0, t1], "cpu_ms_per_step": (c1 - c0) * 1e3 / args.steps,
-            "wall_ms_per_step": (t1 - t0) * 1e3 / args.steps, "vm_hwm_mb": vm_hwm_mb(), "profile": top}
+            "wall_ms_per_step": (t1 - t0) * 1e3 / args.steps, "sys_ms_per_step": sys_s * 1e3 / args.steps, "vm_hwm_mb": vm_hwm_mb(), "profile": top}
 
 
 def free_ports(n):
@@ -145,9 +145,9 @@ def free_ports(n):
 
 
 def cpu_between(samples, t0, t1):
-    """CPU seconds between wall times t0 and t1, interpolated from (wall, cpu) samples."""
-    walls, cpus = zip(*samples)
-    return float(np.interp(t1, walls, cpus) - np.interp(t0, walls, cpus))
+    """(CPU seconds, of which system) between wall times t0 and t1, interpolated from (wall, cpu, sys) samples."""
+    walls, cpus, syss = zip(*samples)
+    return tuple(float(np.interp(t1, walls, c) - np.interp(t0, walls, c)) for c in (cpus, syss))
 
 
 def launch(args):
@@ -182,11 +182,12 @@ def report(args, results):
           f"(CPU time: time.process_time)")
     for r in results:
         if r["role"] == "trainer":
-            print(f"  trainer {r['index']}: {r['cpu_ms_per_step']:.2f} CPU ms/step, {r['wall_ms_per_step']:.1f} wall "
-                  f"ms/step, VmHWM {r['vm_hwm_mb']:.0f} MB")
+            print(f"  trainer {r['index']}: {r['cpu_ms_per_step']:.2f} CPU ms/step (system {r['sys_ms_per_step']:.2f}), "
+                  f"{r['wall_ms_per_step']:.1f} wall ms/step, VmHWM {r['vm_hwm_mb']:.0f} MB")
         else:
-            ms = cpu_between(r["samples"], t0, t1) * 1e3 / max(steps, 1e-9)
-            print(f"  server {r['index']}: {ms:.2f} CPU ms per step of every trainer, VmHWM {r['vm_hwm_mb']:.0f} MB")
+            ms, sys_ms = (x * 1e3 / max(steps, 1e-9) for x in cpu_between(r["samples"], t0, t1))
+            print(f"  server {r['index']}: {ms:.2f} CPU ms per step of every trainer (system {sys_ms:.2f}), "
+                  f"VmHWM {r['vm_hwm_mb']:.0f} MB")
         if r["profile"]:
             print(r["profile"])
 

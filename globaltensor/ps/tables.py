@@ -203,10 +203,30 @@ class SparseTable:
         rows[missing] = row_of_unseen[where]
 
     def _grow(self, n):
-        """Make room for n rows (capacity doubles; new rows' state fresh)."""
+        """Make room for n rows (capacity x1.25 at least; new rows' state fresh). The arrays grow in place
+        (realloc: the kernel remaps large ones, so no second copy of the table exists at any moment); where
+        something still views them, they are copied instead."""
         capacity = self._store.shape[0]
-        if n > capacity:
-            self._alloc(max(n, 2 * capacity, 1024))
+        if n <= capacity:
+            return
+        new = max(n, capacity + capacity // 4, 1024)
+        try:
+            self._store.resize((new, self._store.shape[1]), refcheck=True)  # zero-filled beyond the old rows
+            self._scratch.resize(new, refcheck=True)
+            if self._steps is not None:
+                self._steps.resize(new, refcheck=True)
+        except ValueError:  # a view of the rows is alive (a caller of state()): copy, as numpy asks
+            self._alloc(new)
+            return
+        self._fill_fresh(capacity)
+
+    def _fill_fresh(self, start):
+        """The rule's starting state in rows [start, capacity) of the float columns (zeros but adagrad's)."""
+        dim = self.spec.dim
+        fresh = optim.new_state(self.rule, (1, dim), self.spec.dtype)
+        for i, key in enumerate(self._float_keys, start=1):
+            if fresh[key].any():
+                self._store[start:, i * dim:(i + 1) * dim] = fresh[key]
 
     def _alloc(self, capacity):
         """(Re)allocate the rows: value and float rule state side by side in one (capacity, k * dim) array, so a
@@ -215,15 +235,15 @@ class SparseTable:
         fresh = optim.new_state(self.rule, (1, dim), self.spec.dtype)
         self._float_keys = [key for key in fresh if key != "step"]
         store = np.zeros((capacity, dim * (1 + len(self._float_keys))), dtype=self.spec.dtype)
-        for i, key in enumerate(self._float_keys, start=1):
-            store[:, i * dim:(i + 1) * dim] = fresh[key]
         steps = np.zeros(capacity, dtype=np.int64) if "step" in fresh else None
+        kept = 0
         if self._store is not None:
-            kept = self._store.shape[0]
-            store[:kept] = self._store
+            kept = min(self._store.shape[0], capacity)
+            store[:kept] = self._store[:kept]
             if steps is not None:
-                steps[:kept] = self._steps
+                steps[:kept] = self._steps[:kept]
         self._store, self._steps = store, steps
+        self._fill_fresh(kept)
         self._scratch = np.zeros(capacity, dtype=np.int64)  # one int per row: push's grouping of repeated ids
 
     @property

@@ -254,3 +254,25 @@ def test_pushes_after_pulls_and_push_parts_equal_a_fresh_table_pushed_by_id(rule
                 slow.push(np.array([i]), grads[ids == i].sum(axis=0, keepdims=True) * np.float32(0.5))
     np.testing.assert_allclose(fast.pull(np.arange(40)), slow.pull(np.arange(40)), rtol=1e-6, atol=1e-7)
     assert len(fast) == len(slow) > 0
+
+
+@pytest.mark.parametrize("hold_a_view", [False, True], ids=["in_place", "copied"])
+def test_growth_keeps_rows_and_starts_new_rows_fresh(hold_a_view):
+    """The rows grow in place (realloc), or by a copy while a caller still views them; either way old rows and
+    their state are kept, new rows start with the rule's fresh state, and capacity stays within 1.25x + a batch."""
+    spec = SparseSpec("emb", 4)
+    table = SparseTable(spec, Rule.make("adagrad", 0.1, initial_accumulator=0.25))
+    table.pull(np.arange(1000))
+    table.push(np.arange(10), np.ones((10, 4), np.float32))
+    before = {k: np.array(v, copy=True) for k, v in table.state().items()}
+    held = table.state() if hold_a_view else None
+    for start in range(1000, 9000, 500):
+        table.pull(np.arange(start, start + 500))
+    after = table.state()
+    np.testing.assert_array_equal(after["values"][:1000], before["values"])
+    np.testing.assert_array_equal(after["moment"][:1000], before["moment"])
+    np.testing.assert_array_equal(after["moment"][1000:], np.full((8000, 4), 0.25, np.float32))
+    np.testing.assert_array_equal(after["values"][1000:], seeded_rows(spec, np.arange(1000, 9000)))
+    assert table._store.shape[0] <= 1.25 * 8500 + 500
+    if held is not None:
+        np.testing.assert_array_equal(held["values"], before["values"])  # the old view still reads the old rows
