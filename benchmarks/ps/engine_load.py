@@ -91,19 +91,20 @@ def trainer_steps(args, client, grads, rng, n):
     ids are drawn before it: the executor's lookups give each table's sorted unique ids)."""
     batches = [np.unique(rng.integers(0, VOCAB, SLOTS * BATCH, dtype=np.int64)) for _ in range(n)]
     row_grads = np.full((SLOTS * BATCH, DIM), 1e-4, np.float32)
-    geo_held = np.zeros(0, np.int64)
+    geo_held = np.zeros(VOCAB if args.mode == "geo" else 0, bool)
     t0, c0, s0 = time.time(), time.process_time(), os.times().system
     for uniq in batches:
-        if args.mode == "geo":
-            fresh = np.setdiff1d(uniq, geo_held, assume_unique=True)
+        if args.mode == "geo":  # rows held since the last push (the executor's GEO lookups pull only new ones)
+            fresh = uniq[~geo_held[uniq]]
             if len(fresh):
                 client.pull_sparse("emb", fresh)
-                geo_held = np.union1d(geo_held, fresh)
+                geo_held[fresh] = True
             client.geo_steps += 1
             if client.geo_steps % args.k_steps == 0:
                 client.push_dense_delta(grads)
-                client.push_sparse_delta("emb", geo_held, np.full((len(geo_held), DIM), 1e-4, np.float32))
-                geo_held = np.zeros(0, np.int64)
+                held = np.flatnonzero(geo_held)
+                client.push_sparse_delta("emb", held, np.full((len(held), DIM), 1e-4, np.float32))
+                geo_held[:] = False
                 client.pull_dense()
             continue
         client.pull_sparse("emb", uniq)

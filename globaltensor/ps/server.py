@@ -18,6 +18,7 @@ from .tables import DenseBlock, SparseTable, sum_rows_by_id  # noqa: F401 (the c
 LOG = logging.getLogger("globaltensor.ps")
 GATED = ("pull_dense", "pull_sparse", "next", "save", "barrier")  # sync: wait until the steps before are applied
 POLL_MS = 100
+RECV_HWM = 16  # messages queued from one connection (zmq's default, 1000, could hold 1000 full gradients)
 
 
 def bind_address(endpoint: str) -> str:
@@ -80,6 +81,7 @@ class Server:
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 2000)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.sock.setsockopt(zmq.RCVHWM, RECV_HWM)  # per trainer connection: a trainer ahead waits (TCP backpressure)
         try:
             self.sock.bind(bind_address(self.endpoint))
         except zmq.ZMQError as e:
