@@ -189,3 +189,23 @@ def test_save_reaches_every_server_and_a_refused_request_names_its_server(tmp_pa
         for th in threads:
             th.join(10)
     assert not any(th.is_alive() for th in threads)
+
+
+def test_sparse_pushes_are_chunked_converted_and_never_alias_the_callers_arrays(monkeypatch):
+    from globaltensor.ps import client as client_module
+    monkeypatch.setattr(client_module, "CHUNK_ROWS", 4)
+    client = Client(_job(), 0)
+    ids = np.arange(10, dtype=np.int32)[::-1]  # int32, unsorted: converted and summed; repeats below
+    ids = np.concatenate([ids, ids[:2]])
+    grads = np.ones((12, 3))  # float64: converted to the table's float32
+    messages = client._sparse_messages("push_sparse", "emb", *client._sparse_checked("push_sparse", "emb", ids, grads),
+                                       1.0, owned=False)
+    assert [len(a[0]) for _, _, a in messages] == [4, 4, 2]
+    got_ids = np.concatenate([a[0] for _, _, a in messages])
+    got_rows = np.concatenate([a[1] for _, _, a in messages])
+    np.testing.assert_array_equal(got_ids, np.arange(10))
+    np.testing.assert_array_equal(got_rows[:, 0], [1] * 8 + [2, 2])
+    assert got_rows.dtype == np.float32 and got_ids.dtype == np.int64
+    sorted_ids, rows = np.arange(6, dtype=np.int64), np.ones((6, 3), np.float32)  # the fast path: as they are
+    for _, _, arrays in client._sparse_messages("push_sparse", "emb", sorted_ids, rows, 1.0, owned=False):
+        assert not np.shares_memory(arrays[0], sorted_ids) and not np.shares_memory(arrays[1], rows)
