@@ -316,8 +316,9 @@ class Server:
         """Each trainer's loss is the mean of its share: sum / trainers equals one process on the joined batch."""
         scale = 1.0 / self.trainers
         self.version += 1
-        for n, g in acc["dense"].items():
-            self.dense[n].apply(g * g.dtype.type(scale))
+        for n, g in acc["dense"].items():  # g is the step's own sum (_accumulate copied the first part)
+            g *= g.dtype.type(scale)
+            self.dense[n].apply(g)
         for table, parts in acc["sparse"].items():
             self.sparse[table].push_parts(parts, scale)
 
