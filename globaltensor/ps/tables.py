@@ -12,7 +12,8 @@ from .init import seeded_rows
 from .partition import Block
 from .spec import Rule, SparseSpec
 
-RECENT_PULLS = 8  # a table remembers the rows of its last pulls: the push of those ids skips the id lookup
+RECENT_PULLS = 32  # a table remembers the rows of its last pulls (async: a push comes several pulls later); the push
+#                   of those ids skips the id lookup. Bounded: 32 x (8 + 8) B x ids a pull (13k ids: 6.7 MB)
 
 
 def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
