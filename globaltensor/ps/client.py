@@ -13,10 +13,12 @@ from .communicator import AsyncCommunicator
 from .errors import PSError
 from .partition import job_blocks, server_of_ids
 from .pinger import Pinger
-from .server import job_summary, param_of, sum_rows_by_id
+from .server import job_summary, param_of
+from .tables import sum_rows_by_id
 from .spec import JobSpec
 
 POLL_MS = 100
+CHUNK_ROWS = 65536  # sparse rows a push message carries at most (4 MB at dim 16)
 
 
 class Client:
@@ -273,7 +275,10 @@ class Client:
         if ids.dtype.kind not in "iu":
             raise ValueError(f"pull_sparse({table!r}): ids must be integers, got {ids.dtype}")
         flat = ids.reshape(-1).astype(np.int64, copy=False)
-        uniq, inverse = np.unique(flat, return_inverse=True)
+        if len(flat) < 2 or bool(np.all(flat[1:] > flat[:-1])):  # already sorted and distinct: as they are
+            uniq, inverse = flat, None
+        else:
+            uniq, inverse = np.unique(flat, return_inverse=True)
         self._advance()
         routes = self._route(uniq)
         header = {"op": "pull_sparse", "table": table, "is_test": bool(is_test)}
@@ -285,7 +290,7 @@ class Client:
                 rows[...] = got[i][1][0]
             else:
                 rows[m] = got[i][1][0]
-        return rows[inverse].reshape(ids.shape + (spec.dim,))
+        return (rows if inverse is None else rows[inverse]).reshape(ids.shape + (spec.dim,))
 
     def push_sparse(self, table: str, ids: ArrayLike, grads: ArrayLike) -> None:
         """Gradients of ids' rows: repeated ids summed here, each server sent its unique ids once."""
@@ -302,25 +307,37 @@ class Client:
 
     def _send_sparse(self, op: str, table: str, ids, rows, scale: float) -> None:
         flat, rows = self._sparse_checked(op, table, ids, rows)
-        for i, header, arrays in self._sparse_messages(op, table, flat, rows, scale):
+        for i, header, arrays in self._sparse_messages(op, table, flat, rows, scale, owned=False):
             self._send(i, header, arrays)
 
     def _sparse_checked(self, op: str, table: str, ids, rows, copy: bool = False) -> tuple:
         spec = self._sparse_spec(table)
-        flat = np.array(ids, dtype=np.int64, copy=copy).reshape(-1)
-        rows = np.array(rows, dtype=spec.dtype, copy=copy).reshape(-1, spec.dim) if np.size(rows) else \
+        make = np.array if copy else np.asarray  # asarray: a copy only where the dtype differs
+        flat = make(ids, dtype=np.int64).reshape(-1)
+        rows = make(rows, dtype=spec.dtype).reshape(-1, spec.dim) if np.size(rows) else \
             np.zeros((0, spec.dim), spec.dtype)
         if len(rows) != len(flat):
             raise ValueError(f"{op}({table!r}): {len(flat)} ids but {len(rows)} rows of dim {spec.dim}")
         return flat, rows
 
-    def _sparse_messages(self, op: str, table: str, flat, rows, scale: float) -> list:
-        """[(server, header, [ids, rows])]: repeated ids summed (and scaled), each unique id to its server."""
+    def _sparse_messages(self, op: str, table: str, flat, rows, scale: float, owned: bool = True) -> list:
+        """[(server, header, [ids, rows])]: repeated ids summed (and scaled), each unique id to its server, at most
+        CHUNK_ROWS rows a message (a GEO push of every held row stays a stream of small messages on both sides).
+        owned=False: flat and rows are the caller's; what would still be them is copied (zmq sends it later)."""
         uniq, sums = sum_rows_by_id(flat, rows)
         if scale != 1.0:
             sums = sums * sums.dtype.type(scale)
         header = {"op": op, "table": table}
-        return [(i, header, [uniq, sums] if m is None else [uniq[m], sums[m]]) for i, m in self._route(uniq)]
+        out = []
+        for i, m in self._route(uniq):
+            if m is not None:
+                ids_i, rows_i = uniq[m], sums[m]
+            else:
+                ids_i = uniq if owned or uniq is not flat else uniq.copy()
+                rows_i = sums if owned or sums is not rows else sums.copy()
+            for start in range(0, max(len(ids_i), 1), CHUNK_ROWS):
+                out.append((i, header, [ids_i[start:start + CHUNK_ROWS], rows_i[start:start + CHUNK_ROWS]]))
+        return out
 
     # ---- control ---------------------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ import zmq
 from . import wire
 from .errors import PSError
 
-MAX_PENDING = 16  # pushes handed over and not yet sent: beyond this the trainer waits (memory stays bounded)
+MAX_PENDING = 4  # pushes handed over and not yet sent: beyond this the trainer waits (memory stays bounded:
+SEND_HWM = 8  # each holds a copy of a full gradient; and at most this many messages wait in each socket)
 
 
 class AsyncCommunicator:
@@ -40,7 +41,7 @@ class AsyncCommunicator:
         for ep in job.servers:
             s = ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.LINGER, 1000)
-            s.setsockopt(zmq.SNDHWM, 4 * MAX_PENDING)  # zmq's own queue bounded too
+            s.setsockopt(zmq.SNDHWM, SEND_HWM)  # zmq's own queue bounded too
             s.connect(f"tcp://{ep}")
             self._socks.append(s)
         self._thread = threading.Thread(target=self._run, name=f"ps-communicator-{trainer_id}", daemon=True)

@@ -13,34 +13,18 @@ from . import wire
 from .errors import PSError
 from .partition import job_blocks
 from .spec import JobSpec
-from .tables import DenseBlock, SparseTable
+from .tables import DenseBlock, SparseTable, sum_rows_by_id  # noqa: F401 (the client's)
 
 LOG = logging.getLogger("globaltensor.ps")
 GATED = ("pull_dense", "pull_sparse", "next", "save", "barrier")  # sync: wait until the steps before are applied
 POLL_MS = 100
+RECV_HWM = 16  # messages queued from one connection (zmq's default, 1000, could hold 1000 full gradients)
 
 
 def bind_address(endpoint: str) -> str:
     """tcp://ip:port for an 'host:port' endpoint: exactly that interface, never '*'."""
     host, _, port = endpoint.rpartition(":")
     return f"tcp://{socket.gethostbyname(host.strip('[]'))}:{int(port)}"
-
-
-def sum_rows_by_id(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(unique ids sorted, the rows of each id summed): vectorised, no per-row loop."""
-    if len(ids) == 0:
-        return ids, rows
-    order = np.argsort(ids)
-    sorted_ids, sorted_rows = ids[order], rows[order]
-    is_start = np.r_[True, sorted_ids[1:] != sorted_ids[:-1]]
-    starts = np.flatnonzero(is_start)
-    if len(starts) * 4 < len(ids) * 3:  # many repeats (a small vocabulary): one segmented sum
-        return sorted_ids[starts], np.add.reduceat(sorted_rows, starts, axis=0)
-    sums = sorted_rows[starts]  # mostly unique (a large vocabulary): add the few repeats onto their first
-    repeats = np.flatnonzero(~is_start)
-    if len(repeats):
-        np.add.at(sums, np.cumsum(is_start)[repeats] - 1, sorted_rows[repeats])
-    return sorted_ids[starts], sums
 
 
 def job_summary(job: JobSpec) -> dict:
@@ -97,6 +81,7 @@ class Server:
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 2000)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.sock.setsockopt(zmq.RCVHWM, RECV_HWM)  # per trainer connection: a trainer ahead waits (TCP backpressure)
         try:
             self.sock.bind(bind_address(self.endpoint))
         except zmq.ZMQError as e:
@@ -331,13 +316,11 @@ class Server:
         """Each trainer's loss is the mean of its share: sum / trainers equals one process on the joined batch."""
         scale = 1.0 / self.trainers
         self.version += 1
-        for n, g in acc["dense"].items():
-            self.dense[n].apply(g * g.dtype.type(scale))
+        for n, g in acc["dense"].items():  # g is the step's own sum (_accumulate copied the first part)
+            g *= g.dtype.type(scale)
+            self.dense[n].apply(g)
         for table, parts in acc["sparse"].items():
-            ids = np.concatenate([p[0] for p in parts])
-            rows = np.concatenate([p[1] for p in parts])
-            uids, sums = sum_rows_by_id(ids, rows)
-            self.sparse[table].push(uids, sums * sums.dtype.type(scale))
+            self.sparse[table].push_parts(parts, scale)
 
     def _release_barriers(self) -> None:
         live = set(range(self.trainers)) - self.stopped - set(self.dead)

@@ -1,17 +1,22 @@
-"""ZeroMQ message framing: a JSON header and raw zero-copy array frames, signed with HMAC-SHA256 (never pickle)."""
+"""ZeroMQ message framing: a JSON header and raw zero-copy array frames, authenticated with Poly1305 (never pickle)."""
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import logging
 import math
+import os
+import struct
 
 import numpy as np
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.poly1305 import Poly1305
 
 LOG = logging.getLogger("globaltensor.ps")
 DTYPES = ("float32", "float64", "int64", "int32", "float16", "bfloat16")
-MAC_SIZE = 32
+NONCE_SIZE = 16
+MAC_SIZE = NONCE_SIZE + 16  # the mac frame: a fresh random nonce, then the Poly1305 tag
+_KDF_LABEL = b"globaltensor.ps poly1305 key\0"
 
 
 class WireError(ValueError):
@@ -27,11 +32,37 @@ def _dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
-def _mac(secret: bytes, frames) -> bytes:
-    mac = hmac.new(secret, digestmod=hashlib.sha256)
+def _authenticator(secret: bytes, nonce: bytes, frames) -> Poly1305:
+    """Poly1305 over the frame count, every frame's length, then the frames, keyed with a one-time key.
+
+    Poly1305 must never see two messages under one key: each message's key is HMAC-SHA256(secret, label + nonce)
+    of its own random 128-bit nonce (a PRF of the secret, as ChaCha20-Poly1305 derives its key from a nonce).
+    Poly1305 hashes ~7x faster than HMAC-SHA256 on large frames; the lengths stop bytes moving between frames."""
+    mac = Poly1305(hmac.digest(secret, _KDF_LABEL + nonce, "sha256"))
+    mac.update(struct.pack(f"<{len(frames) + 1}Q", len(frames), *(_nbytes(f) for f in frames)))
     for f in frames:
         mac.update(f)
-    return mac.digest()
+    return mac
+
+
+def _nbytes(frame) -> int:
+    return frame.nbytes if hasattr(frame, "nbytes") else len(frame)
+
+
+def _mac(secret: bytes, frames) -> bytes:
+    nonce = os.urandom(NONCE_SIZE)
+    return nonce + _authenticator(secret, nonce, frames).finalize()
+
+
+def _verified(secret: bytes, frames, mac) -> bool:
+    mac = bytes(mac)
+    if len(mac) != MAC_SIZE:
+        return False
+    try:
+        _authenticator(secret, mac[:NONCE_SIZE], frames).verify(mac[NONCE_SIZE:])  # constant-time compare
+    except InvalidSignature:
+        return False
+    return True
 
 
 def pack(secret: bytes, header: dict, arrays=()) -> list:
@@ -54,8 +85,8 @@ def unpack(secret: bytes, frames) -> tuple[dict, list]:
     bufs = [f.buffer if hasattr(f, "buffer") else f for f in frames]
     if len(bufs) < 2:
         raise WireError(f"a message of {len(bufs)} frame(s): expected a header and a MAC")
-    if not hmac.compare_digest(_mac(secret, bufs[:-1]), bytes(bufs[-1])):
-        raise WireError("the message's HMAC does not match the job's secret")
+    if not _verified(secret, bufs[:-1], bufs[-1]):
+        raise WireError("the message's MAC does not match the job's secret")
     try:
         header = json.loads(bytes(bufs[0]))
         meta = header.pop("arrays")

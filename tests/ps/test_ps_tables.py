@@ -221,3 +221,58 @@ def test_id_index_grows_and_finds_every_id():
     np.testing.assert_array_equal(index.ids, ids)
     absent = np.setdiff1d(rng.integers(-2**63, 2**63 - 1, 1000, dtype=np.int64), ids)
     assert (index.lookup(absent) == -1).all() and index.lookup(np.zeros(0, np.int64)).size == 0
+
+
+@pytest.mark.parametrize("rule", [Rule.make("sgd", 0.1), Rule.make("adam", 0.01)], ids=["sgd", "adam"])
+def test_pushes_after_pulls_and_push_parts_equal_a_fresh_table_pushed_by_id(rule):
+    """A push reuses the rows of a recent pull of the same ids (even when the caller's array changed since), and
+    push_parts (sync: every trainer's part of a step) equals one push of the summed gradients."""
+    spec = SparseSpec("emb", 3, entry=("count_filter", 2))
+    rng = np.random.default_rng(1)
+    fast, slow = SparseTable(spec, rule), SparseTable(spec, rule)
+    for step in range(4):
+        a = rng.integers(0, 40, 25)
+        b = rng.integers(0, 40, 25)
+        ids_a = np.unique(a)
+        for table in (fast, slow):
+            table.pull(ids_a)
+            table.pull(np.unique(b))
+        reused = ids_a.copy()
+        ids_a[:] = ids_a[::-1]  # the caller reuses its array: the table must not see the change
+        ga = rng.standard_normal((len(reused), 3)).astype(np.float32)
+        gb = rng.standard_normal((len(b), 3)).astype(np.float32)
+        if step % 2:
+            fast.push(reused, ga)
+            slow._recent.clear()
+            slow.push(reused, ga)
+        else:
+            fast.push_parts([(reused, ga), (b, gb)], 0.5)
+            ids = np.concatenate([reused, b])
+            grads = np.concatenate([ga, gb])
+            for i in np.unique(ids):  # the reference: one id at a time, no cache
+                slow._recent.clear()
+                slow.push(np.array([i]), grads[ids == i].sum(axis=0, keepdims=True) * np.float32(0.5))
+    np.testing.assert_allclose(fast.pull(np.arange(40)), slow.pull(np.arange(40)), rtol=1e-6, atol=1e-7)
+    assert len(fast) == len(slow) > 0
+
+
+@pytest.mark.parametrize("hold_a_view", [False, True], ids=["in_place", "copied"])
+def test_growth_keeps_rows_and_starts_new_rows_fresh(hold_a_view):
+    """The rows grow in place (realloc), or by a copy while a caller still views them; either way old rows and
+    their state are kept, new rows start with the rule's fresh state, and capacity stays within 1.25x + a batch."""
+    spec = SparseSpec("emb", 4)
+    table = SparseTable(spec, Rule.make("adagrad", 0.1, initial_accumulator=0.25))
+    table.pull(np.arange(1000))
+    table.push(np.arange(10), np.ones((10, 4), np.float32))
+    before = {k: np.array(v, copy=True) for k, v in table.state().items()}
+    held = table.state() if hold_a_view else None
+    for start in range(1000, 9000, 500):
+        table.pull(np.arange(start, start + 500))
+    after = table.state()
+    np.testing.assert_array_equal(after["values"][:1000], before["values"])
+    np.testing.assert_array_equal(after["moment"][:1000], before["moment"])
+    np.testing.assert_array_equal(after["moment"][1000:], np.full((8000, 4), 0.25, np.float32))
+    np.testing.assert_array_equal(after["values"][1000:], seeded_rows(spec, np.arange(1000, 9000)))
+    assert table._store.shape[0] <= 1.25 * 8500 + 500
+    if held is not None:
+        np.testing.assert_array_equal(held["values"], before["values"])  # the old view still reads the old rows

@@ -35,11 +35,26 @@ def test_a_contiguous_array_is_sent_without_a_copy():
 
 def test_a_bad_mac_is_refused():
     frames = wire.pack(SECRET, {"op": "push_dense"}, [np.ones(3, np.float32)])
-    with pytest.raises(wire.WireError, match="HMAC"):
+    with pytest.raises(wire.WireError, match="MAC does not match"):
         wire.unpack(b"another secret", frames)
     tampered = frames[:1] + [np.zeros(3, np.float32).view(np.uint8)] + frames[2:]
-    with pytest.raises(wire.WireError, match="HMAC"):
+    with pytest.raises(wire.WireError, match="MAC does not match"):
         wire.unpack(SECRET, tampered)
+
+
+def test_frame_boundaries_and_nonces_are_authenticated():
+    frames = wire.pack(SECRET, {"op": "x"}, [np.arange(4, dtype=np.float32)])
+    joined = bytes(frames[0]) + bytes(frames[1])
+    shifted = [joined[:len(frames[0]) + 4], joined[len(frames[0]) + 4:], frames[2]]  # same bytes, cut elsewhere
+    with pytest.raises(wire.WireError, match="MAC does not match"):
+        wire.unpack(SECRET, shifted)
+    again = wire.pack(SECRET, {"op": "x"}, [np.arange(4, dtype=np.float32)])
+    assert bytes(again[2][:wire.NONCE_SIZE]) != bytes(frames[2][:wire.NONCE_SIZE])  # a fresh one-time key each
+    other_nonce = again[2][:wire.NONCE_SIZE] + frames[2][wire.NONCE_SIZE:]
+    with pytest.raises(wire.WireError, match="MAC does not match"):
+        wire.unpack(SECRET, frames[:2] + [other_nonce])
+    with pytest.raises(wire.WireError, match="MAC does not match"):
+        wire.unpack(SECRET, frames[:2] + [frames[2][:-1]])
 
 
 def _signed(header_bytes, *bufs):
@@ -84,7 +99,7 @@ def test_a_server_drops_a_forged_message_and_keeps_serving(caplog):
             forged = {"op": "set_dense", "trainer": 0, "step": 0, "req": 1, "names": ["w"]}
             wire.send(forger, b"guessed", forged, [np.full((4, 2), 99, np.float32)])
             assert forger.poll(1000) == 0  # no answer to a forged message
-        assert any("HMAC" in r.getMessage() for r in caplog.records)
+        assert any("MAC does not match" in r.getMessage() for r in caplog.records)
         client.connect()
         np.testing.assert_array_equal(client.pull_dense()["w"], np.ones((4, 2), np.float32))
         client.push_dense({"w": np.ones((4, 2), np.float32)})
@@ -174,3 +189,23 @@ def test_save_reaches_every_server_and_a_refused_request_names_its_server(tmp_pa
         for th in threads:
             th.join(10)
     assert not any(th.is_alive() for th in threads)
+
+
+def test_sparse_pushes_are_chunked_converted_and_never_alias_the_callers_arrays(monkeypatch):
+    from globaltensor.ps import client as client_module
+    monkeypatch.setattr(client_module, "CHUNK_ROWS", 4)
+    client = Client(_job(), 0)
+    ids = np.arange(10, dtype=np.int32)[::-1]  # int32, unsorted: converted and summed; repeats below
+    ids = np.concatenate([ids, ids[:2]])
+    grads = np.ones((12, 3))  # float64: converted to the table's float32
+    messages = client._sparse_messages("push_sparse", "emb", *client._sparse_checked("push_sparse", "emb", ids, grads),
+                                       1.0, owned=False)
+    assert [len(a[0]) for _, _, a in messages] == [4, 4, 2]
+    got_ids = np.concatenate([a[0] for _, _, a in messages])
+    got_rows = np.concatenate([a[1] for _, _, a in messages])
+    np.testing.assert_array_equal(got_ids, np.arange(10))
+    np.testing.assert_array_equal(got_rows[:, 0], [1] * 8 + [2, 2])
+    assert got_rows.dtype == np.float32 and got_ids.dtype == np.int64
+    sorted_ids, rows = np.arange(6, dtype=np.int64), np.ones((6, 3), np.float32)  # the fast path: as they are
+    for _, _, arrays in client._sparse_messages("push_sparse", "emb", sorted_ids, rows, 1.0, owned=False):
+        assert not np.shares_memory(arrays[0], sorted_ids) and not np.shares_memory(arrays[1], rows)
