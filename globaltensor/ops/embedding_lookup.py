@@ -1,11 +1,13 @@
-"""embedding: rows of a table at integer indices; a table split by rows gives a partial sum (vocabulary parallel)."""
+"""embedding: rows of a table at integer indices (a split table gives a partial sum); its row gradient (sparse=True)."""
 import numpy as np
 
 from ..registry import rules
 from ._front import apply, tensors
 from .gather_scatter import _in_slice
 from ..registry import op
-from ..creation import zeros_like
+from ..creation import zeros, zeros_like
+from ..dtype import int64
+from .concat_split import concat
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -23,10 +25,77 @@ def _embedding_rows(s, o, st):
 
 
 def _embedding_backward(ctx, g):
+    """The table's gradient: the output's rows added at the indices. sparse=True on a local table:
+    only those rows (a RowGrad), else the dense [num, dim] gradient."""
     indices, weight = ctx.inputs
     flat_idx = indices.reshape(-1)
     flat_g = g.reshape(-1, weight.shape[1])
+    if ctx.static.get("sparse") and weight._placement is None:
+        return None, RowGrad([(flat_idx, flat_g)], weight.shape, weight.dtype)
     return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0, "size": weight.shape[0]})
+
+
+class RowGrad:
+    """A table's gradient as the rows it touches (Paddle's SelectedRows, PyTorch's sparse gradient
+    of an embedding): `rows` [n] int64 and `values` [n, dim], repeated rows adding up; the dense
+    gradient is index_add(zeros(shape), rows, values). A sum of row gradients concatenates them
+    (once, when rows or values are read), so its rows sum in the order the dense sum adds them;
+    a sum with a dense gradient is dense. An optimizer updates only these rows (optim's *_rows_update)."""
+
+    is_sparse = True
+    is_rows = True  # what autograd and the optimizers test (duck-typed: they sit below or beside ops)
+    requires_grad = False
+    _node = None
+    _placement = None
+    is_local, is_global = True, False
+
+    def __init__(self, parts, shape, dtype):
+        self._parts, self.shape, self.dtype = list(parts), tuple(shape), dtype
+
+    def _joined(self):
+        if len(self._parts) != 1:
+            rows = concat([r for r, _ in self._parts]) if self._parts else zeros(0, dtype=int64)
+            values = concat([v for _, v in self._parts]) if self._parts else zeros(0, self.shape[1], dtype=self.dtype)
+            self._parts = [(rows, values)]
+        return self._parts[0]
+
+    @property
+    def rows(self):
+        return self._joined()[0]
+
+    @property
+    def values(self):
+        return self._joined()[1]
+
+    def to_dense(self):
+        rows, values = self._joined()
+        return apply("index_add", [zeros(*self.shape, dtype=self.dtype), rows, values], {"dim": 0, "size": self.shape[0]})
+
+    def __add__(self, other):
+        if other is None:
+            return self
+        if getattr(other, "is_rows", False):
+            if tuple(other.shape) != tuple(self.shape):
+                raise ValueError(f"adding row gradients of tables {tuple(self.shape)} and {tuple(other.shape)}")
+            return RowGrad(self._parts + other._parts, self.shape, self.dtype)
+        return self.to_dense() + other
+
+    def __radd__(self, other):
+        return self if other is None else other + self.to_dense()
+
+    def detach(self):
+        return self
+
+    def cast(self, dtype):
+        return RowGrad([(r, v.cast(dtype)) for r, v in self._parts], self.shape, dtype)
+
+    def zero_(self):
+        """No rows (a .grad zeroed in place: Paddle's clear_grad)."""
+        self._parts = []
+        return self
+
+    def __repr__(self):
+        return f"RowGrad(rows={len(self.rows)}, shape={tuple(self.shape)}, dtype={self.dtype})"
 
 
 def _embedding_meta(s, dt, st):
@@ -38,7 +107,7 @@ def _embedding_meta(s, dt, st):
 
 
 @op("embedding", _embedding_rows, _embedding_backward, meta=_embedding_meta, takes_offsets=True)
-def _embedding(indices, weight, num=None, offsets=None):
+def _embedding(indices, weight, num=None, sparse=False, offsets=None):
     """The table's rows at the indices; a piece of the table (rows from offsets[1][0]) gives zeros
     for the indices outside it. Indices outside the whole table (num rows) raise IndexError."""
     num = weight.shape[0] if num is None else num
@@ -50,14 +119,17 @@ def _embedding(indices, weight, num=None, offsets=None):
     return np.where(inside[..., None], np.take(weight, local, axis=0), 0).astype(weight.dtype, copy=False)
 
 
-def embedding(input, weight, padding_idx=None):
-    """Rows of weight at the indices x. Rows: indices split -> output split alike; weight split
-    by columns (S(1)) -> output split on its last dim; partial weight -> partial output. A
-    table split by rows (S(0)) gives a partial output: each rank looks up the indices that
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    """Rows of weight at the indices x (PyTorch's F.embedding). Rows: indices split -> output split
+    alike; weight split by columns (S(1)) -> output split on its last dim; partial weight -> partial
+    output. A table split by rows (S(0)) gives a partial output: each rank looks up the indices that
     fall in its rows and leaves zeros elsewhere (the model-parallel embedding). Indices outside
-    the table raise IndexError."""
+    the table raise IndexError. sparse=True: the gradient of a local table is a RowGrad (only the
+    looked-up rows), which the optimizers apply to those rows only."""
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError("embedding: max_norm and scale_grad_by_freq are not supported")
     input, weight = tensors(input, weight)
-    out = apply("embedding", [input, weight], {"num": weight.shape[0]})
+    out = apply("embedding", [input, weight], {"num": weight.shape[0], **({"sparse": True} if sparse else {})})
     if padding_idx is not None:
         out = out * (input != padding_idx).astype(out.dtype).unsqueeze(-1)
     return out

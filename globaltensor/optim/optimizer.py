@@ -7,7 +7,7 @@ from .. import hooks, scope
 from ..creation import zeros_like
 from ..registry import REGISTRY
 from ..sbp import broadcast
-from . import updates  # noqa: F401 - registers the update ops
+from . import row_updates, updates  # noqa: F401 - registers the update ops
 
 
 class Optimizer:
@@ -80,6 +80,9 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                if getattr(p.grad, "is_rows", False):  # a sparse embedding's row gradient
+                    self._step_rows(group, p)
+                    continue
                 if opdef is None:
                     name, names, static = self._plan(group)
                     opdef, lr = REGISTRY[name], group["lr"]
@@ -95,6 +98,38 @@ class Optimizer:
                 else:
                     w, g = _fit(opdef, p, [p, p.grad], 1)
                     opdef.kernel(w._local, g._local, lr, **static)
+
+    def _step_rows(self, group, p):
+        """The update from a row gradient: _rows_plan's op on the rows only; or, where the
+        optimizer's rule is the dense one (Paddle's Adam without lazy_mode), the dense update."""
+        name, names, static = self._rows_plan(group, p)
+        if name is None:
+            p.grad = p.grad.to_dense()
+            return self._step_one_dense(group, p)
+        g = p.grad
+        rows, values = g.rows._local, g.values._local
+        if names:
+            st = self.state.get(id(p)) or self._state(p, names)
+            st["step"] += 1
+            REGISTRY[name].kernel(p._local, rows, values, *[st[n]._local for n in names], group["lr"], st["step"],
+                                  **static)
+        else:
+            REGISTRY[name].kernel(p._local, rows, values, group["lr"], **static)
+
+    def _step_one_dense(self, group, p):
+        name, names, static = self._plan(group)
+        opdef = REGISTRY[name]
+        if names:
+            st = self.state.get(id(p)) or self._state(p, names)
+            st["step"] += 1
+            opdef.kernel(p._local, p.grad._local, *[st[n]._local for n in names], group["lr"], st["step"], **static)
+        else:
+            opdef.kernel(p._local, p.grad._local, group["lr"], **static)
+
+    def _rows_plan(self, group, p):
+        """(row update op, state names, static attributes) for a row gradient; (None, ...): densify."""
+        raise RuntimeError(f"{type(self).__name__} does not support sparse gradients (a sparse embedding's row "
+                           f"gradient of {tuple(p.shape)}); use SGD, or embedding without sparse=True")
 
     def _plan(self, group):
         """(update op name, state names, static attributes) of a group's update."""
@@ -243,6 +278,12 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov))
 
+    def _rows_plan(self, group, p):
+        if group["momentum"] or group["weight_decay"]:
+            raise RuntimeError(f"SGD with momentum or weight_decay does not support sparse gradients here (a sparse "
+                               f"embedding's row gradient of {tuple(p.shape)}); use plain SGD or sparse=False")
+        return "sgd_rows_update", (), {}
+
     def _plan(self, group):
         if not group["momentum"]:
             return "sgd_update", (), {"weight_decay": group["weight_decay"]}
@@ -258,6 +299,17 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
+
+    def _rows_plan(self, group, p):
+        """PyTorch's Adam refuses sparse gradients; Paddle's (paddle.optimizer.Adam) takes them: lazy_mode
+        updates the rows only (adam_rows_update), otherwise every row as the dense gradient does."""
+        lazy = group.get("lazy_mode")
+        if lazy is None or (lazy and (group["amsgrad"] or self.update != "adam_update")):
+            return super()._rows_plan(group, p)
+        if not lazy:
+            return None, (), {}
+        return "adam_rows_update", ("exp_avg", "exp_avg_sq"), {
+            "betas": tuple(group["betas"]), "eps": group["eps"], "weight_decay": group["weight_decay"]}
 
     def _plan(self, group):
         names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())

@@ -65,6 +65,13 @@ def _decay(weight_decay):
     return float(weight_decay)
 
 
+def _lazy(optimizer, lazy_mode):
+    """Paddle's lazy_mode: a sparse gradient updates its rows only (else every row, as a dense one)."""
+    optimizer.defaults["lazy_mode"] = bool(lazy_mode)
+    for group in optimizer.param_groups:
+        group["lazy_mode"] = bool(lazy_mode)
+
+
 class SGD(_PaddleMethods, _optim.SGD):
     def __init__(self, learning_rate=0.001, parameters=None, weight_decay=None, grad_clip=None, name=None):
         super().__init__(_params(parameters, learning_rate), lr=learning_rate, weight_decay=_decay(weight_decay))
@@ -82,6 +89,7 @@ class Adam(_PaddleMethods, _optim.Adam):
                  grad_clip=None, name=None, lazy_mode=False, amsgrad=False):
         super().__init__(_params(parameters, learning_rate), lr=learning_rate, betas=(beta1, beta2), eps=epsilon,
                          weight_decay=_decay(weight_decay), amsgrad=amsgrad)
+        _lazy(self, lazy_mode)
 
 
 class AdamW(_PaddleMethods, _optim.AdamW):
@@ -89,3 +97,4 @@ class AdamW(_PaddleMethods, _optim.AdamW):
                  grad_clip=None, name=None, lazy_mode=False, amsgrad=False):
         super().__init__(_params(parameters, learning_rate), lr=learning_rate, betas=(beta1, beta2), eps=epsilon,
                          weight_decay=_decay(weight_decay), amsgrad=amsgrad)
+        _lazy(self, lazy_mode)

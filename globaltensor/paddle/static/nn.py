@@ -59,7 +59,7 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
     """Rows of a new [vocab, dim] table (embedding_k.w_0) at the ids of input (lookup_table_v2)."""
     from ..nn import functional as F
     w = _parameter(list(size), param_attr, f"{_unique('embedding')}.w_0", False)
-    return F.embedding(input, w, padding_idx=padding_idx)
+    return F.embedding(input, w, padding_idx=padding_idx, sparse=is_sparse)
 
 
 def sparse_embedding(input, size, padding_idx=None, is_test=False, entry=None, table_class="MemorySparseTable",
