@@ -97,6 +97,9 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
         name = getattr(p, "name", None) or "param"
         if g is None or (wanted is not None and id(p) not in wanted and name not in wanted):
             continue
+        if getattr(g, "is_rows", False):  # a sparse embedding's rows: their register beside the values'
+            _grad_rows(program)[id(p)] = (program.reg_of(g.rows, "append_backward"), g.shape)
+            g = g.values
         r = program.reg_of(g, "append_backward")
         program.grads[id(p)] = r
         gname = f"{name}@GRAD"
@@ -165,6 +168,26 @@ class _GradSetter:
         self.param.grad = Tensor(piece)
 
 
+class _RowGradSetter:
+    """The .grad of a table looked up with is_sparse=True: its rows and their values (a RowGrad)."""
+
+    def __init__(self, param, shape):
+        self.param, self.shape = param, shape
+
+    def __call__(self, rows, values):
+        from ...ops.embedding_lookup import RowGrad
+        from ...tensor import Tensor
+        self.param.grad = RowGrad([(Tensor(rows), Tensor(values))], self.shape, self.param.dtype)
+
+
+def _grad_rows(program):
+    """{id(parameter): (its row gradient's rows register, table shape)} (append_backward's sparse tables)."""
+    found = program.__dict__.get("grad_rows")
+    if found is None:
+        found = program.grad_rows = {}
+    return found
+
+
 def record_minimize(optimizer, loss, average=None):
     """optimizer.minimize(loss) in static mode: append_backward, then per parameter a `grad`
     instruction (its .grad takes the gradient) and one `step` (the optimizer's update; Paddle's
@@ -178,8 +201,13 @@ def record_minimize(optimizer, loss, average=None):
     if average is None:
         from ..distributed import fleet
         average = bool(fleet._state["initialized"])
+    rows = _grad_rows(program)
     for p, g in pairs:
-        program.instrs.append(Instr("grad", g.name, _GradSetter(p), [program.grads[id(p)]], []))
+        if id(p) in rows:
+            r, shape = rows[id(p)]
+            program.instrs.append(Instr("grad", g.name, _RowGradSetter(p, shape), [r, program.grads[id(p)]], []))
+        else:
+            program.instrs.append(Instr("grad", g.name, _GradSetter(p), [program.grads[id(p)]], []))
     for r, sink in program.sparse_grads:
         program.instrs.append(Instr("grad", program.names[r], sink, [r], []))
     kind = UPDATE_TYPES.get(type(optimizer).__name__, type(optimizer).__name__.lower())
