@@ -1,13 +1,12 @@
-"""embedding: rows of a table at integer indices (a split table gives a partial sum); its row gradient (sparse=True)."""
+"""embedding: rows of a table at integer indices; a table split by rows gives a partial sum (vocabulary parallel)."""
 import numpy as np
 
 from ..registry import rules
 from ._front import apply, tensors
 from .gather_scatter import _in_slice
 from ..registry import op
-from ..creation import zeros, zeros_like
-from ..dtype import int64
-from .concat_split import concat
+from ..creation import zeros_like
+from .row_grad import RowGrad
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -33,69 +32,6 @@ def _embedding_backward(ctx, g):
     if ctx.static.get("sparse") and weight._placement is None:
         return None, RowGrad([(flat_idx, flat_g)], weight.shape, weight.dtype)
     return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0, "size": weight.shape[0]})
-
-
-class RowGrad:
-    """A table's gradient as the rows it touches (Paddle's SelectedRows, PyTorch's sparse gradient
-    of an embedding): `rows` [n] int64 and `values` [n, dim], repeated rows adding up; the dense
-    gradient is index_add(zeros(shape), rows, values). A sum of row gradients concatenates them
-    (once, when rows or values are read), so its rows sum in the order the dense sum adds them;
-    a sum with a dense gradient is dense. An optimizer updates only these rows (optim's *_rows_update)."""
-
-    is_sparse = True
-    is_rows = True  # what autograd and the optimizers test (duck-typed: they sit below or beside ops)
-    requires_grad = False
-    _node = None
-    _placement = None
-    is_local, is_global = True, False
-
-    def __init__(self, parts, shape, dtype):
-        self._parts, self.shape, self.dtype = list(parts), tuple(shape), dtype
-
-    def _joined(self):
-        if len(self._parts) != 1:
-            rows = concat([r for r, _ in self._parts]) if self._parts else zeros(0, dtype=int64)
-            values = concat([v for _, v in self._parts]) if self._parts else zeros(0, self.shape[1], dtype=self.dtype)
-            self._parts = [(rows, values)]
-        return self._parts[0]
-
-    @property
-    def rows(self):
-        return self._joined()[0]
-
-    @property
-    def values(self):
-        return self._joined()[1]
-
-    def to_dense(self):
-        rows, values = self._joined()
-        return apply("index_add", [zeros(*self.shape, dtype=self.dtype), rows, values], {"dim": 0, "size": self.shape[0]})
-
-    def __add__(self, other):
-        if other is None:
-            return self
-        if getattr(other, "is_rows", False):
-            if tuple(other.shape) != tuple(self.shape):
-                raise ValueError(f"adding row gradients of tables {tuple(self.shape)} and {tuple(other.shape)}")
-            return RowGrad(self._parts + other._parts, self.shape, self.dtype)
-        return self.to_dense() + other
-
-    def __radd__(self, other):
-        return self if other is None else other + self.to_dense()
-
-    def detach(self):
-        return self
-
-    def cast(self, dtype):
-        return RowGrad([(r, v.cast(dtype)) for r, v in self._parts], self.shape, dtype)
-
-    def zero_(self):
-        """No rows (a .grad zeroed in place: Paddle's clear_grad)."""
-        self._parts = []
-        return self
-
-    def __repr__(self):
-        return f"RowGrad(rows={len(self.rows)}, shape={tuple(self.shape)}, dtype={self.dtype})"
 
 
 def _embedding_meta(s, dt, st):

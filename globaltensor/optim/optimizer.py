@@ -3,6 +3,8 @@ on its local piece, in place; state tensors have the parameter's placement and S
 
 import functools
 
+import numpy as np
+
 from .. import hooks, scope
 from ..creation import zeros_like
 from ..registry import REGISTRY
@@ -100,31 +102,25 @@ class Optimizer:
                     opdef.kernel(w._local, g._local, lr, **static)
 
     def _step_rows(self, group, p):
-        """The update from a row gradient: _rows_plan's op on the rows only; or, where the
-        optimizer's rule is the dense one (Paddle's Adam without lazy_mode), the dense update."""
+        """The update from a row gradient: _rows_plan's op on its rows only; or, where the optimizer's
+        rule is the dense one (Paddle's Adam without lazy_mode), the dense update. A group's
+        rows_step_ahead (Paddle's: 1) shifts the step its bias corrections read."""
         name, names, static = self._rows_plan(group, p)
+        rows, summed = p.grad.coalesced()
         if name is None:
-            p.grad = p.grad.to_dense()
-            return self._step_one_dense(group, p)
-        g = p.grad
-        rows, values = g.rows._local, g.values._local
+            name, names, static = self._plan(group)
+            args = [np.zeros(p._local.shape, p._local.dtype)]
+            args[0][rows] = summed
+        else:
+            args, static = [rows, summed], {**static, "unique": True}
+        kernel = REGISTRY[name].kernel
         if names:
             st = self.state.get(id(p)) or self._state(p, names)
             st["step"] += 1
-            REGISTRY[name].kernel(p._local, rows, values, *[st[n]._local for n in names], group["lr"], st["step"],
-                                  **static)
+            kernel(p._local, *args, *[st[n]._local for n in names], group["lr"],
+                   st["step"] + group.get("rows_step_ahead", 0), **static)
         else:
-            REGISTRY[name].kernel(p._local, rows, values, group["lr"], **static)
-
-    def _step_one_dense(self, group, p):
-        name, names, static = self._plan(group)
-        opdef = REGISTRY[name]
-        if names:
-            st = self.state.get(id(p)) or self._state(p, names)
-            st["step"] += 1
-            opdef.kernel(p._local, p.grad._local, *[st[n]._local for n in names], group["lr"], st["step"], **static)
-        else:
-            opdef.kernel(p._local, p.grad._local, group["lr"], **static)
+            kernel(p._local, *args, group["lr"], **static)
 
     def _rows_plan(self, group, p):
         """(row update op, state names, static attributes) for a row gradient; (None, ...): densify."""

@@ -1,7 +1,7 @@
 """Updates from a row gradient (a sparse embedding's RowGrad): only the rows it touches change.
 
-Each kernel first sums the values of repeated rows (np.add.at in order: the same additions as the
-dense gradient's index_add), so the touched rows come out bit for bit as the dense update's and the
+Each kernel first sums the values of repeated rows (ops.row_grad.coalesce: the same additions as
+the dense gradient's index_add; unique=True: the caller did), so the touched rows come out bit for bit as the dense update's and the
 other rows are not read. Inputs: the parameter, the gradient's rows [n] and values [n, dim], the
 states, then the scalars (lr; step for Adam).
 
@@ -14,6 +14,7 @@ import numpy as np
 from ..registry import op
 from ..sbp import broadcast as B
 from ..sbp import split
+from ..ops.row_grad import coalesce
 from .updates import _adam
 
 
@@ -29,13 +30,11 @@ def row_rules(n_states, n_scalars):
     return rules, meta
 
 
-def coalesce(rows, values):
-    """(unique rows ascending, the values of each summed in their order): Paddle's MergeAdd."""
-    rows = np.asarray(rows).reshape(-1)
-    unique, inverse = np.unique(rows, return_inverse=True)
-    summed = np.zeros((len(unique),) + values.shape[1:], values.dtype)
-    np.add.at(summed, inverse.reshape(-1), values)
-    return unique, summed
+def _merged(rows, values, unique):
+    """rows unique (the optimizer passes RowGrad.coalesced()'s), or their repeats summed first."""
+    if unique:
+        return np.asarray(rows).reshape(-1), values
+    return coalesce([(rows, values)], values.shape[1:], values.dtype)
 
 
 def _check(w, rows):
@@ -48,13 +47,13 @@ _SGD_ROWS = row_rules(0, 1)
 
 
 @op("sgd_rows_update", _SGD_ROWS[0], meta=_SGD_ROWS[1])
-def sgd_rows_update(w, rows, values, lr):
+def sgd_rows_update(w, rows, values, lr, *, unique=False):
     """w[r] -= lr * (sum of the values at row r), for the rows r of the gradient only."""
-    rows, summed = coalesce(rows, values)
+    rows, summed = _merged(rows, values, unique)
     _check(w, rows)
-    summed *= -float(lr)
-    summed += w[rows]
-    w[rows] = summed
+    new = np.multiply(summed, -float(lr))  # w + (-lr) * g, the dense update's rounding
+    new += w[rows]
+    w[rows] = new
     return w
 
 
@@ -62,10 +61,10 @@ _ADAM_ROWS = row_rules(2, 2)
 
 
 @op("adam_rows_update", _ADAM_ROWS[0], meta=_ADAM_ROWS[1])
-def adam_rows_update(w, rows, values, exp_avg, exp_avg_sq, lr, step, *, betas, eps, weight_decay=0.0):
+def adam_rows_update(w, rows, values, exp_avg, exp_avg_sq, lr, step, *, betas, eps, weight_decay=0.0, unique=False):
     """Paddle's lazy_mode Adam: the moments and the parameter of the gradient's rows take Adam's
     step (the bias corrections at the parameter's step count); the other rows keep theirs."""
-    rows, summed = coalesce(rows, values)
+    rows, summed = _merged(rows, values, unique)
     _check(w, rows)
     pw, pm, pv = w[rows], exp_avg[rows], exp_avg_sq[rows]
     _adam(pw, summed, pm, pv, (lr, step), betas, eps, weight_decay, False, decoupled=False)

@@ -97,9 +97,10 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
         name = getattr(p, "name", None) or "param"
         if g is None or (wanted is not None and id(p) not in wanted and name not in wanted):
             continue
-        if getattr(g, "is_rows", False):  # a sparse embedding's rows: their register beside the values'
-            _grad_rows(program)[id(p)] = (program.reg_of(g.rows, "append_backward"), g.shape)
-            g = g.values
+        if getattr(g, "is_rows", False):  # a sparse table's row gradient: each part's rows and values registers
+            regs = [program.reg_of(t, "append_backward") for part in g.parts for t in part]
+            _grad_rows(program)[id(p)] = (regs, g.shape)
+            g = g.parts[0][1]
         r = program.reg_of(g, "append_backward")
         program.grads[id(p)] = r
         gname = f"{name}@GRAD"
@@ -174,14 +175,15 @@ class _RowGradSetter:
     def __init__(self, param, shape):
         self.param, self.shape = param, shape
 
-    def __call__(self, rows, values):
-        from ...ops.embedding_lookup import RowGrad
+    def __call__(self, *pieces):  # rows, values of each part
+        from ...ops.row_grad import RowGrad
         from ...tensor import Tensor
-        self.param.grad = RowGrad([(Tensor(rows), Tensor(values))], self.shape, self.param.dtype)
+        parts = [(Tensor(pieces[i]), Tensor(pieces[i + 1])) for i in range(0, len(pieces), 2)]
+        self.param.grad = RowGrad(parts, self.shape, self.param.dtype)
 
 
 def _grad_rows(program):
-    """{id(parameter): (its row gradient's rows register, table shape)} (append_backward's sparse tables)."""
+    """{id(parameter): (its row gradient's registers: rows, values of each part; table shape)}."""
     found = program.__dict__.get("grad_rows")
     if found is None:
         found = program.grad_rows = {}
@@ -204,8 +206,8 @@ def record_minimize(optimizer, loss, average=None):
     rows = _grad_rows(program)
     for p, g in pairs:
         if id(p) in rows:
-            r, shape = rows[id(p)]
-            program.instrs.append(Instr("grad", g.name, _RowGradSetter(p, shape), [r, program.grads[id(p)]], []))
+            regs, shape = rows[id(p)]
+            program.instrs.append(Instr("grad", g.name, _RowGradSetter(p, shape), regs, []))
         else:
             program.instrs.append(Instr("grad", g.name, _GradSetter(p), [program.grads[id(p)]], []))
     for r, sink in program.sparse_grads:
