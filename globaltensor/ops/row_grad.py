@@ -77,12 +77,8 @@ def coalesce(parts, row_shape, dtype):
     """(unique rows ascending, summed values) of parts [(rows, values)]: each part's repeats summed
     in order (np.add.at, as index_add), then the parts added in order, so each row's sum is the
     dense gradient's bit for bit (Paddle's MergeAdd)."""
-    sums = []
-    for rows, values in parts:
-        unique, inverse = np.unique(np.asarray(rows).reshape(-1), return_inverse=True)
-        summed = np.zeros((len(unique),) + tuple(row_shape), dtype)
-        np.add.at(summed, inverse.reshape(-1), values.reshape((-1,) + tuple(row_shape)))
-        sums.append((unique, summed))
+    sums = [_merge_repeats(np.asarray(rows).reshape(-1), values.reshape((-1,) + tuple(row_shape)))
+            for rows, values in parts]
     if len(sums) == 1:
         return sums[0]
     if not sums:
@@ -92,3 +88,35 @@ def coalesce(parts, row_shape, dtype):
     for unique, summed in sums:
         total[np.searchsorted(union, unique)] += summed  # unique positions: one addition each
     return union, total
+
+
+def _merge_repeats(rows, values):
+    """(unique rows ascending, the values of each row summed in order from 0): np.add.at into zeros
+    at np.unique's inverse, bit for bit, without add.at's per-element loop. A stable sort keeps each
+    row's values in order; the k-th value of every row is added in the k-th vectorized pass."""
+    if len(rows) == 0:
+        return rows.astype(np.int64), values[:0].copy()
+    order = _stable_order(rows)
+    ordered = np.take(rows, order)
+    first = np.empty(len(rows), bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    total = np.take(values, np.take(order, starts), axis=0) + 0.0  # 0 + v: the first addition (a -0.0 becomes 0.0, as add.at's)
+    if len(starts) < len(rows):
+        group = np.cumsum(first) - 1
+        rank = np.arange(len(rows)) - starts[group]
+        for k in range(1, int(rank.max()) + 1):
+            at = rank == k
+            total[group[at]] += np.take(values, order[at], axis=0)  # one value per row in a pass: no repeated position
+    return ordered[starts], total
+
+
+def _stable_order(rows):
+    """argsort(rows, kind="stable"): as a quicksort of rows * n + position where that fits in int64
+    (the keys are unique, so the order is the stable one; several times faster)."""
+    n = len(rows)
+    low, high = int(rows.min()), int(rows.max())
+    if low >= 0 and high < (2 ** 62) // n:
+        return np.argsort(rows * n + np.arange(n))
+    return np.argsort(rows, kind="stable")

@@ -52,7 +52,7 @@ def sgd_rows_update(w, rows, values, lr, *, unique=False):
     rows, summed = _merged(rows, values, unique)
     _check(w, rows)
     new = np.multiply(summed, -float(lr))  # w + (-lr) * g, the dense update's rounding
-    new += w[rows]
+    new += np.take(w, rows, axis=0)
     w[rows] = new
     return w
 
@@ -66,7 +66,7 @@ def adam_rows_update(w, rows, values, exp_avg, exp_avg_sq, lr, step, *, betas, e
     step (the bias corrections at the parameter's step count); the other rows keep theirs."""
     rows, summed = _merged(rows, values, unique)
     _check(w, rows)
-    pw, pm, pv = w[rows], exp_avg[rows], exp_avg_sq[rows]
+    pw, pm, pv = (np.take(a, rows, axis=0) for a in (w, exp_avg, exp_avg_sq))
     _adam(pw, summed, pm, pv, (lr, step), betas, eps, weight_decay, False, decoupled=False)
     w[rows], exp_avg[rows], exp_avg_sq[rows] = pw, pm, pv
     return w, exp_avg, exp_avg_sq
