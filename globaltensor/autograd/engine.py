@@ -258,6 +258,8 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
 
         def on_leaf(leaf, g):
             g = run.merge(leaf, g)
+            if takers and _is_rows(g):  # sinks (gradient buckets) file dense gradients: the same values
+                g = g.to_dense()
             for taker in takers:
                 g = taker.take(leaf, g)
             if g is not None:

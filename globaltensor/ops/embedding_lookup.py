@@ -1,6 +1,7 @@
 """embedding: rows of a table at integer indices; a table split by rows gives a partial sum (vocabulary parallel)."""
 import numpy as np
 
+from .. import scope
 from ..registry import rules
 from ._front import apply, tensors
 from .gather_scatter import _in_slice
@@ -29,9 +30,16 @@ def _embedding_backward(ctx, g):
     indices, weight = ctx.inputs
     flat_idx = indices.reshape(-1)
     flat_g = g.reshape(-1, weight.shape[1])
-    if ctx.static.get("sparse") and weight._placement is None:
+    if ctx.static.get("sparse") and weight._placement is None and _rows_recordable():
         return None, RowGrad([(flat_idx, flat_g)], weight.shape, weight.dtype)
     return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0, "size": weight.shape[0]})
+
+
+def _rows_recordable():
+    """Eagerly, or recorded by a recorder that keeps row gradients (static mode's); a graph's capture
+    records the dense gradient (the same values)."""
+    rec = scope.recorder()
+    return rec is None or getattr(rec, "takes_row_grads", False)
 
 
 def _embedding_meta(s, dt, st):

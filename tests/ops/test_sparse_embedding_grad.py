@@ -153,3 +153,27 @@ def test_static_is_sparse_equals_dense():
     np.testing.assert_array_equal(sparse_losses, dense_losses)
     np.testing.assert_array_equal(sparse, dense)
     assert not np.array_equal(sparse[: V // 2], _train_static(True, steps=0)[0][: V // 2])  # it trained
+
+
+def test_graph_capture_trains_as_dense():
+    """Inside an nn.Graph the table's gradient is recorded dense (the same values as eagerly)."""
+    w0, ids = _data()
+    emb = gt.nn.Embedding(V, D, sparse=True, _weight=gt.tensor(w0))
+    opt = gt.optim.SGD(emb.parameters(), lr=0.1)
+
+    class Step(gt.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.emb = emb
+            self.add_optimizer(opt)
+
+        def build(self, x):
+            loss = (self.emb(x) ** 2).sum()
+            loss.backward()
+            return loss
+
+    step = Step()
+    for i in ids:
+        step(gt.tensor(i))
+    dense, _ = _train_ours(False, lambda ps: gt.optim.SGD(ps, lr=0.1))
+    np.testing.assert_array_equal(emb.weight.numpy(), dense)
