@@ -275,6 +275,8 @@ class SGD(Optimizer):
                                       nesterov=nesterov))
 
     def _rows_plan(self, group, p):
+        if (group["momentum"] or group["weight_decay"]) and group.get("rows_dense"):
+            return None, (), {}  # Paddle's Momentum and L2 decay: every row, as from the dense gradient
         if group["momentum"] or group["weight_decay"]:
             raise RuntimeError(f"SGD with momentum or weight_decay does not support sparse gradients here (a sparse "
                                f"embedding's row gradient of {tuple(p.shape)}); use plain SGD or sparse=False")
@@ -300,7 +302,9 @@ class Adam(Optimizer):
         """PyTorch's Adam refuses sparse gradients; Paddle's (paddle.optimizer.Adam) takes them: lazy_mode
         updates the rows only (adam_rows_update), otherwise every row as the dense gradient does."""
         lazy = group.get("lazy_mode")
-        if lazy is None or (lazy and (group["amsgrad"] or self.update != "adam_update")):
+        if lazy is not None and group["weight_decay"] and self.update == "adam_update":
+            raise RuntimeError("Adam don't support weight_decay with sparse parameters, please set it to None.")
+        if lazy is None or self.update != "adam_update" or (lazy and group["amsgrad"]):
             return super()._rows_plan(group, p)
         if not lazy:
             return None, (), {}

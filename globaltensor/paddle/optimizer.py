@@ -73,9 +73,16 @@ def _lazy(optimizer, lazy_mode):
         where["lazy_mode"], where["rows_step_ahead"] = bool(lazy_mode), 1
 
 
+def _rows_dense(optimizer):
+    """A sparse gradient updates every row as the dense one would (Paddle's SGD with L2 decay, Momentum)."""
+    for where in [optimizer.defaults] + optimizer.param_groups:
+        where["rows_dense"] = True
+
+
 class SGD(_PaddleMethods, _optim.SGD):
     def __init__(self, learning_rate=0.001, parameters=None, weight_decay=None, grad_clip=None, name=None):
         super().__init__(_params(parameters, learning_rate), lr=learning_rate, weight_decay=_decay(weight_decay))
+        _rows_dense(self)
 
 
 class Momentum(_PaddleMethods, _optim.SGD):
@@ -83,6 +90,7 @@ class Momentum(_PaddleMethods, _optim.SGD):
                  grad_clip=None, name=None):
         super().__init__(_params(parameters, learning_rate), lr=learning_rate, momentum=momentum, nesterov=use_nesterov,
                          weight_decay=_decay(weight_decay))
+        _rows_dense(self)
 
 
 class Adam(_PaddleMethods, _optim.Adam):

@@ -96,18 +96,33 @@ def _train_paddle(paddle, sparse, make_opt):
     return emb.weight.numpy()
 
 
-@pytest.mark.parametrize("opt", ["sgd", "adam", "adam_lazy"])
+PADDLE_OPTIMIZERS = {"sgd": lambda p, ps: p.optimizer.SGD(0.1, parameters=ps),
+                     "sgd_decay": lambda p, ps: p.optimizer.SGD(0.1, parameters=ps, weight_decay=0.1),
+                     "momentum": lambda p, ps: p.optimizer.Momentum(0.1, 0.9, parameters=ps),
+                     "adam": lambda p, ps: p.optimizer.Adam(0.1, parameters=ps),
+                     "adam_lazy": lambda p, ps: p.optimizer.Adam(0.1, parameters=ps, lazy_mode=True)}
+
+
+@pytest.mark.parametrize("opt", sorted(PADDLE_OPTIMIZERS))
 def test_paddle_dygraph_matches_real_paddle(opt):
+    """Paddle's rules for a SelectedRows gradient: SGD updates its rows; with L2 decay, and Momentum,
+    every row as dense; Adam's bias corrections one step ahead, lazy_mode the rows only."""
     real = pytest.importorskip("paddle")
     import globaltensor.paddle as ours
-    make = {"sgd": lambda p, ps: p.optimizer.SGD(0.1, parameters=ps),
-            "adam": lambda p, ps: p.optimizer.Adam(0.1, parameters=ps),
-            "adam_lazy": lambda p, ps: p.optimizer.Adam(0.1, parameters=ps, lazy_mode=True)}[opt]
+    make = PADDLE_OPTIMIZERS[opt]
     for sparse in (False, True):
         np.testing.assert_allclose(_train_paddle(ours, sparse, make), _train_paddle(real, sparse, make),
                                    rtol=1e-5, atol=2e-6)
-    if opt == "sgd":
+    if opt in ("sgd", "sgd_decay", "momentum"):
         np.testing.assert_array_equal(_train_paddle(ours, True, make), _train_paddle(ours, False, make))
+
+
+def test_paddle_refusals_are_paddles():
+    import globaltensor.paddle as ours
+    with pytest.raises(RuntimeError, match="Adam don't support weight_decay with sparse parameters"):
+        _train_paddle(ours, True, lambda p, ps: p.optimizer.Adam(0.1, parameters=ps, weight_decay=0.1))
+    with pytest.raises(RuntimeError, match="sparse gradients"):  # Paddle 3.3.1's AdamW crashes on them
+        _train_paddle(ours, True, lambda p, ps: p.optimizer.AdamW(0.1, parameters=ps))
 
 
 @contextlib.contextmanager
