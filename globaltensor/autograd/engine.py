@@ -258,8 +258,8 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
 
         def on_leaf(leaf, g):
             g = run.merge(leaf, g)
-            if takers and _is_rows(g):  # sinks (gradient buckets) file dense gradients: the same values
-                g = g.to_dense()
+            if _is_rows(g) and any(getattr(t, "owns", None) and t.owns(leaf) for t in takers):
+                g = g.to_dense()  # a gradient bucket files it dense (the same values); the other sinks: global leaves
             for taker in takers:
                 g = taker.take(leaf, g)
             if g is not None:

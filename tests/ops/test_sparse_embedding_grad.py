@@ -138,7 +138,7 @@ def _static(paddle):
         nn._counters.update(saved)
 
 
-def _train_static(is_sparse, steps=3):
+def _train_static(is_sparse, steps=3, shared=False):
     import globaltensor.paddle as paddle
     rng = np.random.default_rng(1)
     w0 = rng.standard_normal((V, D)).astype(np.float32)
@@ -149,7 +149,12 @@ def _train_static(is_sparse, steps=3):
             ids = paddle.static.data("ids", [None, 3], "int64")
             y = paddle.static.data("y", [None, 1], "float32")
             attr = paddle.ParamAttr(name="table", initializer=paddle.nn.initializer.Assign(w0))
-            emb = paddle.static.nn.embedding(ids, [V, D], is_sparse=is_sparse, param_attr=attr)
+            if shared:  # one table looked up twice: a row gradient of two parts
+                table = paddle.create_parameter([V, D], "float32", attr=attr)
+                emb = paddle.nn.functional.embedding(ids, table, sparse=is_sparse) + \
+                    paddle.nn.functional.embedding(ids[:, ::-1] + 1, table, sparse=is_sparse) * 2
+            else:
+                emb = paddle.static.nn.embedding(ids, [V, D], is_sparse=is_sparse, param_attr=attr)
             pred = paddle.static.nn.fc(paddle.reshape(emb, [-1, 3 * D]), 1, bias_attr=False,
                                        weight_attr=paddle.ParamAttr(initializer=paddle.nn.initializer.Assign(w1)))
             loss = paddle.mean((pred - y) ** 2)
@@ -159,12 +164,15 @@ def _train_static(is_sparse, steps=3):
         losses = [exe.run(main, feed={"ids": rng.integers(0, V // 2, (8, 3)), "y": rng.standard_normal((8, 1))},
                           fetch_list=[loss])[0] for _ in range(steps)]
         table = main.global_block().var("table")
-        return np.array(table._local), np.array(losses)
+        grad_ins = [len(ins.ins) for ins in main.instrs if ins.kind == "grad" and ins.name == "table@GRAD"]
+        return np.array(table._local), np.array(losses), grad_ins
 
 
-def test_static_is_sparse_equals_dense():
-    sparse, sparse_losses = _train_static(True)
-    dense, dense_losses = _train_static(False)
+@pytest.mark.parametrize("shared", [False, True])
+def test_static_is_sparse_equals_dense(shared):
+    sparse, sparse_losses, grad_ins = _train_static(True, shared=shared)
+    dense, dense_losses, dense_ins = _train_static(False, shared=shared)
+    assert grad_ins == [4 if shared else 2] and dense_ins == [1]  # each lookup's rows and values; one dense array
     np.testing.assert_array_equal(sparse_losses, dense_losses)
     np.testing.assert_array_equal(sparse, dense)
     assert not np.array_equal(sparse[: V // 2], _train_static(True, steps=0)[0][: V // 2])  # it trained
