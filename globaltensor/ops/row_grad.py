@@ -42,7 +42,8 @@ class RowGrad:
         """The dense gradient (a tensor of the table's shape), the parts added in order."""
         out = None
         for r, v in self.parts:
-            d = apply("index_add", [zeros(*self.shape, dtype=self.dtype), r.reshape(-1), v], {"dim": 0, "size": self.shape[0]})
+            d = apply("index_add", [zeros(*self.shape, dtype=self.dtype), r.reshape(-1), v],
+                      {"dim": 0, "size": self.shape[0]})
             out = d if out is None else out + d
         return zeros(*self.shape, dtype=self.dtype) if out is None else out
 
@@ -102,7 +103,7 @@ def _merge_repeats(rows, values):
     first[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     starts = np.flatnonzero(first)
-    total = np.take(values, np.take(order, starts), axis=0) + 0.0  # 0 + v: the first addition (a -0.0 becomes 0.0, as add.at's)
+    total = np.take(values, np.take(order, starts), axis=0) + 0.0  # 0 + v: add.at's first addition (-0.0 -> 0.0)
     if len(starts) < len(rows):
         group = np.cumsum(first) - 1
         rank = np.arange(len(rows)) - starts[group]

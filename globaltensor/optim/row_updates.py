@@ -1,8 +1,8 @@
 """Updates from a row gradient (a sparse embedding's RowGrad): only the rows it touches change.
 
 Each kernel first sums the values of repeated rows (ops.row_grad.coalesce: the same additions as
-the dense gradient's index_add; unique=True: the caller did), so the touched rows come out bit for bit as the dense update's and the
-other rows are not read. Inputs: the parameter, the gradient's rows [n] and values [n, dim], the
+the dense gradient's index_add; unique=True: the caller did), so the touched rows come out bit for
+bit as the dense update's and the other rows are not read. Inputs: the parameter, the gradient's rows [n] and values [n, dim], the
 states, then the scalars (lr; step for Adam).
 
 SBP rows (one mesh axis; rows and the scalars are B):
