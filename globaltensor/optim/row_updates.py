@@ -2,8 +2,8 @@
 
 Each kernel first sums the values of repeated rows (ops.row_grad.coalesce: the same additions as
 the dense gradient's index_add; unique=True: the caller did), so the touched rows come out bit for
-bit as the dense update's and the other rows are not read. Inputs: the parameter, the gradient's rows [n] and values [n, dim], the
-states, then the scalars (lr; step for Adam).
+bit as the dense update's and the other rows are not read. Inputs: the parameter, the gradient's
+rows [n] and values [n, dim], the states, then the scalars (lr; step for Adam).
 
 SBP rows (one mesh axis; rows and the scalars are B):
     B, B, B, ... -> B, ...            every rank updates the same rows of its whole copy
