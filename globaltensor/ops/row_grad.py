@@ -75,42 +75,46 @@ class RowGrad:
 
 
 def coalesce(parts, row_shape, dtype):
-    """(unique rows ascending, summed values) of parts [(rows, values)]: each part's repeats summed
-    in order (np.add.at, as index_add), then the parts added in order, so each row's sum is the
-    dense gradient's bit for bit (Paddle's MergeAdd)."""
-    sums = [_merge_repeats(np.asarray(rows).reshape(-1), values.reshape((-1,) + tuple(row_shape)))
-            for rows, values in parts]
-    if len(sums) == 1:
-        return sums[0]
-    if not sums:
-        return np.zeros(0, np.int64), np.zeros((0,) + tuple(row_shape), dtype)
-    union = np.unique(np.concatenate([u for u, _ in sums]))
-    total = np.zeros((len(union),) + tuple(row_shape), dtype)
-    for unique, summed in sums:
-        total[np.searchsorted(union, unique)] += summed  # unique positions: one addition each
-    return union, total
-
-
-def _merge_repeats(rows, values):
-    """(unique rows ascending, the values of each row summed in order from 0): np.add.at into zeros
-    at np.unique's inverse, bit for bit, without add.at's per-element loop. A stable sort keeps each
-    row's values in order; the k-th value of every row is added in the k-th vectorized pass."""
+    """(unique rows ascending, summed values) of parts [(rows, values)], each row's sum made with
+    the dense gradient's additions (Paddle's MergeAdd): each part's repeats summed in order from 0
+    (np.add.at into zeros, as index_add), then the parts' sums added in part order."""
+    row_shape = tuple(row_shape)
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros((0,) + row_shape, dtype)
+    rows = np.concatenate([np.asarray(r).reshape(-1) for r, _ in parts])
+    values = np.concatenate([np.asarray(v).reshape((-1,) + row_shape) for _, v in parts])
     if len(rows) == 0:
-        return rows.astype(np.int64), values[:0].copy()
-    order = _stable_order(rows)
-    ordered = np.take(rows, order)
-    first = np.empty(len(rows), bool)
+        return rows.astype(np.int64), values
+    part = np.repeat(np.arange(len(parts)), [np.asarray(r).size for r, _ in parts])
+    order = _stable_order(rows)  # by row, then part, then position (the concatenation's order)
+    ordered, in_part = np.take(rows, order), np.take(part, order)
+    new_group = _changes(ordered) | _changes(in_part)
+    group_sums, starts = _sequential_sums(np.take(values, order, axis=0), new_group)
+    group_rows = np.take(ordered, starts)
+    totals, row_starts = _sequential_sums(group_sums, _changes(group_rows))
+    return np.take(group_rows, row_starts), totals
+
+
+def _changes(a):
+    """Where a sorted array starts a new run (True at 0)."""
+    first = np.empty(len(a), bool)
     first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    np.not_equal(a[1:], a[:-1], out=first[1:])
+    return first
+
+
+def _sequential_sums(values, first):
+    """(each run's sum from 0 in order, the runs' start positions): np.add.at's additions without its
+    per-element loop, the k-th value of every run added in the k-th vectorized pass."""
     starts = np.flatnonzero(first)
-    total = np.take(values, np.take(order, starts), axis=0) + 0.0  # 0 + v: add.at's first addition (-0.0 -> 0.0)
-    if len(starts) < len(rows):
+    total = np.take(values, starts, axis=0) + 0.0  # 0 + v: add.at's first addition (-0.0 -> 0.0)
+    if len(starts) < len(values):
         group = np.cumsum(first) - 1
-        rank = np.arange(len(rows)) - starts[group]
+        rank = np.arange(len(values)) - np.take(starts, group)
         for k in range(1, int(rank.max()) + 1):
-            at = rank == k
-            total[group[at]] += np.take(values, order[at], axis=0)  # one value per row in a pass: no repeated position
-    return ordered[starts], total
+            at = np.flatnonzero(rank == k)
+            total[np.take(group, at)] += np.take(values, at, axis=0)  # one value per run: no repeated position
+    return total, starts
 
 
 def _stable_order(rows):
