@@ -68,7 +68,7 @@ def _decay(weight_decay):
 def _lazy(optimizer, lazy_mode):
     """Paddle's lazy_mode: a sparse gradient updates its rows only (else every row, as a dense one).
     Paddle's sparse Adam kernel reads the beta powers one step ahead (bias corrections of step t + 1
-    at the t-th update, lazy or not; measured on Paddle 3.3.1): rows_step_ahead 1 does the same."""
+    at the t-th update, lazy or not; measured on Paddle 3.0.0 and 3.3.1): rows_step_ahead 1 does the same."""
     for where in [optimizer.defaults] + optimizer.param_groups:
         where["lazy_mode"], where["rows_step_ahead"] = bool(lazy_mode), 1
 
