@@ -196,6 +196,9 @@ class Run:
         if g.dtype != leaf.dtype:
             g = g.cast(leaf.dtype)
         held = leaf.grad
+        if _is_rows(g) or _is_rows(held):  # a row gradient (sparse embedding): sums concatenate, never in place
+            leaf.grad = None
+            return g if held is None or is_zeroed(held) else held + g
         if is_zeroed(held) and not self.assigns:  # zeros: replaced, not added into (same bits as None)
             leaf.grad = None
             if not _same_layout(held, g):
@@ -214,6 +217,9 @@ class Run:
         """leaf.grad = g (added to what it holds), g owning its memory (see _private)."""
         g = g.detach()
         fresh = leaf.grad is None or is_zeroed(leaf.grad)
+        if _is_rows(g):  # never written in place (sums concatenate): it may share the output gradient's memory
+            leaf.grad = g if fresh else leaf.grad + g
+            return
         leaf.grad = self._private(g) if fresh else (leaf.grad + g).detach()
 
     def _private(self, g):
@@ -252,6 +258,8 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
 
         def on_leaf(leaf, g):
             g = run.merge(leaf, g)
+            if _is_rows(g) and any(getattr(t, "owns", None) and t.owns(leaf) for t in takers):
+                g = g.to_dense()  # a gradient bucket files it dense (the same values); the other sinks: global leaves
             for taker in takers:
                 g = taker.take(leaf, g)
             if g is not None:
@@ -264,6 +272,11 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
         raise
     for taker in takers:
         taker.finish()
+
+
+def _is_rows(g):
+    """A row gradient (ops.embedding_lookup.RowGrad: only the looked-up rows of a table)."""
+    return getattr(g, "is_rows", False)
 
 
 def _root(a):

@@ -70,8 +70,12 @@ class Embedding(Module):
     zero and gets no gradient, as PyTorch's. `_weight=` (PyTorch's and OneFlow's) gives the table
     itself, of shape (num_embeddings, embedding_dim), kept as it is."""
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, _weight=None):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False, _weight=None):
         super().__init__()
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError("Embedding: max_norm and scale_grad_by_freq are not supported")
+        self.sparse = bool(sparse)
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(f"padding_idx {padding_idx} is outside the {num_embeddings} embeddings")
@@ -90,7 +94,7 @@ class Embedding(Module):
                 self.weight[padding_idx] = 0
 
     def forward(self, x):
-        return ops.embedding(x, self.weight, self.padding_idx)
+        return ops.embedding(x, self.weight, self.padding_idx, sparse=self.sparse)
 
 
 class LayerNorm(Module):

@@ -3,11 +3,13 @@ on its local piece, in place; state tensors have the parameter's placement and S
 
 import functools
 
+import numpy as np
+
 from .. import hooks, scope
 from ..creation import zeros_like
 from ..registry import REGISTRY
 from ..sbp import broadcast
-from . import updates  # noqa: F401 - registers the update ops
+from . import row_updates, updates  # noqa: F401 - registers the update ops
 
 
 class Optimizer:
@@ -80,6 +82,9 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                if getattr(p.grad, "is_rows", False):  # a sparse embedding's row gradient
+                    self._step_rows(group, p)
+                    continue
                 if opdef is None:
                     name, names, static = self._plan(group)
                     opdef, lr = REGISTRY[name], group["lr"]
@@ -95,6 +100,32 @@ class Optimizer:
                 else:
                     w, g = _fit(opdef, p, [p, p.grad], 1)
                     opdef.kernel(w._local, g._local, lr, **static)
+
+    def _step_rows(self, group, p):
+        """The update from a row gradient: _rows_plan's op on its rows only; or, where the optimizer's
+        rule is the dense one (Paddle's Adam without lazy_mode), the dense update. A group's
+        rows_step_ahead (Paddle's: 1) shifts the step its bias corrections read."""
+        name, names, static = self._rows_plan(group, p)
+        rows, summed = p.grad.coalesced()
+        if name is None:
+            name, names, static = self._plan(group)
+            args = [np.zeros(p._local.shape, p._local.dtype)]
+            args[0][rows] = summed
+        else:
+            args, static = [rows, summed], {**static, "unique": True}
+        kernel = REGISTRY[name].kernel
+        if names:
+            st = self.state.get(id(p)) or self._state(p, names)
+            st["step"] += 1
+            kernel(p._local, *args, *[st[n]._local for n in names], group["lr"],
+                   st["step"] + group.get("rows_step_ahead", 0), **static)
+        else:
+            kernel(p._local, *args, group["lr"], **static)
+
+    def _rows_plan(self, group, p):
+        """(row update op, state names, static attributes) for a row gradient; (None, ...): densify."""
+        raise RuntimeError(f"{type(self).__name__} does not support sparse gradients (a sparse embedding's row "
+                           f"gradient of {tuple(p.shape)}); use SGD, or embedding without sparse=True")
 
     def _plan(self, group):
         """(update op name, state names, static attributes) of a group's update."""
@@ -243,6 +274,14 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov))
 
+    def _rows_plan(self, group, p):
+        if (group["momentum"] or group["weight_decay"]) and group.get("rows_dense"):
+            return None, (), {}  # Paddle's Momentum and L2 decay: every row, as from the dense gradient
+        if group["momentum"] or group["weight_decay"]:
+            raise RuntimeError(f"SGD with momentum or weight_decay does not support sparse gradients here (a sparse "
+                               f"embedding's row gradient of {tuple(p.shape)}); use plain SGD or sparse=False")
+        return "sgd_rows_update", (), {}
+
     def _plan(self, group):
         if not group["momentum"]:
             return "sgd_update", (), {"weight_decay": group["weight_decay"]}
@@ -258,6 +297,19 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
+
+    def _rows_plan(self, group, p):
+        """PyTorch's Adam refuses sparse gradients; Paddle's (paddle.optimizer.Adam) takes them: lazy_mode
+        updates the rows only (adam_rows_update), otherwise every row as the dense gradient does."""
+        lazy = group.get("lazy_mode")
+        if lazy is not None and group["weight_decay"] and self.update == "adam_update":
+            raise RuntimeError("Adam don't support weight_decay with sparse parameters, please set it to None.")
+        if lazy is None or self.update != "adam_update" or (lazy and group["amsgrad"]):
+            return super()._rows_plan(group, p)
+        if not lazy:
+            return None, (), {}
+        return "adam_rows_update", ("exp_avg", "exp_avg_sq"), {
+            "betas": tuple(group["betas"]), "eps": group["eps"], "weight_decay": group["weight_decay"]}
 
     def _plan(self, group):
         names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())

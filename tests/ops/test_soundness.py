@@ -201,6 +201,10 @@ def samples(name):
                           np.array(0.01), np.array(2)], {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": True})],
         "adamw_update": [([f(5, 3), f(5, 3), f(5, 3), f(5, 3, lo=0.0, hi=1.0), np.array(0.01), np.array(1)],
                           {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01})],
+        # row updates (optim/row_updates.py): parameter, the rows (repeats add up) and their values, states, scalars
+        "sgd_rows_update": [([f(6, 4), ints(5, hi=6), f(5, 4), np.array(0.1)], {})],
+        "adam_rows_update": [([f(6, 4), ints(5, hi=6), f(5, 4), f(6, 4), f(6, 4, lo=0.0, hi=1.0), np.array(0.01),
+                               np.array(2)], {"betas": (0.9, 0.999), "eps": 1e-8})],
         "conv2d_backward": [([f(5, 6, 3, 4), f(5, 4, 5, 6), f(6, 4, 3, 2)], {"stride": (2, 1), "padding": (1, 0),
                                                                              "dilation": (1, 2), "groups": 1}),
                             ([f(5, 6, 5, 6), f(5, 4, 5, 6), f(6, 2, 3, 3)], {"stride": (1, 1), "padding": (1, 1),

@@ -101,7 +101,7 @@ class Embedding(_nn.Embedding, Layer):
     row padding_idx zero."""
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, sparse=False, weight_attr=None, name=None):
-        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        super().__init__(num_embeddings, embedding_dim, padding_idx, sparse=sparse)
         _paddle_parameters(self, weight_attr, None)
         if self.padding_idx is not None:
             with _no_grad():

@@ -97,6 +97,10 @@ def append_backward(loss, parameter_list=None, no_grad_set=None, callbacks=None,
         name = getattr(p, "name", None) or "param"
         if g is None or (wanted is not None and id(p) not in wanted and name not in wanted):
             continue
+        if getattr(g, "is_rows", False):  # a sparse table's row gradient: each part's rows and values registers
+            regs = [program.reg_of(t, "append_backward") for part in g.parts for t in part]
+            _grad_rows(program)[id(p)] = (regs, g.shape)
+            g = g.parts[0][1]
         r = program.reg_of(g, "append_backward")
         program.grads[id(p)] = r
         gname = f"{name}@GRAD"
@@ -165,6 +169,27 @@ class _GradSetter:
         self.param.grad = Tensor(piece)
 
 
+class _RowGradSetter:
+    """The .grad of a table looked up with is_sparse=True: its rows and their values (a RowGrad)."""
+
+    def __init__(self, param, shape):
+        self.param, self.shape = param, shape
+
+    def __call__(self, *pieces):  # rows, values of each part
+        from ...ops.row_grad import RowGrad
+        from ...tensor import Tensor
+        parts = [(Tensor(pieces[i]), Tensor(pieces[i + 1])) for i in range(0, len(pieces), 2)]
+        self.param.grad = RowGrad(parts, self.shape, self.param.dtype)
+
+
+def _grad_rows(program):
+    """{id(parameter): (its row gradient's registers: rows, values of each part; table shape)}."""
+    found = program.__dict__.get("grad_rows")
+    if found is None:
+        found = program.grad_rows = {}
+    return found
+
+
 def record_minimize(optimizer, loss, average=None):
     """optimizer.minimize(loss) in static mode: append_backward, then per parameter a `grad`
     instruction (its .grad takes the gradient) and one `step` (the optimizer's update; Paddle's
@@ -178,8 +203,13 @@ def record_minimize(optimizer, loss, average=None):
     if average is None:
         from ..distributed import fleet
         average = bool(fleet._state["initialized"])
+    rows = _grad_rows(program)
     for p, g in pairs:
-        program.instrs.append(Instr("grad", g.name, _GradSetter(p), [program.grads[id(p)]], []))
+        if id(p) in rows:
+            regs, shape = rows[id(p)]
+            program.instrs.append(Instr("grad", g.name, _RowGradSetter(p, shape), regs, []))
+        else:
+            program.instrs.append(Instr("grad", g.name, _GradSetter(p), [program.grads[id(p)]], []))
     for r, sink in program.sparse_grads:
         program.instrs.append(Instr("grad", program.names[r], sink, [r], []))
     kind = UPDATE_TYPES.get(type(optimizer).__name__, type(optimizer).__name__.lower())

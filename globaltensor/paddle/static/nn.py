@@ -78,7 +78,7 @@ def embedding(input, size, is_sparse=False, is_distributed=False, padding_idx=No
     program = default_main_program()
     w = _parameter(list(size), param_attr, f"{_unique('embedding')}.w_0", False)
     start = len(program.instrs)
-    out = F.embedding(input, w, padding_idx=padding_idx)
+    out = F.embedding(input, w, padding_idx=padding_idx, sparse=is_sparse)
     if is_sparse or is_distributed:
         note_sparse_candidate(program, program.instrs[start:], w, ParamAttr._to_attr(param_attr), padding_idx,
                               is_distributed)

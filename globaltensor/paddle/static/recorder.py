@@ -113,6 +113,8 @@ class StaticRecorder:
     into the current main program (its outputs: Variables from the op's meta, at both probe sizes);
     any other op runs eagerly as usual (a layer's parameter initialization, say)."""
 
+    takes_row_grads = True  # a sparse table's gradient stays rows (append_backward registers its parts)
+
     def __init__(self, current_program):
         self.current = current_program  # () -> the main program of program_guard
         self._names = itertools.count()

@@ -3,7 +3,7 @@
 approximate is a bool); activations in .activation, losses in .loss."""
 from .... import ops as _ops
 from ....nn import functional as _F
-from ....nn.functional import embedding, layer_norm  # noqa: F401
+from ....nn.functional import layer_norm  # noqa: F401
 from . import activation, loss  # noqa: F401 - paddle.nn.functional.activation / .loss
 from .activation import *  # noqa: F401,F403 - Paddle's activations
 from .activation import __all__ as _activations
@@ -13,6 +13,12 @@ from .loss import __all__ as _losses
 __all__ = ["dropout", "embedding", "layer_norm", "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d",
            "adaptive_avg_pool2d", "batch_norm", "one_hot", "normalize", "cosine_similarity", "label_smooth"] \
     + _activations + _losses
+
+
+def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=False, scale_grad_by_freq=False,
+              name=None):
+    """Rows of weight at the ids x (Paddle's argument order); sparse=True: a row gradient (SelectedRows)."""
+    return _ops.embedding(x, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
 
 
 def linear(x, weight, bias=None, name=None):
