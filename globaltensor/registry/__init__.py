@@ -42,7 +42,7 @@ REAL_ONLY = frozenset({
     "max_pool2d_backward", "mse_mean", "attention", "attention_backward", "conv2d", "conv2d_backward", "linear",
     "linear_weight_grad", "kron", "cross", "prod", "inverse", "cholesky", "det", "linear_in_out",
     "linear_in_out_grads",
-    "sgd_update", "momentum_update", "adam_update", "adamw_update",  # lr and step are real scalars
+    "sgd_update", "momentum_update", "adam_update", "adamw_update", "sgd_rows_update", "adam_rows_update",  # real lr
     "atan2", "digamma", "lgamma", "trigamma", "mode", "searchsorted",  # ops/extras.py
 })
 
