@@ -96,3 +96,23 @@ def load_deferred(package_file, name):
     finally:
         _loading.clear()
     return True
+
+
+def surface_package(namespace, surface, after=None):
+    """A package __init__'s whole body: its names come from its surface module (surface() imports and
+    returns it), now or, in a launcher process, on the first name used; after(namespace) runs once they
+    are in. Returns the package's module __getattr__ (assign it in the __init__)."""
+    package = namespace["__name__"]
+
+    def load():
+        adopt(namespace, surface())
+        if after is not None:
+            after(namespace)
+
+    def module_getattr(name):
+        if load_deferred(namespace["__file__"], name) and name in namespace:
+            return namespace[name]
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    load_or_defer(load)
+    return module_getattr
