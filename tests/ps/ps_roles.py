@@ -1,8 +1,8 @@
-"""A PS job's process for the launcher tests: python ps_roles.py OUTDIR MODE (a stand-in for the engine).
+"""A PS job's process for the launcher tests: python ps_roles.py OUTDIR MODE (a plain pyzmq job, no engine).
 
 Each process writes OUTDIR/<role><index>.json (its PS variables, pid, fleet's answers when MODE
 uses fleet), then: zmq -- servers answer hellos and return once every trainer sent stop (a pyzmq
-stand-in of globaltensor.ps, until the engine lands); fail -- trainer 1 exits 3, the others sleep;
+job of its own, independent of globaltensor.ps); fail -- trainer 1 exits 3, the others sleep;
 server_fail -- server 0 raises, the others sleep; no_stop -- trainers end at once, servers sleep.
 """
 import json

@@ -14,6 +14,15 @@ F, D, SLOTS, VOCAB, BATCH = 16, 4, 3, 40, 8
 BIG = np.int64(2 ** 62 + 12345)  # ids may be any int64
 
 
+def alive(pid):
+    """Whether process pid runs (not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
 def free_ports(n):
     socks = [socket.socket() for _ in range(n)]
     for s in socks:

@@ -16,18 +16,12 @@ import time
 import numpy as np
 import pytest
 
+from ps_workers import alive
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 JOB = os.path.join(HERE, "fleet_job.py")
 LAUNCH = [sys.executable, "-m", "globaltensor.paddle.distributed.launch"]
 pytestmark = pytest.mark.timeout(120)
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def wait_for(predicate, limit, what):
@@ -94,7 +88,11 @@ def test_a_silent_server_makes_every_trainer_raise_naming_it(tmp_path):
     os.kill(job.pid("server", 1), signal.SIGSTOP)
     silenced = time.time()
     code = job.finish()
-    for t in range(2):
+    # each trainer raises naming the endpoint once it notices; the launcher stops the job at the first one, so
+    # the other may be stopped before it notices (tests/ps/test_liveness.py shows every trainer raising alone)
+    noticed = [t for t in range(2) if (tmp_path / f"trainer{t}.error").exists()]
+    assert noticed, "no trainer raised"
+    for t in noticed:
         stamp, message = job.error(t)
         assert f"parameter server {endpoint} (server 1) stopped answering" in message, message
         assert stamp - silenced < 10, stamp - silenced

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from ps_workers import alive
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "ps_roles.py")
 LAUNCH = [sys.executable, "-m", "globaltensor.paddle.distributed.launch"]
@@ -20,14 +22,6 @@ def launch(args, timeout=60, env=None):
 
 def reports(tmp_path):
     return {p.stem: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def wait_gone(pids, seconds=5):

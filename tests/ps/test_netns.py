@@ -3,9 +3,9 @@
 Each namespace runs the same launcher command with the job's full --servers / --workers lists and
 starts the endpoints whose address is its own. Addresses are link-local (169.254.77.0/30) and exist
 only inside the namespaces this test creates (fixed ports are safe there: nothing else lives in
-them). Until the PS engine is merged the job is the pyzmq stand-in of tests/ps/ps_roles.py.
+them). The first test's job is tests/ps/ps_roles.py (the launcher's contract across hosts), the second's
+the real engine.
 """
-import importlib.util
 import json
 import os
 import re
@@ -85,10 +85,6 @@ def test_servers_and_trainers_on_two_hosts(two_hosts, tmp_path):
     assert "trainer 0 talked to 1 servers" in outs[1][0] and "[trainer 1] trainer 1 talked to 1 servers" in outs[1][0]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("globaltensor.ps") is None
-                    or importlib.util.find_spec("globaltensor.ps.client") is None
-                    or importlib.util.find_spec("globaltensor.paddle.static.ps") is None,
-                    reason="needs the PS engine (globaltensor.ps) and the static glue (paddle.static.ps)")
 def test_fleet_ps_example_on_two_hosts(two_hosts):
     """The real engine across the veth: 2 servers on one host, 2 trainers on the other, sync mode;
     both trainers end with the same parameters."""

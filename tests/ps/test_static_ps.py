@@ -341,15 +341,6 @@ def test_detach_runs_locally_again(paddle):
     assert clients[0].calls == [] and len(main.sparse_tables["emb"].local) > 0
 
 
-def _engine_ready():
-    try:
-        from globaltensor.ps import client, server  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-@pytest.mark.skipif(not _engine_ready(), reason="the parameter-server engine (globaltensor.ps) is not there yet")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("mode", ["sync", "geo"])  # async's executor path is sync's plus finish's barrier (GEO's)
 def test_real_servers_two_trainers_two_servers(mode):

@@ -277,27 +277,6 @@ def test_pserver_program_run_builds_its_server_from_the_startup(fluid, monkeypat
     assert "adam" in str(pserver) and "listen_and_serv" in str(pserver)
 
 
-def _engine_ready():
-    try:
-        from globaltensor.ps import client, server  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-def _free_ports(n):
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-@pytest.mark.skipif(not _engine_ready(), reason="the parameter-server engine (globaltensor.ps Server/Client) is "
-                                                 "not there yet")
 @pytest.mark.timeout(120)
 def test_seed_example_two_pservers_two_trainers_equal_one_process():
     script = str(ROOT / "examples" / "paddle" / "transpiler_pserver.py")
@@ -305,7 +284,8 @@ def test_seed_example_two_pservers_two_trainers_equal_one_process():
     env.pop("TRAINING_ROLE", None)
     one = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=60)
     assert one.returncode == 0, one.stderr
-    ports = _free_ports(2)
+    from ps_workers import free_ports
+    ports = free_ports(2)
     common = dict(env, PADDLE_PSERVERS_IP_PORT_LIST=",".join(f"127.0.0.1:{p}" for p in ports),
                   PADDLE_TRAINERS_NUM="2", POD_IP="127.0.0.1")
     procs = []
