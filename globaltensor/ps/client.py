@@ -128,13 +128,14 @@ class Client:
         return {i: self._replies.pop(r) for i, r in reqs.items()}
 
     def _take(self, sock) -> None:
-        msg = wire.recv(sock, self.job.secret)
+        try:
+            msg = wire.recv_reply(sock, self.job.secret)
+        except PSError as e:
+            self._fatal = e
+            raise
         if msg is None:
             return
-        _, header, arrays = msg
-        if header.get("op") == "error":
-            self._fatal = PSError(header.get("error", "a parameter server failed"))
-            raise self._fatal
+        header, arrays = msg
         req = header.get("req")
         if req in self._discard:
             self._discard.discard(req)

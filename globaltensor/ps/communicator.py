@@ -155,12 +155,10 @@ class AsyncCommunicator:
                 sock.poll(100, zmq.POLLOUT)
 
     def _take(self, sock) -> None:
-        msg = wire.recv(sock, self.job.secret)
+        msg = wire.recv_reply(sock, self.job.secret)
         if msg is None:
             return
-        _, header, arrays = msg
-        if header.get("op") == "error":
-            raise PSError(header.get("error", "a parameter server failed"))
+        header, arrays = msg
         req, server = header.get("req"), header.get("server")
         if req in self._flushes:
             self._flushes.pop(req).set()

@@ -12,6 +12,8 @@ import numpy as np
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.poly1305 import Poly1305
 
+from .errors import PSError
+
 LOG = logging.getLogger("globaltensor.ps")
 DTYPES = ("float32", "float64", "int64", "int32", "float16", "bfloat16")
 NONCE_SIZE = 16
@@ -117,6 +119,17 @@ def recv(sock, secret: bytes, routed: bool = False):
         LOG.warning("globaltensor.ps: dropped a message: %s", e)
         return None
     return ident, header, arrays
+
+
+def recv_reply(sock, secret: bytes):
+    """A server's reply on a trainer's socket: (header, arrays), None when dropped; an error reply raises PSError."""
+    msg = recv(sock, secret)
+    if msg is None:
+        return None
+    _, header, arrays = msg
+    if header.get("op") == "error":
+        raise PSError(header.get("error", "a parameter server failed"))
+    return header, arrays
 
 
 def send(sock, secret: bytes, header: dict, arrays=(), ident: bytes | None = None, flags: int = 0) -> None:
