@@ -18,3 +18,24 @@ def test_test_module_names_are_unique_and_folders_are_not_packages():
     shared = {name: places for name, places in seen.items() if len(places) > 1 and name != "conftest.py"}
     assert not shared, f"module names used in several test folders (a rank would import the wrong one): {shared}"
     assert not packages, f"test folders with __init__.py change how pytest names their modules: {packages}"
+
+
+# optional peers: installed on developers' machines by hand, absent in CI (its install is ".[test]" alone)
+_OPTIONAL = ("paddle", "mpi4py")
+
+
+def test_optional_peers_are_imported_through_importorskip():
+    """A plain `import paddle` in a test passes here and fails CI, which has no Paddle: the last CI run
+    that did not land failed that way. Tests reach an optional peer by pytest.importorskip."""
+    import re
+    plain = re.compile(r"^\s*(?:import|from)\s+(%s)\b" % "|".join(_OPTIONAL), re.M)
+    found = []
+    for root, dirs, files in os.walk(TESTS):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "__"))]
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                found += [f"{os.path.relpath(path, TESTS)}: {m.group(0).strip()}" for m in plain.finditer(text)]
+    assert not found, f"optional peers imported without pytest.importorskip: {found}"
