@@ -6,6 +6,7 @@ from .. import hooks, scope
 from ..tensor import Tensor
 from . import passes
 from .capture import CaptureError, Recorder
+from .config import GraphConfig
 from .replay import compile_program
 
 log = logging.getLogger("globaltensor.graph")
@@ -107,11 +108,22 @@ class Graph(Captured):
 
     def __init__(self):
         self._optimizers = []
+        self._config = GraphConfig()
+
+    @property
+    def config(self):
+        """This graph's GraphConfig (OneFlow's nn.Graph.config): enable_amp, enable_zero,
+        set_gradient_accumulation_steps, ... (globaltensor/graph/config.py)."""
+        found = self.__dict__.get("_config")
+        if found is None:  # a subclass that skipped Graph.__init__
+            found = self.__dict__["_config"] = GraphConfig()
+        return found
 
     def add_optimizer(self, optimizer, *, lr_sch=None):
         """After build() (which calls backward), each call runs optimizer.step(), zero_grad() and
         lr_sch.step() when given, as OneFlow's nn.Graph."""
         self.__dict__.setdefault("_optimizers", []).append((optimizer, lr_sch))
+        self.config.training = True
 
     def build(self, *args, **kwargs):
         raise NotImplementedError("a Graph subclass defines build(*inputs)")

@@ -352,8 +352,8 @@ def _fleet_names():
     fleet.init(is_collective=True)
     strategy = fleet.DistributedStrategy()
     strategy.fuse_grad_size_in_MB = 16
-    with pytest.raises(NotImplementedError, match="amp"):
-        strategy.amp = True
+    with pytest.raises(NotImplementedError, match="lars"):
+        strategy.lars = True
     role = fleet.PaddleCloudRoleMaker(is_collective=True)
     return fleet.worker_index(), fleet.worker_num(), fleet.is_first_worker(), strategy.fuse_grad_size_in_MB, \
         role._worker_num()

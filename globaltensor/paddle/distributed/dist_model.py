@@ -4,14 +4,7 @@ from ...autograd import no_grad
 from ...env import get_rank
 from ...graph import Graph
 from .auto_parallel import replicate_dense_parameters
-
-
-class Strategy:
-    """dist.Strategy: accepted for compatibility; the fields a graph uses here are none yet (the
-    gradient buckets follow gt.distributed.set_bucket_size)."""
-
-    def __init__(self, config=None):
-        self.config = dict(config or {})
+from .strategy import Strategy
 
 
 class _Step(Graph):
