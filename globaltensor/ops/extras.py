@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import creation
 from .. import dtype as _dtype
-from ..errors import wrap_dim
+from ..errors import DTypeError, wrap_dim
 from ..registry import op, rules
 from ._front import apply, as_tensor, promoted_pair, tensors
 from .complex_ops import view_as_complex
@@ -59,6 +59,9 @@ def tensor_scatter_nd_update(tensor, indices, updates):
     tensor, indices, updates = tensors(tensor, indices, updates)
     if not _index_dtype(indices):
         raise TypeError(f"tensor_scatter_nd_update: indices must be an integer tensor, got {indices.dtype}")
+    if updates.dtype != tensor.dtype:
+        raise DTypeError(f"The dtype of tensor and updates must be same. (tensor_scatter_nd_update: tensor is "
+                         f"{tensor.dtype}, updates {updates.dtype})")
     written = scatter_nd_add(tensor.detach() * 0, indices, updates.detach() * 0 + 1) > 0
     kept = tensor * (~written).to(tensor.dtype)
     return scatter_nd_add(kept, indices, updates.to(tensor.dtype))

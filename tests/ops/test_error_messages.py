@@ -241,3 +241,12 @@ def test_load_refuses_what_is_no_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="Cannot load file"):
         gt.load(str(pt), support_pytorch_format=False)
     assert set(gt.load(str(pt))) == {"weight", "bias"}
+
+
+
+def test_scatter_nd_update_refuses_mixed_dtypes_as_oneflow():
+    with pytest.raises(RuntimeError, match="The dtype of tensor and updates must be same"):
+        gt.tensor_scatter_nd_update(gt.arange(8, dtype=gt.float32), gt.tensor([[1], [3]]),
+                                    gt.tensor([-1.0, -2.0], dtype=gt.float64))
+    got = gt.tensor_scatter_nd_update(gt.arange(4, dtype=gt.float32), gt.tensor([[1], [3]]), gt.tensor([-1.0, -2.0]))
+    np.testing.assert_array_equal(got.numpy(), [0, -1, 2, -2])
