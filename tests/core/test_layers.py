@@ -23,7 +23,7 @@ LAYERS = [
     ("L6 dispatch", ["dispatch"]),
     ("L7 ops", ["ops"]),
     ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "graph"]),
-    ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
+    ("L9 libraries", ["amp", "linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
                       "support", "_oneflow_internal", "printing", "framework", "_C", "ps"]),
     ("L10 the package", ["", "_surface"]),
     ("L11 faces", ["paddle"]),
