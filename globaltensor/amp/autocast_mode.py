@@ -12,7 +12,8 @@ _LOW = (_dtype.float16, _dtype.bfloat16)
 
 
 class Policy:
-    """Which dtype each listed op computes in ({op name: dtype}), for tensors of one device type.
+    """Which dtype each listed op computes in ({op name: dtype}), for tensors of one device type
+    (None: any, as Paddle's face).
     Kept in the context's scope.State (never process-wide): dispatch.apply and dispatch.amp_entry
     read it; a new thread starts without one, as PyTorch's autocast state is per thread."""
 
@@ -59,7 +60,7 @@ def _eligible(t, want):
 
 
 def _on_device(t, device_type):
-    return ("cuda" if t.is_cuda else "cpu") == device_type
+    return device_type is None or ("cuda" if t.is_cuda else "cpu") == device_type
 
 
 def _check(device_type, dtype):

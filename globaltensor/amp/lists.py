@@ -17,16 +17,27 @@ CUDA_FLOAT32 = ("acos", "asin", "cosh", "exp", "expm1", "log", "log10", "log2", 
                 "sinh", "tan", "pow", "softplus", "layer_norm", "softmax", "log_softmax", "prod",
                 "cumsum") + CPU_FLOAT32[1:]
 
-# Paddle 3.3.1 (python/paddle/amp/amp_lists.py), O1, by gt's names for its ops: white runs in the
-# low dtype, black in float32; the rest follow their inputs (a float32 input: float32).
+# Paddle 3.3.1 (python/paddle/amp/amp_lists.py), by gt's names for its ops. O1: white runs in the
+# low dtype, black in float32, the rest follow their inputs (a float32 input: float32). O2: every op
+# in the low dtype but O2's black list (embedding lookups, interpolation, scatter).
 PADDLE_WHITE = ("matmul", "linear", "linear_in_out", "conv2d", "attention")
 PADDLE_BLACK = ("exp", "expm1", "log", "log10", "log2", "tan", "acos", "asin", "sinh", "cosh", "softplus",
-                "pow", "reciprocal", "rsqrt", "sum", "mean", "softmax", "log_softmax", "cross_entropy",
-                "nll_loss", "mse_loss", "binary_cross_entropy_with_logits", "layer_norm")
+                "pow", "reciprocal", "rsqrt", "sum", "mean", "prod", "cumsum", "softmax", "log_softmax",
+                "cross_entropy", "nll_loss", "huber_loss", "binary_cross_entropy_with_logits", "layer_norm",
+                "embedding", "scatter", "square", "atanh")
+PADDLE_O2_BLACK = ("embedding", "scatter")
+# Paddle's op names (custom_white_list / custom_black_list) -> gt's; others are taken as gt's own
+PADDLE_NAMES = {"matmul_v2": ("matmul",), "mul": ("matmul",), "linear_v2": ("linear", "linear_in_out"),
+                "fused_gemm_epilogue": ("linear", "linear_in_out"), "flash_attn": ("attention",),
+                "reduce_sum": ("sum",), "reduce_mean": ("mean",), "reduce_prod": ("prod",),
+                "softmax_with_cross_entropy": ("cross_entropy",), "cross_entropy2": ("cross_entropy",),
+                "sigmoid_cross_entropy_with_logits": ("binary_cross_entropy_with_logits",),
+                "lookup_table": ("embedding",), "lookup_table_v2": ("embedding",)}
 
 # never cast by autocast (the cast itself; ops whose float inputs are indices or masks)
 NEVER = ("cast",)
 
 LISTS = {"cpu": (CPU_LOWER, CPU_FLOAT32), "cuda": (CUDA_LOWER, CUDA_FLOAT32)}
 
-__all__ = ["CPU_LOWER", "CPU_FLOAT32", "CUDA_LOWER", "CUDA_FLOAT32", "PADDLE_WHITE", "PADDLE_BLACK", "NEVER", "LISTS"]
+__all__ = ["CPU_LOWER", "CPU_FLOAT32", "CUDA_LOWER", "CUDA_FLOAT32", "PADDLE_WHITE", "PADDLE_BLACK", "PADDLE_O2_BLACK",
+           "PADDLE_NAMES", "NEVER", "LISTS"]
