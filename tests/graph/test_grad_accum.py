@@ -1,0 +1,148 @@
+"""Gradient merge / accumulation: k micro-batches give the parameters of the k-times-bigger batch
+(torch reference, SGD and Adam, eager GradientMerge and nn.Graph's set_gradient_accumulation_steps,
+one process and 2 ranks data-parallel), with one gradient reduction per k micro-batches."""
+import numpy as np
+import pytest
+
+import globaltensor as gt
+import globaltensor.nn as nn
+from conftest import run_ranks
+from globaltensor.pipeline.microbatch import Cut
+from graph_models import ToyModel, TrainGraph
+
+torch = pytest.importorskip("torch")
+
+ROWS, K, STEPS = 8, 4, 3
+
+
+def _data():
+    rng = np.random.default_rng(7)
+    return [(rng.standard_normal((ROWS, 10)).astype(np.float32), rng.standard_normal((ROWS, 16)).astype(np.float32))
+            for _ in range(STEPS)]
+
+
+def _initial():
+    gt.manual_seed(0)
+    return {k: v.numpy() for k, v in ToyModel().state_dict().items()}
+
+
+def _torch_reference(optimizer):
+    """The parameters after STEPS full-batch steps in torch (float64 kept out: float32 as ours)."""
+    init = _initial()
+    model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.ReLU(), torch.nn.Linear(20, 16))
+    with torch.no_grad():
+        for (name, p), key in zip(model.named_parameters(), ["net1.weight", "net1.bias", "net2.weight", "net2.bias"]):
+            p.copy_(torch.from_numpy(init[key]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd" else \
+        torch.optim.Adam(model.parameters(), lr=0.01)
+    for x, y in _data():
+        loss = torch.nn.functional.mse_loss(model(torch.from_numpy(x)), torch.from_numpy(y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    names = ["net1.weight", "net1.bias", "net2.weight", "net2.bias"]
+    return {n: p.detach().numpy() for n, p in zip(names, model.parameters())}
+
+
+def _model(optimizer, distributed):
+    gt.manual_seed(0)
+    model = ToyModel()
+    placement = None
+    if distributed:
+        placement = gt.placement("cpu", list(range(gt.env.get_world_size())))
+        model.to_global(placement, gt.sbp.broadcast)
+    opt = gt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd" else \
+        gt.optim.Adam(model.parameters(), lr=0.01)
+    return model, opt, placement
+
+
+def _batch(array, placement):
+    t = gt.tensor(array)
+    return t if placement is None else t.to_global(placement=placement, sbp=gt.sbp.broadcast).to_global(
+        sbp=gt.sbp.split(0))
+
+
+def _eager(optimizer, distributed):
+    """GradientMerge over K micro-batches per step; the collectives of each micro-batch counted."""
+    model, opt, placement = _model(optimizer, distributed)
+    merge = gt.optim.GradientMerge(opt, k_steps=K, avg=True)
+    counts = []
+    for x, y in _data():
+        x, y = _batch(x, placement), _batch(y, placement)
+        cut = Cut(x, K) if distributed else None
+        for j in range(K):
+            xj = cut.take(x, j) if cut else x[j * 2:(j + 1) * 2]
+            yj = cut.take(y, j) if cut else y[j * 2:(j + 1) * 2]
+            with gt.debug.count_collectives() as c:
+                nn.functional.mse_loss(model(xj), yj).backward()
+            counts.append(dict(c))
+            merge.step()
+            merge.zero_grad()
+    return {k: v.numpy() for k, v in model.state_dict().items()}, counts
+
+
+def _plain_step_collectives():
+    model, opt, placement = _model("sgd", True)
+    x, y = (_batch(a, placement) for a in _data()[0])
+    with gt.debug.count_collectives() as c:
+        nn.functional.mse_loss(model(x), y).backward()
+    return dict(c)
+
+
+def _graph(optimizer, distributed, k=K):
+    """Parameters and losses after STEPS graph calls; the collectives of the last (a replay)."""
+    model, opt, placement = _model(optimizer, distributed)
+    step = TrainGraph(model, opt)
+    step.config.set_gradient_accumulation_steps(k)
+    losses = []
+    for x, y in _data():
+        with gt.debug.count_collectives() as c:
+            losses.append(step(_batch(x, placement), _batch(y, placement)).numpy())
+    return {k: v.numpy() for k, v in model.state_dict().items()}, losses, dict(c)
+
+
+def _close(ours, reference):
+    for k in reference:
+        np.testing.assert_allclose(ours[k], reference[k], rtol=2e-5, atol=2e-6, err_msg=k)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_eager_gradient_merge_equals_the_bigger_batch(optimizer):
+    params, counts = _eager(optimizer, False)
+    _close(params, _torch_reference(optimizer))
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_graph_accumulation_equals_the_bigger_batch(optimizer):
+    params, losses, _ = _graph(optimizer, False)
+    _close(params, _torch_reference(optimizer))
+    assert all(loss.shape == (K,) for loss in losses)  # OneFlow's: one loss per micro-batch
+
+
+def _both_distributed(optimizer):
+    return _eager(optimizer, True), _graph(optimizer, True), _plain_step_collectives(), _graph(optimizer, True, 1)[2]
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_two_ranks_merge_equals_the_bigger_batch_with_one_reduction(optimizer):
+    reference = _torch_reference(optimizer)
+    for (eager, counts), (graph, losses, replay), plain, replay_k1 in run_ranks(_both_distributed, 2, optimizer,
+                                                                                 timeout=240):
+        _close(eager, reference)
+        _close(graph, reference)
+        assert plain.get("all_reduce", 0) >= 1
+        for s in range(STEPS):
+            group = counts[s * K:(s + 1) * K]
+            assert all(c == {} for c in group[:-1]), group  # micro-batches 1..k-1: no collective
+            assert group[-1] == plain, (group[-1], plain)  # the k-th: what one plain step reduces
+        assert replay == replay_k1 and replay.get("all_reduce", 0) >= 1, (replay, replay_k1)  # one per k
+
+
+def test_bad_accumulation_settings_raise():
+    with pytest.raises(ValueError, match="k_steps"):
+        gt.optim.GradientMerge(gt.optim.SGD([nn.Parameter(gt.zeros(2))], lr=0.1), k_steps=0)
+    model, opt, _ = _model("sgd", False)
+    step = TrainGraph(model, opt)
+    step.config.set_gradient_accumulation_steps(16)
+    with pytest.raises(ValueError, match="cannot be cut into 16"):
+        step(gt.randn(8, 10), gt.randn(8, 16))
