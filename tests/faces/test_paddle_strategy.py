@@ -136,3 +136,46 @@ def test_strategy_pipeline_on_two_ranks_gives_the_one_process_losses(schedule_mo
     want = _torch_pipeline_losses(results[0][1], _data())
     for losses, _ in results:
         np.testing.assert_allclose(losses, want, rtol=2e-5)
+
+
+def _fleet_merge():
+    """Fleet collective job: gradient_merge k_steps=2 over rank-local micro-batches of 2 rows."""
+    import globaltensor.paddle as paddle
+    from globaltensor.paddle.distributed import fleet
+    strategy = fleet.DistributedStrategy()
+    strategy.gradient_merge, strategy.gradient_merge_configs = True, {"k_steps": 2, "avg": True}
+    fleet.init(is_collective=True, strategy=strategy)
+    gt.manual_seed(0)
+    layer = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 16))
+    model = fleet.distributed_model(layer)
+    opt = fleet.distributed_optimizer(paddle.optimizer.SGD(learning_rate=0.1, parameters=layer.parameters()))
+    rank, counts = gt.env.get_rank(), []
+    for x, y in _data():
+        for j in range(2):
+            rows = slice(rank * 4 + j * 2, rank * 4 + j * 2 + 2)  # this rank's half, micro-batch j
+            with gt.debug.count_collectives() as c:
+                nn.functional.mse_loss(model(paddle.to_tensor(x[rows])), paddle.to_tensor(y[rows])).backward()
+            counts.append(dict(c))
+            opt.step()
+            opt.clear_grad()
+    return {k: v.numpy().copy() for k, v in layer.state_dict().items()}, counts
+
+
+def test_fleet_gradient_merge_reduces_once_per_k_and_equals_the_bigger_batch():
+    gt.manual_seed(0)
+    layer = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 16))
+    init = {k: v.numpy().copy() for k, v in layer.state_dict().items()}
+    model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.ReLU(), torch.nn.Linear(20, 16))
+    with torch.no_grad():
+        for p, key in zip(model.parameters(), ["0.weight", "0.bias", "2.weight", "2.bias"]):
+            p.copy_(torch.from_numpy(init[key]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in _data():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(torch.from_numpy(x)), torch.from_numpy(y)).backward()
+        opt.step()
+    want = dict(zip(["0.weight", "0.bias", "2.weight", "2.bias"], [p.detach().numpy() for p in model.parameters()]))
+    for params, counts in run_ranks(_fleet_merge, 2, timeout=240):
+        for k in want:
+            np.testing.assert_allclose(params[k], want[k], rtol=2e-5, atol=2e-6, err_msg=k)
+        assert counts[0::2] == [{}] * 3 and all(c.get("all_reduce", 0) >= 1 for c in counts[1::2]), counts

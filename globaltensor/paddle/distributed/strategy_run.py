@@ -38,13 +38,17 @@ def checked(strategy):
 def apply_recompute(layer, strategy):
     """recompute.enable: the sublayers named in recompute.checkpoints (default: each direct
     sublayer) run through activation recompute (nn.graph.set_recompute)."""
-    if not strategy.recompute.enable:
-        return
-    named = dict(layer.named_modules()) if hasattr(layer, "named_modules") else {}
-    names = strategy.recompute.checkpoints or [name for name, _ in layer.named_children()]
-    missing = [n for n in names if n not in named]
+    if strategy.recompute.enable:
+        recompute_sublayers(layer, strategy.recompute.checkpoints, "Strategy.recompute.checkpoints")
+
+
+def recompute_sublayers(layer, names, what):
+    """The sublayers `names` (default: each direct one) of layer run through activation recompute."""
+    named = dict(layer.named_modules())
+    names = list(names) or [name for name, _ in layer.named_children()]
+    missing = [n for n in names if not isinstance(n, str) or n not in named]
     if missing:
-        raise ValueError(f"Strategy.recompute.checkpoints names {missing}, which are no sublayers of the layer "
+        raise ValueError(f"{what} names {missing}, which are no sublayers of the layer "
                          f"(its sublayers: {sorted(n for n in named if n)})")
     for name in names:
         set_recompute(named[name], True)
