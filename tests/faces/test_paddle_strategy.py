@@ -104,7 +104,11 @@ def _torch_pipeline_losses(init, data):
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return losses
+    with torch.no_grad():
+        x, y = data[0]
+        out = model(torch.from_numpy(x))
+        losses.append(torch.nn.functional.mse_loss(out, torch.from_numpy(y)).item())  # eval after training
+    return losses, out.numpy()
 
 
 def _pipelined(schedule_mode):
@@ -126,16 +130,22 @@ def _pipelined(schedule_mode):
     for x, y in _data():
         xs = dist.shard_tensor(paddle.to_tensor(x), mesh0, [dist.Replicate()])
         ys = dist.shard_tensor(paddle.to_tensor(y), mesh1, [dist.Replicate()])
+        if not losses:
+            xs0, ys0 = xs, ys
         losses.append(float(model(xs, ys).numpy()))
-    return losses, init
+    model.eval()
+    losses.append(float(model(xs0, ys0).numpy()))
+    model.predict()
+    return losses, init, model(xs0)["out0"].numpy()
 
 
 @pytest.mark.parametrize("schedule_mode", ["1F1B", "FThenB"])
 def test_strategy_pipeline_on_two_ranks_gives_the_one_process_losses(schedule_mode):
     results = run_ranks(_pipelined, 2, schedule_mode, timeout=240)
-    want = _torch_pipeline_losses(results[0][1], _data())
-    for losses, _ in results:
+    want, out = _torch_pipeline_losses(results[0][1], _data())
+    for losses, _, predicted in results:  # 3 train steps, then eval and predict on the first batch
         np.testing.assert_allclose(losses, want, rtol=2e-5)
+        np.testing.assert_allclose(predicted, out, rtol=2e-5, atol=2e-6)
 
 
 def _fleet_merge():

@@ -89,8 +89,8 @@ class DistModel:
         return out
 
     def _new_step(self, mode):
-        if mode == "train" and self._strategy.pipeline.enable:
-            return PipelineStep(self._layer, self._loss, self._optimizer, self._strategy.pipeline)
+        if self._strategy.pipeline.enable:
+            return PipelineStep(mode, self._layer, self._loss, self._optimizer, self._strategy.pipeline)
         return _Step(mode, self._layer, self._loss, self._optimizer, accumulation(self._strategy))
 
     def _step(self, mode):

@@ -65,10 +65,11 @@ class PipelineStep:
     parameters into stages (in order; a sublayer without parameters joins the stage before it),
     run by gt.pipeline.Pipeline with schedule_mode's schedule (1F1B, FThenB) over
     accumulate_steps micro-batches (or batch / micro_batch_size when accumulate_steps is 1);
-    then the optimizer's step and clear_grad: one update per call."""
+    then the optimizer's step and clear_grad: one update per call. eval: the loss of the pipeline's
+    forward; predict: {"out0": its output}."""
 
-    def __init__(self, layer, loss, optimizer, config):
-        self.config, self.optimizer = config, optimizer
+    def __init__(self, mode, layer, loss, optimizer, config):
+        self.mode, self.config, self.optimizer = mode, config, optimizer
         self.stages = _stages(layer)
         self._pipes = {}
         self.loss = loss
@@ -86,10 +87,14 @@ class PipelineStep:
         return pipe
 
     def program(self, rank=None):
-        return (f"DistModel[train]: pipelined eagerly ({len(self.stages)} stages, schedule "
+        return (f"DistModel[{self.mode}]: pipelined eagerly ({len(self.stages)} stages, schedule "
                 f"{self.config.schedule_mode}); no captured program")
 
-    def __call__(self, x, label):
+    def __call__(self, x, label=None):
+        if self.mode == "predict":
+            return {"out0": self._pipe(x.shape[0])(x)}
+        if self.mode == "eval":
+            return self.loss(self._pipe(x.shape[0])(x), label)
         loss = self._pipe(x.shape[0]).step(x, target=label)
         self.optimizer.step()
         clear = getattr(self.optimizer, "clear_grad", None) or self.optimizer.zero_grad
