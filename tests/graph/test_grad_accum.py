@@ -146,3 +146,45 @@ def test_bad_accumulation_settings_raise():
     step.config.set_gradient_accumulation_steps(16)
     with pytest.raises(ValueError, match="cannot be cut into 16"):
         step(gt.randn(8, 10), gt.randn(8, 16))
+
+
+def test_oneflow_grad_acc_losses_per_micro_batch_equal_eager():
+    """OneFlow's test_graph_grad_acc: the graph's (k,) losses are eager's micro-batch losses, bit
+    for bit, and the weights after each call those of eager's update every k micro-batches."""
+    def linear_sgd():
+        linear = nn.Linear(3, 8)
+        nn.init.constant_(linear.weight, 2.068758)
+        nn.init.constant_(linear.bias, 1.23)
+        return linear, gt.optim.SGD(linear.parameters(), lr=0.01, momentum=0.9)
+
+    x = gt.tensor(np.random.default_rng(3).standard_normal((8, 3)).astype(np.float32))
+    eager, opt = linear_sgd()
+    eager_losses, eager_weights = [], []
+    for i in range(12):
+        out = eager(x[(i % 4) * 2:(i % 4) * 2 + 2]).reshape(-1).sum()
+        (out * 0.25).backward()
+        eager_losses.append(out.numpy())
+        if (i + 1) % 4 == 0:
+            opt.step()
+            opt.zero_grad()
+            eager_weights.append(eager.weight.numpy().copy())
+
+    linear, sgd = linear_sgd()
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.linear = linear
+            self.add_optimizer(sgd)
+            self.config.set_gradient_accumulation_steps(4)
+
+        def build(self, x):
+            loss = self.linear(x).reshape(-1).sum()
+            loss.backward()
+            return loss
+
+    step = Step()
+    for i in range(3):
+        losses = step(x).numpy()
+        assert [v.tobytes() for v in losses] == [v.tobytes() for v in eager_losses[i * 4:(i + 1) * 4]]
+        np.testing.assert_allclose(linear.weight.numpy(), eager_weights[i], rtol=1e-6)
