@@ -1,6 +1,6 @@
 """Gradient accumulation in a graph's step: the batch cut into k micro-batches, one reduction, one update."""
 from .. import autograd, grad_buckets, ops
-from ..sbp import split
+from ..sbp import broadcast, split
 from ..tensor import Tensor
 
 
@@ -28,23 +28,33 @@ def run_micro_batches(build, args, kwargs, k, params, avg=True):
     try:
         outs.append(build(*micro_args, **micro_kwargs))
     finally:
-        scale.factor = None
+        factor, scale.factor = scale.factor, None
+    for p in params if factor is not None else ():  # gradients the last backward did not reach
+        if p.grad is not None and id(p) not in scale.done:
+            p.grad = p.grad * factor
     return _combine(outs, cut)
 
 
 class _ScaleGrads:
     """A sink of the last micro-batch's backward: each parameter's accumulated gradient (still
     partial) times 1/k before it is reduced, so the reduction stays the last op before the
-    .grad (the graph's bucketing pass packs it)."""
+    .grad (the graph's bucketing pass packs it); `done`: the parameters scaled."""
 
     def __init__(self, params, factor):
-        self.ids, self.factor = {id(p) for p in params}, factor
+        self.ids, self.factor, self.done = {id(p) for p in params}, factor, set()
 
     def begin(self, run):
         return self if self.factor is not None else None
 
     def take(self, leaf, g):
-        return g * self.factor if g is not None and id(leaf) in self.ids else g
+        """g (the held gradient added in when their layouts agree) times the factor; a held
+        gradient of another layout (reduced by an earlier micro-batch) is scaled where it is."""
+        if id(leaf) not in self.ids or id(leaf) in self.done:
+            return g
+        self.done.add(id(leaf))
+        if leaf.grad is not None:
+            leaf.grad = leaf.grad * self.factor
+        return None if g is None else g * self.factor
 
     def finish(self):
         pass
@@ -53,19 +63,19 @@ class _ScaleGrads:
 
 
 class _Cut:
-    """Micro-batch j of a batch of `rows` rows, with recorded ops. A batch split S(0) over a 1-D
-    placement whose rows the ranks times k divide: rows [j*m, (j+1)*m) of every rank's piece,
-    by reshapes that move nothing ((rows,) -> (n, k, m) -> pick j -> (n*m,)); else the
-    contiguous rows [j*rows/k, (j+1)*rows/k) (global slicing, which may move rows)."""
+    """Micro-batch j of a batch of `rows` rows, with recorded ops. A batch whose SBP splits dim 0
+    into n pieces (S(0) on some mesh axes, broadcast on the others) with rows divisible by n * k:
+    rows [j*m, (j+1)*m) of every piece, by reshapes that move nothing ((rows,) -> (n, k, m) ->
+    pick j -> (n*m,)); else the contiguous rows [j*rows/k, (j+1)*rows/k) (global slicing, which
+    may move rows)."""
 
     def __init__(self, first, k):
         self.k, self.rows = k, first.shape[0]
-        n = first.placement.size if first.is_global else 1
-        self.ranks = n if (first.is_global and first.placement.ndim == 1 and tuple(first.sbp) == (split(0),)
-                           and self.rows % (n * k) == 0 and n > 1) else None
+        n = _row_pieces(first)
+        self.ranks = n if n is not None and n > 1 and self.rows % (n * k) == 0 else None
 
     def _local_cut(self, t):
-        return self.ranks is not None and t.is_global and t.placement.ndim == 1 and tuple(t.sbp) == (split(0),)
+        return self.ranks is not None and _row_pieces(t) == self.ranks
 
     def take(self, t, j):
         if not isinstance(t, Tensor) or t.ndim == 0 or t.shape[0] != self.rows:
@@ -86,6 +96,19 @@ class _Cut:
             parts = [o.reshape((n, 1, m) + tuple(o.shape[1:])) for o in outs]
             return ops.cat(parts, 1).reshape((n * self.k * m,) + tuple(head.shape[1:]))
         return ops.cat(list(outs), 0)
+
+
+def _row_pieces(t):
+    """How many pieces t's SBP cuts dim 0 into, when each mesh axis splits dim 0 or broadcasts."""
+    if not isinstance(t, Tensor) or not t.is_global:
+        return None
+    n = 1
+    for size, s in zip(t.placement.hierarchy, t.sbp):
+        if s == split(0):
+            n *= size
+        elif s != broadcast:
+            return None
+    return n
 
 
 def _combine(outs, cut):

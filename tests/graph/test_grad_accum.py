@@ -188,3 +188,31 @@ def test_oneflow_grad_acc_losses_per_micro_batch_equal_eager():
         losses = step(x).numpy()
         assert [v.tobytes() for v in losses] == [v.tobytes() for v in eager_losses[i * 4:(i + 1) * 4]]
         np.testing.assert_allclose(linear.weight.numpy(), eager_weights[i], rtol=1e-6)
+
+
+def _two_d(k):
+    """ToyModel on a 2x2 mesh (data parallel x tensor parallel, test_graph's "2d" layout), 3 graph
+    calls with set_gradient_accumulation_steps(k) on batches of 16 rows."""
+    from test_graph import _layout
+    gt.manual_seed(0)
+    model = ToyModel()
+    mesh, data_sbp = _layout(model, "2d")
+    step = TrainGraph(model, gt.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
+    step.config.set_gradient_accumulation_steps(k)
+    rng = np.random.default_rng(1)
+    for _ in range(STEPS):
+        x, y = (gt.tensor(rng.standard_normal((16, n)).astype(np.float32)).to_global(
+            placement=mesh, sbp=(gt.sbp.broadcast,) * 2).to_global(sbp=data_sbp) for n in (10, 16))
+        step(x, y)
+    return {name: v.numpy().copy() for name, v in model.state_dict().items()}
+
+
+def _two_d_both():
+    return _two_d(1), _two_d(4)
+
+
+def test_accumulation_on_a_2x2_mesh_equals_the_bigger_batch():
+    """Gradients of tensor-parallel parameters come out of a micro-batch's backward already
+    reduced on the data axis; they are averaged alike (a regression: they were summed)."""
+    for whole, merged in run_ranks(_two_d_both, 4, timeout=300):
+        _close(merged, whole)
