@@ -6,10 +6,11 @@ from ..tensor import Tensor
 
 def run_micro_batches(build, args, kwargs, k, params, avg=True):
     """build(*args, **kwargs) once per micro-batch (each tensor argument whose dim 0 is the batch's
-    rows cut into k equal parts along it: _Cut). Backward of the first k-1 keeps the gradients partial (no reduction); the k-th reduces the sum once. With avg
-    the accumulated gradients are divided by k (OneFlow's set_gradient_accumulation_steps: the
-    mean over the whole batch). The outputs: a 0-d tensor of each micro-batch stacked into shape
-    (k,), other tensors joined along dim 0 in the batch's row order, other values the last's."""
+    rows cut into k equal parts along it: _Cut). Backward of the first k-1 keeps the gradients
+    partial (no reduction); the k-th reduces the sum once. With avg the accumulated gradients are
+    divided by k (OneFlow's set_gradient_accumulation_steps: the mean over the whole batch). The
+    outputs: a 0-d tensor of each micro-batch stacked into shape (k,), other tensors joined along
+    dim 0 in the batch's row order, other values the last's."""
     first = next((a for a in _leaves((args, kwargs)) if isinstance(a, Tensor) and a.ndim > 0), None)
     if first is None:
         raise ValueError(f"gradient accumulation over {k} micro-batches needs a tensor argument with a batch dim")

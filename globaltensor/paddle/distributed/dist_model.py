@@ -4,7 +4,7 @@ from ...autograd import no_grad
 from ...env import get_rank
 from ...graph import Graph
 from .auto_parallel import replicate_dense_parameters
-from .strategy import Strategy
+from .strategy import Strategy  # noqa: F401 - dist.Strategy is re-exported from here (_surface)
 from .strategy_run import PipelineStep, accumulation, apply_recompute, checked
 
 

@@ -56,7 +56,8 @@ def distributed_model(model):
 def distributed_optimizer(optimizer, strategy=None):
     """Collective: the optimizer itself (distributed_model's backward already averaged the
     gradients); with strategy.gradient_merge (k_steps > 1) a gt.optim.GradientMerge of it: one
-    gradient reduction and one update per k_steps micro-batches. Parameter server: its minimize makes the job's spec; the servers run the update."""
+    gradient reduction and one update per k_steps micro-batches. Parameter server: its minimize
+    makes the job's spec; the servers run the update."""
     if strategy is not None:
         _state["strategy"] = strategy
     if _ps.active():
