@@ -17,10 +17,11 @@ class Policy:
     Kept in the context's scope.State (never process-wide): dispatch.apply and dispatch.amp_entry
     read it; a new thread starts without one, as PyTorch's autocast state is per thread."""
 
-    __slots__ = ("device_type", "dtype", "ops")
+    __slots__ = ("device_type", "dtype", "ops", "loss_scale")
 
-    def __init__(self, device_type, dtype, lower, float32, ops=None):
+    def __init__(self, device_type, dtype, lower, float32, ops=None, loss_scale=None):
         self.device_type, self.dtype = device_type, dtype
+        self.loss_scale = loss_scale  # a graph's grad scaler: backward() without a gradient seeds this
         self.ops = ops if ops is not None else {}
         for name in lower:
             self.ops[name] = dtype

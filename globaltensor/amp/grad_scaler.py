@@ -56,6 +56,8 @@ class GradScaler:
 
     def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
+        if isinstance(device, (int, float)) and not isinstance(device, bool):  # OneFlow's GradScaler(init_scale, ...)
+            device, init_scale = "cpu", device
         if not growth_factor > 1.0:
             raise ValueError(f"GradScaler: the growth factor must be > 1.0, got {growth_factor!r}")
         if not backoff_factor < 1.0:
@@ -187,4 +189,16 @@ class GradScaler:
         self._growth_interval, self._growth_tracker = int(state_dict["growth_interval"]), int(state_dict["_growth_tracker"])
 
 
-__all__ = ["GradScaler", "agree_found_inf", "grads_of", "unscale_and_check"]
+class StaticGradScaler(GradScaler):
+    """OneFlow's flow.amp.StaticGradScaler(scale_factor): a fixed loss scale, never updated."""
+
+    def __init__(self, scale_factor):
+        if not scale_factor > 0:
+            raise ValueError(f"StaticGradScaler: scale_factor must be > 0, got {scale_factor!r}")
+        super().__init__("cpu", init_scale=float(scale_factor))
+
+    def _advance(self, found_inf):
+        pass
+
+
+__all__ = ["GradScaler", "StaticGradScaler", "agree_found_inf", "grads_of", "unscale_and_check"]

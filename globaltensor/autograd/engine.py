@@ -10,7 +10,7 @@ import numpy as np
 from ..boxing import convert
 from ..creation import ones_like
 from ..sbp import without_partial
-from ..scope import scoped
+from ..scope import current as _scope, scoped
 from ..tensor import Tensor
 from .tape import _topological
 
@@ -243,7 +243,10 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
     they fill, overlapping the rest of backward); what none takes is fitted to the leaf's layout
     and stored."""
     order = _topological([tensor])
+    loss_scale = getattr(_scope.get().amp, "loss_scale", None) if gradient is None else None
     gradient = _start(tensor, gradient, [tensor], order)  # bad calls raise before any sink begins
+    if loss_scale is not None:  # a graph's grad scaler (graph/amp_step.py): the seed is the loss scale
+        gradient = gradient * loss_scale
     finishing = _finishing(order)
     leaves = [leaf for i in sorted(finishing) for leaf in finishing[i]]
     if tensor._node is None:
