@@ -43,8 +43,7 @@ def test_o1_dtypes_follow_paddles_lists():
 
 
 def test_lists_agree_with_real_paddles():
-    pytest.importorskip("paddle")
-    from paddle.amp.auto_cast import _update_list
+    _update_list = pytest.importorskip("paddle.amp.auto_cast")._update_list
     have = set(REGISTRY) | AMP_ENTRIES
     white, black = _update_list(None, None, "O1", "bfloat16")
     for names, ours in ((white, lists.PADDLE_WHITE), (black, lists.PADDLE_BLACK)):
@@ -110,7 +109,7 @@ def test_o2_decorate_keeps_float32_master_weights():
 def _enabled_real_scaler(paddle, monkeypatch, **kw):
     """Real Paddle's GradScaler, enabled on a CPU place (Paddle only enables it on GPU places): the
     place check at construction sees a GPU; everything after runs Paddle's own code on CPU."""
-    import paddle.amp.grad_scaler as gs
+    gs = pytest.importorskip("paddle.amp.grad_scaler")
     real = gs._dygraph_tracer
 
     class _Gpu:
