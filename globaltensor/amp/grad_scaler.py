@@ -185,8 +185,10 @@ class GradScaler:
             raise RuntimeError("The source state dict is empty, possibly because it was saved from a disabled "
                                "instance of GradScaler.")
         self._scale = float(state_dict["scale"])
-        self._growth_factor, self._backoff_factor = float(state_dict["growth_factor"]), float(state_dict["backoff_factor"])
-        self._growth_interval, self._growth_tracker = int(state_dict["growth_interval"]), int(state_dict["_growth_tracker"])
+        self._growth_factor = float(state_dict["growth_factor"])
+        self._backoff_factor = float(state_dict["backoff_factor"])
+        self._growth_interval = int(state_dict["growth_interval"])
+        self._growth_tracker = int(state_dict["_growth_tracker"])
 
 
 class StaticGradScaler(GradScaler):

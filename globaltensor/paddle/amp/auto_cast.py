@@ -119,7 +119,8 @@ def decorate(models, optimizers=None, level="O1", dtype="float16", master_weight
     unless master_weight=False, gives each optimizer float32 master weights."""
     level = str(level).upper()
     if level not in ("O1", "O2"):
-        raise ValueError("level should be O1 or O2, O1 represent AMP train mode, O2 represent Pure fp16/bf16 train mode.")
+        raise ValueError("level should be O1 or O2, O1 represent AMP train mode, O2 represent Pure fp16/bf16 "
+                         "train mode.")
     if level == "O1":
         return models if optimizers is None else (models, optimizers)
     low = _dtype.to_dtype(dtype)

@@ -29,7 +29,8 @@ class GradScaler:
                 raise AssertionError("The decr_ratio must be < 1.0.")
             self._init_loss_scaling = self._scale = float(init_loss_scaling)
             self._incr_ratio, self._decr_ratio = float(incr_ratio), float(decr_ratio)
-            self._incr_every_n_steps, self._decr_every_n_nan_or_inf = int(incr_every_n_steps), int(decr_every_n_nan_or_inf)
+            self._incr_every_n_steps = int(incr_every_n_steps)
+            self._decr_every_n_nan_or_inf = int(decr_every_n_nan_or_inf)
             self._incr_count = self._decr_count = 0
             self._use_dynamic_loss_scaling = bool(use_dynamic_loss_scaling)
         self._states = {}  # id(optimizer) -> [stage, found_inf]
@@ -152,7 +153,8 @@ class GradScaler:
         self._use_dynamic_loss_scaling = state_dict["use_dynamic_loss_scaling"]
 
 
-_FIELDS = ("_incr_ratio", "_decr_ratio", "_incr_every_n_steps", "_decr_every_n_nan_or_inf", "_incr_count", "_decr_count")
+_FIELDS = ("_incr_ratio", "_decr_ratio", "_incr_every_n_steps", "_decr_every_n_nan_or_inf", "_incr_count",
+           "_decr_count")
 
 AmpScaler = GradScaler
 
