@@ -29,8 +29,8 @@ class _Step(Graph):
     def _eager(self):
         """A grad scaler (its skip depends on the values) or O2's master weights (their update
         writes the parameters outside the dispatcher): the step runs eagerly."""
-        return super()._eager() or isinstance(getattr(self.__dict__.get("_optimizers", [(None,)])[0][0], "step", None),
-                                               MasterWeights)
+        return super()._eager() or any(isinstance(getattr(optimizer, "step", None), MasterWeights)
+                                       for optimizer, _ in self.__dict__.get("_optimizers", ()))
 
     def _amp_policy(self):
         """Strategy.amp: the build under Paddle's auto_cast lists (level, dtype, custom lists)."""
