@@ -43,7 +43,7 @@ class Policy:
         """A composite on the lists: its tensor arguments cast as cast_inputs, its body run with
         autocast off (its inner ops in the dtypes it was given)."""
         want = self.ops[name]
-        first = next((a for a in args if isinstance(a, Tensor)), None)
+        first = next((a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)), None)
         if first is not None and _on_device(first, self.device_type):
             args = tuple(cast_to(a, want) if isinstance(a, Tensor) and _eligible(a, want) else a for a in args)
             kwargs = {k: cast_to(v, want) if isinstance(v, Tensor) and _eligible(v, want) else v
