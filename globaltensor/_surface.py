@@ -2,6 +2,8 @@
 from . import distributed, env  # first: loading distributed gives the device backend its collectives
 from . import autograd, debug, sbp
 from . import comm, nn, optim, pipeline, utils, jit  # noqa: E402 - after the ops they build on
+from . import amp
+from .amp import autocast
 from .serialization import load, save
 from .memory import empty_cache, max_memory_allocated, memory_allocated, memory_stats, reset_peak_memory_stats
 from . import ops as _ops
@@ -41,7 +43,7 @@ broadcast_like = _C.broadcast_like  # OneFlow's flow.broadcast_like
 # the factories and every op (PyTorch's `max`, `sum`, `bool` ... among them, as torch's __all__),
 # except Paddle's `slice`, which would hide Python's builtin slice.
 __all__ = [
-    "autograd", "comm", "debug", "distributed", "env", "jit", "nn", "optim", "utils", "sbp", "placement", "Tensor", "tensor",
+    "amp", "autocast", "autograd", "comm", "debug", "distributed", "env", "jit", "nn", "optim", "utils", "sbp", "placement", "Tensor", "tensor",
     "device", "Size", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor",
     "CharTensor", "ByteTensor", "BoolTensor", "double", "half", "long", "char",
     "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool", "int8", "uint8", "complex64", "complex128",

@@ -233,6 +233,8 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
     if opdef.takes_hints and (out is not None or order is not None):
         kernel = functools.partial(kernel, out=out, order=order)
     state = _scope.get()
+    if state.amp is not None and name in state.amp.ops:  # autocast: the op's inputs in its listed dtype
+        tensors = state.amp.cast_inputs(name, tensors)
     if state.recorder is not None:  # a graph captures: it runs the op and records it (graph/capture.py)
         outs = state.recorder.apply(opdef, kernel, tensors, static)
     elif tensors[0]._placement is None:
@@ -357,3 +359,23 @@ def _data_dependent_outputs(opdef, decision, placement, out):
         piece = outs[j] if outs is not None else dev.empty((0,) * max(1, len(shape)), dt.np)
         result.append(Tensor._wrap(piece, lay))
     return tuple(result)
+
+
+AMP_ENTRIES = set()  # the names amp_entry decorated (tests check autocast's lists against them)
+
+
+def amp_entry(name):
+    """Decorator for a composite op on autocast's lists (cross_entropy, log_softmax, ...): under
+    autocast its floating tensor arguments are cast per the list naming `name`, and its body runs
+    with autocast off, as PyTorch's autocast treats one ATen op (globaltensor/amp/lists.py)."""
+    AMP_ENTRIES.add(name)
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            policy = _scope.get().amp
+            if policy is None or name not in policy.ops:
+                return fn(*args, **kwargs)
+            return policy.call(name, fn, args, kwargs)
+        return run
+    return wrap

@@ -1,4 +1,4 @@
-"""The scoped state of a thread (contextvars): grad mode, the capture recorder, gradient sync."""
+"""The scoped state of a thread (contextvars): grad mode, the capture recorder, gradient sync, autocast."""
 from __future__ import annotations
 
 import contextlib
@@ -10,16 +10,17 @@ class State:
     """One context's settings; never changed in place (a scope sets a new one and puts the old
     one back), so a thread or task started elsewhere keeps its own."""
 
-    __slots__ = ("grad", "recorder", "sync")
+    __slots__ = ("grad", "recorder", "sync", "amp")
 
-    def __init__(self, grad: bool = True, recorder: Any = None, sync: bool = True) -> None:
-        self.grad, self.recorder, self.sync = grad, recorder, sync
+    def __init__(self, grad: bool = True, recorder: Any = None, sync: bool = True, amp: Any = None) -> None:
+        # amp: the autocast policy in force (globaltensor.amp.autocast), or None
+        self.grad, self.recorder, self.sync, self.amp = grad, recorder, sync, amp
 
     def but(self, **changes: Any) -> State:
         return State(**{**{k: getattr(self, k) for k in self.__slots__}, **changes})
 
     def __repr__(self):
-        return f"State(grad={self.grad}, recorder={self.recorder!r}, sync={self.sync})"
+        return f"State(grad={self.grad}, recorder={self.recorder!r}, sync={self.sync}, amp={self.amp!r})"
 
 
 DEFAULT = State()
@@ -31,7 +32,7 @@ global_mode = contextvars.ContextVar("globaltensor.global_mode", default=None)
 
 @contextlib.contextmanager
 def scoped(**changes: Any) -> Iterator[None]:
-    """Inside the with block this context's state has `changes` (grad=, recorder=, sync=); the
+    """Inside the with block this context's state has `changes` (grad=, recorder=, sync=, amp=); the
     previous state comes back on exit, exception or not. A new thread starts from DEFAULT, as
     PyTorch's grad mode is per thread."""
     token = current.set(current.get().but(**changes))

@@ -10,8 +10,8 @@ import numpy as np
 from ..boxing import convert
 from ..creation import ones_like
 from ..sbp import without_partial
+from ..scope import current as _scope, scoped
 from ..tensor import Tensor
-from .grad_mode import enable_grad, no_grad
 from .tape import _topological
 
 
@@ -118,7 +118,7 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
         if wanted is not None and id(r) in wanted and r._node is not None:
             _accumulate(result, r, seed)  # d root / d root: its own seed, plus what flows in from other roots
     finishing = _finishing(order) if on_leaf is not None else {}
-    with enable_grad() if create_graph else no_grad():
+    with scoped(grad=bool(create_graph), amp=None):  # backward runs in the forward's dtypes, autocast off
         for i, ctx in enumerate(order):
             outs = [grads.pop(id(o), None) for o in ctx.outputs]
             if on_retained is not None:
@@ -243,7 +243,10 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
     they fill, overlapping the rest of backward); what none takes is fitted to the leaf's layout
     and stored."""
     order = _topological([tensor])
+    loss_scale = getattr(_scope.get().amp, "loss_scale", None) if gradient is None else None
     gradient = _start(tensor, gradient, [tensor], order)  # bad calls raise before any sink begins
+    if loss_scale is not None:  # a graph's grad scaler (graph/amp_step.py): the seed is the loss scale
+        gradient = gradient * loss_scale
     finishing = _finishing(order)
     leaves = [leaf for i in sorted(finishing) for leaf in finishing[i]]
     if tensor._node is None:

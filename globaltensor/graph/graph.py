@@ -4,7 +4,7 @@ import os
 
 from .. import hooks, scope
 from ..tensor import Tensor
-from . import passes
+from . import amp_step, passes
 from .accumulate import run_micro_batches
 from .capture import CaptureError, Recorder
 from .config import GraphConfig
@@ -27,8 +27,8 @@ class Captured:
         return found
 
     def _call(self, args, kwargs):
-        if os.environ.get("GLOBALTENSOR_GRAPH", "1") == "0" or scope.recorder() is not None:
-            return self._body(args, kwargs)  # eager (debugging), or inside another graph's capture
+        if os.environ.get("GLOBALTENSOR_GRAPH", "1") == "0" or scope.recorder() is not None or self._eager():
+            return self._body(args, kwargs)  # eager (debugging, a grad scaler), or inside another graph's capture
         if not kwargs and all(type(a) is Tensor for a in args):  # the common call: tensors only
             tensors = args
             key = (tuple(_tensor_key(a) for a in args), self._mode())
@@ -78,6 +78,9 @@ class Captured:
     def _label(self):
         return type(self).__name__
 
+    def _eager(self):
+        return False
+
     def _mode(self):
         return None
 
@@ -126,6 +129,16 @@ class Graph(Captured):
         self.__dict__.setdefault("_optimizers", []).append((optimizer, lr_sch))
         self.config.training = True
 
+    def set_grad_scaler(self, grad_scaler):
+        """OneFlow's Graph.set_grad_scaler(flow.amp.GradScaler(...)): build's backward() seeds the
+        loss scale, the optimizers step through the scaler (unscale, skip on an inf or nan on any
+        rank) and it updates after each call. The skip depends on the values, so such a graph runs
+        its step eagerly (no capture)."""
+        self.__dict__["_grad_scaler"] = grad_scaler
+
+    def _eager(self):
+        return self.__dict__.get("_grad_scaler") is not None
+
     def build(self, *args, **kwargs):
         raise NotImplementedError("a Graph subclass defines build(*inputs)")
 
@@ -134,19 +147,21 @@ class Graph(Captured):
 
     def _body(self, args, kwargs):
         config, optimizers = self.config, self.__dict__.get("_optimizers", ())
-        if config.gradient_accumulation_steps > 1 and optimizers:
-            params = [p for optimizer, _ in optimizers for group in optimizer.param_groups for p in group["params"]]
-            out = run_micro_batches(self.build, args, kwargs, config.gradient_accumulation_steps, params,
-                                    config.gradient_accumulation_avg)
-        else:
-            out = self.build(*args, **kwargs)
+        with amp_step.amp_scope(self):  # enable_amp, a grad scaler (graph/amp_step.py)
+            if config.gradient_accumulation_steps > 1 and optimizers:
+                params = [p for optimizer, _ in optimizers for group in optimizer.param_groups for p in group["params"]]
+                out = run_micro_batches(self.build, args, kwargs, config.gradient_accumulation_steps, params,
+                                        config.gradient_accumulation_avg)
+            else:
+                out = self.build(*args, **kwargs)
         for optimizer, lr_sch in self.__dict__.get("_optimizers", ()):
-            optimizer.step()  # gt.optim's: one update instruction per parameter (others: recorded whole)
+            amp_step.optimizer_step(self, optimizer)  # gt.optim's: one update instruction per parameter
             rec = scope.recorder()
             names = [rec.name_of(p) for group in optimizer.param_groups for p in group["params"]] if rec else []
             hooks.effect(f"{type(optimizer).__name__}.zero_grad", _ClearGrads(optimizer), {"clear_grads": names})
             if lr_sch is not None:
                 lr_sch.step()  # recorded (hooks.effect): the next replay's updates read its lr
+        amp_step.finish_step(self)
         return out
 
     def state_dict(self, destination=None):

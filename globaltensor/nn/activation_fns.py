@@ -2,6 +2,7 @@
 from .. import creation, ops
 from ..ops._front import float32_for_bfloat16
 from ..errors import wrap_dim
+from ..dispatch import amp_entry
 
 __all__ = ["threshold", "hardtanh", "relu6", "elu", "celu", "selu", "hardsigmoid", "hardswish", "softplus", "mish",
            "softsign", "tanhshrink", "logsigmoid", "softmin", "glu", "hardshrink", "softshrink", "prelu", "rrelu",
@@ -75,6 +76,7 @@ def hardswish(input, inplace=False):
     return ops.where(input < -3, 0.0, ops.where(input <= 3, input * (input + 3) * (1.0 / 6), input))
 
 
+@amp_entry("softplus")
 def softplus(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta x)) / beta; x itself where beta x > threshold."""
     scaled = input * beta if beta != 1 else input
@@ -141,6 +143,7 @@ def softshrink(input, lambd=0.5):
     return ops.where(input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, 0.0))
 
 
+@amp_entry("prelu")
 def prelu(input, weight):
     """x where x > 0, weight * x elsewhere; weight has 1 or C (input's dim 1) entries."""
     n = weight.numel() if callable(getattr(weight, "numel", None)) else int(weight.size)

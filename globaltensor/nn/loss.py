@@ -5,6 +5,7 @@ from . import loss_fns as fns
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401 - re-exported
 from .module import Module
 from ..errors import bad_reduction
+from ..dispatch import amp_entry
 
 __all__ = ["l1_loss", "smooth_l1_loss", "nll_loss", "binary_cross_entropy_with_logits", "kl_div", "L1Loss",
            "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss2d", "BCELoss", "HuberLoss",
@@ -23,10 +24,12 @@ def _reduce(losses, reduction, name):
     raise bad_reduction(name, reduction)
 
 
+@amp_entry("l1_loss")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce(ops.abs(input - target), legacy_reduction(size_average, reduce, reduction), "l1_loss")
 
 
+@amp_entry("smooth_l1_loss")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (d = input - target)."""
     d = ops.abs(input - target)
@@ -34,6 +37,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(losses, legacy_reduction(size_average, reduce, reduction), "smooth_l1_loss")
 
 
+@amp_entry("binary_cross_entropy_with_logits")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """max(x, 0) - x y + log(1 + exp(-|x|)), stable for large |x|; pos_weight scales the positive term."""
@@ -47,6 +51,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(losses, legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy_with_logits")
 
 
+@amp_entry("kl_div")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """target * (log target - input), input holding log-probabilities (0 where target is 0);
     reduction="batchmean" divides the sum by the batch size."""

@@ -8,6 +8,7 @@ from ..ops.oneflow_losses import sparse_softmax_cross_entropy as _sparse_softmax
 from .activation_fns import logsigmoid
 from .distance import pairwise_distance
 from ..errors import bad_reduction
+from ..dispatch import amp_entry
 
 __all__ = ["reduced", "binary_cross_entropy", "huber_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "hinge_embedding_loss", "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
@@ -44,6 +45,7 @@ def _clamped_log(x):
     return ops.where(positive & (logs > -100), logs, -100.0)
 
 
+@amp_entry("binary_cross_entropy")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(y log x + (1 - y) log(1 - x)), each log clamped at -100; weight scales each element."""
     if tuple(target.shape) != tuple(input.shape):
@@ -55,6 +57,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return reduced(losses, reduction, "binary_cross_entropy", size_average, reduce)
 
 
+@amp_entry("huber_loss")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta) elsewhere (d = input - target)."""
     d = input - target

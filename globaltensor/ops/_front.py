@@ -191,7 +191,7 @@ def dims_arg(dim, ndim):
 
 
 __all__ = ["apply", "as_tensor", "tensors", "own_tensor", "promoted", "promoted_pair", "result_dtype", "cast_to",
-           "kind", "dims_arg"]
+           "kind", "dims_arg", "products_in_float32"]
 
 
 def float32_for_bfloat16(fn):
@@ -205,4 +205,26 @@ def float32_for_bfloat16(fn):
         return fn(input, *args, **kwargs)
     run.__name__, run.__qualname__, run.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
     run.__wrapped__ = fn
+    return run
+
+
+_HALF_NP = (np.dtype(np.float16), _dtype.bfloat16.np)
+
+
+def products_in_float32(kernel):
+    """A product kernel (matmul, linear, conv) on float16/bfloat16 numpy pieces run in float32 and
+    each result rounded once to the inputs' dtype, as PyTorch's CPU kernels accumulate (numpy's
+    float16 matmul has no BLAS, ml_dtypes' bfloat16 matmul returns float32). Cupy pieces pass through."""
+    def run(*arrays, **static):
+        if not any(type(a) is np.ndarray and a.dtype in _HALF_NP for a in arrays):
+            return kernel(*arrays, **static)
+        want = np.result_type(*[a for a in arrays if a is not None])
+        if static.get("out") is not None:
+            static["out"] = None  # the caller copies a fresh result where it wanted it
+        wide = [a.astype(np.float32) if a is not None and a.dtype in _HALF_NP else a for a in arrays]
+        result = kernel(*wide, **static)
+        if isinstance(result, tuple):
+            return tuple(r.astype(want) if r.dtype == np.float32 else r for r in result)
+        return result.astype(want) if result.dtype == np.float32 else result
+    run.__name__, run.__qualname__, run.__doc__ = kernel.__name__, kernel.__qualname__, kernel.__doc__
     return run

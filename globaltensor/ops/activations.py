@@ -18,6 +18,7 @@ from ..registry import op
 from ..backends import devices
 from ..backends.devices import array_module
 from ..errors import wrap_dim
+from ..dispatch import amp_entry
 
 
 def stanh(input, scale_a=0.67, scale_b=1.7159):
@@ -97,6 +98,7 @@ def softmax(input, dim=-1, *, dtype=None):
     return apply("softmax", [input], {"dim": dim})
 
 
+@amp_entry("log_softmax")
 def log_softmax(input, dim=-1, *, dtype=None):
     """x - logsumexp(x) along dim (in dtype when given)."""
     input = _as(input, dtype)

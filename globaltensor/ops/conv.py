@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _native
 from ..registry import rules
-from ._front import apply, c_floats, tensors
+from ._front import apply, c_floats, tensors, products_in_float32
 from ..registry import op
 from ..backends.devices import array_module
 
@@ -191,6 +191,7 @@ def _conv_backward(ctx, g):
 
 
 @op("conv2d", _conv_rows, _conv_backward, meta=_conv_meta)
+@products_in_float32
 def _conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     xp = array_module(x)
     n, o, (_, cg, kh, kw) = x.shape[0], w.shape[0], w.shape
@@ -241,6 +242,7 @@ def _conv_backward_backward(ctx, ggx, ggw, ggb):
 
 @op("conv2d_backward", _conv_backward_rows, _conv_backward_backward,
     meta=lambda s, dt, st: ([tuple(s[1]), tuple(s[2]), (s[2][0],)], [dt[1], dt[2], dt[0]]))
+@products_in_float32
 def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, need_dx=True):
     """dw = g . patches^T and db = the sum of g per output channel; dx: w^T . g folded back
     onto the (padded) input, each tap added where its window came from (zeros when not

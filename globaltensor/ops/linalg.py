@@ -3,7 +3,7 @@ import numpy as np
 
 from ..backends import cuda_kernels
 from ..registry import rules
-from ._front import apply, tensors
+from ._front import apply, tensors, products_in_float32
 from ..registry import op
 from ..errors import DTypeError, ShapeError, wrap_dim
 
@@ -98,6 +98,7 @@ def _matmul_meta(s, dt, st):
 
 
 @op("matmul", _matmul_rules, _matmul_backward, takes_hints=True, meta=_matmul_meta)
+@products_in_float32
 def _matmul(a, b, out=None, order=None):
     if a.ndim == 2 and b.ndim == 2 and cuda_kernels.usable(a, b):  # cupy pieces on a GPU: cuBLASLt
         return cuda_kernels.matmul(a, b)

@@ -3,7 +3,7 @@ import numpy as np
 
 from ..backends import cuda_kernels
 from ..registry import rules
-from ._front import apply, tensors
+from ._front import apply, tensors, products_in_float32
 from ..registry import op
 
 B, P, S = rules.B, rules.P, rules.split
@@ -64,6 +64,7 @@ def _weight_grad_rows(s, o, st):
 
 
 @op("linear_weight_grad", _weight_grad_rows, meta=_linear_weight_grad_meta)
+@products_in_float32
 def _linear_weight_grad(g, x):
     """(g.T @ x, g summed over rows) for g (m x n), x (m x k): linear's weight and bias gradients,
     in one cuBLASLt call (bias gradient epilogue) on GPUs."""
@@ -87,6 +88,7 @@ def _linear_meta(s, dt, st):
 
 
 @op("linear", _linear_rows, _linear_backward, meta=_linear_meta)
+@products_in_float32
 def _linear(x, w, b=None):
     if cuda_kernels.usable(x, w, b, op="linear"):  # cupy pieces on a GPU: one cuBLASLt call, bias fused
         return cuda_kernels.linear(x, w, b)
@@ -146,6 +148,7 @@ def _in_out_grads_meta(s, dt, st):
 
 
 @op("linear_in_out_grads", _in_out_grads_rows, takes_hints=True, meta=_in_out_grads_meta)
+@products_in_float32
 def _linear_in_out_grads(x, g, out=None, order=None):
     """(x.T @ g, g summed over rows) for x (m x k), g (m x n): the weight (k x n) and bias gradients
     of linear_in_out; the weight's into `out` (its gradient bucket) when it fits."""
@@ -162,6 +165,7 @@ def _in_out_meta(s, dt, st):
 
 
 @op("linear_in_out", _in_out_rows, _in_out_backward, meta=_in_out_meta)
+@products_in_float32
 def _linear_in_out(x, w, b=None):
     y = np.matmul(x, w)
     return _plus_bias(y, b)

@@ -12,6 +12,7 @@ from .reduction import mean, sum  # noqa: A004
 from ..registry import op
 from .activations import log_softmax
 from ..errors import bad_reduction
+from ..dispatch import amp_entry
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -27,6 +28,7 @@ def legacy_reduction(size_average, reduce, reduction, what="loss"):
     return "mean" if size_average is not False else "sum"
 
 
+@amp_entry("cross_entropy")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                   label_smoothing=0.0):
     """Negative log-likelihood of integer class targets under log_softmax(input) (classes on
@@ -74,6 +76,7 @@ def _nll_reduced(losses, counted, reduction):
     return sum(losses) / sum(counted)
 
 
+@amp_entry("nll_loss")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[n, target[n]] of log-probabilities (classes on dim 1), weighted, ignore_index counting
     for nothing; the mean divides by the weights of the counted targets, as PyTorch."""
@@ -115,6 +118,7 @@ def _mse_mean(x, y, count=1):
                                    dtype=np.result_type(x.dtype, y.dtype))
 
 
+@amp_entry("mse_loss")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean (or sum, or none) of the squared differences; the mean is one primitive."""
     reduction = legacy_reduction(size_average, reduce, reduction, "mse_loss")

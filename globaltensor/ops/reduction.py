@@ -13,6 +13,7 @@ from ._front import apply, dims_arg, tensors
 from ..registry import op
 from ..creation import arange, eye
 from ..sbp import broadcast as B, partial_sum as P, split
+from ..dispatch import amp_entry
 
 
 def _axis(dims):
@@ -48,6 +49,7 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - the publ
     return apply("sum", [input], {"dims": dims_arg(dim, input.ndim), "keepdim": keepdim})
 
 
+@amp_entry("mean")
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     """sum / count: a composite, so it shares sum's SBP rows and gradient. Integers give the
     default float dtype."""

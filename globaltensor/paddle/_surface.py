@@ -15,7 +15,7 @@ for _name in _ops.PUBLIC + ["arange", "linspace", "eye", "full_like", "empty_lik
     globals()[_name] = getattr(_ops, _name)
 
 from . import static  # noqa: E402
-from . import autograd, base, framework, io, nn, optimizer  # noqa: E402 - after the ops they use
+from . import amp, autograd, base, framework, io, nn, optimizer  # noqa: E402 - after the ops they use
 from .autograd import grad  # noqa: E402
 from .nn.parameter import create_parameter  # noqa: E402
 from .framework import (CPUPlace, CUDAPlace, DataParallel, get_device, is_grad_enabled, set_device,  # noqa: E402

@@ -6,18 +6,35 @@ from ...graph import Graph
 from .auto_parallel import replicate_dense_parameters
 from .strategy import Strategy  # noqa: F401 - dist.Strategy is re-exported from here (_surface)
 from .strategy_run import PipelineStep, accumulation, apply_recompute, checked
+from .strategy_amp import amp_policy, amp_scaler, apply_amp
+from ..amp.auto_cast import MasterWeights
 
 
 class _Step(Graph):
     """One mode's step over the layer: train (loss, backward, the optimizer's update), eval
     (the loss), predict ({"out0": ...})."""
 
-    def __init__(self, mode, layer, loss, optimizer, accumulate=(1, True)):
+    def __init__(self, mode, layer, loss, optimizer, accumulate=(1, True), amp=None):
         super().__init__()
         self.mode, self.layer, self.loss_fn = mode, layer, loss
+        self._amp = amp
         if mode == "train":
             self.add_optimizer(optimizer)
             self.config.set_gradient_accumulation_steps(accumulate[0], avg=accumulate[1])
+            if amp is not None and amp.enable:
+                scaler = amp_scaler(amp)
+                if scaler is not None:
+                    self.set_grad_scaler(scaler)
+
+    def _eager(self):
+        """A grad scaler (its skip depends on the values) or O2's master weights (their update
+        writes the parameters outside the dispatcher): the step runs eagerly."""
+        return super()._eager() or any(isinstance(getattr(optimizer, "step", None), MasterWeights)
+                                       for optimizer, _ in self.__dict__.get("_optimizers", ()))
+
+    def _amp_policy(self):
+        """Strategy.amp: the build under Paddle's auto_cast lists (level, dtype, custom lists)."""
+        return amp_policy(self._amp, self.__dict__.get("_grad_scaler"))
 
     def _label(self):
         return f"DistModel[{self.mode}]"
@@ -43,8 +60,8 @@ class DistModel:
     dist_main_program(mode) / serial_main_program(mode) print the captured programs (this
     rank's, or the serial one); the startup programs list the parameters' layouts. The
     strategy's recompute, gradient_merge (train: the batch cut into k_steps micro-batches, one
-    update; the loss returned is their mean) and pipeline (train: eager, on gt.pipeline) act
-    here: docs/big_models.md."""
+    update; the loss returned is their mean), pipeline (train: eager, on gt.pipeline) and amp
+    (Paddle's O1/O2 lists, float16 loss scaling) act here: docs/big_models.md."""
 
     def __init__(self, layer, loader=None, loss=None, optimizer=None, strategy=None, metrics=None):
         strategy = checked(strategy)
@@ -55,6 +72,7 @@ class DistModel:
         self._loader, self._strategy = loader, strategy
         self._steps = {}
         apply_recompute(layer, strategy)
+        apply_amp(layer, optimizer, strategy)
         if optimizer is not None and loss is not None:
             self.train()
         elif loss is not None:
@@ -91,7 +109,7 @@ class DistModel:
     def _new_step(self, mode):
         if self._strategy.pipeline.enable:
             return PipelineStep(mode, self._layer, self._loss, self._optimizer, self._strategy.pipeline)
-        return _Step(mode, self._layer, self._loss, self._optimizer, accumulation(self._strategy))
+        return _Step(mode, self._layer, self._loss, self._optimizer, accumulation(self._strategy), self._strategy.amp)
 
     def _step(self, mode):
         step = self._steps.get(mode or self._mode)

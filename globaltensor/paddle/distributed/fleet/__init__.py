@@ -10,7 +10,8 @@ from .base.distributed_strategy import DistributedStrategy
 from .base.role_maker import PaddleCloudRoleMaker, Role, UserDefinedRoleMaker
 from .ps_runtime import init_server, init_worker, run_server, save_persistables, stop_worker
 
-__all__ = ["init", "DistributedStrategy", "distributed_model", "distributed_optimizer", "worker_index", "worker_num",
+__all__ = ["init", "DistributedStrategy", "distributed_model", "distributed_optimizer", "distributed_scaler",
+           "worker_index", "worker_num",
            "is_worker", "is_server", "is_first_worker", "worker_endpoints", "server_endpoints", "server_num",
            "server_index", "barrier_worker", "init_server", "run_server", "init_worker", "stop_worker",
            "save_persistables", "PaddleCloudRoleMaker", "UserDefinedRoleMaker", "Role", "utils"]
@@ -67,6 +68,13 @@ def distributed_optimizer(optimizer, strategy=None):
         from ....optim import GradientMerge
         return GradientMerge(optimizer, s.gradient_merge_configs["k_steps"], s.gradient_merge_configs["avg"])
     return optimizer
+
+
+def distributed_scaler(scaler):
+    """Fleet's distributed_scaler: the paddle.amp.GradScaler itself, whose inf/nan check every rank
+    of the parameters' placements already agrees on (one all_reduce); for DataParallel's local
+    parameters the gradients, averaged by backward, are the same on every rank."""
+    return scaler
 
 
 def _role():
