@@ -1,0 +1,110 @@
+"""Jobs on two hosts x two ranks (network namespaces, tests/multinode/multinode_job.py): collectives, boxing and
+training against numpy and one process, a rank killed on host B, and mpirun on one host."""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from globaltensor.distributed import mpi_backend, netns
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+JOB = os.path.join(HERE, "multinode_job.py")
+pytestmark = pytest.mark.timeout(240)
+
+_mpi_ok, _mpi_why = mpi_backend.available()
+needs_mpi = pytest.mark.skipif(not _mpi_ok, reason=_mpi_why)
+_ns_ok, _ns_why = netns.available()
+needs_hosts = pytest.mark.skipif(not (_ns_ok and _mpi_ok), reason=_ns_why or _mpi_why)
+
+
+def _env():
+    return {**os.environ, "GLOBALTENSOR_SECRET": "ab" * 32, "PYTHONPATH": REPO, "GLOBALTENSOR_TIMEOUT": "60"}
+
+
+def _launch(hosts, i, args):
+    cmd = [sys.executable, "-m", "globaltensor.distributed.launch", "--nnodes", "2", "--node_rank", str(i),
+           "--master_addr", hosts.addrs[0], "--master_port", "29500", "--nproc_per_node", "2", JOB, *args]
+    return hosts.popen(i, cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _two_host_job(tmp_path, kind, *args, timeout=180):
+    """Every rank's result (rank order) of `multinode_job.py kind`, each launcher asserted to exit 0."""
+    with netns.TwoHosts() as hosts:
+        procs = [_launch(hosts, i, [kind, str(tmp_path), *args]) for i in (0, 1)]
+        outs = [p.communicate(timeout=timeout) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out[-2000:] + err[-4000:]
+    return [json.load(open(tmp_path / f"rank_{r}.json")) for r in range(4)]
+
+
+@needs_hosts
+def test_collectives_across_hosts_match_numpy(tmp_path):
+    assert all(n > 0 for n in _two_host_job(tmp_path, "collectives"))
+
+
+@needs_hosts
+def test_every_sbp_pair_across_hosts(tmp_path):
+    assert _two_host_job(tmp_path, "boxing") == [3 * 16 + 256] * 4
+
+
+def _one_process_losses(mode="local"):
+    sys.path.insert(0, HERE)
+    try:
+        import multinode_job
+        return multinode_job.toy(mode)
+    finally:
+        sys.path.remove(HERE)
+
+
+@needs_hosts
+@pytest.mark.parametrize("mode", ["dp", "2d"])
+def test_toy_model_on_two_hosts_gives_one_process_losses(tmp_path, mode):
+    want = _one_process_losses()
+    got = _two_host_job(tmp_path, "toy", mode)
+    for losses in got:
+        np.testing.assert_allclose(losses, want, rtol=1e-5)
+
+
+def _our_pids(marker):
+    found = []
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(path, "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(path.split("/")[2]))
+        except OSError:
+            pass
+    return found
+
+
+@needs_hosts
+def test_a_rank_killed_on_host_b_ends_the_job_from_host_a(tmp_path):
+    marker = str(tmp_path)  # in every rank's command line
+    with netns.TwoHosts() as hosts:
+        procs = [_launch(hosts, i, ["die", marker, "3"]) for i in (0, 1)]
+        start = time.monotonic()
+        outs = [p.communicate(timeout=60) for p in procs]
+        took = time.monotonic() - start
+        left = _our_pids(marker)
+    assert procs[1].returncode != 0 and "rank 3" in outs[1][1], outs[1][1][-3000:]
+    assert procs[0].returncode != 0, outs[0][1][-3000:]
+    assert "rank 3 on another node failed" in outs[0][1], outs[0][1][-3000:]
+    assert took < 10 + 3, took  # 0.5 s before the kill, then within 10 s (start-up time included)
+    assert left == [], f"processes outlived the job: {left}"
+
+
+@needs_mpi
+@pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
+def test_mpirun_starts_a_job_without_our_launcher(tmp_path):
+    env = {k: v for k, v in _env().items() if k not in ("GLOBALTENSOR_SECRET", "RANK", "WORLD_SIZE")}
+    done = subprocess.run(["mpiexec", "-n", "4", sys.executable, JOB, "collectives", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert all(json.load(open(tmp_path / f"rank_{r}.json")) > 0 for r in range(4))
