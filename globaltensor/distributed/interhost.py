@@ -121,13 +121,13 @@ class InterHostGroup:
     def _gather_between_hosts(self, block, counts_here, out_bytes):
         """Leaders: every host's block, then each member's bytes moved to its place in group order."""
         comm = self._leader_comm()
-        widest = comm.allreduce(len(self.local), op=self.MPI.MAX)
+        widest = max(len(m) for m in self.host_members)
         padded = np.full(widest, -1, np.int64)
         padded[:len(counts_here)] = counts_here
         table = np.empty((comm.size, widest), np.int64)
         comm.Allgather(padded, table)
         block_bytes = [int(row[row >= 0].sum()) for row in table]
-        if [h for h in self.host_members] == _contiguous_runs(self.ranks, self.host_members):
+        if [r for members in self.host_members for r in members] == list(self.ranks):
             comm.Allgatherv(block, [out_bytes, block_bytes])  # hosts' members come in runs: in place
             return
         staging = np.empty(sum(block_bytes), np.uint8)
@@ -174,8 +174,3 @@ def _bytes(a):
     """A C-contiguous array's memory as a flat uint8 array (0-d arrays included)."""
     return a.reshape(-1).view(np.uint8)
 
-
-def _contiguous_runs(ranks, host_members):
-    """host_members when each host's members form one run in group order, hosts in that order; else None."""
-    flat = [r for members in host_members for r in members]
-    return host_members if flat == list(ranks) else None
