@@ -128,6 +128,52 @@ def toy(mode, steps=5):
     return losses
 
 
+def checkpoint(path):
+    """ToyModel, tensor parallel over the 4 ranks: saved gathered by rank 0 and sharded (each rank its pieces)."""
+    gt.manual_seed(3)
+    model = ToyModel()
+    pl = gt.placement("cpu", [0, 1, 2, 3])
+    model.to_global(pl, B)
+    model.net1.weight = nn.Parameter(model.net1.weight.to_global(sbp=S0))
+    model.net2.weight = nn.Parameter(model.net2.weight.to_global(sbp=S1))
+    gt.save(model.state_dict(), os.path.join(path, "whole.pt"), global_dst_rank=0)
+    gt.save(model.state_dict(), os.path.join(path, "sharded"), sharded=True)
+    return {k: v.numpy().tolist() for k, v in model.state_dict().items()}
+
+
+WIDTHS = [6, 16, 16, 3]
+
+
+def _mlp_reference(params, x, y):
+    """The MSE loss of the unpipelined MLP (Linear, ReLU, Linear, ReLU, Linear) in numpy."""
+    h = x
+    for i in range(len(WIDTHS) - 1):
+        h = h @ params[f"{2 * i}.weight"].T + params[f"{2 * i}.bias"]
+        h = np.maximum(h, 0) if i < len(WIDTHS) - 2 else h
+    return float(np.mean((h - y) ** 2))
+
+
+def pipeline(schedule):
+    """Two stages, one a host (rows of a 2x2 mesh), data parallel inside each: loss vs numpy's."""
+    gt.manual_seed(0)
+    layers = []
+    for i in range(len(WIDTHS) - 1):
+        layers += [nn.Linear(WIDTHS[i], WIDTHS[i + 1])] + ([nn.ReLU()] if i < len(WIDTHS) - 2 else [])
+    model = nn.Sequential(*layers)
+    mesh = gt.placement("cpu", [[0, 1], [2, 3]])
+    stages = [model[0:2], model[2:5]]
+    for stage, row in zip(stages, (mesh[0], mesh[1])):
+        stage.to_global(row, B)
+    pipe = gt.pipeline.Pipeline(stages, schedule=schedule, micro_batches=3, loss_fn=nn.MSELoss())
+    params = {k: v.numpy() for k, v in pipe.state_dict().items()}
+    rng = np.random.default_rng(7)
+    xn, yn = rng.standard_normal((11, WIDTHS[0])).astype(np.float32), rng.standard_normal((11, 3)).astype(np.float32)
+    x = gt.tensor(xn).to_global(mesh, (B, B)).to_global(sbp=(B, S0))
+    y = gt.tensor(yn).to_global(mesh, (B, B)).to_global(sbp=(B, S0))
+    loss = pipe.step(x, target=y)
+    return {"loss": float(loss.numpy()), "numpy": _mlp_reference(params, xn, yn)}
+
+
 def die(victim):
     """Rank `victim` kills itself after a first collective; the others keep calling collectives."""
     x = np.ones(4, np.float32)
@@ -144,7 +190,8 @@ def die(victim):
 
 def main():
     kind, out_dir, *rest = sys.argv[1:]
-    result = {"collectives": collectives, "boxing": boxing, "toy": toy, "die": die}[kind](*rest)
+    result = {"collectives": collectives, "boxing": boxing, "toy": toy, "die": die, "checkpoint": checkpoint,
+              "pipeline": pipeline}[kind](*rest)
     with open(os.path.join(out_dir, f"rank_{gt.env.get_rank()}.json"), "w") as f:
         json.dump(result, f)
 

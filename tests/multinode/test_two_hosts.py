@@ -72,6 +72,24 @@ def test_toy_model_on_two_hosts_gives_one_process_losses(tmp_path, mode):
         np.testing.assert_allclose(losses, want, rtol=1e-5)
 
 
+@needs_hosts
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_a_pipeline_whose_stages_are_the_hosts(tmp_path, schedule):
+    for got in _two_host_job(tmp_path, "pipeline", schedule):
+        np.testing.assert_allclose(got["loss"], got["numpy"], rtol=1e-5)
+
+
+@needs_hosts
+def test_a_checkpoint_saved_on_two_hosts_loads_in_one_process(tmp_path):
+    import globaltensor as gt
+    saved = _two_host_job(tmp_path, "checkpoint", str(tmp_path))[0]
+    for name in ("whole.pt", "sharded"):
+        loaded = gt.load(str(tmp_path / name))
+        assert sorted(loaded) == sorted(saved)
+        for key, value in saved.items():
+            np.testing.assert_array_equal(loaded[key].numpy(), np.array(value, np.float32), err_msg=f"{name} {key}")
+
+
 def _our_pids(marker):
     found = []
     for path in glob.glob("/proc/[0-9]*/cmdline"):
