@@ -4,7 +4,9 @@ It offers the methods collectives.py calls on a native shared-memory group, so t
 collectives, boxing and the gradient buckets run unchanged across hosts:
 
 * all_reduce: reduce inside each host (shared memory), all-reduce between the hosts' leaders
-  (the first member of each host, MPI), broadcast inside each host (shared memory);
+  (the first member of each host, MPI), broadcast inside each host (shared memory); from
+  SLICED_BYTES on, where every host has k > 1 members: reduce-scatter inside each host, k
+  all-reduces of 1/k between the members of equal local index, all-gather inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
 * all_gather: gather inside each host, all-gather the hosts' blocks between leaders, spread
   inside each host;
@@ -14,9 +16,15 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
 float16 and bfloat16 travel between hosts as float32 (MPI has no such types), so sums
 accumulate in float32 as on one host.
 """
+import os
+
 import numpy as np
 
 from .. import dtype as _dtype
+
+# all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
+# rank carries 1/k of the message between hosts instead of the leader carrying all of it
+SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
@@ -69,6 +77,8 @@ class InterHostGroup:
 
     # -- the methods collectives.py calls ---------------------------------------------------------
     def all_reduce(self, x, out, redop):
+        if self._sliced(x):
+            return self._all_reduce_sliced(x, out, redop)
         local = self._local()
         if local is not None:
             local.all_reduce(x, out, redop)
@@ -81,6 +91,26 @@ class InterHostGroup:
                 out[...] = wide
         if local is not None:
             local.broadcast(out, 0)
+        return out
+
+    def _sliced(self, x):
+        """The same answer on every member: it depends on the message size and the group only."""
+        counts = {len(m) for m in self.host_members}
+        k = len(self.local)
+        return x.nbytes >= SLICED_BYTES and len(counts) == 1 and k > 1 and x.size >= k
+
+    def _all_reduce_sliced(self, x, out, redop):
+        local, k = self._local(), len(self.local)
+        i = self.local.index(self.ranks[self.index])
+        base, extra = divmod(x.size, k)
+        piece = np.empty(base + (1 if i < extra else 0), x.dtype)
+        local.reduce_scatter(_flat(x), piece, redop)
+        peers = self._jc.sub(tuple(members[i] for members in self.host_members))
+        wide = piece.astype(np.float32) if piece.dtype in _WIDENED else piece
+        peers.Allreduce(self.MPI.IN_PLACE, wide, op=self._op(redop))
+        if wide is not piece:
+            piece[...] = wide
+        local.all_gather(piece, _flat(out))
         return out
 
     def all_reduce_async(self, x, out, redop):
