@@ -118,6 +118,22 @@ def test_a_rank_killed_on_host_b_ends_the_job_from_host_a(tmp_path):
     assert left == [], f"processes outlived the job: {left}"
 
 
+@needs_hosts
+def test_mpirun_across_the_two_hosts(tmp_path):
+    """mpiexec on host A starts 2 ranks on each host (Hydra's ssh is tests/multinode/netns_ssh.py)."""
+    with netns.TwoHosts() as hosts:
+        env = {k: v for k, v in _env().items() if k != "GLOBALTENSOR_SECRET"}
+        env.update(GT_NETNS_HOSTS=json.dumps({hosts.addrs[i]: hosts.command(i, []) for i in (0, 1)}),
+                   MASTER_ADDR=hosts.addrs[0])  # the hosts' names do not resolve: say where rank 0 is
+        cmd = ["mpiexec", "-launcher", "ssh", "-launcher-exec", os.path.join(HERE, "netns_ssh.py"),
+               "-localhost", hosts.addrs[0], "-hosts", f"{hosts.addrs[0]}:2,{hosts.addrs[1]}:2", "-n", "4",
+               sys.executable, JOB, "collectives", str(tmp_path)]
+        proc = hosts.popen(0, cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out[-4000:]
+    assert all(json.load(open(tmp_path / f"rank_{r}.json")) > 0 for r in range(4))
+
+
 @needs_mpi
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec")
 def test_mpirun_starts_a_job_without_our_launcher(tmp_path):
