@@ -35,6 +35,19 @@ def available():
     return True, ""
 
 
+def can_join():
+    """(True, "") when this rank can join the job's MPI communicator, else (False, why): MPI is
+    installed and a process manager started this process (mpirun's, or our launcher's `mpiexec -n 1`)."""
+    ok, why = available()
+    if not ok:
+        return ok, why
+    if mpirun_env() is None and not any(os.environ.get(v) for v in ("PMI_FD", "PMI_PORT", "PMIX_RANK")):
+        return False, ("this rank was not started under an MPI process manager (MPICH cannot connect bare "
+                       "processes): start the job with `python -m globaltensor.distributed.launch --nnodes N ...` "
+                       "on each host (it runs every rank under `mpiexec -n 1`) or with mpirun")
+    return True, ""
+
+
 def rank_prefix():
     """What our launcher puts before each rank's command in a job of several nodes: `mpiexec -n 1`
     (the process manager that lets separately started ranks connect), or [] when MPI is not here."""

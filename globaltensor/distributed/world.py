@@ -111,19 +111,20 @@ class World:
                 self._connect_store()
                 # the arena has no name in /dev/shm (nothing outlives a SIGKILL): peers on this
                 # machine open its file as /proc/<pid>/fd/<fd>
-                me = f"{host_key()}\n/proc/{os.getpid()}/fd/{self.node.arena_fd}"
+                mpi = "mpi" if mpi_backend.can_join()[0] else "-"  # every rank must agree to join MPI
+                me = f"{host_key()}\n/proc/{os.getpid()}/fd/{self.node.arena_fd}\n{mpi}"
                 self.store.set(f"world/host/{self.rank}", me.encode())
                 others = [r for r in range(self.world_size) if r != self.rank]
                 joined = [self.store.get(f"world/host/{r}", watch=others,
                                          waiting_for=f"rank {r} to join the job").decode().split("\n")
                           for r in range(self.world_size)]
-                self.host_keys = [host for host, _ in joined]
+                self.host_keys = [host for host, _, _ in joined]
                 self.store.barrier("world/arenas-created", self.rank, self.world_size)
-                for r, (host, path) in enumerate(joined):
+                for r, (host, path, _) in enumerate(joined):
                     if host == self.host_keys[self.rank]:
                         self.node.map_peer(r, path)
                 self.store.barrier("world/arenas-mapped", self.rank, self.world_size)  # then an owner may end
-                if len(set(self.host_keys)) > 1 and mpi_backend.available()[0]:
+                if len(set(self.host_keys)) > 1 and all(m == "mpi" for _, _, m in joined):
                     self._mpi = mpi_backend.JobComm(self)  # collective over every rank, as joining is
             self._joined = True
 
@@ -184,8 +185,11 @@ class World:
 
     def _interhost_group(self, ranks):
         """A group spanning hosts: shared memory inside each, MPI between them (interhost.py)."""
-        ok, why = mpi_backend.available()
-        if not ok:
+        ok, why = mpi_backend.can_join()
+        if ok and self._mpi is None:
+            why = "some ranks of the job cannot join MPI (it is missing on their host, or they were not started " \
+                  "by the launcher or mpirun)"
+        if self._mpi is None:
             raise RuntimeError(f"ranks {list(ranks)} are on different machines and CPU collectives across "
                                f"machines need MPI: {why}")
         from .interhost import InterHostGroup

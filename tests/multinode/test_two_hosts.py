@@ -28,10 +28,10 @@ def _env():
     return {**os.environ, "GLOBALTENSOR_SECRET": "ab" * 32, "PYTHONPATH": REPO, "GLOBALTENSOR_TIMEOUT": "60"}
 
 
-def _launch(hosts, i, args):
+def _launch(hosts, i, args, env=None):
     cmd = [sys.executable, "-m", "globaltensor.distributed.launch", "--nnodes", "2", "--node_rank", str(i),
            "--master_addr", hosts.addrs[0], "--master_port", "29500", "--nproc_per_node", "2", JOB, *args]
-    return hosts.popen(i, cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return hosts.popen(i, cmd, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _two_host_job(tmp_path, kind, *args, timeout=180):
@@ -52,6 +52,18 @@ def test_collectives_across_hosts_match_numpy(tmp_path):
 @needs_hosts
 def test_every_sbp_pair_across_hosts(tmp_path):
     assert _two_host_job(tmp_path, "boxing") == [3 * 16 + 256] * 4
+
+
+@pytest.mark.skipif(not _ns_ok, reason=_ns_why)
+def test_without_mpi_a_group_across_hosts_raises_a_clear_error_on_every_rank(tmp_path):
+    with netns.TwoHosts() as hosts:
+        env = {**_env(), "GLOBALTENSOR_INTERHOST": "off"}
+        procs = [_launch(hosts, i, ["collectives", str(tmp_path)], env) for i in (0, 1)]
+        outs = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode != 0
+        assert "are on different machines and CPU collectives across machines need MPI: " \
+               "GLOBALTENSOR_INTERHOST=off" in err, err[-3000:]
 
 
 def _one_process_losses(mode="local"):
