@@ -14,13 +14,18 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
   group's members directly (one message per pair of ranks; no hierarchy to win there).
 
 float16 and bfloat16 travel between hosts as float32 (MPI has no such types), so sums
-accumulate in float32 as on one host.
+accumulate in float32 as on one host. Every MPI call is non-blocking, waited for at most GLOBALTENSOR_TIMEOUT:
+between hosts the "ranks called different collectives" detector of shared memory does not run,
+so a mismatch or a peer that never comes surfaces as that timeout (the error says so).
 """
 import os
+import time
 
 import numpy as np
 
 from .. import dtype as _dtype
+from .._native import CollectiveError
+from .world import timeout_seconds
 
 # all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
 # rank carries 1/k of the message between hosts instead of the leader carrying all of it
@@ -72,6 +77,18 @@ class InterHostGroup:
     def _comm(self):
         return self._jc.sub(self.ranks)
 
+    def _wait(self, request, what, ranks):
+        """Wait for a non-blocking MPI call, at most GLOBALTENSOR_TIMEOUT seconds; CollectiveError after."""
+        limit = timeout_seconds()
+        deadline = time.monotonic() + limit
+        while not request.Test():
+            if time.monotonic() > deadline:
+                raise CollectiveError(
+                    f"{what} between hosts on ranks {list(ranks)} (rank {self._world.rank}): not complete after "
+                    f"{limit:g} s (GLOBALTENSOR_TIMEOUT). Between hosts the check that ranks called the same "
+                    f"collectives falls back to this timeout: a rank may have called a different collective, "
+                    f"or ended")
+
     def _op(self, redop):
         return getattr(self.MPI, _MPI_OPS[redop.name])
 
@@ -86,7 +103,8 @@ class InterHostGroup:
             out[...] = x
         if self.is_leader:
             wide = out.astype(np.float32) if out.dtype in _WIDENED else out
-            self._leader_comm().Allreduce(self.MPI.IN_PLACE, _flat(wide), op=self._op(redop))
+            req = self._leader_comm().Iallreduce(self.MPI.IN_PLACE, _flat(wide), op=self._op(redop))
+            self._wait(req, "all_reduce", self.leaders)
             if wide is not out:
                 out[...] = wide
         if local is not None:
@@ -107,7 +125,8 @@ class InterHostGroup:
         local.reduce_scatter(_flat(x), piece, redop)
         peers = self._jc.sub(tuple(members[i] for members in self.host_members))
         wide = piece.astype(np.float32) if piece.dtype in _WIDENED else piece
-        peers.Allreduce(self.MPI.IN_PLACE, wide, op=self._op(redop))
+        self._wait(peers.Iallreduce(self.MPI.IN_PLACE, wide, op=self._op(redop)), "all_reduce",
+                   [members[i] for members in self.host_members])
         if wide is not piece:
             piece[...] = wide
         local.all_gather(piece, _flat(out))
@@ -124,7 +143,7 @@ class InterHostGroup:
         if self.host_index == root_host and local is not None:
             local.broadcast(x, self.local.index(root))
         if self.is_leader:
-            self._leader_comm().Bcast(_bytes(x), root=root_host)
+            self._wait(self._leader_comm().Ibcast(_bytes(x), root=root_host), "broadcast", self.leaders)
         if self.host_index != root_host and local is not None:
             local.broadcast(x, 0)
         return x
@@ -155,13 +174,14 @@ class InterHostGroup:
         padded = np.full(widest, -1, np.int64)
         padded[:len(counts_here)] = counts_here
         table = np.empty((comm.size, widest), np.int64)
-        comm.Allgather(padded, table)
+        self._wait(comm.Iallgather(padded, table), "all_gather (sizes)", self.leaders)
         block_bytes = [int(row[row >= 0].sum()) for row in table]
         if [r for members in self.host_members for r in members] == list(self.ranks):
-            comm.Allgatherv(block, [out_bytes, block_bytes])  # hosts' members come in runs: in place
+            # hosts' members come in runs: in place
+            self._wait(comm.Iallgatherv(block, [out_bytes, block_bytes]), "all_gather", self.leaders)
             return
         staging = np.empty(sum(block_bytes), np.uint8)
-        comm.Allgatherv(block, [staging, block_bytes])
+        self._wait(comm.Iallgatherv(block, [staging, block_bytes]), "all_gather", self.leaders)
         sizes = {r: int(c) for members, row in zip(self.host_members, table) for r, c in zip(members, row)}
         offset_in_out = np.cumsum([0] + [sizes[r] for r in self.ranks]).tolist()
         at = 0
@@ -173,11 +193,13 @@ class InterHostGroup:
 
     def reduce_scatter(self, x, out, redop):
         comm = self._comm()
-        counts = comm.allgather(out.size)
+        counts = np.empty(comm.size, np.int64)
+        self._wait(comm.Iallgather(np.array([out.size], np.int64), counts), "reduce_scatter (sizes)", self.ranks)
         wide = x.dtype in _WIDENED
         send = _flat(x.astype(np.float32) if wide else x)
         recv = np.empty(out.size, np.float32) if wide else _flat(out)
-        comm.Reduce_scatter(send, recv, counts, op=self._op(redop))
+        self._wait(comm.Ireduce_scatter(send, recv, counts.tolist(), op=self._op(redop)), "reduce_scatter",
+                   self.ranks)
         if wide:
             _flat(out)[...] = recv
         return out
@@ -185,12 +207,13 @@ class InterHostGroup:
     def all_to_all(self, x, send_bytes, out, recv_bytes):
         send_at = np.cumsum([0] + list(send_bytes[:-1])).tolist()
         recv_at = np.cumsum([0] + list(recv_bytes[:-1])).tolist()
-        self._comm().Alltoallv([_bytes(x), list(send_bytes), send_at, self.MPI.BYTE],
-                               [_bytes(out), list(recv_bytes), recv_at, self.MPI.BYTE])
+        req = self._comm().Ialltoallv([_bytes(x), list(send_bytes), send_at, self.MPI.BYTE],
+                                      [_bytes(out), list(recv_bytes), recv_at, self.MPI.BYTE])
+        self._wait(req, "all_to_all", self.ranks)
         return out
 
     def barrier(self):
-        self._comm().Barrier()
+        self._wait(self._comm().Ibarrier(), "barrier", self.ranks)
 
     def drain(self):
         return None

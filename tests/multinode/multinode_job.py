@@ -174,6 +174,20 @@ def pipeline(schedule):
     return {"loss": float(loss.numpy()), "numpy": _mlp_reference(params, xn, yn)}
 
 
+def mismatch():
+    """Host A's ranks call all_reduce, host B's barrier: every rank must raise (not hang)."""
+    x = np.ones(4, np.float32)
+    dist.all_reduce(x)
+    try:
+        if gt.env.get_rank() < 2:
+            dist.all_reduce(x)
+        else:
+            dist.barrier()
+    except RuntimeError as exc:
+        return str(exc)
+    return "no error"
+
+
 def die(victim):
     """Rank `victim` kills itself after a first collective; the others keep calling collectives."""
     x = np.ones(4, np.float32)
@@ -191,7 +205,7 @@ def die(victim):
 def main():
     kind, out_dir, *rest = sys.argv[1:]
     result = {"collectives": collectives, "boxing": boxing, "toy": toy, "die": die, "checkpoint": checkpoint,
-              "pipeline": pipeline}[kind](*rest)
+              "pipeline": pipeline, "mismatch": mismatch}[kind](*rest)
     with open(os.path.join(out_dir, f"rank_{gt.env.get_rank()}.json"), "w") as f:
         json.dump(result, f)
 

@@ -34,10 +34,10 @@ def _launch(hosts, i, args, env=None):
     return hosts.popen(i, cmd, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _two_host_job(tmp_path, kind, *args, timeout=180):
+def _two_host_job(tmp_path, kind, *args, timeout=180, env=None):
     """Every rank's result (rank order) of `multinode_job.py kind`, each launcher asserted to exit 0."""
     with netns.TwoHosts() as hosts:
-        procs = [_launch(hosts, i, [kind, str(tmp_path), *args]) for i in (0, 1)]
+        procs = [_launch(hosts, i, [kind, str(tmp_path), *args], env) for i in (0, 1)]
         outs = [p.communicate(timeout=timeout) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, out[-2000:] + err[-4000:]
@@ -100,6 +100,14 @@ def test_a_checkpoint_saved_on_two_hosts_loads_in_one_process(tmp_path):
         assert sorted(loaded) == sorted(saved)
         for key, value in saved.items():
             np.testing.assert_array_equal(loaded[key].numpy(), np.array(value, np.float32), err_msg=f"{name} {key}")
+
+
+@needs_hosts
+def test_different_collectives_on_the_two_hosts_raise_on_every_rank(tmp_path):
+    got = _two_host_job(tmp_path, "mismatch", env={**_env(), "GLOBALTENSOR_TIMEOUT": "5"})
+    assert "no error" not in got  # rank 1 waits on its leader inside host A: it may see the leader end first
+    for message in (got[0], got[2], got[3]):  # the leaders (and rank 3, in the MPI barrier) time out
+        assert "the check that ranks called the same collectives falls back to this timeout" in message, message
 
 
 def _our_pids(marker):
