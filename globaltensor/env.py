@@ -2,6 +2,7 @@
 
 A leaf: it reads the launcher's environment variables and imports nothing from the project.
 `gt.env.barrier()` is `globaltensor.distributed.job_barrier`, put here by the package."""
+import functools
 import os
 
 
@@ -24,6 +25,12 @@ def from_mpirun():
     this process as one of several ranks, else None. Our launcher's RANK wins over all of them."""
     if os.environ.get("RANK") not in (None, ""):
         return None
+    return _mpi_launcher_env()
+
+
+@functools.lru_cache(maxsize=1)
+def _mpi_launcher_env():
+    """from_mpirun's answer, read once: an MPI launcher's variables do not change in a process."""
     for rank, size, local, local_size in _MPI_ENVS:
         if os.environ.get(rank) and os.environ.get(size) and int(os.environ[size]) > 1:
             found = {"rank": int(os.environ[rank]), "world_size": int(os.environ[size]),
@@ -36,10 +43,10 @@ def from_mpirun():
 
 def _job(name, default):
     """The launcher's variable, else mpirun's, else the plain run's default."""
-    value = os.environ.get(name.upper())
+    value = os.environ.get(name)
     if value not in (None, ""):
         return int(value)
-    mpi = from_mpirun()
+    mpi = _mpi_launcher_env()
     return default if mpi is None else mpi[name.lower()]
 
 
