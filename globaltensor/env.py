@@ -1,6 +1,6 @@
 """Where this process stands in the job: rank, world size, local rank, number of nodes.
 
-A leaf: it reads the launcher's environment variables and imports nothing from the project.
+A leaf: it reads the launcher's environment variables (or mpirun's, srun's) and imports nothing from the project.
 `gt.env.barrier()` is `globaltensor.distributed.job_barrier`, put here by the package."""
 import functools
 import os

@@ -25,7 +25,6 @@ import numpy as np
 
 from .. import dtype as _dtype
 from .._native import CollectiveError
-from .world import timeout_seconds
 
 # all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
 # rank carries 1/k of the message between hosts instead of the leader carrying all of it
@@ -46,13 +45,14 @@ class _Done:
 
 
 class InterHostGroup:
-    """Members `ranks` (global ranks, in group order) on several hosts; host_keys[r] names r's host."""
+    """Members `ranks` (global ranks, in group order) on several hosts; host_keys[r] names r's host;
+    every MPI call waits at most `timeout` seconds (GLOBALTENSOR_TIMEOUT, as the native groups)."""
 
-    def __init__(self, world, ranks, job_comm):
+    def __init__(self, world, ranks, job_comm, timeout):
         self.ranks = tuple(ranks)
         self.size = len(ranks)
         self.index = self.ranks.index(world.rank)
-        self._world, self._jc, self.MPI = world, job_comm, job_comm.MPI
+        self._world, self._jc, self.MPI, self._timeout = world, job_comm, job_comm.MPI, timeout
         hosts = [world.host_keys[r] for r in ranks]
         self.host_order = list(dict.fromkeys(hosts))  # hosts in order of first appearance
         self.host_members = [tuple(r for r, h in zip(ranks, hosts) if h == key) for key in self.host_order]
@@ -79,7 +79,7 @@ class InterHostGroup:
 
     def _wait(self, request, what, ranks):
         """Wait for a non-blocking MPI call, at most GLOBALTENSOR_TIMEOUT seconds; CollectiveError after."""
-        limit = timeout_seconds()
+        limit = self._timeout
         deadline = time.monotonic() + limit
         while not request.Test():
             if time.monotonic() > deadline:

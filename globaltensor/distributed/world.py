@@ -193,7 +193,7 @@ class World:
             raise RuntimeError(f"ranks {list(ranks)} are on different machines and CPU collectives across "
                                f"machines need MPI: {why}")
         from .interhost import InterHostGroup
-        return InterHostGroup(self, ranks, self._mpi)
+        return InterHostGroup(self, ranks, self._mpi, timeout_seconds())
 
     def empty_shared(self, shape, dtype):
         """An uninitialised array whose memory peers on this node can read without a copy."""
