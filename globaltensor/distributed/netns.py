@@ -14,6 +14,7 @@ SIGHUP, and a sweep of the leftovers of runs whose process is gone. Names carry 
 and a counter, so runs in parallel do not collide.
 """
 import atexit
+import functools
 import itertools
 import os
 import shutil
@@ -28,13 +29,19 @@ _live = {}  # tag -> TwoHosts, for atexit and the signal handlers
 _lock = threading.Lock()
 
 
+@functools.lru_cache(maxsize=1)
 def available():
-    """(True, "") where two hosts can be made here, else (False, why)."""
+    """(True, "") where two hosts can be made here, else (False, why); a container without the
+    capability to make namespaces says so here (one `unshare` probe), not halfway through a test."""
     if os.geteuid() != 0:
         return False, "network and mount namespaces need root"
     for tool in ("ip", "unshare", "mount", "umount"):
         if shutil.which(tool) is None:
             return False, f"`{tool}` is not installed"
+    probe = subprocess.run(["unshare", "--net", "--mount", "--uts", "true"], capture_output=True, text=True,
+                           timeout=30)
+    if probe.returncode != 0:
+        return False, f"cannot make namespaces here: {probe.stderr.strip()[:200]}"
     return True, ""
 
 
