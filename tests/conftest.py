@@ -12,7 +12,8 @@ TESTS = os.path.dirname(os.path.abspath(__file__))  # the shared helpers (script
 REPO = os.path.dirname(TESTS)
 # A few tests reuse another subsystem's test module (test_every_op's specs on cuda placements):
 # every subsystem folder is importable, whichever test pytest collects first.
-SUBSYSTEMS = ("core", "ops", "boxing", "distributed", "parallel", "graph", "faces", "usage", "ps", "amp")
+SUBSYSTEMS = ("core", "ops", "boxing", "distributed", "parallel", "graph", "faces", "usage", "ps", "amp",
+              "multinode")
 sys.path[1:1] = [os.path.join(TESTS, d) for d in SUBSYSTEMS]
 
 

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 
+from . import mpi_backend
 from ._procs import Supervisor, console_write, describe_exit, exit_code, remove_shared_memory
 from .store import StoreClient, StoreError, StoreServer, left_key, new_secret
 
@@ -139,10 +140,12 @@ def main(argv=None):
     job_id = os.environ.get("GLOBALTENSOR_JOB_ID") or (
         hashlib.sha256(f"{secret}|{args.master_addr}|{port}".encode()).hexdigest()[:12])
     target = ["-m", args.script] if args.module else [args.script]
+    # across nodes each rank runs under `mpiexec -n 1`, so the ranks can join one MPI communicator
+    wrap = mpi_backend.rank_prefix() if args.nnodes > 1 else []
     sup = Supervisor(console_write, log_dir=args.log_dir, raw_ranks={0}, hold_tracebacks=True)
     signals = _Signals()
     for local_rank in range(args.nproc_per_node):
-        sup.start(args.node_rank * args.nproc_per_node + local_rank, [sys.executable, "-u", *target, *args.script_args],
+        sup.start(args.node_rank * args.nproc_per_node + local_rank, [*wrap, sys.executable, "-u", *target, *args.script_args],
                   rank_environment(args, local_rank, port, secret, job_id))
     if server:
         server.start()

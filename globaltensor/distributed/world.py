@@ -14,7 +14,8 @@ import threading
 import numpy as np
 
 from .. import _native
-from .store import StoreClient, StoreServer, left_key, secret_from_env
+from . import mpi_backend
+from .store import StoreClient, StoreServer, left_key, new_secret, secret_from_env
 
 ARENA_BYTES = int(float(os.environ.get("GLOBALTENSOR_SHM_ARENA_GB", "256")) * (1 << 30))  # address space; pages on use
 STAGE_BYTES = int(os.environ.get("GLOBALTENSOR_SHM_STAGE_BYTES", str(1 << 20)))
@@ -62,6 +63,8 @@ def job_id():
     """The job's id: set by the launcher, else derived from what every rank shares."""
     if os.environ.get("GLOBALTENSOR_JOB_ID"):
         return os.environ["GLOBALTENSOR_JOB_ID"]
+    if mpi_backend.mpirun_env() is not None:  # the ranks of one host share mpirun's per-host daemon
+        return f"mpi{os.getppid()}{os.environ.get('SLURM_JOB_ID', '')}"
     if _env_int("WORLD_SIZE", 1) == 1:
         return f"solo{os.getpid()}"
     seed = "|".join([os.environ.get("GLOBALTENSOR_SECRET", ""), os.environ.get("MASTER_ADDR", ""),
@@ -83,9 +86,10 @@ class World:
     """Rank numbers, the store connection, this rank's shared-memory node and the groups."""
 
     def __init__(self):
-        self.rank = _env_int("RANK", 0)
-        self.world_size = _env_int("WORLD_SIZE", 1)
-        self.local_rank = _env_int("LOCAL_RANK", 0)
+        by_mpirun = mpi_backend.mpirun_env() or {}  # started by mpirun/srun rather than our launcher
+        self.rank = _env_int("RANK", by_mpirun.get("rank", 0))
+        self.world_size = _env_int("WORLD_SIZE", by_mpirun.get("world_size", 1))
+        self.local_rank = _env_int("LOCAL_RANK", by_mpirun.get("local_rank", 0))
         self.prefix = f"/gt_{job_id()}_"
         self.node = _native.Node(self.prefix, self.rank, ARENA_BYTES)
         self.numpy_allocator = self.world_size > 1 and NUMPY_ALLOCATOR and \
@@ -96,6 +100,7 @@ class World:
         self._joined = False
         self._lock = threading.RLock()
         self.host_keys = [host_key()]
+        self._mpi = None  # the job's MPI communicator, made when a group first spans hosts
 
     def join(self):
         """Meet every other rank once: exchange host keys and map same-node arenas."""
@@ -106,18 +111,21 @@ class World:
                 self._connect_store()
                 # the arena has no name in /dev/shm (nothing outlives a SIGKILL): peers on this
                 # machine open its file as /proc/<pid>/fd/<fd>
-                me = f"{host_key()}\n/proc/{os.getpid()}/fd/{self.node.arena_fd}"
+                mpi = "mpi" if mpi_backend.can_join()[0] else "-"  # every rank must agree to join MPI
+                me = f"{host_key()}\n/proc/{os.getpid()}/fd/{self.node.arena_fd}\n{mpi}"
                 self.store.set(f"world/host/{self.rank}", me.encode())
                 others = [r for r in range(self.world_size) if r != self.rank]
                 joined = [self.store.get(f"world/host/{r}", watch=others,
                                          waiting_for=f"rank {r} to join the job").decode().split("\n")
                           for r in range(self.world_size)]
-                self.host_keys = [host for host, _ in joined]
+                self.host_keys = [host for host, _, _ in joined]
                 self.store.barrier("world/arenas-created", self.rank, self.world_size)
-                for r, (host, path) in enumerate(joined):
+                for r, (host, path, _) in enumerate(joined):
                     if host == self.host_keys[self.rank]:
                         self.node.map_peer(r, path)
                 self.store.barrier("world/arenas-mapped", self.rank, self.world_size)  # then an owner may end
+                if len(set(self.host_keys)) > 1 and all(m == "mpi" for _, _, m in joined):
+                    self._mpi = mpi_backend.JobComm(self)  # collective over every rank, as joining is
             self._joined = True
 
     def join_states(self, op_name, ranks):
@@ -137,6 +145,10 @@ class World:
         return "".join(lines)
 
     def _connect_store(self):
+        if mpi_backend.mpirun_env() is not None:  # mpirun started the job: rank 0 hosts the store
+            self._server, addr, port, secret = mpi_backend.store_from_mpirun(StoreServer, new_secret)
+            self.store = StoreClient(addr, port, secret, timeout=timeout_seconds(), timeout_setting="GLOBALTENSOR_TIMEOUT")
+            return
         secret = secret_from_env()
         if secret is None:
             raise RuntimeError(
@@ -163,14 +175,25 @@ class World:
             self.join()
             hosts = {self.host_keys[r] if r < len(self.host_keys) else None for r in ranks}
             if len(hosts) > 1:
-                raise RuntimeError(
-                    f"ranks {list(ranks)} are on different machines; CPU collectives across machines are not "
-                    "supported yet (shared memory only). Use one node, or cuda placements with NCCL")
+                native = self._groups[ranks] = self._interhost_group(ranks)
+                return native
             digest = hashlib.sha1(",".join(map(str, ranks)).encode()).hexdigest()[:16]
             native = _native.Group(self.node, f"{self.prefix}g{digest}", list(ranks), ranks.index(self.rank),
                               timeout_seconds(), STAGE_BYTES, ONESHOT_BYTES, NONTEMPORAL_BYTES, deadlock_seconds())
             self._groups[ranks] = native
             return native
+
+    def _interhost_group(self, ranks):
+        """A group spanning hosts: shared memory inside each, MPI between them (interhost.py)."""
+        ok, why = mpi_backend.can_join()
+        if ok and self._mpi is None:
+            why = "some ranks of the job cannot join MPI (it is missing on their host, or they were not started " \
+                  "by the launcher or mpirun)"
+        if self._mpi is None:
+            raise RuntimeError(f"ranks {list(ranks)} are on different machines and CPU collectives across "
+                               f"machines need MPI: {why}")
+        from .interhost import InterHostGroup
+        return InterHostGroup(self, ranks, self._mpi, timeout_seconds())
 
     def empty_shared(self, shape, dtype):
         """An uninitialised array whose memory peers on this node can read without a copy."""

@@ -1,0 +1,102 @@
+"""Collectives across two hosts (two network namespaces on this machine, 2 ranks each): our API vs mpi4py called directly.
+
+    sudo python benchmarks/bench_multinode.py [--sizes 1024,65536,...] [--smoke] [--json out.json]
+
+Both sides run in the same job on the same 4 ranks over the same veth: "gt" is
+gt.distributed.all_reduce / all_gather (shared memory inside a host, MPI between the hosts'
+leaders), "mpi4py" is the job's MPI communicator's Allreduce / Allgather over all 4 ranks
+(what a user of mpi4py would call). Sizes are the full message (the all_reduce buffer, the
+all_gather output); time is rank 0's median per call. Needs root (namespaces) and mpi4py.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from _timing import human_size, human_time, median_seconds, print_table, write_json  # noqa: E402
+
+SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+
+
+def _iters(size, smoke):
+    return 3 if smoke else max(5, min(500, (256 << 20) // (size * 8)))
+
+
+def worker(out_path, sizes, smoke):
+    """One rank: time each collective both ways; rank 0 writes the table's data."""
+    import globaltensor as gt
+    from globaltensor import distributed as dist
+    from globaltensor.distributed.world import world
+    dist.barrier()
+    comm = world()._mpi.comm
+    k, rank = comm.size, comm.rank
+    results = []
+    for size in sizes:
+        n = max(1, size // 4)
+        x = np.ones(n, np.float32)
+        piece = np.ones(max(1, n // k), np.float32)
+        gathered = np.empty(piece.size * k, np.float32)
+        iters = _iters(size, smoke)
+        row = {"size": size}
+        row["gt all_reduce"] = median_seconds(lambda: dist.all_reduce(x), iters, dist.barrier)
+        row["mpi4py all_reduce"] = median_seconds(lambda: comm.Allreduce(comm_in_place(), x), iters, comm.Barrier)
+        row["gt all_gather"] = median_seconds(lambda: dist.all_gather(piece, sizes=[piece.size] * k), iters,
+                                              dist.barrier)
+        row["mpi4py all_gather"] = median_seconds(lambda: comm.Allgather(piece, gathered), iters, comm.Barrier)
+        results.append(row)
+    if rank == 0:
+        write_json(out_path, {"ranks": k, "hosts": 2, "rows": results, "rank": gt.env.get_rank()})
+
+
+def comm_in_place():
+    from mpi4py import MPI
+    return MPI.IN_PLACE
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    p.add_argument("--smoke", action="store_true", help="1 KiB and 64 KiB, 3 calls each: does it run")
+    p.add_argument("--json", default=None)
+    p.add_argument("--worker", nargs=2, metavar=("OUT", "SIZES"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return worker(args.worker[0], [int(s) for s in args.worker[1].split(",")], args.smoke)
+    sys.path.insert(0, REPO)
+    from globaltensor.distributed import mpi_backend, netns
+    for ok, why in (netns.available(), mpi_backend.available()):
+        if not ok:
+            sys.exit(f"bench_multinode: {why}")
+    sizes = "1024,65536" if args.smoke else args.sizes
+    out = os.path.join(tempfile.mkdtemp(prefix="gt_bench_multinode_"), "rank0.json")
+    env = {**os.environ, "GLOBALTENSOR_SECRET": os.urandom(32).hex(), "PYTHONPATH": REPO}
+    with netns.TwoHosts(shm_bytes=4 << 30) as hosts:
+        procs = [hosts.popen(i, [sys.executable, "-m", "globaltensor.distributed.launch", "--nnodes", "2",
+                                 "--node_rank", str(i), "--master_addr", hosts.addrs[0], "--master_port", "29500",
+                                 "--nproc_per_node", "2", os.path.abspath(__file__), "--worker", out, sizes,
+                                 *(["--smoke"] if args.smoke else [])], env=env) for i in (0, 1)]
+        for proc in procs:
+            proc.wait(timeout=1800)
+    if any(proc.returncode for proc in procs):
+        sys.exit("bench_multinode: the job failed (see above)")
+    with open(out) as f:
+        data = json.load(f)
+    rows = []
+    for r in data["rows"]:
+        ar, ag = r["mpi4py all_reduce"] / r["gt all_reduce"], r["mpi4py all_gather"] / r["gt all_gather"]
+        rows.append([human_size(r["size"]), human_time(r["gt all_reduce"]), human_time(r["mpi4py all_reduce"]),
+                     f"{ar:.2f}x", human_time(r["gt all_gather"]), human_time(r["mpi4py all_gather"]), f"{ag:.2f}x"])
+    print_table("2 hosts x 2 ranks over a veth pair (speed: mpi4py time / gt time; >= 1 means gt is faster)",
+                ["size", "gt all_reduce", "mpi4py", "speed", "gt all_gather", "mpi4py", "speed"], rows)
+    if args.json:
+        write_json(args.json, data)
+
+
+if __name__ == "__main__":
+    main()

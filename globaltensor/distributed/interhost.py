@@ -1,0 +1,229 @@
+"""A group whose ranks span hosts: shared memory inside each host, MPI between the hosts' leaders.
+
+It offers the methods collectives.py calls on a native shared-memory group, so the public
+collectives, boxing and the gradient buckets run unchanged across hosts:
+
+* all_reduce: reduce inside each host (shared memory), all-reduce between the hosts' leaders
+  (the first member of each host, MPI), broadcast inside each host (shared memory); from
+  SLICED_BYTES on, where every host has k > 1 members: reduce-scatter inside each host, k
+  all-reduces of 1/k between the members of equal local index, all-gather inside each host;
+* broadcast: inside the root's host, then between leaders, then inside the other hosts;
+* all_gather: gather inside each host, all-gather the hosts' blocks between leaders, spread
+  inside each host;
+* reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
+  group's members directly (one message per pair of ranks; no hierarchy to win there).
+
+float16 and bfloat16 travel between hosts as float32 (MPI has no such types), so sums
+accumulate in float32 as on one host. Every MPI call is non-blocking, waited for at most GLOBALTENSOR_TIMEOUT:
+between hosts the "ranks called different collectives" detector of shared memory does not run,
+so a mismatch or a peer that never comes surfaces as that timeout (the error says so).
+"""
+import os
+import time
+
+import numpy as np
+
+from .. import dtype as _dtype
+from .._native import CollectiveError
+
+# all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
+# rank carries 1/k of the message between hosts instead of the leader carrying all of it
+SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
+
+_MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
+_WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
+
+
+class _Done:
+    """What all_reduce_async returns here: the all-reduce already ran."""
+
+    def wait(self):
+        return None
+
+    def done(self):
+        return True
+
+
+class InterHostGroup:
+    """Members `ranks` (global ranks, in group order) on several hosts; host_keys[r] names r's host;
+    every MPI call waits at most `timeout` seconds (GLOBALTENSOR_TIMEOUT, as the native groups)."""
+
+    def __init__(self, world, ranks, job_comm, timeout):
+        self.ranks = tuple(ranks)
+        self.size = len(ranks)
+        self.index = self.ranks.index(world.rank)
+        self._world, self._jc, self.MPI, self._timeout = world, job_comm, job_comm.MPI, timeout
+        hosts = [world.host_keys[r] for r in ranks]
+        self.host_order = list(dict.fromkeys(hosts))  # hosts in order of first appearance
+        self.host_members = [tuple(r for r, h in zip(ranks, hosts) if h == key) for key in self.host_order]
+        self.host_index = self.host_order.index(hosts[self.index])
+        self.local = self.host_members[self.host_index]  # this host's members, in group order
+        self.leaders = tuple(m[0] for m in self.host_members)
+        self.is_leader = world.rank == self.local[0]
+        self._local_native = None
+
+    # -- the parts ------------------------------------------------------------------------------
+    def _local(self):
+        """The shared-memory group of this host's members (None when this rank is alone here)."""
+        if len(self.local) == 1:
+            return None
+        if self._local_native is None:
+            self._local_native = self._world.group(self.local)
+        return self._local_native
+
+    def _leader_comm(self):
+        return self._jc.sub(self.leaders)
+
+    def _comm(self):
+        return self._jc.sub(self.ranks)
+
+    def _wait(self, request, what, ranks):
+        """Wait for a non-blocking MPI call, at most GLOBALTENSOR_TIMEOUT seconds; CollectiveError after."""
+        limit = self._timeout
+        deadline = time.monotonic() + limit
+        while not request.Test():
+            if time.monotonic() > deadline:
+                raise CollectiveError(
+                    f"{what} between hosts on ranks {list(ranks)} (rank {self._world.rank}): not complete after "
+                    f"{limit:g} s (GLOBALTENSOR_TIMEOUT). Between hosts the check that ranks called the same "
+                    f"collectives falls back to this timeout: a rank may have called a different collective, "
+                    f"or ended")
+
+    def _op(self, redop):
+        return getattr(self.MPI, _MPI_OPS[redop.name])
+
+    # -- the methods collectives.py calls ---------------------------------------------------------
+    def all_reduce(self, x, out, redop):
+        if self._sliced(x):
+            return self._all_reduce_sliced(x, out, redop)
+        local = self._local()
+        if local is not None:
+            local.all_reduce(x, out, redop)
+        elif out is not x:
+            out[...] = x
+        if self.is_leader:
+            wide = out.astype(np.float32) if out.dtype in _WIDENED else out
+            req = self._leader_comm().Iallreduce(self.MPI.IN_PLACE, _flat(wide), op=self._op(redop))
+            self._wait(req, "all_reduce", self.leaders)
+            if wide is not out:
+                out[...] = wide
+        if local is not None:
+            local.broadcast(out, 0)
+        return out
+
+    def _sliced(self, x):
+        """The same answer on every member: it depends on the message size and the group only."""
+        counts = {len(m) for m in self.host_members}
+        k = len(self.local)
+        return x.nbytes >= SLICED_BYTES and len(counts) == 1 and k > 1 and x.size >= k
+
+    def _all_reduce_sliced(self, x, out, redop):
+        local, k = self._local(), len(self.local)
+        i = self.local.index(self.ranks[self.index])
+        base, extra = divmod(x.size, k)
+        piece = np.empty(base + (1 if i < extra else 0), x.dtype)
+        local.reduce_scatter(_flat(x), piece, redop)
+        peers = self._jc.sub(tuple(members[i] for members in self.host_members))
+        wide = piece.astype(np.float32) if piece.dtype in _WIDENED else piece
+        self._wait(peers.Iallreduce(self.MPI.IN_PLACE, wide, op=self._op(redop)), "all_reduce",
+                   [members[i] for members in self.host_members])
+        if wide is not piece:
+            piece[...] = wide
+        local.all_gather(piece, _flat(out))
+        return out
+
+    def all_reduce_async(self, x, out, redop):
+        self.all_reduce(x, out, redop)
+        return _Done()
+
+    def broadcast(self, x, root_index):
+        root = self.ranks[root_index]
+        root_host = next(h for h, members in enumerate(self.host_members) if root in members)
+        local = self._local()
+        if self.host_index == root_host and local is not None:
+            local.broadcast(x, self.local.index(root))
+        if self.is_leader:
+            self._wait(self._leader_comm().Ibcast(_bytes(x), root=root_host), "broadcast", self.leaders)
+        if self.host_index != root_host and local is not None:
+            local.broadcast(x, 0)
+        return x
+
+    def all_gather(self, x, out):
+        local = self._local()
+        counts_here = np.empty(len(self.local), np.int64)
+        mine = np.array([x.nbytes], np.int64)
+        if local is not None:
+            local.all_gather(mine, counts_here)
+        else:
+            counts_here[:] = mine
+        block = np.empty(int(counts_here.sum()), np.uint8)
+        if local is not None:
+            local.all_gather(_bytes(x), block)
+        else:
+            block[:] = _bytes(x)
+        if self.is_leader:
+            self._gather_between_hosts(block, counts_here, _bytes(out))
+        if local is not None:
+            local.broadcast(_bytes(out), 0)
+        return out
+
+    def _gather_between_hosts(self, block, counts_here, out_bytes):
+        """Leaders: every host's block, then each member's bytes moved to its place in group order."""
+        comm = self._leader_comm()
+        widest = max(len(m) for m in self.host_members)
+        padded = np.full(widest, -1, np.int64)
+        padded[:len(counts_here)] = counts_here
+        table = np.empty((comm.size, widest), np.int64)
+        self._wait(comm.Iallgather(padded, table), "all_gather (sizes)", self.leaders)
+        block_bytes = [int(row[row >= 0].sum()) for row in table]
+        if [r for members in self.host_members for r in members] == list(self.ranks):
+            # hosts' members come in runs: in place
+            self._wait(comm.Iallgatherv(block, [out_bytes, block_bytes]), "all_gather", self.leaders)
+            return
+        staging = np.empty(sum(block_bytes), np.uint8)
+        self._wait(comm.Iallgatherv(block, [staging, block_bytes]), "all_gather", self.leaders)
+        sizes = {r: int(c) for members, row in zip(self.host_members, table) for r, c in zip(members, row)}
+        offset_in_out = np.cumsum([0] + [sizes[r] for r in self.ranks]).tolist()
+        at = 0
+        for members in self.host_members:
+            for r in members:
+                start = offset_in_out[self.ranks.index(r)]
+                out_bytes[start:start + sizes[r]] = staging[at:at + sizes[r]]
+                at += sizes[r]
+
+    def reduce_scatter(self, x, out, redop):
+        comm = self._comm()
+        counts = np.empty(comm.size, np.int64)
+        self._wait(comm.Iallgather(np.array([out.size], np.int64), counts), "reduce_scatter (sizes)", self.ranks)
+        wide = x.dtype in _WIDENED
+        send = _flat(x.astype(np.float32) if wide else x)
+        recv = np.empty(out.size, np.float32) if wide else _flat(out)
+        self._wait(comm.Ireduce_scatter(send, recv, counts.tolist(), op=self._op(redop)), "reduce_scatter",
+                   self.ranks)
+        if wide:
+            _flat(out)[...] = recv
+        return out
+
+    def all_to_all(self, x, send_bytes, out, recv_bytes):
+        send_at = np.cumsum([0] + list(send_bytes[:-1])).tolist()
+        recv_at = np.cumsum([0] + list(recv_bytes[:-1])).tolist()
+        req = self._comm().Ialltoallv([_bytes(x), list(send_bytes), send_at, self.MPI.BYTE],
+                                      [_bytes(out), list(recv_bytes), recv_at, self.MPI.BYTE])
+        self._wait(req, "all_to_all", self.ranks)
+        return out
+
+    def barrier(self):
+        self._wait(self._comm().Ibarrier(), "barrier", self.ranks)
+
+    def drain(self):
+        return None
+
+
+def _flat(a):
+    return a.reshape(-1)
+
+
+def _bytes(a):
+    """A C-contiguous array's memory as a flat uint8 array (0-d arrays included)."""
+    return a.reshape(-1).view(np.uint8)
+
