@@ -113,6 +113,7 @@ class StaticRecorder:
     into the current main program (its outputs: Variables from the op's meta, at both probe sizes);
     any other op runs eagerly as usual (a layer's parameter initialization, say)."""
 
+    records_paddle_static = True  # paddle/_composites.py: the face's composites print as Paddle's ops
     takes_row_grads = True  # a sparse table's gradient stays rows (append_backward registers its parts)
 
     def __init__(self, current_program):
@@ -254,3 +255,12 @@ def set_instr(name, t, reg, kind):
 def recording(recorder):
     """The scope static mode runs in (enable_static enters it, disable_static leaves it)."""
     return scope.current.set(scope.current.get().but(recorder=recorder))
+
+
+def _install_paddle_types():
+    from .._composites import install
+    install(Variable, "Tensor")  # x.mean() prints as reduce_mean, x - 1.0 as scale (graph/blocks.py's table)
+    install(Variable, "Tensor.scalar")
+
+
+_install_paddle_types()
