@@ -13,6 +13,7 @@ where the value lands (`check_folded`): a float constant or attribute that is a 
 times N, sqrt(N), N**2 or log(N) (or over it) marks the program, and after user code took a dim
 out of the traced world by int()/np.asarray, so does an int near N // k or N ± c.
 """
+import functools
 import math
 import os
 import sys
@@ -29,7 +30,12 @@ UNEXPLAINED_KEPT = 8  # expressions kept per program for the error
 
 def sentinel_of(n):
     """The sentinels whose multiples n is (with multiplicity), or () for a fixed size."""
-    found, n = [], int(n)
+    return _sentinel_of(int(n))
+
+
+@functools.lru_cache(maxsize=4096)  # bounded; each run asks it for every dim of every feed
+def _sentinel_of(n):
+    found = []
     for s in SENTINELS:
         while n and n % s == 0:
             found.append(s)

@@ -95,7 +95,11 @@ class _Kernel:
 
     def __call__(self, *pieces):
         out = self.call(*pieces)
-        return tuple(np.asarray(o) for o in (out if isinstance(out, tuple) else (out,)))
+        if type(out) is np.ndarray:  # the common case, without a generator per replayed op
+            return (out,)
+        if isinstance(out, tuple):
+            return tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
+        return (np.asarray(out),)
 
 
 class _Setter:
