@@ -15,11 +15,37 @@ PADDLE_TYPES = {
     "conv2d": "conv2d", "index_select": "index_select", "layer_norm": "layer_norm",
     "channel_affine": "batch_norm", "channel_sums": "reduce_sum",
     "sgd_update": "sgd", "momentum_update": "momentum", "adam_update": "adam", "adamw_update": "adamw",
+    "diag": "diag_v2", "square": "square",
 }
 # registered op -> the ops Paddle records for it (one primitive here, a chain there): (type, inputs taken);
 # paddle.nn.Linear records matmul_v2 then elementwise_add in Paddle 3.3.1's static Program (fc: mul, then add)
 PADDLE_SEQUENCES = {"linear_in_out": (("matmul_v2", 2), ("elementwise_add", 1)),
-                    "linear": (("matmul_v2", 2), ("elementwise_add", 1))}
+                    "linear": (("matmul_v2", 2), ("elementwise_add", 1)),
+                    "mse_mean": (("elementwise_sub", 2), ("square", 0), ("reduce_mean", 0))}
+# a function of Paddle's face whose ops here are a composite -> the one op type Paddle 3.3.1 records for it
+# (checked against real Paddle's static Program in tests/faces/test_paddle_static_types.py); by namespace:
+# "paddle" (paddle.mean), "paddle.nn.functional" (F.silu) and "Tensor" (a Variable's x.mean()); in
+# the ".scalar" tables only where an operand is a number (x - 1.0 and paddle.pow(x, 2.0): Paddle's scale, pow).
+PADDLE_COMPOSITES = {
+    "paddle": {"mean": "reduce_mean", "flatten": "flatten_contiguous_range", "gather": "gather", "addmm": "addmm"},
+    "paddle.scalar": {"pow": "pow"},
+    "paddle.nn.functional": {
+        "log_softmax": "log_softmax", "silu": "silu", "swish": "swish", "leaky_relu": "leaky_relu", "elu": "elu",
+        "hardswish": "hard_swish", "hardsigmoid": "hard_sigmoid", "relu6": "relu6", "mish": "mish",
+        "softsign": "softsign", "tanhshrink": "tanh_shrink", "log_sigmoid": "logsigmoid", "prelu": "prelu",
+        "one_hot": "one_hot_v2", "label_smooth": "label_smooth", "softplus": "softplus",
+        "softmax_with_cross_entropy": "softmax_with_cross_entropy", "avg_pool2d": "pool2d",
+        "adaptive_avg_pool2d": "pool2d", "group_norm": "group_norm", "nll_loss": "nll_loss",
+        "cross_entropy": "softmax_with_cross_entropy", "kl_div": "kldiv_loss", "smooth_l1_loss": "huber_loss",
+        "binary_cross_entropy_with_logits": "sigmoid_cross_entropy_with_logits",
+    },
+    "Tensor": {"mean": "reduce_mean", "flatten": "flatten_contiguous_range", "sum": "reduce_sum"},
+    "Tensor.scalar": {"__add__": "scale", "__radd__": "scale", "__sub__": "scale", "__rsub__": "scale",
+               "__mul__": "scale", "__rmul__": "scale", "__truediv__": "scale", "pow": "pow"},
+}
+# a loss composite whose reduction (x.mean(), x.sum() inside it) Paddle records as its own op after the loss op
+REDUCED_LOSSES = {"softmax_with_cross_entropy", "kldiv_loss", "huber_loss", "sigmoid_cross_entropy_with_logits",
+                  "nll_loss"}
 # optimizer class -> the update op Paddle appends per parameter
 UPDATE_TYPES = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw", "Momentum": "momentum", "Lamb": "lamb"}
 # instructions other than ops, as Paddle names the op doing that work (None: a variable, no op)

@@ -6,10 +6,10 @@ import numpy as np
 from .. import creation, layout as layout_lib
 from ..backends.devices import device
 from ..boxing import _group, plan
-from ..distributed import collectives
 from ..random import UNIFORM, fill as philox_fill, next_key
 from ..registry import REGISTRY
 from ..tensor import Tensor
+from .p2p import Recv, Send, link_sends
 from .capture import _AllReduce, _CheckCleared, _LocalCall, _StateSetter, _finish, _run_box
 
 
@@ -38,6 +38,7 @@ def rebuild(program, state, rank):
         if maker is None:
             raise ValueError(f"graph.load: a {ins.kind} instruction ({ins.name}) cannot be rebuilt from data")
         ins.fn = maker(program, ins, state, rank)
+    link_sends(program.instrs)  # a send before a recv from its peer waits for it (graph/p2p.py)
     return program
 
 
@@ -189,28 +190,6 @@ def _send(program, ins, state, rank):
 def _recv(program, ins, state, rank):
     reg = program.regs[ins.outs[0]]
     return Recv(int(ins.detail["peer"]), reg.local_shape, reg.dtype, device(reg.device))
-
-
-class Send:
-    """A piece sent to a peer rank over the job's point-to-point transport (collectives.send)."""
-
-    def __init__(self, peer):
-        self.peer = peer
-
-    def __call__(self, piece):
-        host = piece if isinstance(piece, np.ndarray) else device("cuda").to_host(piece)
-        collectives.send(np.ascontiguousarray(host), self.peer)
-
-
-class Recv:
-    """A piece of known shape and dtype received from a peer rank (collectives.recv)."""
-
-    def __init__(self, peer, shape, dtype, dev):
-        self.peer, self.shape, self.dtype, self.dev = peer, tuple(shape), np.dtype(dtype), dev
-
-    def __call__(self):
-        out = collectives.recv(np.empty(self.shape, self.dtype), self.peer)
-        return out if self.dev is device("cpu") else self.dev.from_host(out)
 
 
 def _random(program, ins, state, rank):

@@ -228,3 +228,12 @@ def disable_static(place=None):
 
 def in_dynamic_mode():
     return not static.STATIC[0]
+
+
+def _install_paddle_types():
+    from ._composites import install
+    install(globals(), "paddle")  # paddle.mean records as reduce_mean in static mode (graph/blocks.py's table)
+    install(globals(), "paddle.scalar")
+
+
+_install_paddle_types()

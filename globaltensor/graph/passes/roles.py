@@ -1,7 +1,7 @@
 """Program -> programs by role (trainers, servers): each role keeps its instructions, and a value
 one role makes and another uses crosses by a send and a recv instruction (a peer and a tag)."""
 from ..program import Instr
-from ..rebuild import Recv, Send
+from ..p2p import Recv, Send, link_sends
 from ...backends.devices import device
 
 
@@ -91,7 +91,7 @@ def insert_send_recv(parts, rank):
                                     [r], plain=True, detail={"peer": peer, "tag": r}))
                 received += 1
     out = mine.copy()
-    out.instrs, out.tree, out.owner = instrs, None, owner
+    out.instrs, out.tree, out.owner = link_sends(instrs), None, owner
     out.report = {"insert_send_recv": {"sends": sent, "recvs": received}}
     return out
 

@@ -6,9 +6,14 @@ k*S, k*S±1 and a/(k*S±1) (`subst`). A dim read from a Variable's shape is a Dy
 is traced (each result carries its formula in the sizes), and each result is checked at a second
 and a third size assignment: where the rule would not give what the formula gives (N // 2 as an
 int, 1 / N ** 0.5, float(N) into math.sqrt), the program is marked and Executor.run refuses to
-feed another size than the recorded one, instead of computing with a stale constant. Untraced:
-a float on the left (0.1 * n: float's own __mul__ takes the int), numpy on a dim, int(n) then math.
+feed another size than the recorded one, instead of computing with a stale constant. numpy's
+ufuncs on a dim (np.sqrt(n)) are traced too (__array_ufunc__). What no hook sees (a float on the
+left, 0.1 * n: float's own __mul__ reads the int; int(n) or np.asarray(n), then math) is caught
+where the value lands (`check_folded`): a float constant or attribute that is a short decimal
+times N, sqrt(N), N**2 or log(N) (or over it) marks the program, and after user code took a dim
+out of the traced world by int()/np.asarray, so does an int near N // k or N ± c.
 """
+import functools
 import math
 import os
 import sys
@@ -17,13 +22,20 @@ import numpy as np
 
 SENTINELS = (1019, 1021, 1031, 1033, 1039, 1049)
 TRIALS = tuple({s: n for s, n in zip(SENTINELS, ns)} for ns in ((5, 7, 11, 13, 17, 19), (97, 89, 83, 79, 73, 71)))
+PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # globaltensor/
+NUMPY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
 SCALAR_SITE = os.path.join("ops", "_front.py")  # np.asarray(n, float) of an op's scalar operand
 UNEXPLAINED_KEPT = 8  # expressions kept per program for the error
 
 
 def sentinel_of(n):
     """The sentinels whose multiples n is (with multiplicity), or () for a fixed size."""
-    found, n = [], int(n)
+    return _sentinel_of(int(n))
+
+
+@functools.lru_cache(maxsize=4096)  # bounded; each run asks it for every dim of every feed
+def _sentinel_of(n):
+    found = []
     for s in SENTINELS:
         while n and n % s == 0:
             found.append(s)
@@ -119,6 +131,27 @@ class _Traced:
         f = self.formula
         return traced(abs(_raw(self)), lambda sizes: abs(f(sizes)), f"abs({self.text})", self.program)
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """np.sqrt(n), np.float32(0.5) * n: traced like the operators (a ufunc over arrays computes
+        plainly, and the dim has left the traced world: `escaped`)."""
+        raw = [_raw(x) if isinstance(x, _Traced) else x for x in inputs]
+        scalar = all(isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_)) for x in raw)
+        if method != "__call__" or kwargs or ufunc.nout != 1 or not scalar:
+            escaped(self.program, f"np.{ufunc.__name__}({self.text})")
+            return getattr(ufunc, method)(*raw, **kwargs)
+        fs = [_formula_of(x) for x in inputs]
+        value = ufunc(*raw).item()
+        return traced(value, lambda sizes: ufunc(*[f(sizes) for f in fs]).item(),
+                      f"np.{ufunc.__name__}({', '.join(_text_of(x) for x in inputs)})", self.program)
+
+
+def _from_user_code():
+    """Whether the caller of the caller (numpy's own frames passed over) is outside globaltensor."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith(NUMPY_DIR + os.sep + "numpy"):
+        frame = frame.f_back
+    return frame is not None and not frame.f_code.co_filename.startswith(PACKAGE)
+
 
 class DynInt(_Traced, int):
     """An int computed from dynamic dims. float() of it (math.sqrt calls it) leaves the traced
@@ -130,6 +163,21 @@ class DynInt(_Traced, int):
         if not caller.endswith(SCALAR_SITE):  # math.sqrt(n), float(n): the float leaves the traced world
             taint(self.program, f"float({self.text})")
         return float(int.__int__(self))
+
+    def __int__(self):
+        if _from_user_code():  # int(n), np.asarray(n) in user code
+            escaped(self.program, f"int({self.text})")
+        return int.__int__(self)
+
+    def __floor__(self):  # math.floor(n), round(n) of an int: the same traced int
+        return self
+
+    __ceil__ = __trunc__ = __floor__
+
+    def __round__(self, ndigits=None):
+        return self if ndigits is None or ndigits >= 0 else traced(
+            round(int.__int__(self), ndigits), lambda sizes, f=self.formula: round(f(sizes), ndigits),
+            f"round({self.text}, {ndigits})", self.program)
 
     __hash__ = int.__hash__
 
@@ -179,9 +227,12 @@ class DynDim(DynInt):
 
 
 def check_attr(value, program):
-    """An op's static attribute holding traced ints: each must be one the int rule substitutes."""
+    """An op's static attribute holding traced ints: each must be one the int rule substitutes;
+    a plain number in it must not be an untraced fold of a dynamic dim (check_folded)."""
     if isinstance(value, DynInt) and not explained(value, value.formula, True):
         taint(program, value.text)
+    elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, _Traced)):
+        check_folded(value, program)
     elif isinstance(value, dict):
         for v in value.values():
             check_attr(v, program)
@@ -191,3 +242,89 @@ def check_attr(value, program):
     elif isinstance(value, slice):
         for v in (value.start, value.stop, value.step):
             check_attr(v, program)
+
+
+# --- folds no hook sees ---------------------------------------------------------------------------
+FOLD_FORMS = (("N", lambda s: s), ("sqrt(N)", math.sqrt), ("N**2", lambda s: s * s), ("log(N)", math.log),
+              ("log2(N)", math.log2), ("log10(N)", math.log10))
+INT_DIVISORS = range(2, 9)  # int(n) // k (and (int(n) + 1) // 2): few, so a user's 255 or 64 stays free
+INT_OFFSETS = (-2, -1, 1, 2)  # int(n) - 1 in an int attribute (the int rule carries only k*N)
+
+
+def escaped(program, text):
+    """A dynamic dim left the traced world in user code (int(n), np.asarray(n)): from here on an int
+    that lands in the program near N // k or N ± c is taken for a fold of it (check_folded)."""
+    found = getattr(program, "dims_escaped", None)
+    if found is not None and len(found) < UNEXPLAINED_KEPT and text not in found:
+        found.append(text)
+
+
+def _digits(x, rel):
+    """Significant decimal digits of x to relative precision rel (13 where none up to 12 gives it)."""
+    for d in range(1, 13):
+        if math.isclose(float(f"{x:.{d}g}"), x, rel_tol=rel):
+            return d
+    return 13
+
+
+def _written(x, rel=1e-9):
+    """Whether x is a number people write: a short decimal or a small fraction (0.1, 0.25, 1/3)."""
+    return x != 0 and any(_digits(x * q, rel) <= 3 for q in (1, 3, 6, 7, 9, 12))
+
+
+def _sentinels(program):
+    found = set()
+    for r in getattr(program, "feeds", {}).values():
+        for n in program.regs[r].local_shape:
+            found.update(sentinel_of(n))
+    return sorted(found)
+
+
+def fold_of(value, sentinels, ints):
+    """The untraced fold of a sentinel that value looks like ('0.1 * N'), or None."""
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if not ints or sentinel_of(v) or v == 0:
+            return None
+        for s in sentinels:
+            for k in INT_DIVISORS:
+                if v == s // k or (k == 2 and v == (s + 1) // 2):
+                    return f"N // {k}"
+            for c in INT_OFFSETS:
+                if v == s + c:
+                    return f"N {'+-'[c < 0]} {abs(c)}"
+        return None
+    v, rel = float(value), 2e-7 if isinstance(value, (np.float32, np.float16)) else 1e-9
+    if not np.isfinite(v) or (sentinels and subst_float(v, TRIALS[0]) != v):
+        return None  # one the float rule carries (k*N, N - 1, 1/N)
+    if v.is_integer() and abs(v) < 2 ** 53 and fold_of(int(v), sentinels, ints):  # int(n) // 2 as a scalar
+        return fold_of(int(v), sentinels, ints)
+    if _written(v, rel) or not sentinels:
+        return None  # a constant of the user's
+    for s in sentinels:
+        for label, g in FOLD_FORMS:
+            for r, form in ((v / g(s), "{r:.6g} * {n}"), (v * g(s), "{r:.6g} / {n}")):
+                if _written(r, rel):
+                    return form.format(r=r, n=label)
+    return None
+
+
+def check_folded(value, program):
+    """Mark the program where a plain number landing in it (an attribute, a constant's value or
+    shape) looks like a dynamic dim folded outside the traced arithmetic."""
+    if program is None or not getattr(program, "feeds", None):
+        return
+    sentinels = _sentinels(program)
+    if not sentinels:
+        return
+    if isinstance(value, np.ndarray):
+        for n in value.shape:
+            check_folded(int(n), program)
+        if value.size and value.dtype.kind in "iuf" and (value == value.reshape(-1)[0]).all():
+            check_folded(value.reshape(-1)[0], program)  # a numpy scalar: its precision decides
+        return
+    fold = fold_of(value, sentinels, bool(getattr(program, "dims_escaped", None)))
+    if fold is not None:
+        how = f" after {', '.join(program.dims_escaped)}" if fold.startswith(("N //", "N +", "N -")) else ""
+        shown = value.item() if isinstance(value, np.generic) else value
+        taint(program, f"{shown!r} (= {fold}, folded outside the traced arithmetic{how})")

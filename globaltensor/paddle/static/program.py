@@ -9,6 +9,7 @@ from ...graph.passes.prune import inference_instrs
 from ...graph.program import Instr
 from ...registry import REGISTRY
 from .block import Block, paddle_type
+from .dyn import check_folded
 from .recorder import SENTINELS, StaticRecorder, _Kernel, Variable, meta_array, new_reg, recording, set_instr
 
 STATIC = [False]  # paddle.enable_static() sets it
@@ -37,6 +38,7 @@ class Program:
         self.test_switches = []  # (first instr, end, instrs at inference) of a dropout or batch_norm: clone(for_test)
         self.hints = []  # Paddle op types to give the next ops (static.nn.fc: "mul")
         self.unexplained = []  # values computed from a dynamic dim that no run rule carries (static/dyn.py)
+        self.dims_escaped = []  # int(n) / np.asarray(n) of a dynamic dim in user code (static/dyn.py: check_folded)
         self.random_seed = 0
         self._runs, self._pruned = {}, {}  # compiled runs per (fetches, fed sizes); pruned instructions per fetches
         self._startup_of = None  # the startup program whose set instructions initialize our parameters
@@ -114,6 +116,7 @@ class Program:
             self._append(Instr("random", "uniform_random", drawn[1], [], [r], plain=True))
         else:
             r = self._reg("const", array)
+            check_folded(array, self)  # 0.1 * n as an operand: a float no hook saw
             self.instrs.append(Instr("const", "assign_value", array, [], [r]))
             if not isinstance(t, Variable):
                 self.tensor_consts[id(t)] = (t, r, self.instrs[-1])
@@ -239,6 +242,7 @@ class Program:
         twin.feeds, twin.names, twin.by_array = dict(self.feeds), dict(self.names), dict(self.by_array)
         twin.parameters, twin.param_regs = list(self.parameters), dict(self.param_regs)
         twin.param_arrays, twin.unexplained = dict(self.param_arrays), list(self.unexplained)
+        twin.dims_escaped = list(self.dims_escaped)
         twin._runs, twin._pruned, twin.hints, twin.types = {}, {}, [], dict(self.types)
         if for_test:
             twin.grads, twin.minimized, twin.backward_at = {}, [], None

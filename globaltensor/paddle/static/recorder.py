@@ -95,7 +95,11 @@ class _Kernel:
 
     def __call__(self, *pieces):
         out = self.call(*pieces)
-        return tuple(np.asarray(o) for o in (out if isinstance(out, tuple) else (out,)))
+        if type(out) is np.ndarray:  # the common case, without a generator per replayed op
+            return (out,)
+        if isinstance(out, tuple):
+            return tuple(o if type(o) is np.ndarray else np.asarray(o) for o in out)
+        return (np.asarray(out),)
 
 
 class _Setter:
@@ -113,6 +117,7 @@ class StaticRecorder:
     into the current main program (its outputs: Variables from the op's meta, at both probe sizes);
     any other op runs eagerly as usual (a layer's parameter initialization, say)."""
 
+    records_paddle_static = True  # paddle/_composites.py: the face's composites print as Paddle's ops
     takes_row_grads = True  # a sparse table's gradient stays rows (append_backward registers its parts)
 
     def __init__(self, current_program):
@@ -254,3 +259,12 @@ def set_instr(name, t, reg, kind):
 def recording(recorder):
     """The scope static mode runs in (enable_static enters it, disable_static leaves it)."""
     return scope.current.set(scope.current.get().but(recorder=recorder))
+
+
+def _install_paddle_types():
+    from .._composites import install
+    install(Variable, "Tensor")  # x.mean() prints as reduce_mean, x - 1.0 as scale (graph/blocks.py's table)
+    install(Variable, "Tensor.scalar")
+
+
+_install_paddle_types()

@@ -115,3 +115,11 @@ def label_smooth(label, prior_dist=None, epsilon=0.1, name=None):
     prior = 1.0 / label.shape[-1] if prior_dist is None else prior_dist
     return (1.0 - epsilon) * label + epsilon * prior
 
+
+
+def _install_paddle_types():
+    from ..._composites import install
+    install(globals(), "paddle.nn.functional")  # F.silu records as silu in static mode (graph/blocks.py)
+
+
+_install_paddle_types()

@@ -114,11 +114,11 @@ def smooth_l1_loss(input, label, reduction="mean", delta=1.0, is_huber=True, nam
     """is_huber (Paddle's default): the Huber loss, 0.5 d^2 where |d| < delta, else delta (|d| - 0.5
     delta); is_huber=False: PyTorch's smooth L1 with beta = delta (the Huber loss / delta)."""
     plain = _F.smooth_l1_loss(input, label, reduction=reduction, beta=delta)
-    return delta * plain if is_huber else plain
+    return delta * plain if is_huber and delta != 1.0 else plain  # delta 1: Paddle's one huber_loss
 
 
 def square_error_cost(input, label):
-    return (input - label) ** 2
+    return _ops.square(input - label)  # Paddle's elementwise_sub then square
 
 
 def log_loss(input, label, epsilon=0.0001, name=None):
