@@ -1,6 +1,9 @@
 """The tape: each op's context (inputs, outputs, static arguments, backward) as a node on its
 differentiable outputs, and the contexts a backward runs, outputs before inputs."""
+import weakref
+
 from ..scope import current as _scope
+from ..tensor import Tensor
 
 
 _clock = [0]  # counts contexts: which ones read a tensor before an in-place op changed it
@@ -22,21 +25,58 @@ def seen_inputs(ctx):
 
 
 class Context:
-    """What a backward sees: the op's inputs (tensors), outputs and static arguments."""
+    """What a backward sees: the op's inputs (tensors), outputs and static arguments. Outputs that
+    carry this context's node are held weakly (with their pieces): a tensor -> node -> context ->
+    tensor cycle would keep each step's whole graph, activations included, until the cyclic
+    garbage collector ran (fresh pages every step). One that died is rebuilt from its piece,
+    with this context's node again, when a backward asks for it."""
 
-    __slots__ = ("inputs", "outputs", "static", "backward", "dests", "seq")
+    __slots__ = ("inputs", "_outs", "static", "backward", "dests", "seq", "name")
 
-    def __init__(self, inputs, outputs, static, backward):
-        self.inputs, self.outputs, self.static, self.backward = inputs, outputs, static, backward
+    def __init__(self, inputs, outputs, static, backward, name=None):
+        self.inputs, self.static, self.backward, self.name = inputs, static, backward, name
+        self.outputs = outputs
         self.dests = None
         _clock[0] += 1
         self.seq = _clock[0]
         for t in inputs:
             t._read_at = self.seq
 
+    @property
+    def outputs(self):
+        return tuple(self.output(i) for i in range(len(self._outs)))
+
+    @outputs.setter
+    def outputs(self, values):
+        self._outs = [_held(t) for t in values]
+
+    def held(self, i):
+        """Output i when it is still alive, else None (nothing can hold a gradient for it)."""
+        entry = self._outs[i]
+        return entry[0]() if type(entry) is tuple else entry
+
+    def output(self, i):
+        """Output i: the tensor itself, or, when it died, its piece again as this op's output."""
+        entry = self._outs[i]
+        if type(entry) is not tuple:
+            return entry
+        t = entry[0]()
+        if t is None:
+            t = Tensor(*entry[1:])
+            t.requires_grad, t._node = True, Node(self.name, self.backward, self, i)
+            self._outs[i] = (weakref.ref(t),) + entry[1:]
+        return t
+
     def dest(self, i):
         """Where input i's gradient piece may be written (its gradient bucket), or None."""
         return None if self.dests is None else self.dests[i]
+
+
+def _held(t):
+    """A differentiable output weakly, with what rebuilds it; any other strongly (it has no node)."""
+    if not (t._dtype.is_floating or t._dtype.is_complex):
+        return t
+    return (weakref.ref(t), t._local, t._global_shape, t._dtype, t._placement, t._sbp)
 
 
 class Node:
@@ -59,7 +99,7 @@ def record(name, backward, inputs, outputs, static):
         return
     if backward is None:  # as PyTorch: the forward runs, a backward through it raises
         backward = _not_implemented(name)
-    ctx = Context(tuple(inputs), tuple(outputs), static, backward)
+    ctx = Context(tuple(inputs), tuple(outputs), static, backward, name)
     for i in differentiable:
         out = outputs[i]
         out.requires_grad = True
