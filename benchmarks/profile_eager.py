@@ -100,12 +100,12 @@ def worker(case, steps, tiny):
             fn(x, y)
             times[mode].append(time.process_time() - t)
             threads[mode].append(time.thread_time() - tt)
-            faults[mode].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
+            faults[mode].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)  # bursty: mean below
             out[f"{mode} arena allocs"] = _native.numpy_alloc_stats()["arena_allocs"] - allocs
     for mode in times:
         out[f"{mode} cpu ms"] = 1e3 * statistics.median(times[mode])
         out[f"{mode} main thread cpu ms"] = 1e3 * statistics.median(threads[mode])
-        out[f"{mode} faults"] = statistics.median(faults[mode])
+        out[f"{mode} faults (mean)"] = statistics.mean(faults[mode])
     for mode, fn in (("eager", eager), ("graph", graph)):
         dist.barrier()
         prof = cProfile.Profile()
