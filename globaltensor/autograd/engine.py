@@ -120,7 +120,7 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
     finishing = _finishing(order) if on_leaf is not None else {}
     with enable_grad() if create_graph else no_grad():
         for i, ctx in enumerate(order):
-            held = [ctx.held(j) for j in range(len(ctx._outs))]  # a dead output has no gradient
+            held = ctx.alive()  # a dead output has no gradient
             outs = [None if o is None else grads.pop(id(o), None) for o in held]
             if on_retained is not None:
                 for o, g in zip(held, outs):

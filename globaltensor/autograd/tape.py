@@ -44,16 +44,18 @@ class Context:
 
     @property
     def outputs(self):
-        return tuple(self.output(i) for i in range(len(self._outs)))
+        found = self.alive()
+        if any(t is None for t in found):
+            return tuple(self.output(i) for i in range(len(found)))
+        return tuple(found)
 
     @outputs.setter
     def outputs(self, values):
-        self._outs = [_held(t) for t in values]
+        self._outs = _held(values)
 
-    def held(self, i):
-        """Output i when it is still alive, else None (nothing can hold a gradient for it)."""
-        entry = self._outs[i]
-        return entry[0]() if type(entry) is tuple else entry
+    def alive(self):
+        """The outputs, None for each that died (nothing can hold a gradient for it)."""
+        return [e[0]() if type(e) is tuple else e for e in self._outs]
 
     def output(self, i):
         """Output i: the tensor itself, or, when it died, its piece again as this op's output."""
@@ -72,11 +74,10 @@ class Context:
         return None if self.dests is None else self.dests[i]
 
 
-def _held(t):
-    """A differentiable output weakly, with what rebuilds it; any other strongly (it has no node)."""
-    if not (t._dtype.is_floating or t._dtype.is_complex):
-        return t
-    return (weakref.ref(t), t._local, t._global_shape, t._dtype, t._placement, t._sbp)
+def _held(outputs):
+    """Each differentiable output weakly, with what rebuilds it; any other strongly (it has no node)."""
+    return [(weakref.ref(t), t._local, t._global_shape, t._dtype, t._placement, t._sbp)
+            if t._dtype.is_floating or t._dtype.is_complex else t for t in outputs]
 
 
 class Node:
