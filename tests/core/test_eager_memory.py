@@ -38,6 +38,17 @@ def test_graph_freed_without_the_cyclic_gc(no_gc):
     assert x.grad is not None
 
 
+def test_to_global_leaves_no_cycle(no_gc):
+    x = gt.tensor(np.arange(8, dtype=np.float32).reshape(4, 2), requires_grad=True)
+    y = x.to_global(gt.placement("cpu", [0]), gt.sbp.broadcast)  # a Function: its ctx must not hold y
+    z = (y * 2.0).sum()
+    dead = [weakref.ref(y), weakref.ref(z)]
+    z.backward()
+    del y, z
+    assert [r() for r in dead] == [None, None]
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((4, 2), 2.0, np.float32))
+
+
 def test_dropped_outputs_rebuilt_for_backward(no_gc):
     torch = pytest.importorskip("torch")
     data = np.random.default_rng(0).standard_normal((5, 6)).astype(np.float32)
