@@ -35,7 +35,7 @@ class Context:
 
     def __init__(self, inputs, outputs, static, backward, name=None):
         self.inputs, self.static, self.backward, self.name = inputs, static, backward, name
-        self.outputs = outputs
+        self._outs = _held(outputs)
         self.dests = None
         _clock[0] += 1
         self.seq = _clock[0]
@@ -44,9 +44,12 @@ class Context:
 
     @property
     def outputs(self):
-        found = self.alive()
-        if any(t is None for t in found):
-            return tuple(self.output(i) for i in range(len(found)))
+        found = []
+        for e in self._outs:  # loops, not comprehensions: backward functions read this often
+            t = e[0]() if type(e) is tuple else e
+            if t is None:
+                return tuple(self.output(i) for i in range(len(self._outs)))
+            found.append(t)
         return tuple(found)
 
     @outputs.setter
@@ -93,9 +96,17 @@ def record(name, backward, inputs, outputs, static):
     """Attach a node to each floating output when grad mode is on and an input requires grad.
     Integer and bool outputs (argmax, comparisons, indices) never require grad, as in PyTorch, so
     an op with only such outputs needs no backward; an op without one raises in backward."""
-    if not _scope.get().grad or not any(t.requires_grad for t in inputs):
+    if not _scope.get().grad:
         return
-    differentiable = [i for i, out in enumerate(outputs) if out.dtype.is_floating or out.dtype.is_complex]
+    for t in inputs:  # loops, not any() and a comprehension: this runs once per op
+        if t.requires_grad:
+            break
+    else:
+        return
+    differentiable = []
+    for i, out in enumerate(outputs):
+        if out._dtype.is_floating or out._dtype.is_complex:
+            differentiable.append(i)
     if not differentiable:
         return
     if backward is None:  # as PyTorch: the forward runs, a backward through it raises
