@@ -8,6 +8,7 @@ kernel returns is checked against the shape its layout says.
 """
 import functools
 import itertools
+import operator
 
 import numpy as np
 
@@ -48,6 +49,7 @@ class Decision:
         return Signature(self.in_sbps, self.out_sbps or ())
 
 
+_piece_of = operator.attrgetter("_local")
 _cache = {}  # (op, statics, input layouts) -> Decision, at most CACHE_SIZE (the oldest half goes when full)
 CACHE_SIZE = 8192
 
@@ -286,7 +288,7 @@ def _apply_global(opdef, kernel, tensors, static):
     decision = decision_for(opdef, tensors, static)
     plans = decision.plans
     if plans is None:
-        pieces = [t._local for t in tensors]
+        pieces = list(map(_piece_of, tensors))  # no Python frame per op (a comprehension has one)
     else:
         pieces = [t._local if p is None else run(p, t._local, t._dtype) for t, p in zip(tensors, plans)]
     dev = decision.device

@@ -120,9 +120,10 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
     finishing = _finishing(order) if on_leaf is not None else {}
     with scoped(grad=bool(create_graph), amp=None):  # backward runs in the forward's dtypes, autocast off
         for i, ctx in enumerate(order):
-            outs = [grads.pop(id(o), None) for o in ctx.outputs]
+            held = ctx.alive()  # a dead output has no gradient
+            outs = [None if o is None else grads.pop(id(o), None) for o in held]
             if on_retained is not None:
-                for o, g in zip(ctx.outputs, outs):
+                for o, g in zip(held, outs):
                     if g is not None and getattr(o, "_retains_grad", False):
                         on_retained(o, g)
             if any(g is not None for g in outs):

@@ -54,20 +54,21 @@ class _ToGlobal(autograd.Function):
 
     @staticmethod
     def forward(ctx, x, placement, sbp, grad_sbp):
+        out = convert(x, placement, sbp)
         ctx.x, ctx.grad_sbp = x, grad_sbp
-        ctx.out = convert(x, placement, sbp)
-        return ctx.out
+        ctx.source, ctx.placement = out._source, out.placement  # not `out`: out -> node -> ctx -> out, a cycle
+        return out
 
     @staticmethod
     def backward(ctx, g):
         """d out / d x: the gradient converted back to x's layout; for a local x, the part of
         the whole gradient where x's piece lay (zero where the conversion ignored it)."""
-        x, out = ctx.x, ctx.out
+        x = ctx.x
         if ctx.grad_sbp is not None:
             g = g.to_global(sbp=ctx.grad_sbp)
         if x.is_local:
-            box, counts = out._source
-            whole = g.to_global(placement=out.placement, sbp=(broadcast,) * out.placement.ndim)._local
+            box, counts = ctx.source
+            whole = g.to_global(placement=ctx.placement, sbp=(broadcast,) * ctx.placement.ndim)._local
             if box is None or not counts:
                 return Tensor(of_array(whole).xp.zeros(x.shape, x.dtype.np))
             return Tensor(whole[layout.box_slices(box)].copy())

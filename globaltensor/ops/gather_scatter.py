@@ -201,7 +201,15 @@ def _index_add_meta(s, dt, st):
     return [tuple(s[0])], [dt[0]]
 
 
-@op("index_add", lambda s, o, st: [((B, B, B), (B,)), ((P, B, P), (P,)), ((S(st["dim"]), B, B), (S(st["dim"]),))],
+def _index_add_rows(s, o, st):
+    dim = st["dim"]
+    rows = [((B, B, B), (B,)), ((P, B, P), (P,)), ((S(dim), B, B), (S(dim),))]
+    # x and src split alike on another dim: each piece adds its own rows (index_select's backward on a batch split)
+    rows += [((S(d), B, S(d)), (S(d),)) for d in range(len(s[0])) if d != dim]
+    return rows
+
+
+@op("index_add", _index_add_rows,
     lambda ctx, g: (g, None, index_select(g, ctx.static["dim"], ctx.inputs[1])),  # linear: x gets g, src its slices
     meta=_index_add_meta, takes_offsets=True)
 def _index_add_kernel(x, index, src, dim=0, size=None, offsets=None):
