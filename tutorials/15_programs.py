@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 14 · Programs: print, save, load, rewrite
+# # 15 · Programs: print, save, load, rewrite
 #
 # A captured step is a `gt.graph.Program`: registers (values with their layouts) and instructions
 # that name what they run (a registered op and its attributes, a boxing conversion, an optimizer's
