@@ -76,7 +76,7 @@ class Optimizer:
     def _step_now(self):
         """Eagerly: each parameter's update kernel on its pieces (the registry's op, without
         dispatch: _fit checks the op's rows once per layout, and an update boxes nothing)."""
-        state = self.state
+        state, zero = self.state, getattr(self, "_zero", None)
         for group in self.param_groups:
             opdef = None
             for p in group["params"]:
@@ -88,7 +88,11 @@ class Optimizer:
                 if opdef is None:
                     name, names, static = self._plan(group)
                     opdef, lr = REGISTRY[name], group["lr"]
-                if names:
+                if zero is not None and zero.state_sbp(p) != p.sbp:  # ZeRO: the update on p's shard
+                    st = (state.get(id(p)) or self._state(p, names)) if names else {"step": None}
+                    st["step"] = None if not names else st["step"] + 1
+                    zero.update(opdef, p, [st[n] for n in names], lr, st["step"], static)
+                elif names:
                     st = state.get(id(p)) or self._state(p, names)
                     arrays = [p, p.grad] + [st[n] for n in names]
                     if p._placement is not None:
@@ -150,7 +154,9 @@ class Optimizer:
     def _state(self, p, names):
         st = self.state.get(id(p))
         if st is None:
-            st = self.state[id(p)] = {"step": 0, **{n: zeros_like(p) for n in names}}
+            zero = getattr(self, "_zero", None)  # ZeRO (zero.py): states on p's shard
+            st = self.state[id(p)] = {"step": 0, **{n: zeros_like(p) if zero is None else zero.new_state(p)
+                                                    for n in names}}
         return st
 
     def state_dict(self):

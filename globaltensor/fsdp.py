@@ -1,0 +1,162 @@
+"""fully_shard (PyTorch FSDP2's face, ZeRO-3): a module's parameters S(0) on a mesh axis, gathered around each use."""
+import weakref
+
+import numpy as np
+
+from .autograd import Function, is_grad_enabled, no_grad
+from .sbp import broadcast
+from .tensor import Tensor
+from .zero import check_mesh_dim, reshard_parameter, shard_sbp
+
+
+def fully_shard(module, *, mesh=None, reshard_after_forward=True, mesh_dim=0):
+    """Shard `module`'s parameters (those not already in a nested fully_shard unit) along mesh axis
+    `mesh_dim`: each becomes split(0) there, in place (the same Parameter objects), keeping its SBP
+    on the other axes (tensor parallelism). Around each forward of the module they are all-gathered
+    (one all_gather a parameter), used, and the gathered pieces freed after forward when
+    reshard_after_forward (PyTorch's default); backward gathers them again just before the module's
+    backward and reduce-scatters each gradient into its shard. Call it on inner modules first, then
+    on the root, and build the optimizer afterwards (its states are then sharded too), as FSDP2.
+    `mesh`: a placement for local parameters (put there broadcast first); None: they must be global.
+    Returns the module.
+
+    Examples:
+        >>> for block in model.blocks:
+        ...     gt.distributed.fully_shard(block, mesh=gt.placement("cpu", [0, 1, 2, 3]))
+        >>> gt.distributed.fully_shard(model, mesh=gt.placement("cpu", [0, 1, 2, 3]))
+        >>> opt = gt.optim.AdamW(model.parameters(), lr=1e-3)
+    """
+    if not isinstance(reshard_after_forward, bool):
+        raise TypeError(f"fully_shard: reshard_after_forward must be a bool, got {reshard_after_forward!r}")
+    if getattr(module, "_fsdp_unit", None) is not None:
+        raise ValueError(f"fully_shard: {type(module).__name__} is already fully sharded")
+    owned = list(_owned_parameters(module))
+    if mesh is not None:
+        for owner, name, p in owned:
+            if p.is_local:
+                with no_grad():
+                    p.data = p.detach().to_global(placement=mesh, sbp=(broadcast,) * mesh.ndim)
+    check_mesh_dim("fully_shard", [p for _, _, p in owned], mesh_dim)
+    for _, _, p in owned:
+        sbp = shard_sbp(p, mesh_dim)
+        if sbp is not None:
+            reshard_parameter(p, sbp)
+    unit = _Unit(owned, mesh_dim, reshard_after_forward)
+    object.__setattr__(module, "_fsdp_unit", unit)
+    module.register_forward_pre_hook(unit.before_forward)
+    module.register_forward_hook(unit.after_forward)
+    return module
+
+
+def _owned_parameters(module):
+    """(owner module, name, parameter) of module's tree, leaving out nested fully_shard units."""
+    stack, seen = [module], set()
+    while stack:
+        m = stack.pop()
+        for name, p in m._parameters.items():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                yield m, name, p
+        stack.extend(c for c in reversed(list(m._modules.values()))
+                     if c is not None and getattr(c, "_fsdp_unit", None) is None)
+
+
+class _Unit:
+    """One fully_shard module: its parameters and, during a forward, their gathered copies."""
+
+    def __init__(self, owned, mesh_dim, reshard_after_forward):
+        self.owned, self.mesh_dim, self.reshard = owned, mesh_dim, reshard_after_forward
+        self.gathered = []  # per forward call: [gathered tensors]
+
+    def before_forward(self, module, args):
+        gathered = []
+        for owner, name, p in self.owned:
+            if tuple(p.sbp)[self.mesh_dim] != broadcast:  # split there: gathered for this forward
+                full = _Gather.apply(p, self.mesh_dim) if p.requires_grad and is_grad_enabled() else _gather(p, self.mesh_dim)
+                owner._parameters[name] = full
+                gathered.append(full)
+        self.gathered = gathered
+        return None
+
+    def after_forward(self, module, args, out):
+        for owner, name, p in self.owned:
+            owner._parameters[name] = p
+        gathered, self.gathered = self.gathered, []
+        if not self.reshard:
+            return None
+        for full in gathered:
+            _free(full)
+        pending = [g for g in gathered if g._node is not None]
+        if not pending:
+            return None
+        return _wrap_outputs(out, pending, self.mesh_dim)
+
+
+def _gather(p, mesh_dim):
+    """p with broadcast on mesh_dim (one all_gather), detached."""
+    sbp = list(p.sbp)
+    sbp[mesh_dim] = broadcast
+    with no_grad():
+        return p.detach().to_global(placement=p.placement, sbp=tuple(sbp))
+
+
+_FREED = np.empty(0, np.float32)  # a freed gathered piece; reading it as the weight fails loudly
+
+
+def _free(full):
+    """Drop a gathered copy's piece (the autograd graph keeps the tensor, not its memory)."""
+    full._local = _FREED
+
+
+class _Gather(Function):
+    """A parameter shard -> its gathered copy; backward: the copy's gradient reduce-scattered into
+    the shard's layout, and the copy's piece freed."""
+
+    @staticmethod
+    def forward(ctx, p, mesh_dim):
+        full = _gather(p, mesh_dim)
+        ctx.sbp, ctx.placement, ctx.full = tuple(p.sbp), p.placement, weakref.ref(full)
+        return full
+
+    @staticmethod
+    def backward(ctx, g):
+        full = ctx.full()
+        if full is not None:
+            full._local = _FREED
+        with no_grad():
+            return g.to_global(placement=ctx.placement, sbp=ctx.sbp), None
+
+
+class _Regather(Function):
+    """Identity on a unit's outputs; its backward (reached before any op inside the unit) gathers
+    the unit's freed parameter copies again, into the tensors the graph saved."""
+
+    @staticmethod
+    def forward(ctx, pending, mesh_dim, *outs):
+        ctx.pending, ctx.mesh_dim = pending, mesh_dim
+        return outs if len(outs) > 1 else outs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        for full, p in ctx.pending:
+            if full._local is _FREED:
+                full._local = _gather(p, ctx.mesh_dim)._local
+        return (None, None) + grads
+
+
+def _wrap_outputs(out, pending, mesh_dim):
+    """out (a tensor, or a tuple/list of them) through _Regather."""
+    sources = [(full, full._node.ctx.inputs[0]) for full in pending]
+    if isinstance(out, Tensor):
+        return _Regather.apply(sources, mesh_dim, out) if out.requires_grad else out
+    if isinstance(out, (tuple, list)):
+        picks = [i for i, o in enumerate(out) if isinstance(o, Tensor) and o.requires_grad]
+        if not picks:
+            return out
+        got = _Regather.apply(sources, mesh_dim, *[out[i] for i in picks])
+        got = got if len(picks) > 1 else (got,)
+        items = list(out)
+        for i, g in zip(picks, got):
+            items[i] = g
+        return type(out)(items)
+    return out
