@@ -38,7 +38,7 @@ class GraphConfig:
         self.amp_enabled, self.amp_dtype = False, _dtype.float16
         self.zero_enabled, self.zero_stage = False, 0
         self.zero_shard_min_size, self.zero_shard_restore_level = 1024, 1
-        self.gradient_accumulation_steps = 1
+        self.gradient_accumulation_steps, self.gradient_accumulation_avg = 1, True
         self.outputs_buffer_size = 2
         # accepted no-ops (OneFlow compiler switches)
         self.fuse_add_to_output = self.fuse_model_update_ops = self.fuse_cast_scale = False
@@ -77,9 +77,13 @@ class GraphConfig:
         self.zero_shard_restore_level = _int("enable_zero", "shard_restore_level", shard_restore_level, 0)
         self.zero_enabled, self.zero_stage = True, stage
 
-    def set_gradient_accumulation_steps(self, value):
-        """One optimizer step (and one gradient reduction) per `value` calls of the graph."""
+    def set_gradient_accumulation_steps(self, value, *, avg=True):
+        """Each call of a graph with an optimizer cuts its batch (dim 0 of the tensor arguments)
+        into `value` micro-batches, runs build() on each, reduces the gradients once and updates
+        once; avg=True (OneFlow's) divides the summed gradients by `value`. The outputs: 0-d
+        tensors stacked to shape (value,), others joined along dim 0 (graph/accumulate.py)."""
         self.gradient_accumulation_steps = _int("set_gradient_accumulation_steps", "value", value, 1)
+        self.gradient_accumulation_avg = _bool("set_gradient_accumulation_steps", avg)
 
     def set_outputs_buffer_size(self, value=2):
         """Accepted no-op here (the replay is synchronous): kept in outputs_buffer_size."""

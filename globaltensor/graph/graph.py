@@ -5,6 +5,7 @@ import os
 from .. import hooks, scope
 from ..tensor import Tensor
 from . import passes
+from .accumulate import run_micro_batches
 from .capture import CaptureError, Recorder
 from .config import GraphConfig
 from .replay import compile_program
@@ -132,7 +133,13 @@ class Graph(Captured):
         return self._call(args, kwargs)
 
     def _body(self, args, kwargs):
-        out = self.build(*args, **kwargs)
+        config, optimizers = self.config, self.__dict__.get("_optimizers", ())
+        if config.gradient_accumulation_steps > 1 and optimizers:
+            params = [p for optimizer, _ in optimizers for group in optimizer.param_groups for p in group["params"]]
+            out = run_micro_batches(self.build, args, kwargs, config.gradient_accumulation_steps, params,
+                                    config.gradient_accumulation_avg)
+        else:
+            out = self.build(*args, **kwargs)
         for optimizer, lr_sch in self.__dict__.get("_optimizers", ()):
             optimizer.step()  # gt.optim's: one update instruction per parameter (others: recorded whole)
             rec = scope.recorder()

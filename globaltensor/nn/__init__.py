@@ -27,7 +27,7 @@ from .distance import CosineSimilarity, PairwiseDistance
 from .ctc import CTCLoss
 from .quantization import CoinFlip, FakeQuantization, MinMaxObserver, MovingAverageMinMaxObserver, Quantization
 from ..graph import Graph
-from . import common_types, modules, parallel, tensor_parallel, utils  # noqa: E402
+from . import common_types, graph, modules, parallel, tensor_parallel, utils  # noqa: E402
 
 
 __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", "Embedding", "LayerNorm", "Sequential",

@@ -165,8 +165,11 @@ class Module:
 
     def to(self, *args, dtype=None):
         """Module.to(dtype): every floating parameter and buffer cast in place (the same objects,
-        so optimizers keep them); a device of "cpu" changes nothing."""
+        so optimizers keep them); a device of "cpu" changes nothing. Module.to(nn.graph.GraphModule):
+        the module's graph settings (OneFlow's; activation_checkpointing, set_stage)."""
         from .. import dtype as _dtype
+        if len(args) == 1 and isinstance(args[0], type) and args[0].__name__ == "GraphModule":
+            return args[0].of(self)  # OneFlow's module.to(nn.graph.GraphModule)
         for a in args:
             if not ((isinstance(a, str) and a.split(":")[0] == "cpu") or (isinstance(a, _device) and a.type == "cpu")):
                 dtype = a

@@ -1,5 +1,6 @@
 """Optimizers and learning-rate schedules."""
 from . import lr_scheduler
+from .gradient_merge import GradientMerge
 from .optimizer import SGD, Adam, AdamW, Optimizer
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "GradientMerge", "lr_scheduler"]

@@ -1,8 +1,10 @@
 """Activation recompute (torch.utils.checkpoint): keep a segment's inputs, re-run it in backward."""
+import functools
 import sys
 import types
 import warnings
 
+from .. import hooks
 from .. import random as _random
 from ..autograd import enable_grad, is_grad_enabled, no_grad, record
 from ..autograd.engine import _run
@@ -42,27 +44,43 @@ def _leaves(outputs, own):
     return found
 
 
-def _segment(function, args, kwargs, rng_state):
-    """Run function on detached copies of args with grad on and the RNG at rng_state (if given);
-    the default generator's own state comes back after. -> (detached args, outputs)."""
+def _segment(function, args, kwargs, rng_cell):
+    """Run function on detached copies of args with grad on and the RNG at rng_cell["state"] (if
+    given); the default generator's own state comes back after. The RNG moves are host effects:
+    a graph's capture records them, so each replay recomputes with that replay's draws.
+    -> (detached args, outputs)."""
     inner = _detached(args)
-    now = _random.get_rng_state()
-    if rng_state is not None:
-        _random.set_rng_state(rng_state)
+    if rng_cell is not None:
+        hooks.effect("checkpoint.restore_rng", functools.partial(_swap_rng, rng_cell))
     try:
         with enable_grad():
             out = function(*inner, **kwargs)
     finally:
-        if rng_state is not None:
-            _random.set_rng_state(now)
+        if rng_cell is not None:
+            hooks.effect("checkpoint.resume_rng", functools.partial(_resume_rng, rng_cell))
     return inner, out
+
+
+def _save_rng(cell):
+    cell["state"] = _random.get_rng_state()
+
+
+def _swap_rng(cell):
+    cell["now"] = _random.get_rng_state()
+    _random.set_rng_state(cell["state"])
+
+
+def _resume_rng(cell):
+    _random.set_rng_state(cell["now"])
 
 
 def _recompute(function, args, kwargs, preserve_rng_state):
     """Forward keeping only the inputs: the segment's graph is walked once (which parameters it
     reads) and dropped; backward re-runs the segment with the RNG state forward had, so dropout
     draws the same mask, and hands back the gradients of the inputs and of those parameters."""
-    rng_state = _random.get_rng_state() if preserve_rng_state else None
+    rng_state = {} if preserve_rng_state else None
+    if rng_state is not None:
+        hooks.effect("checkpoint.save_rng", functools.partial(_save_rng, rng_state))
     inner, out = _segment(function, args, kwargs, None)
     own = [a for a in args if isinstance(a, Tensor)]
     params = _leaves([o for o in _tensors(out) if o.requires_grad], {id(t) for t in inner})

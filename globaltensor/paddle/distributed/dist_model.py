@@ -4,18 +4,20 @@ from ...autograd import no_grad
 from ...env import get_rank
 from ...graph import Graph
 from .auto_parallel import replicate_dense_parameters
-from .strategy import Strategy
+from .strategy import Strategy  # noqa: F401 - dist.Strategy is re-exported from here (_surface)
+from .strategy_run import PipelineStep, accumulation, apply_recompute, checked
 
 
 class _Step(Graph):
     """One mode's step over the layer: train (loss, backward, the optimizer's update), eval
     (the loss), predict ({"out0": ...})."""
 
-    def __init__(self, mode, layer, loss, optimizer):
+    def __init__(self, mode, layer, loss, optimizer, accumulate=(1, True)):
         super().__init__()
         self.mode, self.layer, self.loss_fn = mode, layer, loss
         if mode == "train":
             self.add_optimizer(optimizer)
+            self.config.set_gradient_accumulation_steps(accumulate[0], avg=accumulate[1])
 
     def _label(self):
         return f"DistModel[{self.mode}]"
@@ -39,15 +41,20 @@ class DistModel:
     """The layer, loss and optimizer as one program per mode. train(): each call updates the
     parameters and returns the loss; eval(): returns the loss; predict(): returns {"out0": ...}.
     dist_main_program(mode) / serial_main_program(mode) print the captured programs (this
-    rank's, or the serial one); the startup programs list the parameters' layouts."""
+    rank's, or the serial one); the startup programs list the parameters' layouts. The
+    strategy's recompute, gradient_merge (train: the batch cut into k_steps micro-batches, one
+    update; the loss returned is their mean) and pipeline (train: eager, on gt.pipeline) act
+    here: docs/big_models.md."""
 
     def __init__(self, layer, loader=None, loss=None, optimizer=None, strategy=None, metrics=None):
+        strategy = checked(strategy)
         placement = _mesh_of(layer, loader)
         if placement is not None:  # dense parameters run replicated on the model's mesh (Paddle's rule)
             replicate_dense_parameters(layer, placement)
         self._layer, self._loss, self._optimizer = layer, loss, optimizer
         self._loader, self._strategy = loader, strategy
         self._steps = {}
+        apply_recompute(layer, strategy)
         if optimizer is not None and loss is not None:
             self.train()
         elif loss is not None:
@@ -74,8 +81,17 @@ class DistModel:
     def __call__(self, *inputs):
         step = self._steps.get(self._mode)
         if step is None:
-            step = self._steps[self._mode] = _Step(self._mode, self._layer, self._loss, self._optimizer)
-        return step(*inputs)
+            step = self._steps[self._mode] = self._new_step(self._mode)
+        out = step(*inputs)
+        if self._mode == "train" and isinstance(step, _Step) and step.config.gradient_accumulation_steps > 1:
+            # gradient merge: the step gave one loss per micro-batch
+            out = out.mean()
+        return out
+
+    def _new_step(self, mode):
+        if self._strategy.pipeline.enable:
+            return PipelineStep(mode, self._layer, self._loss, self._optimizer, self._strategy.pipeline)
+        return _Step(mode, self._layer, self._loss, self._optimizer, accumulation(self._strategy))
 
     def _step(self, mode):
         step = self._steps.get(mode or self._mode)

@@ -38,20 +38,34 @@ def _strategy():
 
 
 def distributed_model(model):
-    """The model data-parallel over the ranks (paddle.DataParallel with the strategy's bucket sizes)."""
+    """The model data-parallel over the ranks (paddle.DataParallel with the strategy's bucket sizes).
+    strategy.recompute: the sublayers named in recompute_configs["checkpoints"] (default: each
+    direct sublayer) run through activation recompute."""
     from ...framework import DataParallel
+    from ..strategy_run import recompute_sublayers
     s = _strategy()
+    if s.pipeline:
+        raise NotImplementedError("DistributedStrategy.pipeline with fleet.distributed_model: pipeline a model with "
+                                  "dist.to_static (Strategy.pipeline) or gt.pipeline.Pipeline here")
+    if s.recompute:
+        recompute_sublayers(model, s.recompute_configs["checkpoints"], "DistributedStrategy.recompute_configs")
     return DataParallel(model, comm_buffer_size=s.fuse_grad_size_in_MB, last_comm_buffer_size=s.last_comm_group_size_MB,
                         find_unused_parameters=s.find_unused_parameters)
 
 
 def distributed_optimizer(optimizer, strategy=None):
     """Collective: the optimizer itself (distributed_model's backward already averaged the
-    gradients). Parameter server: its minimize makes the job's spec; the servers run the update."""
+    gradients); with strategy.gradient_merge (k_steps > 1) a gt.optim.GradientMerge of it: one
+    gradient reduction and one update per k_steps micro-batches. Parameter server: its minimize
+    makes the job's spec; the servers run the update."""
     if strategy is not None:
         _state["strategy"] = strategy
     if _ps.active():
         return _ps.PSOptimizer(optimizer, _strategy())
+    s = _strategy()
+    if s.gradient_merge and s.gradient_merge_configs["k_steps"] > 1:
+        from ....optim import GradientMerge
+        return GradientMerge(optimizer, s.gradient_merge_configs["k_steps"], s.gradient_merge_configs["avg"])
     return optimizer
 
 
