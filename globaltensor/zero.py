@@ -2,15 +2,17 @@
 from .autograd import no_grad
 from .creation import zeros
 from .sbp import broadcast, split
+from .scope import recorder
 
 STAGES = (1, 2, 3)
 
 
-def shard_sbp(p, mesh_dim):
+def shard_sbp(p, mesh_dim, min_size=1):
     """p's SBP with split(0) on mesh_dim where p is broadcast there, or None where p keeps its own
     layout there (a local or 0-d tensor, or one already split or partial on mesh_dim). Along another
-    mesh axis p keeps its SBP (a tensor-parallel split stays: split(0) twice cuts dim 0 nested)."""
-    if p.is_local or p.ndim == 0:
+    mesh axis p keeps its SBP (a tensor-parallel split stays: split(0) twice cuts dim 0 nested).
+    A parameter of fewer than min_size elements stays whole (OneFlow's zero_shard_min_size)."""
+    if p.is_local or p.ndim == 0 or p.numel() < min_size:
         return None
     sbp = tuple(p.sbp)
     if sbp[mesh_dim] != broadcast:
@@ -37,14 +39,14 @@ class Zero:
     Stage 2: also each broadcast parameter's gradient reduce-scattered into its shard (grad_sbp).
     Stage 3: the parameters themselves S(0) there (fully_shard gathers them around each forward)."""
 
-    def __init__(self, stage, mesh_dim=0):
+    def __init__(self, stage, mesh_dim=0, min_size=1):
         if stage not in STAGES:
             raise ValueError(f"ZeRO stage must be 1, 2 or 3, got {stage!r}")
-        self.stage, self.mesh_dim = stage, mesh_dim
+        self.stage, self.mesh_dim, self.min_size = stage, mesh_dim, min_size
 
     def state_sbp(self, p):
         """The SBP of p's optimizer states: p's shard on the axis, or p's own."""
-        return shard_sbp(p, self.mesh_dim) or (None if p.is_local else tuple(p.sbp))
+        return shard_sbp(p, self.mesh_dim, self.min_size) or (None if p.is_local else tuple(p.sbp))
 
     def new_state(self, p):
         """A zero state tensor for p, laid out by state_sbp."""
@@ -53,33 +55,47 @@ class Zero:
         return zeros(tuple(p.shape), dtype=p.dtype, placement=p.placement, sbp=self.state_sbp(p))
 
     def update(self, opdef, p, states, lr, step, static):
-        """One update of a broadcast-on-axis parameter on its shard: the shard of w and of its
-        gradient (a local slice, no collective; stage 2's gradient is the shard already), the op's
-        kernel on the pieces, then w all-gathered back into p's piece."""
-        sbp = shard_sbp(p, self.mesh_dim)
+        """One eager update of a broadcast-on-axis parameter on its shard: the op's kernel on the
+        pieces of shards(p) and the states, then w all-gathered back into p (gather_into)."""
+        w, g = self.shards(p)
+        pieces = [w._local, g._local] + [t._local for t in states]
+        if step is None:
+            opdef.kernel(*pieces, lr, **static)
+        else:
+            opdef.kernel(*pieces, lr, step, **static)
+        self.gather_into(p, w)
+
+    def shards(self, p):
+        """(p's shard, its gradient's shard): local slices (B -> S, no collective); a stage-2
+        gradient is the shard already."""
+        sbp = shard_sbp(p, self.mesh_dim, self.min_size)
         with no_grad():
             w = p.detach().to_global(placement=p.placement, sbp=sbp)
             g = p.grad
             if g.placement != p.placement or tuple(g.sbp) != sbp:
                 g = g.to_global(placement=p.placement, sbp=sbp)
-            pieces = [w._local, g._local] + [t._local for t in states]
-            if step is None:
-                opdef.kernel(*pieces, lr, **static)
-            else:
-                opdef.kernel(*pieces, lr, step, **static)
+        return w, g
+
+    def gather_into(self, p, w):
+        """p's value = the updated shard w all-gathered (one all_gather); inside a graph's capture
+        an in-place copy the program records."""
+        with no_grad():
             full = w.to_global(placement=p.placement, sbp=p.sbp)
-        p._local[...] = full._local
+            if recorder() is not None:
+                p.copy_(full)
+            else:
+                p._local[...] = full._local
 
 
-def attach(optimizer, stage, mesh_dim=0):
+def attach(optimizer, stage, mesh_dim=0, min_size=1):
     """Turn ZeRO `stage` on for optimizer along mesh_dim: states made (or moved) to the shard layout,
     stage 2 gradients marked for reduce-scatter, stage 3 parameters resharded in place (each keeps
     its identity: modules and the optimizer hold the same objects). Returns the optimizer."""
     params = [p for g in optimizer.param_groups for p in g["params"]]
     check_mesh_dim(f"ZeRO stage {stage}", params, mesh_dim)
-    zero = Zero(stage, mesh_dim)
+    zero = Zero(stage, mesh_dim, min_size)
     for p in params:
-        sbp = shard_sbp(p, mesh_dim)
+        sbp = shard_sbp(p, mesh_dim, min_size)
         if sbp is None:
             continue
         if stage == 3:

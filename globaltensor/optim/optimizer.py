@@ -60,12 +60,14 @@ class Optimizer:
         if rec is not None:
             todo = self._todo()
             if all(rec.knows(p.grad) for _, p, _ in todo):
-                fitted = [(group, p, _fitted_grad(p, plan), plan) for group, p, plan in todo]  # before any count
+                zero = getattr(self, "_zero", None)  # ZeRO (zero.py): a sharded update records its own boxing
+                fitted = [(group, p, None if _on_shard(zero, p) else _fitted_grad(p, plan), plan)
+                          for group, p, plan in todo]  # before any count
                 counts = [f"{type(self).__name__}[{rec.name_of(p)}].step" for _, p, plan in todo if plan[1]]
                 hooks.effect(f"{type(self).__name__}.step", functools.partial(_advance, self, todo),
                              {"advance": counts})
                 for group, p, g, plan in fitted:
-                    _record_update(rec, self, group, p, g, plan)
+                    _record_update(rec, self, group, p, g, plan, zero if g is None else None)
                 return None
             # a gradient made outside the recording (an effect replaced it): the step recorded whole
             return hooks.effect(f"{type(self).__name__}.step", self._step_now)
@@ -88,7 +90,7 @@ class Optimizer:
                 if opdef is None:
                     name, names, static = self._plan(group)
                     opdef, lr = REGISTRY[name], group["lr"]
-                if zero is not None and zero.state_sbp(p) != p.sbp:  # ZeRO: the update on p's shard
+                if _on_shard(zero, p):  # ZeRO: the update on p's shard
                     st = (state.get(id(p)) or self._state(p, names)) if names else {"step": None}
                     st["step"] = None if not names else st["step"] + 1
                     zero.update(opdef, p, [st[n] for n in names], lr, st["step"], static)
@@ -230,9 +232,15 @@ def _fitted_grad(p, plan):
     return _fit(REGISTRY[name], p, [p, p.grad] + [p] * len(names), 2 if names else 1)[1]
 
 
-def _record_update(rec, optimizer, group, p, g, plan):
+def _on_shard(zero, p):
+    """Whether ZeRO updates p on its shard (its states are laid out otherwise than p)."""
+    return zero is not None and zero.state_sbp(p) != p.sbp
+
+
+def _record_update(rec, optimizer, group, p, g, plan, zero=None):
     """Inside a capture: one update instruction of p and its gradient g (fitted), its state read
-    from the optimizer and its lr and step read from the group and the state at each replay."""
+    from the optimizer and its lr and step read from the group and the state at each replay. With
+    ZeRO: the update of p's shard, then the shard gathered into p (zero.shards, zero.gather_into)."""
     name, names, static = plan
     opdef = REGISTRY[name]
     label = f"{type(optimizer).__name__}[{rec.name_of(p)}]"
@@ -240,7 +248,12 @@ def _record_update(rec, optimizer, group, p, g, plan):
     scalars = [(f"{label}.lr", _GroupValue(group, "lr"))]
     if names:
         scalars.append((f"{label}.step", _StateRead(optimizer, p, names, "step", "")))
-    rec.update(opdef, [p, g], states, scalars, static)
+    if zero is None:
+        rec.update(opdef, [p, g], states, scalars, static)
+        return
+    w, g = zero.shards(p)
+    rec.update(opdef, [w, g], states, scalars, static)
+    zero.gather_into(p, w)
 
 
 class _StateRead:
