@@ -79,3 +79,27 @@ def shard_optimizer(optimizer, shard_fn=None, gradient_accumulation_steps=1):
 
 
 __all__ = ["shard_optimizer", "ShardingStage1", "ShardingStage2", "ShardingStage3"]
+
+
+_STAGES = {1: ShardingStage1, 2: ShardingStage2, 3: ShardingStage3}
+
+
+def apply_strategy_sharding(optimizer, sharding):
+    """dist.Strategy.sharding for to_static: with enable, ZeRO `stage` on the mesh dim named "dp"
+    of the parameters' ProcessMesh (else dim 0); `degree` must be that dim's size (Paddle's
+    default 8 reads as unset). Raises before anything is sharded."""
+    if not sharding.enable or optimizer is None:
+        return optimizer
+    if sharding.stage not in _STAGES:
+        raise ValueError(f"Strategy.sharding.stage must be 1, 2 or 3, got {sharding.stage!r}")
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    held = next((p for p in params if p.is_global), None)
+    if held is None:
+        raise ValueError("Strategy.sharding: the parameters are not distributed (shard_tensor or a ProcessMesh "
+                         "first); ZeRO shards along a mesh dim")
+    mesh = ProcessMesh.of(held.placement)
+    dim = mesh.dim_names.index("dp") if "dp" in mesh.dim_names else 0
+    if sharding.degree not in (8, mesh.shape[dim]):
+        raise ValueError(f"Strategy.sharding.degree {sharding.degree} differs from the size {mesh.shape[dim]} of "
+                         f"mesh dim {mesh.dim_names[dim]!r} it shards along (mesh {mesh})")
+    return shard_optimizer(optimizer, _STAGES[sharding.stage](dim))
