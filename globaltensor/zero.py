@@ -3,6 +3,7 @@ from .autograd import no_grad
 from .creation import zeros
 from .sbp import broadcast, split
 from .scope import recorder
+from .tensor import Layout, Tensor
 
 STAGES = (1, 2, 3)
 
@@ -111,6 +112,48 @@ def attach(optimizer, stage, mesh_dim=0, min_size=1):
                 with no_grad():
                     st[name] = value.to_global(placement=p.placement, sbp=zero.state_sbp(p))
     optimizer._zero = zero
+    return optimizer
+
+
+class ReplicaZero(Zero):
+    """Stage 1 for local parameters every rank holds alike (a DataParallel wrapper's: gradients
+    all-reduced, the same update everywhere): each is read as broadcast on `placement` (its own
+    piece, no copy), so its states are S(0) there, the update runs on the shard and the shard is
+    all-gathered back into the parameter."""
+
+    def __init__(self, placement, min_size=1):
+        super().__init__(1, 0, min_size)
+        self.placement = placement
+
+    def _view(self, t):
+        return Tensor._wrap(t._local, Layout.of(tuple(t.shape), t.dtype, self.placement,
+                                                (broadcast,) * self.placement.ndim))
+
+    def state_sbp(self, p):
+        return super().state_sbp(self._view(p) if p.is_local else p)
+
+    def new_state(self, p):
+        return super().new_state(self._view(p) if p.is_local else p)
+
+    def shards(self, p):
+        if not p.is_local:
+            return super().shards(p)
+        view = self._view(p)
+        view.grad = self._view(p.grad)
+        return super().shards(view)
+
+    def gather_into(self, p, w):
+        if recorder() is not None:
+            raise RuntimeError("ZeRO stage 1 of local data-parallel parameters runs eagerly; inside a graph lay the "
+                               "model out as global tensors (module.to_global) and use zero.attach")
+        super().gather_into(self._view(p) if p.is_local else p, w)
+
+
+def attach_replicas(optimizer, placement, min_size=1):
+    """ZeRO stage 1 for an optimizer of local data-parallel parameters (ReplicaZero) over placement."""
+    if placement.ndim != 1:
+        raise ValueError(f"ZeRO over local data-parallel parameters takes a 1-D placement, got {placement}")
+    optimizer._zero = ReplicaZero(placement, min_size)
     return optimizer
 
 

@@ -141,3 +141,41 @@ def test_faces_give_data_parallel_values():
                 assert run[key][2] == ["(gt.sbp.split(dim=0),)"], key  # the optimizer's states: halves
     want = runs[0]["torch-dp"]
     _same(runs[0]["graph-0"], want, "graph vs eager")
+
+
+def _fleet(sharding, stage=1):
+    """Fleet collective job: distributed_model (local parameters) and distributed_optimizer(AdamW),
+    with or without strategy.sharding; each rank trains on its half of every batch."""
+    import globaltensor.paddle as paddle
+    from globaltensor.paddle.distributed import fleet
+    strategy = fleet.DistributedStrategy()
+    strategy.sharding, strategy.sharding_configs = sharding, {"stage": stage, "sharding_degree": 2}
+    fleet.init(is_collective=True, strategy=strategy)
+    gt.manual_seed(0)
+    layer = ToyModel()
+    model = fleet.distributed_model(layer)
+    try:
+        opt = fleet.distributed_optimizer(paddle.optimizer.AdamW(learning_rate=0.01, parameters=layer.parameters()))
+    except NotImplementedError as exc:
+        return str(exc)
+    rows = slice(gt.env.get_rank() * 6, gt.env.get_rank() * 6 + 6)
+    losses = []
+    for x, y in _batches(None):
+        loss = nn.functional.mse_loss(model(paddle.to_tensor(x.numpy()[rows])), paddle.to_tensor(y.numpy()[rows]))
+        loss.backward()
+        opt.step()
+        opt.clear_grad()
+        losses.append(loss.item())
+    states = sorted({str(v.sbp) for st in opt.state.values() for k, v in st.items() if k != "step"})
+    return losses, {k: v.numpy() for k, v in layer.state_dict().items()}, states
+
+
+def _fleet_both():
+    return _fleet(False), _fleet(True), _fleet(True, stage=2)
+
+
+def test_fleet_sharding_stage1_splits_the_states_and_keeps_the_values():
+    for plain, sharded, refused in run_ranks(_fleet_both, 2, timeout=240):
+        _same(sharded, plain, "fleet sharding")
+        assert plain[2] == ["None"] and sharded[2] == ["(gt.sbp.split(dim=0),)"]
+        assert "only stage 1" in refused
