@@ -5,6 +5,7 @@ import numpy as np
 
 from .autograd import Function, is_grad_enabled, no_grad
 from .sbp import broadcast
+from .scope import recorder
 from .tensor import Tensor
 from .zero import check_mesh_dim, reshard_parameter, shard_sbp
 
@@ -18,6 +19,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, mesh_dim=0):
     backward and reduce-scatters each gradient into its shard. Call it on inner modules first, then
     on the root, and build the optimizer afterwards (its states are then sharded too), as FSDP2.
     `mesh`: a placement for local parameters (put there broadcast first); None: they must be global.
+    Inside a graph's capture the parameters stay S(0) and each op boxes them as its rows need.
     Returns the module.
 
     Examples:
@@ -69,6 +71,8 @@ class _Unit:
         self.gathered = []  # per forward call: [gathered tensors]
 
     def before_forward(self, module, args):
+        if recorder() is not None:  # inside a graph's capture: the parameters stay S(0), ops box them
+            return None
         gathered = []
         for owner, name, p in self.owned:
             if tuple(p.sbp)[self.mesh_dim] != broadcast:  # split there: gathered for this forward
@@ -79,6 +83,8 @@ class _Unit:
         return None
 
     def after_forward(self, module, args, out):
+        if recorder() is not None:
+            return None
         for owner, name, p in self.owned:
             owner._parameters[name] = p
         gathered, self.gathered = self.gathered, []

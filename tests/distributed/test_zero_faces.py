@@ -1,6 +1,6 @@
 """ZeRO's faces on 2 ranks, each against plain data parallelism: PyTorch's fully_shard (nested,
 reshard_after_forward either way, local parameters put on `mesh`), OneFlow's
-nn.Graph.config.enable_zero(stage=1|2|3), Paddle's shard_optimizer(opt, ShardingStage1/2/3(dim,
+nn.Graph.config.enable_zero(stage=1|2|3) (and fully_shard inside a graph), Paddle's shard_optimizer(opt, ShardingStage1/2/3(dim,
 mesh)) and dist.to_static with Strategy.sharding."""
 import numpy as np
 
@@ -52,6 +52,9 @@ def _oneflow_graph(stage):
     gt.manual_seed(0)
     model = ToyModel()
     pl, _ = _layout(model, "1d")
+    if stage == "fully_shard":  # inside a capture the units' parameters stay S(0); ops box them
+        for m in (model.net1, model.net2, model):
+            gt.distributed.fully_shard(m)
     opt = gt.optim.AdamW(model.parameters(), lr=0.01)
 
     class Step(nn.Graph):
@@ -66,7 +69,7 @@ def _oneflow_graph(stage):
             return loss
 
     step = Step()
-    if stage:
+    if stage in (1, 2, 3):
         step.config.enable_zero(True, stage=stage, shard_min_size=1)
     losses = [step(x, y).item() for x, y in _batches(pl)]
     return _result(losses, model, opt)
@@ -118,7 +121,7 @@ def _paddle_face(stage, static):
 
 def _all_faces():
     out = {f"torch-{how}": _torch_face(how) for how in ("dp", "reshard", "keep", "mesh")}
-    out.update({f"graph-{stage}": _oneflow_graph(stage) for stage in (0, 1, 2, 3)})
+    out.update({f"graph-{stage}": _oneflow_graph(stage) for stage in (0, 1, 2, 3, "fully_shard")})
     out.update({f"paddle-{stage}": _paddle_face(stage, False) for stage in (0, 1, 2, 3)})
     out.update({f"to_static-{stage}": _paddle_face(stage, True) for stage in (0, 2)})
     return out
