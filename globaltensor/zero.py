@@ -1,4 +1,6 @@
 """ZeRO as layouts: optimizer state (stage 1), gradients (2) and parameters (3) split along a data-parallel mesh axis."""
+import math
+
 from .autograd import no_grad
 from .creation import zeros
 from .sbp import broadcast, split
@@ -13,7 +15,7 @@ def shard_sbp(p, mesh_dim, min_size=1):
     layout there (a local or 0-d tensor, or one already split or partial on mesh_dim). Along another
     mesh axis p keeps its SBP (a tensor-parallel split stays: split(0) twice cuts dim 0 nested).
     A parameter of fewer than min_size elements stays whole (OneFlow's zero_shard_min_size)."""
-    if p.is_local or p.ndim == 0 or p.numel() < min_size:
+    if p.is_local or p.ndim == 0 or math.prod(p.shape) < min_size:
         return None
     sbp = tuple(p.sbp)
     if sbp[mesh_dim] != broadcast:

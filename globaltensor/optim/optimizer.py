@@ -91,9 +91,10 @@ class Optimizer:
                     name, names, static = self._plan(group)
                     opdef, lr = REGISTRY[name], group["lr"]
                 if _on_shard(zero, p):  # ZeRO: the update on p's shard
-                    st = (state.get(id(p)) or self._state(p, names)) if names else {"step": None}
-                    st["step"] = None if not names else st["step"] + 1
-                    zero.update(opdef, p, [st[n] for n in names], lr, st["step"], static)
+                    st = (state.get(id(p)) or self._state(p, names)) if names else None
+                    if st is not None:
+                        st["step"] += 1
+                    zero.update(opdef, p, [st[n] for n in names], lr, None if st is None else st["step"], static)
                 elif names:
                     st = state.get(id(p)) or self._state(p, names)
                     arrays = [p, p.grad] + [st[n] for n in names]

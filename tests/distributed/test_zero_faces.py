@@ -123,7 +123,7 @@ def _all_faces():
     out = {f"torch-{how}": _torch_face(how) for how in ("dp", "reshard", "keep", "mesh")}
     out.update({f"graph-{stage}": _oneflow_graph(stage) for stage in (0, 1, 2, 3, "fully_shard")})
     out.update({f"paddle-{stage}": _paddle_face(stage, False) for stage in (0, 1, 2, 3)})
-    out.update({f"to_static-{stage}": _paddle_face(stage, True) for stage in (0, 2)})
+    out.update({f"to_static-{stage}": _paddle_face(stage, True) for stage in (0, 1, 2, 3)})
     return out
 
 

@@ -204,3 +204,34 @@ def test_bad_arguments_raise_on_every_rank_before_any_collective():
         assert "mesh_dim 1 is outside [0, 1)" in errors[0] and "stage must be 1, 2 or 3" in errors[1]
     with pytest.raises(ValueError, match="is local"):
         zero.attach(gt.optim.SGD(ToyModel().parameters(), lr=0.1), 1)
+
+
+def _accumulated(set_to_none):
+    """Each stage with two backward calls per step (gradients accumulate), zero_grad either way."""
+    out = {}
+    for stage in (0, 1, 2, 3):
+        gt.manual_seed(0)
+        model = ToyModel()
+        pl, data_sbp = _layout(model, "1d")
+        if stage == 3:
+            for m in (model.net1, model.net2, model):
+                gt.distributed.fully_shard(m)
+        opt = gt.optim.AdamW(model.parameters(), lr=0.01)
+        if stage in (1, 2):
+            zero.attach(opt, stage)
+        for _ in range(2):
+            for _ in range(2):
+                x = gt.randn(12, 10, placement=pl, sbp=data_sbp)
+                nn.MSELoss()(model(x), gt.randn(12, 16, placement=pl, sbp=data_sbp)).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=set_to_none)
+        out[stage] = {k: v.numpy() for k, v in model.state_dict().items()}
+    return out
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_gradients_accumulate_under_each_stage(set_to_none):
+    got = run_ranks(_accumulated, 2, set_to_none)[0]
+    for stage in (1, 2, 3):
+        for k, v in got[0].items():
+            np.testing.assert_allclose(got[stage][k], v, rtol=1e-5, atol=1e-7, err_msg=f"stage {stage} {k}")
