@@ -73,6 +73,7 @@ class _Unit:
     def before_forward(self, module, args):
         if recorder() is not None:  # inside a graph's capture: the parameters stay S(0), ops box them
             return None
+        self._restore()  # a forward that raised left its gathered copies in place
         gathered = []
         for owner, name, p in self.owned:
             if tuple(p.sbp)[self.mesh_dim] != broadcast:  # split there: gathered for this forward
@@ -85,9 +86,7 @@ class _Unit:
     def after_forward(self, module, args, out):
         if recorder() is not None:
             return None
-        for owner, name, p in self.owned:
-            owner._parameters[name] = p
-        gathered, self.gathered = self.gathered, []
+        gathered = self._restore()
         if not self.reshard:
             return None
         for full in gathered:
@@ -96,6 +95,14 @@ class _Unit:
         if not pending:
             return None
         return _wrap_outputs(out, pending, self.mesh_dim)
+
+
+    def _restore(self):
+        """The shards back in their modules; returns the gathered copies of the last forward."""
+        for owner, name, p in self.owned:
+            owner._parameters[name] = p
+        gathered, self.gathered = self.gathered, []
+        return gathered
 
 
 def _gather(p, mesh_dim):

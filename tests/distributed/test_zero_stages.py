@@ -235,3 +235,18 @@ def test_gradients_accumulate_under_each_stage(set_to_none):
     for stage in (1, 2, 3):
         for k, v in got[0].items():
             np.testing.assert_allclose(got[stage][k], v, rtol=1e-5, atol=1e-7, err_msg=f"stage {stage} {k}")
+
+
+def test_fully_shard_recovers_from_a_forward_that_raised():
+    """One rank: a forward that raises leaves its gathered copies; the next forward puts the shards
+    back first, and backward gives the shard its gradient."""
+    pl = gt.placement("cpu", [0])
+    model = nn.Linear(4, 3).to_global(pl, B)
+    gt.distributed.fully_shard(model)
+    weight = model.weight
+    with pytest.raises(ValueError):
+        model(gt.randn(2, 5, placement=pl, sbp=B))
+    model(gt.randn(2, 4, placement=pl, sbp=B)).sum().backward()
+    assert model.weight is weight and weight.sbp == (S0,) and weight.grad.sbp == (S0,)
+    with pytest.raises(ValueError, match="already fully sharded"):
+        gt.distributed.fully_shard(model)
