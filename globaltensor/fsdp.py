@@ -6,7 +6,8 @@ import numpy as np
 from .autograd import Function, is_grad_enabled, no_grad
 from .sbp import broadcast
 from .scope import recorder
-from .tensor import Tensor
+from .fsdp_group import GatherGroup, gather_arrays, groupable
+from .tensor import Layout, Tensor
 from .zero import check_mesh_dim, reshard_parameter, shard_sbp
 
 
@@ -74,13 +75,12 @@ class _Unit:
         if recorder() is not None:  # inside a graph's capture: the parameters stay S(0), ops box them
             return None
         self._restore()  # a forward that raised left its gathered copies in place
-        gathered = []
-        for owner, name, p in self.owned:
-            if tuple(p.sbp)[self.mesh_dim] != broadcast:  # split there: gathered for this forward
-                full = _Gather.apply(p, self.mesh_dim) if p.requires_grad and is_grad_enabled() else _gather(p, self.mesh_dim)
-                owner._parameters[name] = full
-                gathered.append(full)
-        self.gathered = gathered
+        split_here = [(owner, name, p) for owner, name, p in self.owned if tuple(p.sbp)[self.mesh_dim] != broadcast]
+        params = [p for _, _, p in split_here]
+        fulls = _gather_all(params, self.mesh_dim, is_grad_enabled() and any(p.requires_grad for p in params))
+        for (owner, name, p), full in zip(split_here, fulls):
+            owner._parameters[name] = full
+        self.gathered = list(zip(fulls, params))
         return None
 
     def after_forward(self, module, args, out):
@@ -89,20 +89,32 @@ class _Unit:
         gathered = self._restore()
         if not self.reshard:
             return None
-        for full in gathered:
+        for full, _ in gathered:
             _free(full)
-        pending = [g for g in gathered if g._node is not None]
+        pending = [(full, p) for full, p in gathered if full._node is not None]
         if not pending:
             return None
         return _wrap_outputs(out, pending, self.mesh_dim)
 
-
     def _restore(self):
-        """The shards back in their modules; returns the gathered copies of the last forward."""
+        """The shards back in their modules; returns the (gathered copy, shard) pairs of the last forward."""
         for owner, name, p in self.owned:
             owner._parameters[name] = p
         gathered, self.gathered = self.gathered, []
         return gathered
+
+
+def _gather_all(params, mesh_dim, differentiable):
+    """The gathered copies of params: one all_gather for all where they allow (fsdp_group), else
+    one each; differentiable: backward reduce-scatters their gradients."""
+    if not params:
+        return []
+    if groupable(params):
+        if differentiable:
+            return list(GatherGroup.apply(_free, *params))
+        return [Tensor._wrap(a, Layout.of(tuple(p.shape), p.dtype, p.placement, (broadcast,)))
+                for a, p in zip(gather_arrays(params), params)]
+    return [_Gather.apply(p, mesh_dim) if differentiable and p.requires_grad else _gather(p, mesh_dim) for p in params]
 
 
 def _gather(p, mesh_dim):
@@ -151,15 +163,19 @@ class _Regather(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        for full, p in ctx.pending:
-            if full._local is _FREED:
+        freed = [(full, p) for full, p in ctx.pending if full._local is _FREED]
+        if freed and groupable([p for _, p in freed]):
+            for (full, _), array in zip(freed, gather_arrays([p for _, p in freed])):
+                full._local = array
+        else:
+            for full, p in freed:
                 full._local = _gather(p, ctx.mesh_dim)._local
         return (None, None) + grads
 
 
 def _wrap_outputs(out, pending, mesh_dim):
     """out (a tensor, or a tuple/list of them) through _Regather."""
-    sources = [(full, full._node.ctx.inputs[0]) for full in pending]
+    sources = pending
     if isinstance(out, Tensor):
         return _Regather.apply(sources, mesh_dim, out) if out.requires_grad else out
     if isinstance(out, (tuple, list)):
