@@ -23,6 +23,8 @@ from .tensor_types import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, D
 from .data_parallel import DataParallel as _DataParallel, no_sync as _no_sync, set_bucket_size as _set_bucket_size
 
 distributed.DataParallel, distributed.no_sync, distributed.set_bucket_size = _DataParallel, _no_sync, _set_bucket_size
+from .fsdp import fully_shard as _fully_shard  # noqa: E402 - ZeRO-3 (PyTorch FSDP2's face), L9 put on the L1 package
+distributed.fully_shard = _fully_shard
 env.barrier = distributed.job_barrier  # SPEC's gt.env.barrier(); env itself imports nothing of the project
 
 __version__ = "0.1.0"

@@ -215,7 +215,7 @@ def plan_global(leaves_in_order, limit):
     """Buckets of the global leaves that may get partial gradients, by (placement, dtype)."""
     by_key = {}
     for leaf in leaves_in_order:
-        if leaf.is_global and broadcast in leaf.sbp:
+        if leaf.is_global and broadcast in leaf.sbp and leaf._grad_sbp is None:  # ZeRO-2: reduce-scattered alone
             by_key.setdefault((leaf.placement, leaf.dtype), []).append(leaf)
     plan = []
     for leaves in by_key.values():

@@ -16,5 +16,5 @@ __all__ = [
     "CollectiveError", "CollectiveTimeoutError", "SharedMemoryExhausted", "StoreError", "SpawnError",
     "Group", "new_group", "world_group", "spawn", "barrier", "job_barrier", "all_reduce", "all_reduce_async", "Work",
     "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send", "recv", "empty_shared", "no_sync",
-    "set_bucket_size", "DataParallel",
+    "set_bucket_size", "DataParallel", "fully_shard",
 ]

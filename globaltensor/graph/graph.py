@@ -143,7 +143,18 @@ class Graph(Captured):
         raise NotImplementedError("a Graph subclass defines build(*inputs)")
 
     def __call__(self, *args, **kwargs):
+        if self.config.zero_enabled:
+            self._turn_zero_on()
         return self._call(args, kwargs)
+
+    def _turn_zero_on(self):
+        """config.enable_zero: each optimizer's ZeRO stage along mesh axis 0 (zero.attach), before
+        the first capture; a stage changed later applies to the optimizers not yet sharded."""
+        from .. import zero
+        config = self.config
+        for optimizer, _ in self.__dict__.get("_optimizers", ()):
+            if getattr(optimizer, "_zero", None) is None:
+                zero.attach(optimizer, config.zero_stage, 0, config.zero_shard_min_size)
 
     def _body(self, args, kwargs):
         config, optimizers = self.config, self.__dict__.get("_optimizers", ())

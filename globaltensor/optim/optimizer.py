@@ -60,12 +60,14 @@ class Optimizer:
         if rec is not None:
             todo = self._todo()
             if all(rec.knows(p.grad) for _, p, _ in todo):
-                fitted = [(group, p, _fitted_grad(p, plan), plan) for group, p, plan in todo]  # before any count
+                zero = getattr(self, "_zero", None)  # ZeRO (zero.py): a sharded update records its own boxing
+                fitted = [(group, p, None if _on_shard(zero, p) else _fitted_grad(p, plan), plan)
+                          for group, p, plan in todo]  # before any count
                 counts = [f"{type(self).__name__}[{rec.name_of(p)}].step" for _, p, plan in todo if plan[1]]
                 hooks.effect(f"{type(self).__name__}.step", functools.partial(_advance, self, todo),
                              {"advance": counts})
                 for group, p, g, plan in fitted:
-                    _record_update(rec, self, group, p, g, plan)
+                    _record_update(rec, self, group, p, g, plan, zero if g is None else None)
                 return None
             # a gradient made outside the recording (an effect replaced it): the step recorded whole
             return hooks.effect(f"{type(self).__name__}.step", self._step_now)
@@ -76,7 +78,7 @@ class Optimizer:
     def _step_now(self):
         """Eagerly: each parameter's update kernel on its pieces (the registry's op, without
         dispatch: _fit checks the op's rows once per layout, and an update boxes nothing)."""
-        state = self.state
+        state, zero = self.state, getattr(self, "_zero", None)
         for group in self.param_groups:
             opdef = None
             for p in group["params"]:
@@ -88,7 +90,12 @@ class Optimizer:
                 if opdef is None:
                     name, names, static = self._plan(group)
                     opdef, lr = REGISTRY[name], group["lr"]
-                if names:
+                if _on_shard(zero, p):  # ZeRO: the update on p's shard
+                    st = (state.get(id(p)) or self._state(p, names)) if names else None
+                    if st is not None:
+                        st["step"] += 1
+                    zero.update(opdef, p, [st[n] for n in names], lr, None if st is None else st["step"], static)
+                elif names:
                     st = state.get(id(p)) or self._state(p, names)
                     arrays = [p, p.grad] + [st[n] for n in names]
                     if p._placement is not None:
@@ -150,7 +157,9 @@ class Optimizer:
     def _state(self, p, names):
         st = self.state.get(id(p))
         if st is None:
-            st = self.state[id(p)] = {"step": 0, **{n: zeros_like(p) for n in names}}
+            zero = getattr(self, "_zero", None)  # ZeRO (zero.py): states on p's shard
+            st = self.state[id(p)] = {"step": 0, **{n: zeros_like(p) if zero is None else zero.new_state(p)
+                                                    for n in names}}
         return st
 
     def state_dict(self):
@@ -224,9 +233,15 @@ def _fitted_grad(p, plan):
     return _fit(REGISTRY[name], p, [p, p.grad] + [p] * len(names), 2 if names else 1)[1]
 
 
-def _record_update(rec, optimizer, group, p, g, plan):
+def _on_shard(zero, p):
+    """Whether ZeRO updates p on its shard (its states are laid out otherwise than p)."""
+    return zero is not None and zero.state_sbp(p) != p.sbp
+
+
+def _record_update(rec, optimizer, group, p, g, plan, zero=None):
     """Inside a capture: one update instruction of p and its gradient g (fitted), its state read
-    from the optimizer and its lr and step read from the group and the state at each replay."""
+    from the optimizer and its lr and step read from the group and the state at each replay. With
+    ZeRO: the update of p's shard, then the shard gathered into p (zero.shards, zero.gather_into)."""
     name, names, static = plan
     opdef = REGISTRY[name]
     label = f"{type(optimizer).__name__}[{rec.name_of(p)}]"
@@ -234,7 +249,12 @@ def _record_update(rec, optimizer, group, p, g, plan):
     scalars = [(f"{label}.lr", _GroupValue(group, "lr"))]
     if names:
         scalars.append((f"{label}.step", _StateRead(optimizer, p, names, "step", "")))
-    rec.update(opdef, [p, g], states, scalars, static)
+    if zero is None:
+        rec.update(opdef, [p, g], states, scalars, static)
+        return
+    w, g = zero.shards(p)
+    rec.update(opdef, [w, g], states, scalars, static)
+    zero.gather_into(p, w)
 
 
 class _StateRead:

@@ -22,9 +22,9 @@ LAYERS = [
     ("L5 op registry", ["registry"]),
     ("L6 dispatch", ["dispatch"]),
     ("L7 ops", ["ops"]),
-    ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "amp", "graph"]),
+    ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "amp", "graph", "zero"]),
     ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
-                      "support", "_oneflow_internal", "printing", "framework", "_C", "ps"]),
+                      "support", "_oneflow_internal", "printing", "framework", "_C", "ps", "fsdp", "fsdp_group"]),
     ("L10 the package", ["", "_surface"]),
     ("L11 faces", ["paddle"]),
 ]

@@ -70,11 +70,13 @@ def test_partial_gradients_follow_paddles_rule_on_two_ranks():
         }
 
 
-def test_shard_optimizer_refuses_sharding_stages():
+def test_shard_optimizer_needs_a_mesh_for_sharding_stages():
+    """A stage over dense parameters without a mesh raises (Paddle: ValueError, "mesh ... should be
+    set"); the stages themselves are tested on ranks in tests/distributed/test_zero_faces.py."""
     opt = paddle.optimizer.SGD(parameters=[paddle.create_parameter([2], "float32")])
     assert dist.shard_optimizer(opt) is opt
     for stage in (dist.ShardingStage1, dist.ShardingStage2, dist.ShardingStage3):
-        with pytest.raises(NotImplementedError, match="memory strategies"):
+        with pytest.raises(ValueError, match="mesh"):
             dist.shard_optimizer(opt, stage("x"))
     with pytest.raises(NotImplementedError, match="shard_fn"):
         dist.shard_optimizer(opt, lambda key, param, acc: acc)

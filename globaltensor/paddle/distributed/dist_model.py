@@ -4,6 +4,7 @@ from ...autograd import no_grad
 from ...env import get_rank
 from ...graph import Graph
 from .auto_parallel import replicate_dense_parameters
+from .auto_parallel.sharding_stages import apply_strategy_sharding
 from .strategy import Strategy  # noqa: F401 - dist.Strategy is re-exported from here (_surface)
 from .strategy_run import PipelineStep, accumulation, apply_recompute, checked
 from .strategy_amp import amp_policy, amp_scaler, apply_amp
@@ -60,8 +61,9 @@ class DistModel:
     dist_main_program(mode) / serial_main_program(mode) print the captured programs (this
     rank's, or the serial one); the startup programs list the parameters' layouts. The
     strategy's recompute, gradient_merge (train: the batch cut into k_steps micro-batches, one
-    update; the loss returned is their mean), pipeline (train: eager, on gt.pipeline) and amp
-    (Paddle's O1/O2 lists, float16 loss scaling) act here: docs/big_models.md."""
+    update; the loss returned is their mean), pipeline (train: eager, on gt.pipeline), amp
+    (Paddle's O1/O2 lists, float16 loss scaling) and sharding (ZeRO stage 1-3 of the optimizer
+    along the mesh's "dp" dim) act here: docs/big_models.md."""
 
     def __init__(self, layer, loader=None, loss=None, optimizer=None, strategy=None, metrics=None):
         strategy = checked(strategy)
@@ -73,6 +75,7 @@ class DistModel:
         self._steps = {}
         apply_recompute(layer, strategy)
         apply_amp(layer, optimizer, strategy)
+        apply_strategy_sharding(optimizer, strategy.sharding)  # ZeRO (auto_parallel/sharding_stages.py)
         if optimizer is not None and loss is not None:
             self.train()
         elif loss is not None:

@@ -150,49 +150,5 @@ def shard_dataloader(dataloader, meshes, input_keys=None, shard_dims=None, is_da
     return ShardDataloader(dataloader, meshes, input_keys, shard_dims, is_dataset_splitted)
 
 
-class _ShardingStage:
-    """paddle.distributed.ShardingStage1/2/3(sharding_mesh_dim, mesh=None): ZeRO's sharding of the
-    optimizer's states (1), gradients (2) and parameters (3) along a mesh dim. Made as Paddle's;
-    shard_optimizer refuses it (see there)."""
-
-    stage = 0
-
-    def __init__(self, sharding_mesh_dim, mesh=None):
-        self.sharding_mesh_dim, self.mesh = sharding_mesh_dim, mesh
-
-    def __call__(self, key, param, accumulator):
-        raise NotImplementedError(_ZERO)
-
-
-class ShardingStage1(_ShardingStage):
-    stage = 1
-
-
-class ShardingStage2(_ShardingStage):
-    stage = 2
-
-
-class ShardingStage3(_ShardingStage):
-    stage = 3
-
-
-_ZERO = ("ZeRO sharding stages (ShardingStage1/2/3) are not built yet: they come with the memory strategies work "
-         "(a later issue). shard_optimizer(optimizer) without shard_fn keeps every state on its parameter's "
-         "placements")
-
-
-def shard_optimizer(optimizer, shard_fn=None, gradient_accumulation_steps=1):
-    """Paddle's shard_optimizer. Without shard_fn the optimizer itself: each state (momentum, Adam's
-    moments) is made with its parameter's placement and SBP, as Paddle's default passes the
-    parameters' dist attrs down. A ShardingStage or another shard_fn is refused (NotImplementedError)."""
-    if isinstance(shard_fn, _ShardingStage):
-        raise NotImplementedError(_ZERO)
-    if shard_fn is not None:
-        raise NotImplementedError("shard_optimizer: a shard_fn placing the optimizer's states differently from "
-                                  "their parameters is not supported; pass none (states follow the parameters)")
-    return optimizer
-
-
 __all__ = ["ProcessMesh", "Placement", "Shard", "Replicate", "Partial", "shard_tensor", "reshard",
-           "shard_dataloader", "ShardDataloader", "replicate_in_place", "replicate_dense_parameters", "shard_optimizer",
-           "ShardingStage1", "ShardingStage2", "ShardingStage3"]
+           "shard_dataloader", "ShardDataloader", "replicate_in_place", "replicate_dense_parameters"]

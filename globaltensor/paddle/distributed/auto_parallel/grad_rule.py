@@ -62,6 +62,6 @@ def fit_grads_to_parameters(params):
     Partial .grad of a replicated parameter reduced to the parameter's layout, in place of the old."""
     for p in params:
         g = p.grad
-        if g is not None and p.is_global and g.is_global and (g.placement, tuple(g.sbp)) != (p.placement,
-                                                                                          tuple(p.sbp)):
-            p.grad = _convert(g.detach(), p.placement, p.sbp)
+        sbp = tuple(p._grad_sbp or p.sbp) if p.is_global else None  # ZeRO-2: the gradient's own shard layout
+        if g is not None and p.is_global and g.is_global and (g.placement, tuple(g.sbp)) != (p.placement, sbp):
+            p.grad = _convert(g.detach(), p.placement, sbp)

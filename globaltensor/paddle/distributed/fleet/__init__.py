@@ -56,7 +56,8 @@ def distributed_model(model):
 
 def distributed_optimizer(optimizer, strategy=None):
     """Collective: the optimizer itself (distributed_model's backward already averaged the
-    gradients); with strategy.gradient_merge (k_steps > 1) a gt.optim.GradientMerge of it: one
+    gradients); with strategy.sharding its states split over the ranks (ZeRO stage 1: _sharded);
+    with strategy.gradient_merge (k_steps > 1) a gt.optim.GradientMerge of it: one
     gradient reduction and one update per k_steps micro-batches. Parameter server: its minimize
     makes the job's spec; the servers run the update."""
     if strategy is not None:
@@ -64,6 +65,8 @@ def distributed_optimizer(optimizer, strategy=None):
     if _ps.active():
         return _ps.PSOptimizer(optimizer, _strategy())
     s = _strategy()
+    if s.sharding:
+        optimizer = _sharded(optimizer, s.sharding_configs)
     if s.gradient_merge and s.gradient_merge_configs["k_steps"] > 1:
         from ....optim import GradientMerge
         return GradientMerge(optimizer, s.gradient_merge_configs["k_steps"], s.gradient_merge_configs["avg"])
@@ -75,6 +78,24 @@ def distributed_scaler(scaler):
     of the parameters' placements already agrees on (one all_reduce); for DataParallel's local
     parameters the gradients, averaged by backward, are the same on every rank."""
     return scaler
+
+
+def _sharded(optimizer, configs):
+    """strategy.sharding (stage 1): each rank keeps and updates 1/N of every optimizer state (ZeRO
+    stage 1 over all ranks, globaltensor.zero.ReplicaZero); the parameters stay whole. Stages 2-3
+    need global parameters: dist.shard_optimizer or dist.to_static's Strategy.sharding."""
+    from .... import zero
+    from ....placement import placement
+    from ...framework import device_type
+    n = get_world_size()
+    if configs["stage"] != 1:
+        raise NotImplementedError(f"DistributedStrategy.sharding_configs['stage'] = {configs['stage']}: only stage 1 "
+                                  f"with fleet.distributed_model's local parameters; for stages 2-3 lay the model "
+                                  f"out with a ProcessMesh and use dist.shard_optimizer(opt, dist.ShardingStage2/3)")
+    if configs["sharding_degree"] not in (8, n):
+        raise ValueError(f"DistributedStrategy.sharding_configs['sharding_degree'] = {configs['sharding_degree']}: "
+                         f"globaltensor shards over all {n} ranks (give {n})")
+    return zero.attach_replicas(optimizer, placement(device_type(), list(range(n)))) if n > 1 else optimizer
 
 
 def _role():

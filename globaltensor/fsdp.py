@@ -1,0 +1,191 @@
+"""fully_shard (PyTorch FSDP2's face, ZeRO-3): a module's parameters S(0) on a mesh axis, gathered around each use."""
+import weakref
+
+import numpy as np
+
+from .autograd import Function, is_grad_enabled, no_grad
+from .sbp import broadcast
+from .scope import recorder
+from .fsdp_group import GatherGroup, gather_arrays, groupable
+from .tensor import Layout, Tensor
+from .zero import check_mesh_dim, reshard_parameter, shard_sbp
+
+
+def fully_shard(module, *, mesh=None, reshard_after_forward=True, mesh_dim=0):
+    """Shard `module`'s parameters (those not already in a nested fully_shard unit) along mesh axis
+    `mesh_dim`: each becomes split(0) there, in place (the same Parameter objects), keeping its SBP
+    on the other axes (tensor parallelism). Around each forward of the module they are all-gathered
+    (one all_gather a parameter), used, and the gathered pieces freed after forward when
+    reshard_after_forward (PyTorch's default); backward gathers them again just before the module's
+    backward and reduce-scatters each gradient into its shard. Call it on inner modules first, then
+    on the root, and build the optimizer afterwards (its states are then sharded too), as FSDP2.
+    `mesh`: a placement for local parameters (put there broadcast first); None: they must be global.
+    Inside a graph's capture the parameters stay S(0) and each op boxes them as its rows need.
+    Returns the module.
+
+    Examples:
+        >>> for block in model.blocks:
+        ...     gt.distributed.fully_shard(block, mesh=gt.placement("cpu", [0, 1, 2, 3]))
+        >>> gt.distributed.fully_shard(model, mesh=gt.placement("cpu", [0, 1, 2, 3]))
+        >>> opt = gt.optim.AdamW(model.parameters(), lr=1e-3)
+    """
+    if not isinstance(reshard_after_forward, bool):
+        raise TypeError(f"fully_shard: reshard_after_forward must be a bool, got {reshard_after_forward!r}")
+    if getattr(module, "_fsdp_unit", None) is not None:
+        raise ValueError(f"fully_shard: {type(module).__name__} is already fully sharded")
+    owned = list(_owned_parameters(module))
+    if mesh is not None:
+        for owner, name, p in owned:
+            if p.is_local:
+                with no_grad():
+                    p.data = p.detach().to_global(placement=mesh, sbp=(broadcast,) * mesh.ndim)
+    check_mesh_dim("fully_shard", [p for _, _, p in owned], mesh_dim)
+    for _, _, p in owned:
+        sbp = shard_sbp(p, mesh_dim)
+        if sbp is not None:
+            reshard_parameter(p, sbp)
+    unit = _Unit(owned, mesh_dim, reshard_after_forward)
+    object.__setattr__(module, "_fsdp_unit", unit)
+    module.register_forward_pre_hook(unit.before_forward)
+    module.register_forward_hook(unit.after_forward)
+    return module
+
+
+def _owned_parameters(module):
+    """(owner module, name, parameter) of module's tree, leaving out nested fully_shard units."""
+    stack, seen = [module], set()
+    while stack:
+        m = stack.pop()
+        for name, p in m._parameters.items():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                yield m, name, p
+        stack.extend(c for c in reversed(list(m._modules.values()))
+                     if c is not None and getattr(c, "_fsdp_unit", None) is None)
+
+
+class _Unit:
+    """One fully_shard module: its parameters and, during a forward, their gathered copies."""
+
+    def __init__(self, owned, mesh_dim, reshard_after_forward):
+        self.owned, self.mesh_dim, self.reshard = owned, mesh_dim, reshard_after_forward
+        self.gathered = []  # per forward call: [gathered tensors]
+
+    def before_forward(self, module, args):
+        if recorder() is not None:  # inside a graph's capture: the parameters stay S(0), ops box them
+            return None
+        self._restore()  # a forward that raised left its gathered copies in place
+        split_here = [(owner, name, p) for owner, name, p in self.owned if tuple(p.sbp)[self.mesh_dim] != broadcast]
+        params = [p for _, _, p in split_here]
+        fulls = _gather_all(params, self.mesh_dim, is_grad_enabled() and any(p.requires_grad for p in params))
+        for (owner, name, p), full in zip(split_here, fulls):
+            owner._parameters[name] = full
+        self.gathered = list(zip(fulls, params))
+        return None
+
+    def after_forward(self, module, args, out):
+        if recorder() is not None:
+            return None
+        gathered = self._restore()
+        if not self.reshard:
+            return None
+        for full, _ in gathered:
+            _free(full)
+        pending = [(full, p) for full, p in gathered if full._node is not None]
+        if not pending:
+            return None
+        return _wrap_outputs(out, pending, self.mesh_dim)
+
+    def _restore(self):
+        """The shards back in their modules; returns the (gathered copy, shard) pairs of the last forward."""
+        for owner, name, p in self.owned:
+            owner._parameters[name] = p
+        gathered, self.gathered = self.gathered, []
+        return gathered
+
+
+def _gather_all(params, mesh_dim, differentiable):
+    """The gathered copies of params: one all_gather for all where they allow (fsdp_group), else
+    one each; differentiable: backward reduce-scatters their gradients."""
+    if not params:
+        return []
+    if groupable(params):
+        if differentiable:
+            return list(GatherGroup.apply(_free, *params))
+        return [Tensor._wrap(a, Layout.of(tuple(p.shape), p.dtype, p.placement, (broadcast,)))
+                for a, p in zip(gather_arrays(params), params)]
+    return [_Gather.apply(p, mesh_dim) if differentiable and p.requires_grad else _gather(p, mesh_dim) for p in params]
+
+
+def _gather(p, mesh_dim):
+    """p with broadcast on mesh_dim (one all_gather), detached."""
+    sbp = list(p.sbp)
+    sbp[mesh_dim] = broadcast
+    with no_grad():
+        return p.detach().to_global(placement=p.placement, sbp=tuple(sbp))
+
+
+_FREED = np.empty(0, np.float32)  # a freed gathered piece; reading it as the weight fails loudly
+
+
+def _free(full):
+    """Drop a gathered copy's piece (the autograd graph keeps the tensor, not its memory)."""
+    full._local = _FREED
+
+
+class _Gather(Function):
+    """A parameter shard -> its gathered copy; backward: the copy's gradient reduce-scattered into
+    the shard's layout, and the copy's piece freed."""
+
+    @staticmethod
+    def forward(ctx, p, mesh_dim):
+        full = _gather(p, mesh_dim)
+        ctx.sbp, ctx.placement, ctx.full = tuple(p.sbp), p.placement, weakref.ref(full)
+        return full
+
+    @staticmethod
+    def backward(ctx, g):
+        full = ctx.full()
+        if full is not None:
+            full._local = _FREED
+        with no_grad():
+            return g.to_global(placement=ctx.placement, sbp=ctx.sbp), None
+
+
+class _Regather(Function):
+    """Identity on a unit's outputs; its backward (reached before any op inside the unit) gathers
+    the unit's freed parameter copies again, into the tensors the graph saved."""
+
+    @staticmethod
+    def forward(ctx, pending, mesh_dim, *outs):
+        ctx.pending, ctx.mesh_dim = pending, mesh_dim
+        return outs if len(outs) > 1 else outs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        freed = [(full, p) for full, p in ctx.pending if full._local is _FREED]
+        if freed and groupable([p for _, p in freed]):
+            for (full, _), array in zip(freed, gather_arrays([p for _, p in freed])):
+                full._local = array
+        else:
+            for full, p in freed:
+                full._local = _gather(p, ctx.mesh_dim)._local
+        return (None, None) + grads
+
+
+def _wrap_outputs(out, pending, mesh_dim):
+    """out (a tensor, or a tuple/list of them) through _Regather."""
+    sources = pending
+    if isinstance(out, Tensor):
+        return _Regather.apply(sources, mesh_dim, out) if out.requires_grad else out
+    if isinstance(out, (tuple, list)):
+        picks = [i for i, o in enumerate(out) if isinstance(o, Tensor) and o.requires_grad]
+        if not picks:
+            return out
+        got = _Regather.apply(sources, mesh_dim, *[out[i] for i in picks])
+        got = got if len(picks) > 1 else (got,)
+        items = list(out)
+        for i, g in zip(picks, got):
+            items[i] = g
+        return type(out)(items)
+    return out

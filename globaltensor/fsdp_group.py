@@ -1,0 +1,86 @@
+"""One all_gather and one reduce_scatter for all the S(0) parameters of a fully_shard unit on a 1-D cpu mesh."""
+import math
+
+import numpy as np
+
+from . import layout
+from .autograd import Function
+from .boxing.execution import _group
+from .distributed import collectives
+from .env import get_rank
+from .sbp import broadcast, partial_sum, split
+from .tensor import Layout, Tensor
+
+
+def groupable(params):
+    """Whether params can move as one flat buffer: all S(0) on one 1-D cpu placement."""
+    if not params:
+        return False
+    pl = params[0].placement
+    return pl.type == "cpu" and pl.ndim == 1 and all(
+        p.placement == pl and tuple(p.sbp) == (split(0),) and p.ndim > 0 for p in params)
+
+
+def _rows(p, k):
+    """Elements of p's piece on each of the k ranks (its rows cut by layout, times a row's size)."""
+    row = math.prod(p.shape[1:])
+    return [n * row for n in layout.split_sizes(p.shape[0], k)]
+
+
+def gather_arrays(params):
+    """The whole values of params (S(0) on a 1-D mesh), in one all_gather of their flat pieces."""
+    pl = params[0].placement
+    k = pl.hierarchy[0]
+    per = [_rows(p, k) for p in params]
+    flat = np.concatenate([p._local.reshape(-1) for p in params])
+    whole = collectives.all_gather(flat, group=_group(pl.axis_ranks(0, pl.mesh_coord(get_rank()))),
+                                   sizes=[sum(c[i] for c in per) for i in range(k)])
+    pieces, at = [[] for _ in params], 0
+    for i in range(k):
+        for j, p in enumerate(params):
+            pieces[j].append(whole[at:at + per[j][i]])
+            at += per[j][i]
+    return [np.concatenate(ps).reshape(tuple(p.shape)) for ps, p in zip(pieces, params)]
+
+
+def _wrap(array, p, sbp):
+    return Tensor._wrap(array, Layout.of(tuple(p.shape), p.dtype, p.placement, sbp))
+
+
+class GatherGroup(Function):
+    """A unit's shards -> their gathered (broadcast) copies, one all_gather; backward: their partial
+    gradients packed by rank, one reduce_scatter into the shards (a gradient that is not partial
+    is boxed alone), and the copies' pieces freed (free: the unit's freeing function)."""
+
+    @staticmethod
+    def forward(ctx, free, *params):
+        ctx.params, ctx.free = params, free
+        outs = tuple(_wrap(a, p, (broadcast,)) for a, p in zip(gather_arrays(list(params)), params))
+        ctx.outs = outs
+        return outs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        params = ctx.params
+        for full in ctx.outs:
+            ctx.free(full)
+        if any(g is None or tuple(g.sbp) != (partial_sum,) for g in grads):
+            return (None,) + tuple(None if g is None else g.to_global(placement=p.placement, sbp=p.sbp)
+                                   for g, p in zip(grads, params))
+        pl = params[0].placement
+        k = pl.hierarchy[0]
+        per = [_rows(p, k) for p in params]
+        chunks = []
+        for i in range(k):
+            for j, g in enumerate(grads):
+                flat = g._local.reshape(-1)
+                start = sum(per[j][:i])
+                chunks.append(flat[start:start + per[j][i]])
+        mine = collectives.reduce_scatter(np.concatenate(chunks), group=_group(pl.axis_ranks(0, pl.mesh_coord(get_rank()))),
+                                          sizes=[sum(c[i] for c in per) for i in range(k)])
+        idx, out, at = pl.mesh_coord(get_rank())[0], [], 0
+        for j, p in enumerate(params):
+            n = per[j][idx]
+            out.append(_wrap(mine[at:at + n].reshape(tuple(p._local.shape)), p, p.sbp))
+            at += n
+        return (None,) + tuple(out)

@@ -1,0 +1,168 @@
+"""ZeRO as layouts: optimizer state (stage 1), gradients (2) and parameters (3) split along a data-parallel mesh axis."""
+import math
+
+from .autograd import no_grad
+from .creation import zeros
+from .sbp import broadcast, split
+from .scope import recorder
+from .tensor import Layout, Tensor
+
+STAGES = (1, 2, 3)
+
+
+def shard_sbp(p, mesh_dim, min_size=1):
+    """p's SBP with split(0) on mesh_dim where p is broadcast there, or None where p keeps its own
+    layout there (a local or 0-d tensor, or one already split or partial on mesh_dim). Along another
+    mesh axis p keeps its SBP (a tensor-parallel split stays: split(0) twice cuts dim 0 nested).
+    A parameter of fewer than min_size elements stays whole (OneFlow's zero_shard_min_size)."""
+    if p.is_local or p.ndim == 0 or math.prod(p.shape) < min_size:
+        return None
+    sbp = tuple(p.sbp)
+    if sbp[mesh_dim] != broadcast:
+        return None
+    return sbp[:mesh_dim] + (split(0),) + sbp[mesh_dim + 1:]
+
+
+def check_mesh_dim(where, params, mesh_dim):
+    """Every parameter global on one mesh of enough axes; raises (every rank alike) before any collective."""
+    if isinstance(mesh_dim, bool) or not isinstance(mesh_dim, int):
+        raise TypeError(f"{where}: mesh_dim must be an int, got {mesh_dim!r}")
+    for p in params:
+        if p.is_local:
+            raise ValueError(f"{where}: ZeRO shards global parameters over a mesh axis; parameter "
+                             f"{tuple(p.shape)} is local (call module.to_global(placement, broadcast) first)")
+        if not 0 <= mesh_dim < p.placement.ndim:
+            raise ValueError(f"{where}: mesh_dim {mesh_dim} is outside [0, {p.placement.ndim}) for parameter "
+                             f"{tuple(p.shape)} on {p.placement}")
+
+
+class Zero:
+    """The ZeRO plan of one optimizer (optimizer._zero): the stage and the data-parallel mesh axis.
+    Stage 1: each state S(0) on that axis, the update on the shard, the parameter all-gathered after.
+    Stage 2: also each broadcast parameter's gradient reduce-scattered into its shard (grad_sbp).
+    Stage 3: the parameters themselves S(0) there (fully_shard gathers them around each forward)."""
+
+    def __init__(self, stage, mesh_dim=0, min_size=1):
+        if stage not in STAGES:
+            raise ValueError(f"ZeRO stage must be 1, 2 or 3, got {stage!r}")
+        self.stage, self.mesh_dim, self.min_size = stage, mesh_dim, min_size
+
+    def state_sbp(self, p):
+        """The SBP of p's optimizer states: p's shard on the axis, or p's own."""
+        return shard_sbp(p, self.mesh_dim, self.min_size) or (None if p.is_local else tuple(p.sbp))
+
+    def new_state(self, p):
+        """A zero state tensor for p, laid out by state_sbp."""
+        if p.is_local:
+            return zeros(tuple(p.shape), dtype=p.dtype)
+        return zeros(tuple(p.shape), dtype=p.dtype, placement=p.placement, sbp=self.state_sbp(p))
+
+    def update(self, opdef, p, states, lr, step, static):
+        """One eager update of a broadcast-on-axis parameter on its shard: the op's kernel on the
+        pieces of shards(p) and the states, then w all-gathered back into p (gather_into)."""
+        w, g = self.shards(p)
+        pieces = [w._local, g._local] + [t._local for t in states]
+        if step is None:
+            opdef.kernel(*pieces, lr, **static)
+        else:
+            opdef.kernel(*pieces, lr, step, **static)
+        self.gather_into(p, w)
+
+    def shards(self, p):
+        """(p's shard, its gradient's shard): local slices (B -> S, no collective); a stage-2
+        gradient is the shard already."""
+        sbp = shard_sbp(p, self.mesh_dim, self.min_size)
+        with no_grad():
+            w = p.detach().to_global(placement=p.placement, sbp=sbp)
+            g = p.grad
+            if g.placement != p.placement or tuple(g.sbp) != sbp:
+                g = g.to_global(placement=p.placement, sbp=sbp)
+        return w, g
+
+    def gather_into(self, p, w):
+        """p's value = the updated shard w all-gathered (one all_gather); inside a graph's capture
+        an in-place copy the program records."""
+        with no_grad():
+            full = w.to_global(placement=p.placement, sbp=p.sbp)
+            if recorder() is not None:
+                p.copy_(full)
+            else:
+                p._local[...] = full._local
+
+
+def attach(optimizer, stage, mesh_dim=0, min_size=1):
+    """Turn ZeRO `stage` on for optimizer along mesh_dim: states made (or moved) to the shard layout,
+    stage 2 gradients marked for reduce-scatter, stage 3 parameters resharded in place (each keeps
+    its identity: modules and the optimizer hold the same objects). Returns the optimizer."""
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    check_mesh_dim(f"ZeRO stage {stage}", params, mesh_dim)
+    zero = Zero(stage, mesh_dim, min_size)
+    for p in params:
+        sbp = shard_sbp(p, mesh_dim, min_size)
+        if sbp is None:
+            continue
+        if stage == 3:
+            reshard_parameter(p, sbp)
+        elif stage == 2:
+            p._grad_sbp = sbp
+            if p.grad is not None:
+                p.grad = p.grad.to_global(placement=p.placement, sbp=sbp)
+    for key, st in optimizer.state.items():
+        p = next((q for q in params if id(q) == key), None)
+        for name, value in list(st.items()):
+            if p is not None and hasattr(value, "to_global") and value.is_global:
+                with no_grad():
+                    st[name] = value.to_global(placement=p.placement, sbp=zero.state_sbp(p))
+    optimizer._zero = zero
+    return optimizer
+
+
+class ReplicaZero(Zero):
+    """Stage 1 for local parameters every rank holds alike (a DataParallel wrapper's: gradients
+    all-reduced, the same update everywhere): each is read as broadcast on `placement` (its own
+    piece, no copy), so its states are S(0) there, the update runs on the shard and the shard is
+    all-gathered back into the parameter."""
+
+    def __init__(self, placement, min_size=1):
+        super().__init__(1, 0, min_size)
+        self.placement = placement
+
+    def _view(self, t):
+        return Tensor._wrap(t._local, Layout.of(tuple(t.shape), t.dtype, self.placement,
+                                                (broadcast,) * self.placement.ndim))
+
+    def state_sbp(self, p):
+        return super().state_sbp(self._view(p) if p.is_local else p)
+
+    def new_state(self, p):
+        return super().new_state(self._view(p) if p.is_local else p)
+
+    def shards(self, p):
+        if not p.is_local:
+            return super().shards(p)
+        view = self._view(p)
+        view.grad = self._view(p.grad)
+        return super().shards(view)
+
+    def gather_into(self, p, w):
+        if recorder() is not None:
+            raise RuntimeError("ZeRO stage 1 of local data-parallel parameters runs eagerly; inside a graph lay the "
+                               "model out as global tensors (module.to_global) and use zero.attach")
+        super().gather_into(self._view(p) if p.is_local else p, w)
+
+
+def attach_replicas(optimizer, placement, min_size=1):
+    """ZeRO stage 1 for an optimizer of local data-parallel parameters (ReplicaZero) over placement."""
+    if placement.ndim != 1:
+        raise ValueError(f"ZeRO over local data-parallel parameters takes a 1-D placement, got {placement}")
+    optimizer._zero = ReplicaZero(placement, min_size)
+    return optimizer
+
+
+def reshard_parameter(p, sbp):
+    """p's layout becomes sbp in place (p.data =), its gradient too; identity and requires_grad kept."""
+    with no_grad():
+        p.data = p.detach().to_global(placement=p.placement, sbp=sbp)
+        if p.grad is not None:
+            p.grad = p.grad.to_global(placement=p.placement, sbp=sbp)
+    p._grad_sbp = None
