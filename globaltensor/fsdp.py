@@ -4,6 +4,7 @@ import weakref
 import numpy as np
 
 from .autograd import Function, is_grad_enabled, no_grad
+from .autograd.tape import drop_piece
 from .sbp import broadcast
 from .scope import recorder
 from .fsdp_group import GatherGroup, gather_arrays, groupable
@@ -131,6 +132,7 @@ _FREED = np.empty(0, np.float32)  # a freed gathered piece; reading it as the we
 def _free(full):
     """Drop a gathered copy's piece (the autograd graph keeps the tensor, not its memory)."""
     full._local = _FREED
+    drop_piece(full)
 
 
 class _Gather(Function):

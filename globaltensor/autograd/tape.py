@@ -77,6 +77,15 @@ class Context:
         return None if self.dests is None else self.dests[i]
 
 
+def drop_piece(t):
+    """Forget the piece t's context keeps to rebuild t, while t itself lives on (its owner gives the
+    memory back, as fully_shard does with a gathered parameter between forward and backward)."""
+    node = t._node
+    entry = node.ctx._outs[node.index] if node is not None else None
+    if type(entry) is tuple:
+        node.ctx._outs[node.index] = (entry[0], None) + entry[2:]
+
+
 def _held(outputs):
     """Each differentiable output weakly, with what rebuilds it; any other strongly (it has no node)."""
     return [(weakref.ref(t), t._local, t._global_shape, t._dtype, t._placement, t._sbp)

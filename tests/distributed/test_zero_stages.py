@@ -158,7 +158,8 @@ def _counted_step(stage):
 
 
 def _gathered_pieces(loss):
-    """The sizes of the pieces of the gathered parameter copies the autograd graph holds."""
+    """The sizes of the pieces of the gathered parameter copies the autograd graph holds: the copies'
+    own, and those their contexts keep to rebuild them (memory held all the same)."""
     sizes, stack, seen = [], [loss], set()
     while stack:
         node = stack.pop()._node
@@ -167,6 +168,7 @@ def _gathered_pieces(loss):
         seen.add(id(node.ctx))
         if node.name in ("_Gather", "GatherGroup"):
             sizes += [out._local.size for out in node.ctx.outputs]
+            sizes += [e[1].size for e in node.ctx._outs if type(e) is tuple and e[1] is not None]
         stack.extend(t for t in node.ctx.inputs if t.requires_grad)
     return sorted(sizes)
 
