@@ -29,6 +29,11 @@ from .._native import CollectiveError
 # all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
 # rank carries 1/k of the message between hosts instead of the leader carrying all of it
 SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
+# all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
+DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
+# all_gathers whose per-member share is under this many bytes carry each member's size inside the data
+PACKED_BYTES = 64 << 10
+_HEAD = 8  # bytes of the size that leads each member's share in a packed all_gather
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
@@ -77,11 +82,15 @@ class InterHostGroup:
     def _comm(self):
         return self._jc.sub(self.ranks)
 
-    def _wait(self, request, what, ranks):
-        """Wait for a non-blocking MPI call, at most GLOBALTENSOR_TIMEOUT seconds; CollectiveError after."""
+    def _wait(self, request, what, ranks, several=None):
+        """Wait for a non-blocking MPI call (or, with `several`, for all of those requests; request is then
+        MPI.Request), at most GLOBALTENSOR_TIMEOUT seconds; CollectiveError after."""
         limit = self._timeout
+        done = (lambda: request.Testall(several)) if several is not None else request.Test
+        if done():
+            return
         deadline = time.monotonic() + limit
-        while not request.Test():
+        while not done():
             if time.monotonic() > deadline:
                 raise CollectiveError(
                     f"{what} between hosts on ranks {list(ranks)} (rank {self._world.rank}): not complete after "
@@ -94,6 +103,8 @@ class InterHostGroup:
 
     # -- the methods collectives.py calls ---------------------------------------------------------
     def all_reduce(self, x, out, redop):
+        if x.nbytes < DIRECT_BYTES:
+            return self._all_reduce_direct(x, out, redop)
         if self._sliced(x):
             return self._all_reduce_sliced(x, out, redop)
         local = self._local()
@@ -109,6 +120,19 @@ class InterHostGroup:
                 out[...] = wide
         if local is not None:
             local.broadcast(out, 0)
+        return out
+
+    def _all_reduce_direct(self, x, out, redop):
+        """One MPI Allreduce over every member (what mpi4py does): fewest hops for small messages."""
+        comm = self._jc.sub(self.ranks, "all_reduce")
+        if x.dtype in _WIDENED:
+            wide = x.astype(np.float32)
+            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, _flat(wide), op=self._op(redop)), "all_reduce", self.ranks)
+            out[...] = wide
+        elif out is x:
+            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, _flat(out), op=self._op(redop)), "all_reduce", self.ranks)
+        else:
+            self._wait(comm.Iallreduce(_flat(x), _flat(out), op=self._op(redop)), "all_reduce", self.ranks)
         return out
 
     def _sliced(self, x):
@@ -149,47 +173,41 @@ class InterHostGroup:
         return x
 
     def all_gather(self, x, out):
-        local = self._local()
-        counts_here = np.empty(len(self.local), np.int64)
-        mine = np.array([x.nbytes], np.int64)
-        if local is not None:
-            local.all_gather(mine, counts_here)
-        else:
-            counts_here[:] = mine
-        block = np.empty(int(counts_here.sum()), np.uint8)
-        if local is not None:
-            local.all_gather(_bytes(x), block)
-        else:
-            block[:] = _bytes(x)
-        if self.is_leader:
-            self._gather_between_hosts(block, counts_here, _bytes(out))
-        if local is not None:
-            local.broadcast(_bytes(out), 0)
-        return out
+        """Every member's bytes straight into `out` with MPI over all members, in group order.
 
-    def _gather_between_hosts(self, block, counts_here, out_bytes):
-        """Leaders: every host's block, then each member's bytes moved to its place in group order."""
-        comm = self._leader_comm()
-        widest = max(len(m) for m in self.host_members)
-        padded = np.full(widest, -1, np.int64)
-        padded[:len(counts_here)] = counts_here
-        table = np.empty((comm.size, widest), np.int64)
-        self._wait(comm.Iallgather(padded, table), "all_gather (sizes)", self.leaders)
-        block_bytes = [int(row[row >= 0].sum()) for row in table]
-        if [r for members in self.host_members for r in members] == list(self.ranks):
-            # hosts' members come in runs: in place
-            self._wait(comm.Iallgatherv(block, [out_bytes, block_bytes]), "all_gather", self.leaders)
-            return
-        staging = np.empty(sum(block_bytes), np.uint8)
-        self._wait(comm.Iallgatherv(block, [staging, block_bytes]), "all_gather", self.leaders)
-        sizes = {r: int(c) for members, row in zip(self.host_members, table) for r, c in zip(members, row)}
-        offset_in_out = np.cumsum([0] + [sizes[r] for r in self.ranks]).tolist()
-        at = 0
-        for members in self.host_members:
-            for r in members:
-                start = offset_in_out[self.ranks.index(r)]
-                out_bytes[start:start + sizes[r]] = staging[at:at + sizes[r]]
-                at += sizes[r]
+        Members' sizes are not passed here: each guesses the even split (out's bytes / members)
+        and sends its size with its data in the same step; when every size matches (the usual
+        case) that one step is the answer, else every member saw every size and a second step
+        (Allgatherv) redoes it with them. Small messages carry the size inside one Allgather
+        (then one copy out); large ones run a size Allgather beside the data's, into `out` itself.
+        """
+        comm, k = self._jc.sub(self.ranks, "all_gather"), self.size
+        mine, dst = _bytes(x), _bytes(out)
+        slot = dst.size // k
+        send = mine if mine.size == slot else np.zeros(slot, np.uint8)  # a wrong guess: redone below
+        if slot < PACKED_BYTES:
+            packed = np.empty(_HEAD + slot, np.uint8)
+            packed[:_HEAD].view(np.int64)[0] = mine.size
+            packed[_HEAD:] = send
+            table = np.empty((k, _HEAD + slot), np.uint8)
+            self._wait(comm.Iallgather(packed, table), "all_gather", self.ranks)
+            sizes = table[:, :_HEAD].copy().view(np.int64).reshape(-1)
+            if _even(sizes, slot, dst.size):
+                dst.reshape(k, slot)[...] = table[:, _HEAD:]
+                return out
+        else:
+            sizes = np.empty(k, np.int64)
+            size_here = np.array([mine.size], np.int64)  # alive until both are done
+            reqs = [comm.Iallgather(size_here, sizes), comm.Iallgather(send, dst[:slot * k])]
+            self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
+            if _even(sizes, slot, dst.size):
+                return out
+        counts = sizes.tolist()
+        if sum(counts) != dst.size:  # every member sees the same sizes: all raise alike
+            raise ValueError(f"all_gather: the members' sizes {counts} (bytes) do not add up to the output's "
+                             f"{dst.size} bytes")
+        self._wait(comm.Iallgatherv(mine, [dst, counts]), "all_gather", self.ranks)
+        return out
 
     def reduce_scatter(self, x, out, redop):
         comm = self._comm()
@@ -227,3 +245,7 @@ def _bytes(a):
     """A C-contiguous array's memory as a flat uint8 array (0-d arrays included)."""
     return a.reshape(-1).view(np.uint8)
 
+
+def _even(sizes, slot, total):
+    """Whether every member sent the guessed share (then the one step was the whole all_gather)."""
+    return slot * sizes.size == total and bool((sizes == slot).all())
