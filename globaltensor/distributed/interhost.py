@@ -91,6 +91,9 @@ class InterHostGroup:
             return
         deadline = time.monotonic() + limit
         while not done():
+            # give the core away between polls: ranks often outnumber cores, and a peer (or this rank's
+            # MPI progress) needs one; spinning without it costs a scheduler slice (~10 ms) per call
+            os.sched_yield()
             if time.monotonic() > deadline:
                 raise CollectiveError(
                     f"{what} between hosts on ranks {list(ranks)} (rank {self._world.rank}): not complete after "
