@@ -33,6 +33,7 @@ SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256
 DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
 # all_gathers whose per-member share is under this many bytes carry each member's size inside the data
 PACKED_BYTES = 64 << 10
+_PAIR_TAG = 1  # the tag of a large all_gather's messages (on the all_gather communicator)
 _HEAD = 8  # bytes of the size that leads each member's share in a packed all_gather
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
@@ -178,20 +179,20 @@ class InterHostGroup:
     def all_gather(self, x, out):
         """Every member's bytes straight into `out` with MPI over all members, in group order.
 
-        Members' sizes are not passed here: each guesses the even split (out's bytes / members)
-        and sends its size with its data in the same step; when every size matches (the usual
-        case) that one step is the answer, else every member saw every size and a second step
-        (Allgatherv) redoes it with them. Small messages carry the size inside one Allgather
-        (then one copy out); large ones run a size Allgather beside the data's, into `out` itself.
+        Members' sizes are not passed here. Small shares: each member guesses the even split (out's
+        bytes / members) and sends its size inside the same Allgather as its data (then one copy
+        out); when every size matches (the usual case) that one step is the answer, else every
+        member saw every size and an Allgatherv redoes it with them. Large shares: sizes first
+        (a few microseconds against milliseconds), then point to point straight into `out`.
         """
         comm, k = self._jc.sub(self.ranks, "all_gather"), self.size
         mine, dst = _bytes(x), _bytes(out)
         slot = dst.size // k
-        send = mine if mine.size == slot else np.zeros(slot, np.uint8)  # a wrong guess: redone below
         if slot < PACKED_BYTES:
-            packed = np.empty(_HEAD + slot, np.uint8)
+            packed = np.zeros(_HEAD + slot, np.uint8)  # a wrong guess sends zeros: redone below
             packed[:_HEAD].view(np.int64)[0] = mine.size
-            packed[_HEAD:] = send
+            if mine.size == slot:
+                packed[_HEAD:] = mine
             table = np.empty((k, _HEAD + slot), np.uint8)
             self._wait(comm.Iallgather(packed, table), "all_gather", self.ranks)
             sizes = table[:, :_HEAD].copy().view(np.int64).reshape(-1)
@@ -199,18 +200,25 @@ class InterHostGroup:
                 dst.reshape(k, slot)[...] = table[:, _HEAD:]
                 return out
         else:
-            sizes = np.empty(k, np.int64)
-            size_here = np.array([mine.size], np.int64)  # alive until both are done
-            reqs = [comm.Iallgather(size_here, sizes), comm.Iallgather(send, dst[:slot * k])]
-            self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
-            if _even(sizes, slot, dst.size):
-                return out
-        counts = sizes.tolist()
-        if sum(counts) != dst.size:  # every member sees the same sizes: all raise alike
-            raise ValueError(f"all_gather: the members' sizes {counts} (bytes) do not add up to the output's "
-                             f"{dst.size} bytes")
-        self._wait(comm.Iallgatherv(mine, [dst, counts]), "all_gather", self.ranks)
+            sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
+            self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
+            self._all_gather_pairs(comm, mine, dst, _counts(sizes, dst.size))
+            return out
+        self._wait(comm.Iallgatherv(mine, [dst, _counts(sizes, dst.size)]), "all_gather", self.ranks)
         return out
+
+    def _all_gather_pairs(self, comm, mine, dst, counts):
+        """Large shares: every member sends its bytes to every other at once (point to point, straight
+        into `out`), which MPICH runs faster than its non-blocking Allgather's schedule."""
+        at = np.cumsum([0] + counts).tolist()
+        k, me = self.size, self.index
+        reqs = []
+        for step in range(1, k):
+            src, to = (me - step) % k, (me + step) % k
+            reqs.append(comm.Irecv(dst[at[src]:at[src + 1]], source=src, tag=_PAIR_TAG))
+            reqs.append(comm.Isend(mine, dest=to, tag=_PAIR_TAG))
+        dst[at[me]:at[me + 1]] = mine
+        self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
 
     def reduce_scatter(self, x, out, redop):
         comm = self._comm()
@@ -252,3 +260,13 @@ def _bytes(a):
 def _even(sizes, slot, total):
     """Whether every member sent the guessed share (then the one step was the whole all_gather)."""
     return slot * sizes.size == total and bool((sizes == slot).all())
+
+
+def _counts(sizes, total):
+    """The members' byte counts; ValueError when they do not fill the output (every member sees the
+    same sizes, so all raise alike)."""
+    counts = sizes.tolist()
+    if sum(counts) != total:
+        raise ValueError(f"all_gather: the members' sizes {counts} (bytes) do not add up to the output's "
+                         f"{total} bytes")
+    return counts
