@@ -67,6 +67,7 @@ class InterHostGroup:
         self.leaders = tuple(m[0] for m in self.host_members)
         self.is_leader = world.rank == self.local[0]
         self._local_native = None
+        self._packed = None  # _packed_buffers' last buffers
 
     # -- the parts ------------------------------------------------------------------------------
     def _local(self):
@@ -189,16 +190,14 @@ class InterHostGroup:
         mine, dst = _bytes(x), _bytes(out)
         slot = dst.size // k
         if slot < PACKED_BYTES:
-            packed = np.zeros(_HEAD + slot, np.uint8)  # a wrong guess sends zeros: redone below
+            packed, table, even = self._packed_buffers(slot, k)
             packed[:_HEAD].view(np.int64)[0] = mine.size
-            if mine.size == slot:
-                packed[_HEAD:] = mine
-            table = np.empty((k, _HEAD + slot), np.uint8)
+            packed[_HEAD:] = mine if mine.size == slot else 0  # a wrong guess sends zeros: redone below
             self._wait(comm.Iallgather(packed, table), "all_gather", self.ranks)
-            sizes = table[:, :_HEAD].copy().view(np.int64).reshape(-1)
-            if _even(sizes, slot, dst.size):
+            if slot * k == dst.size and (table[:, :_HEAD] == even).all():
                 dst.reshape(k, slot)[...] = table[:, _HEAD:]
                 return out
+            sizes = table[:, :_HEAD].copy().view(np.int64).reshape(-1)
         else:
             sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
             self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
@@ -206,6 +205,14 @@ class InterHostGroup:
             return out
         self._wait(comm.Iallgatherv(mine, [dst, _counts(sizes, dst.size)]), "all_gather", self.ranks)
         return out
+
+    def _packed_buffers(self, slot, k):
+        """(send, receive table, the header of an even share) of a packed all_gather, kept for the
+        last share size only (repeated calls of one size allocate nothing)."""
+        if self._packed is None or self._packed[0].size != _HEAD + slot:
+            even = np.array([slot], np.int64).view(np.uint8)
+            self._packed = (np.empty(_HEAD + slot, np.uint8), np.empty((k, _HEAD + slot), np.uint8), even)
+        return self._packed
 
     def _all_gather_pairs(self, comm, mine, dst, counts):
         """Large shares: every member sends its bytes to every other at once (point to point, straight
@@ -255,11 +262,6 @@ def _flat(a):
 def _bytes(a):
     """A C-contiguous array's memory as a flat uint8 array (0-d arrays included)."""
     return a.reshape(-1).view(np.uint8)
-
-
-def _even(sizes, slot, total):
-    """Whether every member sent the guessed share (then the one step was the whole all_gather)."""
-    return slot * sizes.size == total and bool((sizes == slot).all())
 
 
 def _counts(sizes, total):
