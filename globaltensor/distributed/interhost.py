@@ -3,13 +3,14 @@
 It offers the methods collectives.py calls on a native shared-memory group, so the public
 collectives, boxing and the gradient buckets run unchanged across hosts:
 
-* all_reduce: reduce inside each host (shared memory), all-reduce between the hosts' leaders
-  (the first member of each host, MPI), broadcast inside each host (shared memory); from
-  SLICED_BYTES on, where every host has k > 1 members: reduce-scatter inside each host, k
+* all_reduce: under DIRECT_BYTES one MPI Allreduce over every member (as mpi4py: fewest hops);
+  from there, where every host has k > 1 members: reduce-scatter inside each host, k
   all-reduces of 1/k between the members of equal local index, all-gather inside each host;
+  else reduce inside each host, all-reduce between the hosts' leaders (the first member of
+  each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: gather inside each host, all-gather the hosts' blocks between leaders, spread
-  inside each host;
+* all_gather: MPI over every member straight into the output (small shares: one Allgather with
+  each share's size inside; large: sizes, then point to point);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
   group's members directly (one message per pair of ranks; no hierarchy to win there).
 
