@@ -3,13 +3,14 @@
 It offers the methods collectives.py calls on a native shared-memory group, so the public
 collectives, boxing and the gradient buckets run unchanged across hosts:
 
-* all_reduce: reduce inside each host (shared memory), all-reduce between the hosts' leaders
-  (the first member of each host, MPI), broadcast inside each host (shared memory); from
-  SLICED_BYTES on, where every host has k > 1 members: reduce-scatter inside each host, k
+* all_reduce: under DIRECT_BYTES one MPI Allreduce over every member (as mpi4py: fewest hops);
+  from there, where every host has k > 1 members: reduce-scatter inside each host, k
   all-reduces of 1/k between the members of equal local index, all-gather inside each host;
+  else reduce inside each host, all-reduce between the hosts' leaders (the first member of
+  each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: gather inside each host, all-gather the hosts' blocks between leaders, spread
-  inside each host;
+* all_gather: MPI over every member straight into the output (small shares: one Allgather with
+  each share's size inside; large: sizes, then point to point);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
   group's members directly (one message per pair of ranks; no hierarchy to win there).
 
@@ -29,6 +30,12 @@ from .._native import CollectiveError
 # all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
 # rank carries 1/k of the message between hosts instead of the leader carrying all of it
 SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
+# all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
+DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
+# all_gathers whose per-member share is under this many bytes carry each member's size inside the data
+PACKED_BYTES = 64 << 10
+_PAIR_TAG = 1  # the tag of a large all_gather's messages (on the all_gather communicator)
+_HEAD = 8  # bytes of the size that leads each member's share in a packed all_gather
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
@@ -61,6 +68,7 @@ class InterHostGroup:
         self.leaders = tuple(m[0] for m in self.host_members)
         self.is_leader = world.rank == self.local[0]
         self._local_native = None
+        self._packed = None  # _packed_buffers' last buffers
 
     # -- the parts ------------------------------------------------------------------------------
     def _local(self):
@@ -77,11 +85,18 @@ class InterHostGroup:
     def _comm(self):
         return self._jc.sub(self.ranks)
 
-    def _wait(self, request, what, ranks):
-        """Wait for a non-blocking MPI call, at most GLOBALTENSOR_TIMEOUT seconds; CollectiveError after."""
+    def _wait(self, request, what, ranks, several=None):
+        """Wait for a non-blocking MPI call (or, with `several`, for all of those requests; request is then
+        MPI.Request), at most GLOBALTENSOR_TIMEOUT seconds; CollectiveError after."""
         limit = self._timeout
+        done = (lambda: request.Testall(several)) if several is not None else request.Test
+        if done():
+            return
         deadline = time.monotonic() + limit
-        while not request.Test():
+        while not done():
+            # give the core away between polls: ranks often outnumber cores, and a peer (or this rank's
+            # MPI progress) needs one; spinning without it costs a scheduler slice (~10 ms) per call
+            os.sched_yield()
             if time.monotonic() > deadline:
                 raise CollectiveError(
                     f"{what} between hosts on ranks {list(ranks)} (rank {self._world.rank}): not complete after "
@@ -94,6 +109,8 @@ class InterHostGroup:
 
     # -- the methods collectives.py calls ---------------------------------------------------------
     def all_reduce(self, x, out, redop):
+        if x.nbytes < DIRECT_BYTES:
+            return self._all_reduce_direct(x, out, redop)
         if self._sliced(x):
             return self._all_reduce_sliced(x, out, redop)
         local = self._local()
@@ -109,6 +126,19 @@ class InterHostGroup:
                 out[...] = wide
         if local is not None:
             local.broadcast(out, 0)
+        return out
+
+    def _all_reduce_direct(self, x, out, redop):
+        """One MPI Allreduce over every member (what mpi4py does): fewest hops for small messages."""
+        comm = self._jc.sub(self.ranks, "all_reduce")
+        if x.dtype in _WIDENED:
+            wide = x.astype(np.float32)
+            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, _flat(wide), op=self._op(redop)), "all_reduce", self.ranks)
+            out[...] = wide
+        elif out is x:
+            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, _flat(out), op=self._op(redop)), "all_reduce", self.ranks)
+        else:
+            self._wait(comm.Iallreduce(_flat(x), _flat(out), op=self._op(redop)), "all_reduce", self.ranks)
         return out
 
     def _sliced(self, x):
@@ -149,47 +179,54 @@ class InterHostGroup:
         return x
 
     def all_gather(self, x, out):
-        local = self._local()
-        counts_here = np.empty(len(self.local), np.int64)
-        mine = np.array([x.nbytes], np.int64)
-        if local is not None:
-            local.all_gather(mine, counts_here)
+        """Every member's bytes straight into `out` with MPI over all members, in group order.
+
+        Members' sizes are not passed here. Small shares: each member guesses the even split (out's
+        bytes / members) and sends its size inside the same Allgather as its data (then one copy
+        out); when every size matches (the usual case) that one step is the answer, else every
+        member saw every size and an Allgatherv redoes it with them. Large shares: sizes first
+        (a few microseconds against milliseconds), then point to point straight into `out`.
+        """
+        comm, k = self._jc.sub(self.ranks, "all_gather"), self.size
+        mine, dst = _bytes(x), _bytes(out)
+        slot = dst.size // k
+        if slot < PACKED_BYTES:
+            packed, table, even = self._packed_buffers(slot, k)
+            packed[:_HEAD].view(np.int64)[0] = mine.size
+            packed[_HEAD:] = mine if mine.size == slot else 0  # a wrong guess sends zeros: redone below
+            self._wait(comm.Iallgather(packed, table), "all_gather", self.ranks)
+            if slot * k == dst.size and (table[:, :_HEAD] == even).all():
+                dst.reshape(k, slot)[...] = table[:, _HEAD:]
+                return out
+            sizes = table[:, :_HEAD].copy().view(np.int64).reshape(-1)
         else:
-            counts_here[:] = mine
-        block = np.empty(int(counts_here.sum()), np.uint8)
-        if local is not None:
-            local.all_gather(_bytes(x), block)
-        else:
-            block[:] = _bytes(x)
-        if self.is_leader:
-            self._gather_between_hosts(block, counts_here, _bytes(out))
-        if local is not None:
-            local.broadcast(_bytes(out), 0)
+            sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
+            self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
+            self._all_gather_pairs(comm, mine, dst, _counts(sizes, dst.size))
+            return out
+        self._wait(comm.Iallgatherv(mine, [dst, _counts(sizes, dst.size)]), "all_gather", self.ranks)
         return out
 
-    def _gather_between_hosts(self, block, counts_here, out_bytes):
-        """Leaders: every host's block, then each member's bytes moved to its place in group order."""
-        comm = self._leader_comm()
-        widest = max(len(m) for m in self.host_members)
-        padded = np.full(widest, -1, np.int64)
-        padded[:len(counts_here)] = counts_here
-        table = np.empty((comm.size, widest), np.int64)
-        self._wait(comm.Iallgather(padded, table), "all_gather (sizes)", self.leaders)
-        block_bytes = [int(row[row >= 0].sum()) for row in table]
-        if [r for members in self.host_members for r in members] == list(self.ranks):
-            # hosts' members come in runs: in place
-            self._wait(comm.Iallgatherv(block, [out_bytes, block_bytes]), "all_gather", self.leaders)
-            return
-        staging = np.empty(sum(block_bytes), np.uint8)
-        self._wait(comm.Iallgatherv(block, [staging, block_bytes]), "all_gather", self.leaders)
-        sizes = {r: int(c) for members, row in zip(self.host_members, table) for r, c in zip(members, row)}
-        offset_in_out = np.cumsum([0] + [sizes[r] for r in self.ranks]).tolist()
-        at = 0
-        for members in self.host_members:
-            for r in members:
-                start = offset_in_out[self.ranks.index(r)]
-                out_bytes[start:start + sizes[r]] = staging[at:at + sizes[r]]
-                at += sizes[r]
+    def _packed_buffers(self, slot, k):
+        """(send, receive table, the header of an even share) of a packed all_gather, kept for the
+        last share size only (repeated calls of one size allocate nothing)."""
+        if self._packed is None or self._packed[0].size != _HEAD + slot:
+            even = np.array([slot], np.int64).view(np.uint8)
+            self._packed = (np.empty(_HEAD + slot, np.uint8), np.empty((k, _HEAD + slot), np.uint8), even)
+        return self._packed
+
+    def _all_gather_pairs(self, comm, mine, dst, counts):
+        """Large shares: every member sends its bytes to every other at once (point to point, straight
+        into `out`), which MPICH runs faster than its non-blocking Allgather's schedule."""
+        at = np.cumsum([0] + counts).tolist()
+        k, me = self.size, self.index
+        reqs = []
+        for step in range(1, k):
+            src, to = (me - step) % k, (me + step) % k
+            reqs.append(comm.Irecv(dst[at[src]:at[src + 1]], source=src, tag=_PAIR_TAG))
+            reqs.append(comm.Isend(mine, dest=to, tag=_PAIR_TAG))
+        dst[at[me]:at[me + 1]] = mine
+        self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
 
     def reduce_scatter(self, x, out, redop):
         comm = self._comm()
@@ -227,3 +264,12 @@ def _bytes(a):
     """A C-contiguous array's memory as a flat uint8 array (0-d arrays included)."""
     return a.reshape(-1).view(np.uint8)
 
+
+def _counts(sizes, total):
+    """The members' byte counts; ValueError when they do not fill the output (every member sees the
+    same sizes, so all raise alike)."""
+    counts = sizes.tolist()
+    if sum(counts) != total:
+        raise ValueError(f"all_gather: the members' sizes {counts} (bytes) do not add up to the output's "
+                         f"{total} bytes")
+    return counts

@@ -19,7 +19,8 @@ import zlib
 from .. import env
 
 MODE = os.environ.get("GLOBALTENSOR_INTERHOST", "mpi")  # "mpi" or "off" (a two-host job then raises)
-mpirun_env = env.from_mpirun  # {"rank", "world_size", ...} when mpirun/srun started this rank, else None
+mpirun_env = env.from_mpirun
+KINDS = ("all_reduce", "all_gather")  # collectives that run on a communicator of their own (JobComm.sub)  # {"rank", "world_size", ...} when mpirun/srun started this rank, else None
 
 
 def available():
@@ -89,19 +90,24 @@ class JobComm:
             self.comm = _join_by_port(MPI, world.store, world.rank, world.world_size)
         self._subs = {}
 
-    def sub(self, ranks):
-        """The communicator of `ranks` (global ranks, in this order); collective over them only."""
+    def sub(self, ranks, kind=""):
+        """The communicator of `ranks` (global ranks, in this order); collective over them only.
+
+        kind: "" or one of KINDS, a duplicate kept for that collective alone, so that ranks that
+        call different collectives never match each other's messages (each waits, then times out).
+        All of a group's duplicates are made at once, on its first use, so every member makes
+        them in the same order whichever collective it called first."""
         found = self._subs.get(ranks)
         if found is None:
             if list(ranks) == list(range(self.comm.size)):
-                found = self.comm
+                base = self.comm
             else:
                 group = self.comm.group.Incl(list(ranks))
                 tag = zlib.crc32(",".join(map(str, ranks)).encode()) & 0x7FFF
-                found = self.comm.Create_group(group, tag)
+                base = self.comm.Create_group(group, tag)
                 group.Free()
-            self._subs[ranks] = found
-        return found
+            found = self._subs[ranks] = {"": base, **{k: base.Dup() for k in KINDS}}
+        return found[kind]
 
 
 def _join_by_port(MPI, store, rank, world_size):

@@ -48,6 +48,13 @@ def collectives():
         mine = np.full((r + 1, 2), r, np.int32)  # uneven lengths
         np.testing.assert_array_equal(dist.all_gather(mine, group=g),
                                       np.concatenate([np.full((q + 1, 2), q, np.int32) for q in ranks]))
+        for rows in (3, 20000):  # even shares: the size rides with the data (packed), or beside it (large)
+            mine = _rank_value(r, (rows, 2), np.float32)
+            got = dist.all_gather(mine, group=g, sizes=[rows] * len(ranks))
+            np.testing.assert_array_equal(got, np.concatenate([_rank_value(q, (rows, 2), np.float32) for q in ranks]))
+        mine = _rank_value(r, (20000 + r, 2), np.float32)  # uneven and large: the guess fails, redone
+        np.testing.assert_array_equal(dist.all_gather(mine, group=g),
+                                      np.concatenate([_rank_value(q, (20000 + q, 2), np.float32) for q in ranks]))
         big = _rank_value(r, (4 * len(ranks) + 1, 3), np.float32)
         total = sum(_rank_value(q, big.shape, np.float64) for q in ranks)
         got = dist.reduce_scatter(big, group=g)

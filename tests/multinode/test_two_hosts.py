@@ -45,8 +45,11 @@ def _two_host_job(tmp_path, kind, *args, timeout=180, env=None):
 
 
 @needs_hosts
-def test_collectives_across_hosts_match_numpy(tmp_path):
-    assert all(n > 0 for n in _two_host_job(tmp_path, "collectives"))
+@pytest.mark.parametrize("direct_bytes", [None, "0"])
+def test_collectives_across_hosts_match_numpy(tmp_path, direct_bytes):
+    """direct_bytes "0": every all_reduce through shared memory and the hosts (leaders, or sliced)."""
+    env = {**_env(), "GLOBALTENSOR_INTERHOST_DIRECT_BYTES": direct_bytes} if direct_bytes else None
+    assert all(n > 0 for n in _two_host_job(tmp_path, "collectives", env=env))
 
 
 @needs_hosts
