@@ -131,9 +131,9 @@ def test_each_stage_gives_data_parallel_values(optimizer, nprocs, mesh, sizes):
         assert set(layouts[3]["state"].values()) == {S0}
 
 
-def _counted_step(stage):
-    gt.manual_seed(0)
-    model = ToyModel()
+def _toy_under_stage(model, stage):
+    """ToyModel data parallel on a 1-D mesh under ZeRO stage 0-3 (3: net1, net2 and the root fully
+    sharded), and its AdamW: (placement, data sbp, optimizer)."""
     pl, data_sbp = _layout(model, "1d")
     if stage == 3:
         for m in (model.net1, model.net2, model):
@@ -141,6 +141,13 @@ def _counted_step(stage):
     opt = gt.optim.AdamW(model.parameters(), lr=0.01)
     if stage in (1, 2):
         zero.attach(opt, stage)
+    return pl, data_sbp, opt
+
+
+def _counted_step(stage):
+    gt.manual_seed(0)
+    model = ToyModel()
+    pl, data_sbp, opt = _toy_under_stage(model, stage)
     counts = []
     for _ in range(2):  # the second step: states exist, buffers planned
         x = gt.randn(12, 10, placement=pl, sbp=data_sbp)
@@ -215,13 +222,7 @@ def _accumulated(set_to_none):
     for stage in (0, 1, 2, 3):
         gt.manual_seed(0)
         model = ToyModel()
-        pl, data_sbp = _layout(model, "1d")
-        if stage == 3:
-            for m in (model.net1, model.net2, model):
-                gt.distributed.fully_shard(m)
-        opt = gt.optim.AdamW(model.parameters(), lr=0.01)
-        if stage in (1, 2):
-            zero.attach(opt, stage)
+        pl, data_sbp, opt = _toy_under_stage(model, stage)
         for _ in range(2):
             for _ in range(2):
                 x = gt.randn(12, 10, placement=pl, sbp=data_sbp)
