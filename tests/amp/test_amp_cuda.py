@@ -2,7 +2,7 @@
 (softmax in float32), bfloat16 products through the device kernels, the agreed inf skip."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 from conftest import run_ranks

@@ -4,7 +4,7 @@ import threading
 
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch, torch_functional
 
 import globaltensor as gt
 from conftest import run_ranks
@@ -12,7 +12,7 @@ from globaltensor.amp import lists
 from globaltensor.dispatch import AMP_ENTRIES
 from globaltensor.registry import REGISTRY
 
-F, TF = gt.nn.functional, torch.nn.functional
+F, TF = gt.nn.functional, torch_functional
 BF16_RTOL = 2 ** -7  # one bfloat16 ulp of rounding either side
 
 

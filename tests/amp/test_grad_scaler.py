@@ -3,12 +3,12 @@ the scale's schedule and state_dict; on 2 ranks an inf on one rank skips the ste
 all_reduce a step."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch, torch_functional
 
 import globaltensor as gt
 from conftest import run_ranks
 
-F, TF = gt.nn.functional, torch.nn.functional
+F, TF = gt.nn.functional, torch_functional
 
 
 def _mlp_pair(seed=0):

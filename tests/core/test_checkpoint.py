@@ -4,7 +4,7 @@ import weakref
 
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 import globaltensor.nn as nn

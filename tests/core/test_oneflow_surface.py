@@ -2,7 +2,7 @@
 floating casts), data_ptr, nn.parallel as a package, flow.framework, all_reduce of bool tensors."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 from conftest import run_ranks

@@ -1,4 +1,4 @@
-"""The test tree's own rules: spawned ranks import a test module by its bare name, so no two test files share one."""
+"""The test tree's rules: unique module names (ranks import them bare), optional peers via importorskip, lazy torch."""
 import collections
 import os
 
@@ -39,3 +39,23 @@ def test_optional_peers_are_imported_through_importorskip():
                     text = f.read()
                 found += [f"{os.path.relpath(path, TESTS)}: {m.group(0).strip()}" for m in plain.finditer(text)]
     assert not found, f"optional peers imported without pytest.importorskip: {found}"
+
+
+def test_modules_that_spawn_ranks_import_torch_on_first_use():
+    """Each spawned rank imports its test module; torch at a module's top costs every rank ~1.5 s (it made a
+    4-rank test 13 s instead of 2). Such modules take `from lazy_torch import torch`, or import torch inside
+    the functions that compute the reference."""
+    import re
+    spawns = re.compile(r"\brun_ranks\(|\bspawn\(")
+    top = re.compile(r"^(?:import torch\b|from torch\b|torch = pytest\.importorskip)", re.M)
+    found = []
+    for root, dirs, files in os.walk(TESTS):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "__"))]
+        for name in files:
+            if name.startswith("test_") and name.endswith(".py"):
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                if spawns.search(text) and top.search(text):
+                    found.append(os.path.relpath(path, TESTS))
+    assert not found, f"test modules that spawn ranks and import torch at their top: {found}"

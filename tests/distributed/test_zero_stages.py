@@ -4,7 +4,7 @@ parallelism's losses and parameters (and to torch's, on the full values) on 2 an
 stage keeps and the collectives of one step are checked."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 import globaltensor.nn as nn

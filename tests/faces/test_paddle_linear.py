@@ -3,7 +3,7 @@ gradients against torch on full values, 1 process and 2 ranks for each SBP row, 
 the plan's collectives counted."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 import globaltensor.paddle as paddle

@@ -9,7 +9,7 @@ import globaltensor.nn as nn
 from conftest import run_ranks
 from graph_models import ToyModel, TrainGraph
 
-torch = pytest.importorskip("torch")
+from lazy_torch import torch
 
 
 def _data(steps=3, rows=8):

@@ -10,7 +10,7 @@ from conftest import run_ranks
 from globaltensor.pipeline.microbatch import Cut
 from graph_models import ToyModel, TrainGraph
 
-torch = pytest.importorskip("torch")
+from lazy_torch import torch
 
 ROWS, K, STEPS = 8, 4, 3
 

@@ -2,7 +2,7 @@
 on one process, on 2 ranks with each input SBP and on a 2x2 mesh; the collectives of complex arrays."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 from conftest import run_ranks

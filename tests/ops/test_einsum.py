@@ -1,7 +1,7 @@
 """gt.einsum as torch.einsum: values and gradients on 1 process, on 2 ranks with split inputs, on a 2x2 mesh."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 from conftest import run_ranks

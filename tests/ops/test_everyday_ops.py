@@ -11,7 +11,7 @@ import pytest
 import globaltensor as gt
 from conftest import run_ranks
 
-torch = pytest.importorskip("torch")
+from lazy_torch import torch
 R = np.random.default_rng(28)
 F = lambda *s, lo=-1.0, hi=1.0: R.uniform(lo, hi, s)  # noqa: E731
 POS = lambda *s: R.uniform(0.5, 2.0, s)  # noqa: E731

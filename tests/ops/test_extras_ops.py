@@ -2,7 +2,7 @@
 hann_window, stft, logspace, randint_like and the recurrent layers against torch / numpy."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 import globaltensor.nn as nn

@@ -1,7 +1,7 @@
 """The sampling, resize, pooling, conv3d, batch_gather and recurrent ops on 2 ranks with split
 inputs: full values and input gradients against torch on the whole tensors."""
 import numpy as np
-import torch
+from lazy_torch import torch
 
 from conftest import run_ranks
 

@@ -5,7 +5,7 @@ import zlib
 
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 import globaltensor.nn as nn

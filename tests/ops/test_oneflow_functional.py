@@ -4,7 +4,7 @@ match torch in values and gradients, on one process and on 2 ranks with split in
 raises OneFlow's error class and words (its functional_api.yaml and op checks)."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 from globaltensor import _C

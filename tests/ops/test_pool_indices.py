@@ -2,7 +2,7 @@
 indices, gradients; on 2 ranks with the input split on batch, channels or a pooled dim."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 from conftest import run_ranks

@@ -3,7 +3,7 @@ nothing where a split survives and boxing, as OneFlow's view of a global tensor 
 values and gradients against torch on 2 ranks and a 2x2 mesh."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 import globaltensor as gt
 from conftest import run_ranks
