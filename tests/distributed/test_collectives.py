@@ -346,9 +346,11 @@ def test_mismatched_calls_raise_on_every_rank_and_world_recovers():
         assert "different collectives" in messages[1] and "all_gather" in messages[1]
 
 
-def _late_rank():
-    if gt.env.get_rank() == 1:
-        time.sleep(7)  # alive, but never joins the collective in time
+def _late_rank(done_flag):
+    if gt.env.get_rank() == 1:  # alive, but never joins the collective; stays until rank 0 has its error
+        deadline = time.monotonic() + 60
+        while not os.path.exists(done_flag) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return None
     start = time.monotonic()
     x = np.zeros(1)
@@ -357,17 +359,19 @@ def _late_rank():
         dist.all_reduce(x)
     except dist.CollectiveTimeoutError as exc:
         return str(exc), time.monotonic() - start
+    finally:
+        open(done_flag, "w").close()
     return None
 
 
-def _late_rank_wrapper():
+def _late_rank_wrapper(done_flag):
     if gt.env.get_rank() == 1:
         dist.barrier()
-    return _late_rank()
+    return _late_rank(done_flag)
 
 
-def test_rank_that_never_arrives_times_out_with_names():
-    results = run_ranks(_late_rank_wrapper, 2, env={"GLOBALTENSOR_TIMEOUT": "1.5"}, timeout=60)
+def test_rank_that_never_arrives_times_out_with_names(tmp_path):
+    results = run_ranks(_late_rank_wrapper, 2, str(tmp_path / "done"), env={"GLOBALTENSOR_TIMEOUT": "1.5"}, timeout=60)
     message, elapsed = results[0]
     assert "all_reduce" in message and "timed out" in message and "rank(s) [1] did not arrive" in message
     assert "GLOBALTENSOR_TIMEOUT" in message and 1.4 < elapsed < 6  # room for a loaded machine

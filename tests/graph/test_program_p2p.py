@@ -1,6 +1,7 @@
 """send/recv instructions of a program are posted and matched in tag order: two ranks that both send a big
 piece before they receive exchange it (blocking sends in program order would wait on each other); a peer
 that never sends makes the recv time out naming it."""
+import os
 import time
 
 import numpy as np
@@ -43,15 +44,17 @@ def test_two_ranks_that_both_send_before_receiving_exchange_their_pieces():
         assert equal and first == 0.0 and last == pytest.approx(3 * (N - 1) / N)
 
 
-def _one_never_sends():
+def _one_never_sends(done_flag):
     from globaltensor.graph import ProgramState, runnable
     from globaltensor.graph.rebuild import rebuild
     from globaltensor.distributed import collectives
     rank = gt.env.get_rank()
     hello = np.zeros(1, np.float32)  # both join the job and the pair's channel first
     collectives.send(hello, 1) if rank == 0 else collectives.recv(hello, 0)
-    if rank == 1:
-        time.sleep(8)  # alive but silent: rank 0's recv must time out naming it
+    if rank == 1:  # alive but silent until rank 0 has its answer: its recv must time out naming rank 1
+        deadline = time.monotonic() + 60
+        while not os.path.exists(done_flag) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return "silent"
     program = _exchange_program(0)
     program.instrs = program.instrs[1:]  # only the recv, then the add
@@ -60,9 +63,11 @@ def _one_never_sends():
         runnable(program).fn(np.zeros(N, np.float32))
     except Exception as exc:  # noqa: BLE001 - the message is the test
         return f"{type(exc).__name__}: {exc}"
+    finally:
+        open(done_flag, "w").close()
     return "no error"
 
 
-def test_a_recv_whose_peer_never_sends_times_out_naming_the_peer():
-    said, _ = run_ranks(_one_never_sends, 2, timeout=120, env={"GLOBALTENSOR_TIMEOUT": "3"})
+def test_a_recv_whose_peer_never_sends_times_out_naming_the_peer(tmp_path):
+    said, _ = run_ranks(_one_never_sends, 2, str(tmp_path / "done"), timeout=120, env={"GLOBALTENSOR_TIMEOUT": "3"})
     assert "CollectiveTimeoutError" in said and "rank 1" in said and "tag 101" in said, said
