@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from ...dtype import to_dtype
 from ...graph import serialize
 from ...graph.program import Instr, Program as GraphProgram, Reg
 from ...graph.rebuild import ProgramState, rebuild
@@ -22,15 +23,40 @@ class InputSpec:
     """paddle.static.InputSpec(shape, dtype, name): a placeholder's description (None / -1: any size)."""
 
     def __init__(self, shape=None, dtype="float32", name=None, stop_gradient=False):
-        self.shape = [-1 if d is None else int(d) for d in (shape or [])]
-        self.dtype, self.name, self.stop_gradient = dtype, name, stop_gradient
+        if isinstance(shape, int):
+            shape = [shape]
+        self.shape = tuple(-1 if d is None else int(d) for d in (shape or []))  # Paddle keeps a tuple
+        self.dtype, self.name, self.stop_gradient = to_dtype(dtype), name, stop_gradient
 
     @classmethod
     def from_tensor(cls, tensor, name=None):
-        return cls(list(tensor.shape), tensor.dtype.name, name or getattr(tensor, "name", None))
+        return cls(list(tensor.shape), tensor.dtype, name or getattr(tensor, "name", None))
+
+    @classmethod
+    def from_numpy(cls, ndarray, name=None):
+        return cls(list(ndarray.shape), str(ndarray.dtype), name)
+
+    def batch(self, batch_size):
+        """A new leading dim (Paddle's InputSpec.batch)."""
+        self.shape = (-1 if batch_size is None else int(batch_size),) + self.shape
+        return self
+
+    def unbatch(self):
+        if not self.shape:
+            raise ValueError("Not support to unbatch a InputSpec when len(shape) == 0.")
+        self.shape = self.shape[1:]
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, InputSpec) and (self.shape, self.dtype, self.name) == \
+            (other.shape, other.dtype, other.name)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.name))
 
     def __repr__(self):
-        return f"InputSpec(shape={tuple(self.shape)}, dtype={self.dtype}, name={self.name})"
+        return (f"InputSpec(shape={self.shape}, dtype={self.dtype}, name={self.name}, "
+                f"stop_gradient={self.stop_gradient})")
 
 
 def _named_params(program):
