@@ -86,33 +86,45 @@ def mpi_worker(sizes, path):
             out[f"{op}/{size}"] = median_seconds(calls[op], ITERS.get(size, 20), comm.Barrier)
     if comm.Get_rank() == 0:
         with open(path, "w") as f:
-            json.dump(out, f)
+            json.dump({**out, "_library": mpi_library_note()}, f)
 
 
 def run_mpi(sizes):
     return run_mpi_script(os.path.abspath(__file__), ["--sizes", ",".join(map(str, sizes))])
 
 
-def run_mpi_script(script, extra_args):
-    """`mpirun -n 2 python script --mpi-worker PATH ...`: the figures rank 0 wrote to PATH and a
-    note naming the MPI library (None and why when it cannot run)."""
-    if not shutil.which("mpirun"):
+def run_mpi_script(script, extra_args, nprocs=2):
+    """`mpirun -n NPROCS PY script --mpi-worker PATH ...`: the figures rank 0 wrote to PATH and a
+    note naming the MPI library (None and why when it cannot run). PY is $GT_BENCH_MPI_PYTHON when
+    set (a venv whose mpi4py is built on Open MPI, next to an MPICH mpi4py in the main one), else
+    this interpreter; mpirun is $GT_BENCH_MPIRUN, else the one beside PY, else the one on PATH."""
+    python = os.environ.get("GT_BENCH_MPI_PYTHON", sys.executable)
+    beside = os.path.join(os.path.dirname(python), "mpirun")
+    mpirun = os.environ.get("GT_BENCH_MPIRUN") or (beside if os.path.exists(beside) else shutil.which("mpirun"))
+    if not mpirun:
         return None, "mpirun not found"
-    try:
-        import mpi4py
-    except ImportError:
-        return None, "mpi4py not importable"
+    probe = subprocess.run([python, "-c", "import mpi4py"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return None, f"mpi4py not importable by {python}"
     path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gt_bench_mpi_{os.getpid()}.json")
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    cmd = ["mpirun", "-n", "2", "--bind-to", "none", sys.executable, script, "--mpi-worker", path, *extra_args]
+    if python != sys.executable:  # the other venv must not pick up this one's packages
+        env.pop("PYTHONPATH", None)
+    cmd = [mpirun, "-n", str(nprocs), "--bind-to", "none", python, script, "--mpi-worker", path, *extra_args]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if res.returncode != 0:
         return None, f"mpirun failed: {res.stderr[-500:]}"
     with open(path) as f:
         data = json.load(f)
     os.unlink(path)
+    return data, data.pop("_library", "MPI")
+
+
+def mpi_library_note():
+    """The MPI library and mpi4py version of this process, for the worker's figures."""
+    import mpi4py
     from mpi4py import MPI
-    return data, f"{MPI.Get_library_version().splitlines()[0].strip().strip(chr(0))} (mpi4py {mpi4py.__version__})"
+    return f"{MPI.Get_library_version().splitlines()[0].strip().strip(chr(0))} (mpi4py {mpi4py.__version__})"
 
 
 def run_gloo(sizes):

@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import heap_array, human_time, median_seconds, print_table, write_json  # noqa: E402
-from bench_collectives import run_mpi_script  # noqa: E402
+from bench_collectives import mpi_library_note, run_mpi_script  # noqa: E402
 
 SIZES = [16 << 20, 64 << 20]
 ITERS = {16 << 20: 15, 64 << 20: 6}
@@ -62,7 +62,7 @@ def mpi_worker(sizes, path):
         out[f"Allgather/{size}"] = median_seconds(lambda: comm.Allgather(part, gathered), iters, comm.Barrier)
     if comm.Get_rank() == 0:
         with open(path, "w") as f:
-            json.dump(out, f)
+            json.dump({**out, "_library": mpi_library_note()}, f)
 
 
 def main():
