@@ -49,9 +49,10 @@ def _channel_major_patches(x, kh, kw, st):
 
 def _image_major_conv(x, w, st):
     """[N, O, oh, ow] as one GEMM per image, w [O, K] . patches [K, oh * ow], written in place: no
-    transpose of the output (the channel-major path's copy, most of a thin layer's time); each
-    output is the same dot product over K, so the same bits. None where the images are too small
-    for a GEMM each (fewer than 64 windows)."""
+    transpose of the output (the channel-major path's copy, most of a thin layer's time). Each
+    output is the same dot product over K: the same bits where an image's windows fill whole GEMM
+    blocks (a multiple of 64), the last bits may differ in OpenBLAS's tail blocks otherwise. None
+    where the images are too small for a GEMM each (fewer than 64 windows)."""
     n, (o, c, kh, kw) = x.shape[0], w.shape
     oh, ow = _geometry(x.shape[2], x.shape[3], dict(st, kernel=(kh, kw)))
     if oh * ow < 64:
