@@ -85,3 +85,23 @@ def test_adaptive_avg_pool_batch_split_on_two_ranks():
     np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(other[1], y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_index_add_rows_is_np_add_at_and_embedding_grad_matches_torch(dtype):
+    from globaltensor import _native
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, 7, 40)  # repeats: added in order, as np.add.at
+    src = rng.standard_normal((40, 5)).astype(dtype)
+    want, got = np.zeros((7, 5), dtype), np.zeros((7, 5), dtype)
+    np.add.at(want, idx, src)
+    _native.index_add_rows(got, idx, src)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(IndexError):
+        _native.index_add_rows(got, np.array([7]), src[:1])
+    wn = rng.standard_normal((7, 5)).astype(dtype)
+    w = gt.tensor(wn, requires_grad=True)
+    gt.nn.functional.embedding(gt.tensor(idx.reshape(8, 5)), w).sum().backward()
+    tw = torch.tensor(wn, requires_grad=True)
+    torch.nn.functional.embedding(torch.tensor(idx.reshape(8, 5)), tw).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
