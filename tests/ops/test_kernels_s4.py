@@ -105,3 +105,17 @@ def test_index_add_rows_is_np_add_at_and_embedding_grad_matches_torch(dtype):
     tw = torch.tensor(wn, requires_grad=True)
     torch.nn.functional.embedding(torch.tensor(idx.reshape(8, 5)), tw).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4, 64, 32), (2, 3, 5, 7), (2, 0, 7)])
+def test_batched_linear_and_matmul_as_one_gemm_match_torch(shape):
+    from globaltensor.ops import linalg, linear_layer
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w, b = rng.standard_normal((48, shape[-1])).astype(np.float32), rng.standard_normal(48).astype(np.float32)
+    y, m = linear_layer._linear(x, w, b), linalg._matmul(x, np.ascontiguousarray(w.T))
+    tx, tw, tb = map(torch.from_numpy, (x, w, b))
+    np.testing.assert_allclose(y, torch.nn.functional.linear(tx, tw, tb).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m, (tx @ tw.T).numpy(), rtol=1e-5, atol=1e-5)
+    if shape[-2] % 64 == 0:  # whole GEMM blocks (the GPT's sizes): the bits of numpy's GEMM per leading index
+        np.testing.assert_array_equal(m, np.matmul(x, np.ascontiguousarray(w.T)))
