@@ -8,6 +8,7 @@
 #include "../kernels/axpby.h"
 #include "../kernels/philox.h"
 #include "../kernels/reduce.h"
+#include "../kernels/scatter.h"
 #include "../kernels/special.h"
 #include "common.h"
 
@@ -69,6 +70,24 @@ void bind_kernels(py::module_& m) {
     py::gil_scoped_release release;
     gt::gelu_backward(vo.ptr, vg.ptr, vx.ptr, count, dtype);
   }, py::arg("out"), py::arg("g"), py::arg("x"), "out = g * (Phi(x) + x * phi(x)): GELU's gradient.");
+
+  m.def("index_add_rows", [](py::array out, py::array index, py::array src) {
+    View vo = contiguous(out, "out", true), vs = contiguous(src, "src", false);
+    View vi = contiguous(index, "index", false);
+    if (!index.dtype().equal(py::dtype::of<int64_t>())) throw py::value_error("index must be int64");
+    if (!out.dtype().equal(src.dtype()) || out.ndim() < 1 || src.ndim() < 1 || src.shape(0) != index.size())
+      throw py::value_error("out and src must share a dtype, src hold one row per index");
+    gt::DType dtype = float_dtype(out, "index_add_rows");
+    size_t rows = size_t(out.shape(0)), count = size_t(index.size());
+    size_t width = rows ? vo.nbytes / gt::dtype_size(dtype) / rows : 0;
+    if (vs.nbytes != count * width * gt::dtype_size(dtype)) throw py::value_error("src's rows must be out's rows");
+    const int64_t* idx = reinterpret_cast<const int64_t*>(vi.ptr);
+    for (size_t i = 0; i < count; ++i)
+      if (idx[i] < 0 || size_t(idx[i]) >= rows) throw py::index_error("index_add_rows: an index is out of range");
+    py::gil_scoped_release release;
+    gt::index_add_rows(vo.ptr, idx, vs.ptr, count, width, dtype);
+  }, py::arg("out"), py::arg("index"), py::arg("src"),
+     "out[index[i]] += src[i] for i in order (np.add.at along dim 0; float32/float64, C-contiguous).");
 
   m.def("axpby", [](py::array y, py::array x, double a, double b) {
     View vy = contiguous(y, "y", true), vx = contiguous(x, "x", false);

@@ -10,20 +10,12 @@ from ..registry import rules
 from ._front import apply, c_floats, tensors, products_in_float32
 from ..registry import op
 from ..backends.devices import array_module
+from .conv_patches import _channel_major_patches, _geometry, _image_major_conv, _out_size, _windows
 
 B, P, S = rules.B, rules.P, rules.split
 
 # [N, C, H, W] -> [N, C, kh * kw, L]: batch and channel dims pass through, so their splits do
 _ROWS = [((B,), (B,)), ((S(0),), (S(0),)), ((S(1),), (S(1),)), ((P,), (P,))]
-
-
-def _out_size(n, k, stride, pad, dil):
-    return (n + 2 * pad - dil * (k - 1) - 1) // stride + 1
-
-
-def _geometry(h, w, st):
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = st["kernel"], st["stride"], st["padding"], st["dilation"]
-    return _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
 
 
 def _unfold_meta(s, dt, st):
@@ -152,37 +144,6 @@ def _conv_meta(s, dt, st):
     return [(n, o, oh, ow)], [rules.result_dtype(*dt)]
 
 
-def _windows(h, w, kh, kw, st):
-    """(oh, ow, [(i, j, rows slice, cols slice)]) of each kernel tap over the padded input."""
-    (sh, sw), (dh, dw) = st["stride"], st["dilation"]
-    oh, ow = _geometry(h, w, dict(st, kernel=(kh, kw)))
-    return oh, ow, [(i, j, slice(i * dh, i * dh + sh * (oh - 1) + 1, sh), slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
-                    for i in range(kh) for j in range(kw)]
-
-
-def _channel_major_patches(x, kh, kw, st):
-    """[C * kh * kw, N * oh * ow]: every window of the batch, a column each (im2col, channel-major,
-    so one matrix product covers the whole batch); one C++ pass for float32/float64 on the CPU."""
-    xp = array_module(x)
-    n, c, h, w = x.shape
-    if c_floats(x):
-        oh, ow = _geometry(h, w, dict(st, kernel=(kh, kw)))
-        cols = np.empty((c * kh * kw, n * oh * ow), x.dtype)
-        _native.im2col(cols, np.ascontiguousarray(x), (kh, kw), st["stride"], st["padding"], st["dilation"])
-        return cols, oh, ow
-    (ph, pw) = st["padding"]
-    oh, ow, taps = _windows(h, w, kh, kw, st)
-    if ph or pw:
-        padded = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), x.dtype)
-        padded[:, :, ph:ph + h, pw:pw + w] = x.transpose(1, 0, 2, 3)
-    else:
-        padded = xp.ascontiguousarray(x.transpose(1, 0, 2, 3))
-    cols = xp.empty((c, kh, kw, n, oh, ow), x.dtype)
-    for i, j, rs, cs in taps:
-        cols[:, i, j] = padded[:, :, rs, cs]
-    return cols.reshape(c * kh * kw, n * oh * ow), oh, ow
-
-
 def _conv_backward(ctx, g):
     x, w = ctx.inputs[0], ctx.inputs[1]
     grads = apply("conv2d_backward", [g, x, w], dict(ctx.static, need_dx=x.requires_grad), multi=True)
@@ -196,9 +157,12 @@ def _conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups
     xp = array_module(x)
     n, o, (_, cg, kh, kw) = x.shape[0], w.shape[0], w.shape
     st = {"stride": stride, "padding": padding, "dilation": dilation}
-    cols, oh, ow = _channel_major_patches(x.astype(np.result_type(x, w), copy=False), kh, kw, st)
-    out = xp.matmul(w.reshape(groups, o // groups, cg * kh * kw), cols.reshape(groups, cg * kh * kw, -1))
-    out = xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))  # the one copy to [N, O, oh, ow]
+    x = x.astype(np.result_type(x, w), copy=False)
+    out = _image_major_conv(x, w, st) if groups == 1 and c_floats(x, w) and x.dtype == w.dtype else None
+    if out is None:
+        cols, oh, ow = _channel_major_patches(x, kh, kw, st)
+        out = xp.matmul(w.reshape(groups, o // groups, cg * kh * kw), cols.reshape(groups, cg * kh * kw, -1))
+        out = xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))  # the one copy to [N, O, oh, ow]
     if b is None:
         return out
     if b.dtype == out.dtype:

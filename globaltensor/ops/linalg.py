@@ -107,6 +107,9 @@ def _matmul(a, b, out=None, order=None):
         return np.matmul(a, b, out=out)  # a gradient written straight into its bucket
     if order == "F" and a.ndim == b.ndim == 2:
         return np.matmul(b.T, a.T).T  # a column-major piece (the caller's other arrays are)
+    if a.ndim > 2 and b.ndim == 2 and type(a) is np.ndarray and a.flags.c_contiguous and a.size:
+        # [..., m, k] . [k, n] as one GEMM of all the rows: numpy would run one per leading index
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[1])
     return np.matmul(a, b)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from ._front import as_tensor, tensors
 from .concat_split import concat
 from .gather_scatter import index_select
+from .adaptive_mean import adaptive_mean
 
 _PAD_MODES = {"constant": None, "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
@@ -194,6 +195,8 @@ def adaptive_avg_pool(input, output_size, spatial):
                          f"shape {tuple(input.shape)}")
     x = input
     for dim, n_in, n_out in adaptive_dims(input, output_size, spatial):
-        if n_out != n_in:
+        if n_out != n_in and n_out and n_in % n_out == 0 and x.dtype.np.kind == "f":  # even bins: one op
+            x = adaptive_mean(x, dim, n_out)
+        elif n_out != n_in:
             x = _resample(x, dim, adaptive_taps(n_in, n_out))
     return x

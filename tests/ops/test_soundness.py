@@ -132,6 +132,7 @@ def samples(name):
         "scatter": [([f(5, 4), np.argsort(f(5, 4), axis=1)[:, :3], f(5, 3)], {"dim": 1})],
         "index_select": [([f(5, 4), ints(3, hi=5)], {"dim": 0}), ([f(5, 4), ints(6, hi=4)], {"dim": 1})],
         "index_add": [([f(5, 4), ints(3, hi=5), f(3, 4)], {"dim": 0, "size": 5})],
+        "adaptive_mean": [([f(4, 3, 6, 5)], {"dim": 2, "n_out": 3, "size": 6}), ([f(4, 6)], {"dim": 1, "n_out": 1, "size": 6})],
         "index_sample": [([f(5, 4), ints(5, 3, hi=4)], {}), ([f(5, 4), ints(1, 3, hi=4)], {})],
         "gather_nd": [([f(5, 4), np.stack([ints(6, hi=5), ints(6, hi=4)], 1)], {})],
         "scatter_nd_add": [([f(5, 4), np.stack([ints(6, hi=5), ints(6, hi=4)], 1), f(6)], {})],
