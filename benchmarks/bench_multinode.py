@@ -5,21 +5,23 @@
 Both sides run in the same job on the same 4 ranks over the same veth: "gt" is
 gt.distributed.all_reduce / all_gather (shared memory inside a host, MPI between the hosts'
 leaders), "mpi4py" is the job's MPI communicator's Allreduce / Allgather over all 4 ranks
-(what a user of mpi4py would call). Sizes are the full message (the all_reduce buffer, the
-all_gather output); time is rank 0's median per call. Needs root (namespaces) and mpi4py.
+(what a user of mpi4py would call), alternated in rounds after the same MPI barrier. Sizes are the full message (the all_reduce buffer, the
+all_gather output); time is rank 0's median over rounds of the mean per call. Needs root (namespaces) and mpi4py.
 """
 import argparse
 import json
 import os
 import sys
+import statistics
 import tempfile
+import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from _timing import human_size, human_time, median_seconds, print_table, write_json  # noqa: E402
+from _timing import human_size, human_time, print_table, write_json  # noqa: E402
 
 SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
@@ -42,16 +44,33 @@ def worker(out_path, sizes, smoke):
         x = np.ones(n, np.float32)
         piece = np.ones(max(1, n // k), np.float32)
         gathered = np.empty(piece.size * k, np.float32)
-        iters = _iters(size, smoke)
-        row = {"size": size}
-        row["gt all_reduce"] = median_seconds(lambda: dist.all_reduce(x), iters, dist.barrier)
-        row["mpi4py all_reduce"] = median_seconds(lambda: comm.Allreduce(comm_in_place(), x), iters, comm.Barrier)
-        row["gt all_gather"] = median_seconds(lambda: dist.all_gather(piece, sizes=[piece.size] * k), iters,
-                                              dist.barrier)
-        row["mpi4py all_gather"] = median_seconds(lambda: comm.Allgather(piece, gathered), iters, comm.Barrier)
+        calls = {
+            "gt all_reduce": lambda: dist.all_reduce(x),
+            "mpi4py all_reduce": lambda: comm.Allreduce(comm_in_place(), x),
+            "gt all_gather": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
+            "mpi4py all_gather": lambda: comm.Allgather(piece, gathered),
+        }
+        row = {"size": size, **_alternated(calls, _iters(size, smoke), comm.Barrier)}
         results.append(row)
     if rank == 0:
         write_json(out_path, {"ranks": k, "hosts": 2, "rows": results, "rank": gt.env.get_rank()})
+
+
+def _alternated(calls, iters, barrier, rounds=10):
+    """Each call's median seconds: `rounds` rounds, each timing every call `iters // rounds` times back
+    to back after the same barrier, in turn (a busy machine slows both sides alike)."""
+    for fn in calls.values():
+        fn()
+    times = {name: [] for name in calls}
+    burst = max(1, iters // rounds)
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            barrier()
+            t = time.perf_counter()
+            for _ in range(burst):
+                fn()
+            times[name].append((time.perf_counter() - t) / burst)
+    return {name: statistics.median(v) for name, v in times.items()}
 
 
 def comm_in_place():
