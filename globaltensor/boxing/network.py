@@ -1,14 +1,17 @@
 """The cost model's network part: on a job spanning hosts, a byte between hosts costs NETWORK_FACTOR bytes.
 
 Plans are compared by cost = bytes through shared memory + NETWORK_FACTOR x bytes over the
-network (Plan.bytes stays the plain count). The topology is the job's host of each global rank
-(World.host_keys, agreed through the store at start, so every rank prices alike); on one host
-cost is bytes. Steps along a mesh axis charge each of their groups by the share of its pairs of
-members on different hosts (collectives exchange between every pair, pieces even); moves
-between placements charge exactly the blocks whose sender and receiver are on different hosts.
+network (Plan.bytes stays the plain count). The topology is each global rank's node, from the
+launcher's environment (the same on every rank before any rank joins); on one node cost is
+bytes. Steps along a mesh axis charge each of their groups by the share of its pairs of members
+on different hosts (collectives exchange between every pair, pieces even); moves between
+placements charge exactly the blocks whose sender and receiver are on different hosts.
 """
+import functools
 import math
 import os
+
+from .. import env
 
 from .steps import REDISTRIBUTE, SPLIT_TO_PARTIAL_MOVED, overlap_blocks, split_to_partial_blocks
 
@@ -16,20 +19,18 @@ from .steps import REDISTRIBUTE, SPLIT_TO_PARTIAL_MOVED, overlap_blocks, split_t
 NETWORK_FACTOR = float(os.environ.get("GLOBALTENSOR_NETWORK_FACTOR", "8"))
 
 
-_last = [None, None]  # (the World's host_keys list, its topology): planning asks on every conversion
-
-
 def topology():
-    """Each global rank's host index (a tuple), or None on one host or before the job joined."""
-    from ..distributed import world as world_module
-    keys = getattr(world_module._world, "host_keys", None)
-    if keys is not _last[0]:
-        hosts = None
-        if keys is not None and len(set(keys)) > 1:
-            order = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-            hosts = tuple(order[k] for k in keys)
-        _last[:] = [keys, hosts]
-    return _last[1]
+    """Each global rank's node index (a tuple), or None on one node. From the launcher's environment
+    (WORLD_SIZE, LOCAL_WORLD_SIZE, or mpirun's), so every rank has the same answer before any
+    rank joins: ranks are numbered node by node (our launcher's and mpirun's by-slot order)."""
+    return _nodes(env.get_world_size(), env.get_local_world_size())
+
+
+@functools.lru_cache(maxsize=16)
+def _nodes(world_size, local_world_size):
+    if local_world_size < 1 or world_size <= local_world_size or world_size % local_world_size:
+        return None
+    return tuple(r // local_world_size for r in range(world_size))
 
 
 def plan_cost(steps, global_shape, itemsize, hosts):

@@ -53,3 +53,11 @@ def test_one_host_prices_bytes_and_plans_as_before():
         plan = planning.plan(mesh, src, mesh, dst, SHAPE, ITEM)
         assert plan.steps == planning._plan(mesh, src, mesh, dst, SHAPE, ITEM, None).steps
         assert network.plan_cost(plan.steps, SHAPE, ITEM, None) == plan.bytes
+
+
+def test_the_topology_comes_from_the_launchers_environment(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert network.topology() == ROWS_ARE_HOSTS
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert network.topology() is None
