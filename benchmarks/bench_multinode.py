@@ -52,8 +52,57 @@ def worker(out_path, sizes, smoke):
         }
         row = {"size": size, **_alternated(calls, _iters(size, smoke), comm.Barrier)}
         results.append(row)
+    training = _training(smoke)
     if rank == 0:
-        write_json(out_path, {"ranks": k, "hosts": 2, "rows": results, "rank": gt.env.get_rank()})
+        write_json(out_path, {"ranks": k, "hosts": 2, "rows": results, "training": training,
+                              "rank": gt.env.get_rank()})
+
+
+def _training(smoke, batch=64):
+    """ToyModel (OneFlow's tutorial: Linear 10-20, ReLU, Linear 20-16) data parallel on the 4 ranks,
+    SGD steps per second: ours (parameters broadcast, the batch split), then PyTorch DDP over gloo
+    on the same ranks and link (its own TCP rendezvous on MASTER_PORT + 1)."""
+    import torch
+    import torch.distributed as tdist
+    import globaltensor as gt
+    from globaltensor import distributed as dist, nn
+    steps, k = (3 if smoke else 200), gt.env.get_world_size()
+    placement = gt.placement("cpu", list(range(k)))
+    gt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 16))
+    model.to_global(placement, gt.sbp.broadcast)
+    opt = gt.optim.SGD(model.parameters(), lr=0.01)
+    x = gt.randn(batch * k, 10, placement=placement, sbp=gt.sbp.split(0))
+    y = gt.randn(batch * k, 16, placement=placement, sbp=gt.sbp.split(0))
+
+    def gt_step():
+        nn.MSELoss()(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    torch.set_num_threads(1)
+    tdist.init_process_group("gloo", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{int(os.environ['MASTER_PORT']) + 1}",
+                             rank=gt.env.get_rank(), world_size=k)
+    torch.manual_seed(0)
+    tmodel = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.ReLU(), torch.nn.Linear(20, 16)))
+    topt = torch.optim.SGD(tmodel.parameters(), lr=0.01)
+    tx, ty = torch.randn(batch, 10), torch.randn(batch, 16)
+
+    def ddp_step():
+        torch.nn.functional.mse_loss(tmodel(tx), ty).backward()
+        topt.step()
+        topt.zero_grad()
+    rates = {}
+    for name, step, barrier in (("gt DP", gt_step, dist.barrier), ("DDP gloo", ddp_step, tdist.barrier)):
+        step()
+        barrier()
+        t = time.perf_counter()
+        for _ in range(steps):
+            step()
+        barrier()
+        rates[name] = steps / (time.perf_counter() - t)
+    tdist.destroy_process_group()
+    return rates
 
 
 def _alternated(calls, iters, barrier, rounds=10):
@@ -99,7 +148,8 @@ def main():
         procs = [hosts.popen(i, [sys.executable, "-m", "globaltensor.distributed.launch", "--nnodes", "2",
                                  "--node_rank", str(i), "--master_addr", hosts.addrs[0], "--master_port", "29500",
                                  "--nproc_per_node", "2", os.path.abspath(__file__), "--worker", out, sizes,
-                                 *(["--smoke"] if args.smoke else [])], env=env) for i in (0, 1)]
+                                 *(["--smoke"] if args.smoke else [])],
+                             env={**env, "GLOO_SOCKET_IFNAME": hosts.links[i]}) for i in (0, 1)]
         for proc in procs:
             proc.wait(timeout=1800)
     if any(proc.returncode for proc in procs):
@@ -113,6 +163,10 @@ def main():
                      f"{ar:.2f}x", human_time(r["gt all_gather"]), human_time(r["mpi4py all_gather"]), f"{ag:.2f}x"])
     print_table("2 hosts x 2 ranks over a veth pair (speed: mpi4py time / gt time; >= 1 means gt is faster)",
                 ["size", "gt all_reduce", "mpi4py", "speed", "gt all_gather", "mpi4py", "speed"], rows)
+    t = data.get("training")
+    if t:
+        print(f"ToyModel DP, 4 ranks on 2 hosts: gt {t['gt DP']:.0f} steps/s, PyTorch DDP (gloo) {t['DDP gloo']:.0f} "
+              f"steps/s ({t['gt DP'] / t['DDP gloo']:.2f}x)")
     if args.json:
         write_json(args.json, data)
 
