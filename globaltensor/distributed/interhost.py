@@ -50,6 +50,22 @@ class _Done:
         return True
 
 
+class _InFlight:
+    """What all_reduce_async returns for an MPI all-reduce left in flight."""
+
+    def __init__(self, group, request):
+        self._group, self._request, self._done = group, request, False
+
+    def wait(self):
+        if not self._done:
+            self._group._wait(self._request, "all_reduce_async", self._group.ranks)
+            self._done = True
+            self._group._in_flight.remove(self)
+
+    def done(self):
+        return self._done or bool(self._request.Test())
+
+
 class InterHostGroup:
     """Members `ranks` (global ranks, in group order) on several hosts; host_keys[r] names r's host;
     every MPI call waits at most `timeout` seconds (GLOBALTENSOR_TIMEOUT, as the native groups)."""
@@ -68,6 +84,7 @@ class InterHostGroup:
         self.is_leader = world.rank == self.local[0]
         self._local_native = None
         self._direct = {}  # op name -> (all_reduce communicator, MPI op) of _all_reduce_direct
+        self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
 
     # -- the parts ------------------------------------------------------------------------------
     def _local(self):
@@ -110,6 +127,8 @@ class InterHostGroup:
 
     # -- the methods collectives.py calls ---------------------------------------------------------
     def all_reduce(self, x, out, redop):
+        if self._in_flight:
+            self.drain()
         if x.nbytes < DIRECT_BYTES:
             return self._all_reduce_direct(x, out, redop)
         if self._sliced(x):
@@ -169,10 +188,26 @@ class InterHostGroup:
         return out
 
     def all_reduce_async(self, x, out, redop):
-        self.all_reduce(x, out, redop)
-        return _Done()
+        """Under DIRECT_BYTES, in place, of a type MPI has: the MPI Iallreduce is started and left in
+        flight (the gradient buckets overlap it with backward); the handle's wait() waits for it at
+        most GLOBALTENSOR_TIMEOUT. Else it runs at once. Every later call on this group first waits
+        for those in flight, so the group keeps one order of collectives on every rank."""
+        if x.nbytes >= DIRECT_BYTES or out is not x or x.dtype in _WIDENED:
+            self.all_reduce(x, out, redop)
+            return _Done()
+        comm, op = self._direct.get(redop.name) or self._direct_for(redop)
+        handle = _InFlight(self, comm.Iallreduce(self.MPI.IN_PLACE, x.reshape(-1), op=op))
+        self._in_flight.append(handle)
+        return handle
+
+    def drain(self):
+        """Wait for every all_reduce_async still in flight on this group (oldest first)."""
+        while self._in_flight:
+            self._in_flight[0].wait()
 
     def broadcast(self, x, root_index):
+        if self._in_flight:
+            self.drain()
         root = self.ranks[root_index]
         root_host = next(h for h, members in enumerate(self.host_members) if root in members)
         local = self._local()
@@ -194,6 +229,8 @@ class InterHostGroup:
         member saw every size and an Allgatherv redoes it with them. Large shares: sizes first
         (a few microseconds against milliseconds), then point to point straight into `out`.
         """
+        if self._in_flight:
+            self.drain()
         comm, k = self._jc.sub(self.ranks, "all_gather"), self.size
         mine, dst = _bytes(x), _bytes(out)
         slot = dst.size // k
@@ -228,6 +265,8 @@ class InterHostGroup:
         self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
 
     def reduce_scatter(self, x, out, redop):
+        if self._in_flight:
+            self.drain()
         comm = self._comm()
         counts = np.empty(comm.size, np.int64)
         self._wait(comm.Iallgather(np.array([out.size], np.int64), counts), "reduce_scatter (sizes)", self.ranks)
@@ -241,6 +280,8 @@ class InterHostGroup:
         return out
 
     def all_to_all(self, x, send_bytes, out, recv_bytes):
+        if self._in_flight:
+            self.drain()
         send_at = np.cumsum([0] + list(send_bytes[:-1])).tolist()
         recv_at = np.cumsum([0] + list(recv_bytes[:-1])).tolist()
         req = self._comm().Ialltoallv([_bytes(x), list(send_bytes), send_at, self.MPI.BYTE],
@@ -249,10 +290,10 @@ class InterHostGroup:
         return out
 
     def barrier(self):
+        if self._in_flight:
+            self.drain()
         self._wait(self._comm().Ibarrier(), "barrier", self.ranks)
 
-    def drain(self):
-        return None
 
 
 def _flat(a):
