@@ -5,21 +5,23 @@
 Both sides run in the same job on the same 4 ranks over the same veth: "gt" is
 gt.distributed.all_reduce / all_gather (shared memory inside a host, MPI between the hosts'
 leaders), "mpi4py" is the job's MPI communicator's Allreduce / Allgather over all 4 ranks
-(what a user of mpi4py would call). Sizes are the full message (the all_reduce buffer, the
-all_gather output); time is rank 0's median per call. Needs root (namespaces) and mpi4py.
+(what a user of mpi4py would call), alternated in rounds after the same MPI barrier. Sizes are the full message (the all_reduce buffer, the
+all_gather output); time is rank 0's median over rounds of the mean per call. Needs root (namespaces) and mpi4py.
 """
 import argparse
 import json
 import os
 import sys
+import statistics
 import tempfile
+import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from _timing import human_size, human_time, median_seconds, print_table, write_json  # noqa: E402
+from _timing import human_size, human_time, print_table, write_json  # noqa: E402
 
 SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
@@ -42,16 +44,82 @@ def worker(out_path, sizes, smoke):
         x = np.ones(n, np.float32)
         piece = np.ones(max(1, n // k), np.float32)
         gathered = np.empty(piece.size * k, np.float32)
-        iters = _iters(size, smoke)
-        row = {"size": size}
-        row["gt all_reduce"] = median_seconds(lambda: dist.all_reduce(x), iters, dist.barrier)
-        row["mpi4py all_reduce"] = median_seconds(lambda: comm.Allreduce(comm_in_place(), x), iters, comm.Barrier)
-        row["gt all_gather"] = median_seconds(lambda: dist.all_gather(piece, sizes=[piece.size] * k), iters,
-                                              dist.barrier)
-        row["mpi4py all_gather"] = median_seconds(lambda: comm.Allgather(piece, gathered), iters, comm.Barrier)
+        calls = {
+            "gt all_reduce": lambda: dist.all_reduce(x),
+            "mpi4py all_reduce": lambda: comm.Allreduce(comm_in_place(), x),
+            "gt all_gather": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
+            "mpi4py all_gather": lambda: comm.Allgather(piece, gathered),
+        }
+        row = {"size": size, **_alternated(calls, _iters(size, smoke), comm.Barrier)}
         results.append(row)
+    training = _training(smoke)
     if rank == 0:
-        write_json(out_path, {"ranks": k, "hosts": 2, "rows": results, "rank": gt.env.get_rank()})
+        write_json(out_path, {"ranks": k, "hosts": 2, "rows": results, "training": training,
+                              "rank": gt.env.get_rank()})
+
+
+def _training(smoke, batch=64):
+    """ToyModel (OneFlow's tutorial: Linear 10-20, ReLU, Linear 20-16) data parallel on the 4 ranks,
+    SGD steps per second: ours (parameters broadcast, the batch split), then PyTorch DDP over gloo
+    on the same ranks and link (its own TCP rendezvous on MASTER_PORT + 1)."""
+    import torch
+    import torch.distributed as tdist
+    import globaltensor as gt
+    from globaltensor import distributed as dist, nn
+    steps, k = (3 if smoke else 200), gt.env.get_world_size()
+    placement = gt.placement("cpu", list(range(k)))
+    gt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 16))
+    model.to_global(placement, gt.sbp.broadcast)
+    opt = gt.optim.SGD(model.parameters(), lr=0.01)
+    x = gt.randn(batch * k, 10, placement=placement, sbp=gt.sbp.split(0))
+    y = gt.randn(batch * k, 16, placement=placement, sbp=gt.sbp.split(0))
+
+    def gt_step():
+        nn.MSELoss()(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    torch.set_num_threads(1)
+    tdist.init_process_group("gloo", init_method=f"tcp://{os.environ['MASTER_ADDR']}:{int(os.environ['MASTER_PORT']) + 1}",
+                             rank=gt.env.get_rank(), world_size=k)
+    torch.manual_seed(0)
+    tmodel = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.ReLU(), torch.nn.Linear(20, 16)))
+    topt = torch.optim.SGD(tmodel.parameters(), lr=0.01)
+    tx, ty = torch.randn(batch, 10), torch.randn(batch, 16)
+
+    def ddp_step():
+        torch.nn.functional.mse_loss(tmodel(tx), ty).backward()
+        topt.step()
+        topt.zero_grad()
+    rates = {}
+    for name, step, barrier in (("gt DP", gt_step, dist.barrier), ("DDP gloo", ddp_step, tdist.barrier)):
+        step()
+        barrier()
+        t = time.perf_counter()
+        for _ in range(steps):
+            step()
+        barrier()
+        rates[name] = steps / (time.perf_counter() - t)
+    tdist.destroy_process_group()
+    return rates
+
+
+def _alternated(calls, iters, barrier, rounds=10):
+    """Each call's median seconds: `rounds` rounds, each timing every call `iters // rounds` times back
+    to back after the same barrier, in turn (a busy machine slows both sides alike)."""
+    for fn in calls.values():
+        fn()
+    times = {name: [] for name in calls}
+    burst = max(1, iters // rounds)
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            barrier()
+            t = time.perf_counter()
+            for _ in range(burst):
+                fn()
+            times[name].append((time.perf_counter() - t) / burst)
+    return {name: statistics.median(v) for name, v in times.items()}
 
 
 def comm_in_place():
@@ -80,7 +148,8 @@ def main():
         procs = [hosts.popen(i, [sys.executable, "-m", "globaltensor.distributed.launch", "--nnodes", "2",
                                  "--node_rank", str(i), "--master_addr", hosts.addrs[0], "--master_port", "29500",
                                  "--nproc_per_node", "2", os.path.abspath(__file__), "--worker", out, sizes,
-                                 *(["--smoke"] if args.smoke else [])], env=env) for i in (0, 1)]
+                                 *(["--smoke"] if args.smoke else [])],
+                             env={**env, "GLOO_SOCKET_IFNAME": hosts.links[i]}) for i in (0, 1)]
         for proc in procs:
             proc.wait(timeout=1800)
     if any(proc.returncode for proc in procs):
@@ -94,6 +163,10 @@ def main():
                      f"{ar:.2f}x", human_time(r["gt all_gather"]), human_time(r["mpi4py all_gather"]), f"{ag:.2f}x"])
     print_table("2 hosts x 2 ranks over a veth pair (speed: mpi4py time / gt time; >= 1 means gt is faster)",
                 ["size", "gt all_reduce", "mpi4py", "speed", "gt all_gather", "mpi4py", "speed"], rows)
+    t = data.get("training")
+    if t:
+        print(f"ToyModel DP, 4 ranks on 2 hosts: gt {t['gt DP']:.0f} steps/s, PyTorch DDP (gloo) {t['DDP gloo']:.0f} "
+              f"steps/s ({t['gt DP'] / t['DDP gloo']:.2f}x)")
     if args.json:
         write_json(args.json, data)
 

@@ -174,3 +174,28 @@ print(result.stdout)
 total = np.sum([rank + 1.0 for rank in range(2)])
 assert result.returncode == 0, result.stderr
 assert sorted(result.stdout.splitlines()) == sorted([f"rank 0 sum {total}", f"[rank 1] rank 1 sum {total}"])
+
+# %% [markdown]
+# ## Several machines
+#
+# The same script runs on several machines unchanged. Start the launcher once on each machine
+# with torchrun's flags (the same `GLOBALTENSOR_SECRET` on both):
+#
+# ```
+# # machine A (169.254.10.1)                      # machine B
+# python -m globaltensor.distributed.launch \      python -m globaltensor.distributed.launch \
+#   --nnodes 2 --node_rank 0 --master_addr 169.254.10.1 --master_port 29500 --nproc_per_node 2 train.py
+#                                                   #   ... --node_rank 1 (the rest the same)
+# ```
+#
+# or every rank at once with `mpirun -np 4 --host a:2,b:2 python train.py` (ranks from MPI's
+# environment). Ranks on one machine still meet in shared memory; between machines the
+# collectives go over MPI (`pip install -e ".[mpi]"`): a small all_reduce is one MPI Allreduce
+# over every rank, a large one is reduced inside each machine, exchanged in slices between the
+# machines, and spread again. Placements name global ranks and may span machines; boxing plans
+# charge a byte between machines 8 times a byte through shared memory
+# (`GLOBALTENSOR_NETWORK_FACTOR`), so on a mesh whose rows are the machines a conversion gathers
+# inside a machine rather than across. A rank that dies on one machine ends the job on every
+# machine within seconds, naming it. `globaltensor.distributed.netns.TwoHosts` makes two
+# "machines" on one (network namespaces joined by a veth pair, each with its own `/dev/shm`; needs
+# root) for tests and `benchmarks/bench_multinode.py`; details and figures: docs/multinode.md.

@@ -15,18 +15,20 @@ import functools
 import itertools
 
 from ..sbp import broadcast, partial_sum, split, without_partial
+from . import network
 from .steps import ALL_REDUCE, REDISTRIBUTE, SLICE, SPLIT_TO_PARTIAL_MOVED, along_axis
 
 
 class Step:
     """One transition: `kind` (a row of boxing/steps.py's KINDS) on mesh axis `mesh_dim` (None for
-    the overlap route)."""
+    the overlap route); `placement` is where it ends, `src_placement` where it starts."""
 
-    __slots__ = ("kind", "mesh_dim", "src", "dst", "bytes", "placement")
+    __slots__ = ("kind", "mesh_dim", "src", "dst", "bytes", "placement", "src_placement")
 
-    def __init__(self, kind, mesh_dim, src, dst, nbytes, placement):
+    def __init__(self, kind, mesh_dim, src, dst, nbytes, placement, src_placement=None):
         self.kind, self.mesh_dim, self.src, self.dst = kind, mesh_dim, src, dst
         self.bytes, self.placement = int(nbytes), placement
+        self.src_placement = placement if src_placement is None else src_placement
 
     def __repr__(self):
         where = "" if self.mesh_dim is None else f" on mesh axis {self.mesh_dim}"
@@ -134,7 +136,7 @@ def _overlap_route(src_placement, src_sbp, mid_src, dst_placement, dst_sbp, glob
     route = _plan_axes(src_placement, src_sbp, mid_src, global_shape, itemsize)
     moved = REDISTRIBUTE.bytes(src_placement, mid_src, dst_placement, mid_dst, None, global_shape, itemsize)
     if moved or src_placement != dst_placement or mid_src != mid_dst:
-        route.append(Step(REDISTRIBUTE, None, mid_src, mid_dst, moved, dst_placement))
+        route.append(Step(REDISTRIBUTE, None, mid_src, mid_dst, moved, dst_placement, src_placement))
     return route + _plan_axes(dst_placement, mid_dst, dst_sbp, global_shape, itemsize)
 
 
@@ -143,14 +145,22 @@ def _split_to_partial_moved(src_placement, src_sbp, dst_placement, dst_sbp):
             and isinstance(src_sbp[0], split) and dst_sbp[0] is partial_sum)
 
 
-@functools.lru_cache(maxsize=4096)
 def plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize):
     """The cheapest Plan; on a tie the earlier candidate (axis by axis: native collectives).
-    S -> P onto another 1-D placement is OneFlow's layout, not a price: each rank keeps its piece."""
+    S -> P onto another 1-D placement is OneFlow's layout, not a price: each rank keeps its piece.
+    On a job spanning hosts a byte between hosts costs more (boxing/network.py)."""
+    return _plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize, network.topology())
+
+
+plan.cache_clear = lambda: _plan.cache_clear()
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize, hosts):
     if _split_to_partial_moved(src_placement, src_sbp, dst_placement, dst_sbp):
         nbytes = SPLIT_TO_PARTIAL_MOVED.bytes(src_placement, src_sbp, dst_placement, dst_sbp, None, global_shape,
                                               itemsize)
-        step = Step(SPLIT_TO_PARTIAL_MOVED, None, src_sbp, dst_sbp, nbytes, dst_placement)
+        step = Step(SPLIT_TO_PARTIAL_MOVED, None, src_sbp, dst_sbp, nbytes, dst_placement, src_placement)
         return Plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize, [step])
     candidates = []
     if src_placement == dst_placement:
@@ -159,5 +169,6 @@ def plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize)
     for mid_src in _resolved(src_sbp, len(global_shape)):
         candidates.append(_overlap_route(src_placement, src_sbp, mid_src, dst_placement, dst_sbp, global_shape,
                                          itemsize))
-    best = min((c for c in candidates if c is not None), key=lambda steps: sum(s.bytes for s in steps))
+    best = min((c for c in candidates if c is not None),
+               key=lambda steps: network.plan_cost(steps, global_shape, itemsize, hosts))
     return Plan(src_placement, src_sbp, dst_placement, dst_sbp, global_shape, itemsize, best)

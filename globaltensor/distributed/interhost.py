@@ -9,8 +9,8 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
   else reduce inside each host, all-reduce between the hosts' leaders (the first member of
   each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: MPI over every member straight into the output (small shares: one Allgather with
-  each share's size inside; large: sizes, then point to point);
+* all_gather: MPI over every member straight into the output (small shares: the sizes and
+  an Allgather of the even share at once, no copies; large: sizes, then point to point);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
   group's members directly (one message per pair of ranks; no hierarchy to win there).
 
@@ -32,10 +32,9 @@ from .._native import CollectiveError
 SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
 # all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
 DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
-# all_gathers whose per-member share is under this many bytes carry each member's size inside the data
+# all_gathers whose per-member share is under this many bytes exchange the sizes beside the data, at once
 PACKED_BYTES = 64 << 10
 _PAIR_TAG = 1  # the tag of a large all_gather's messages (on the all_gather communicator)
-_HEAD = 8  # bytes of the size that leads each member's share in a packed all_gather
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
@@ -49,6 +48,22 @@ class _Done:
 
     def done(self):
         return True
+
+
+class _InFlight:
+    """What all_reduce_async returns for an MPI all-reduce left in flight."""
+
+    def __init__(self, group, request):
+        self._group, self._request, self._done = group, request, False
+
+    def wait(self):
+        if not self._done:
+            self._group._wait(self._request, "all_reduce_async", self._group.ranks)
+            self._done = True
+            self._group._in_flight.remove(self)
+
+    def done(self):
+        return self._done or bool(self._request.Test())
 
 
 class InterHostGroup:
@@ -68,7 +83,8 @@ class InterHostGroup:
         self.leaders = tuple(m[0] for m in self.host_members)
         self.is_leader = world.rank == self.local[0]
         self._local_native = None
-        self._packed = None  # _packed_buffers' last buffers
+        self._direct = {}  # op name -> (all_reduce communicator, MPI op) of _all_reduce_direct
+        self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
 
     # -- the parts ------------------------------------------------------------------------------
     def _local(self):
@@ -95,7 +111,9 @@ class InterHostGroup:
         deadline = time.monotonic() + limit
         while not done():
             # give the core away between polls: ranks often outnumber cores, and a peer (or this rank's
-            # MPI progress) needs one; spinning without it costs a scheduler slice (~10 ms) per call
+            # MPI progress) needs one; spinning without it costs a scheduler slice (~10 ms) per call, and
+            # even 200 tight polls before the first yield made a 1 KiB all_reduce 2-3x slower (4 ranks, 2 cores).
+            # This wait is as fast as MPI's own blocking Wait here (within noise: benchmarks/profile_multinode.py)
             os.sched_yield()
             if time.monotonic() > deadline:
                 raise CollectiveError(
@@ -109,6 +127,8 @@ class InterHostGroup:
 
     # -- the methods collectives.py calls ---------------------------------------------------------
     def all_reduce(self, x, out, redop):
+        if self._in_flight:
+            self.drain()
         if x.nbytes < DIRECT_BYTES:
             return self._all_reduce_direct(x, out, redop)
         if self._sliced(x):
@@ -129,17 +149,22 @@ class InterHostGroup:
         return out
 
     def _all_reduce_direct(self, x, out, redop):
-        """One MPI Allreduce over every member (what mpi4py does): fewest hops for small messages."""
-        comm = self._jc.sub(self.ranks, "all_reduce")
+        """One MPI Allreduce over every member (what mpi4py does): fewest hops for small messages.
+        The fewest Python steps too: per call this path costs about as much as the MPI call's own wait."""
+        comm, op = self._direct.get(redop.name) or self._direct_for(redop)
         if x.dtype in _WIDENED:
             wide = x.astype(np.float32)
-            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, _flat(wide), op=self._op(redop)), "all_reduce", self.ranks)
+            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, wide.reshape(-1), op=op), "all_reduce", self.ranks)
             out[...] = wide
         elif out is x:
-            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, _flat(out), op=self._op(redop)), "all_reduce", self.ranks)
+            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, out.reshape(-1), op=op), "all_reduce", self.ranks)
         else:
-            self._wait(comm.Iallreduce(_flat(x), _flat(out), op=self._op(redop)), "all_reduce", self.ranks)
+            self._wait(comm.Iallreduce(x.reshape(-1), out.reshape(-1), op=op), "all_reduce", self.ranks)
         return out
+
+    def _direct_for(self, redop):
+        found = self._direct[redop.name] = (self._jc.sub(self.ranks, "all_reduce"), self._op(redop))
+        return found
 
     def _sliced(self, x):
         """The same answer on every member: it depends on the message size and the group only."""
@@ -163,10 +188,26 @@ class InterHostGroup:
         return out
 
     def all_reduce_async(self, x, out, redop):
-        self.all_reduce(x, out, redop)
-        return _Done()
+        """Under DIRECT_BYTES, in place, of a type MPI has: the MPI Iallreduce is started and left in
+        flight (the gradient buckets overlap it with backward); the handle's wait() waits for it at
+        most GLOBALTENSOR_TIMEOUT. Else it runs at once. Every later call on this group first waits
+        for those in flight, so the group keeps one order of collectives on every rank."""
+        if x.nbytes >= DIRECT_BYTES or out is not x or x.dtype in _WIDENED:
+            self.all_reduce(x, out, redop)
+            return _Done()
+        comm, op = self._direct.get(redop.name) or self._direct_for(redop)
+        handle = _InFlight(self, comm.Iallreduce(self.MPI.IN_PLACE, x.reshape(-1), op=op))
+        self._in_flight.append(handle)
+        return handle
+
+    def drain(self):
+        """Wait for every all_reduce_async still in flight on this group (oldest first)."""
+        while self._in_flight:
+            self._in_flight[0].wait()
 
     def broadcast(self, x, root_index):
+        if self._in_flight:
+            self.drain()
         root = self.ranks[root_index]
         root_host = next(h for h, members in enumerate(self.host_members) if root in members)
         local = self._local()
@@ -181,39 +222,34 @@ class InterHostGroup:
     def all_gather(self, x, out):
         """Every member's bytes straight into `out` with MPI over all members, in group order.
 
-        Members' sizes are not passed here. Small shares: each member guesses the even split (out's
-        bytes / members) and sends its size inside the same Allgather as its data (then one copy
-        out); when every size matches (the usual case) that one step is the answer, else every
+        Members' sizes are not passed here. Small shares: every member guesses the even split (out's
+        bytes / members) and runs two collectives at once: the sizes, and an Allgather of exactly
+        that many bytes each straight into `out` (a member whose share differs sends zeros, so both
+        stay well formed); when every size matches (the usual case) that is the answer, else every
         member saw every size and an Allgatherv redoes it with them. Large shares: sizes first
         (a few microseconds against milliseconds), then point to point straight into `out`.
         """
+        if self._in_flight:
+            self.drain()
         comm, k = self._jc.sub(self.ranks, "all_gather"), self.size
         mine, dst = _bytes(x), _bytes(out)
         slot = dst.size // k
-        if slot < PACKED_BYTES:
-            packed, table, even = self._packed_buffers(slot, k)
-            packed[:_HEAD].view(np.int64)[0] = mine.size
-            packed[_HEAD:] = mine if mine.size == slot else 0  # a wrong guess sends zeros: redone below
-            self._wait(comm.Iallgather(packed, table), "all_gather", self.ranks)
-            if slot * k == dst.size and (table[:, :_HEAD] == even).all():
-                dst.reshape(k, slot)[...] = table[:, _HEAD:]
+        sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
+        if slot < PACKED_BYTES and slot * k == dst.size:
+            send = mine if mine.size == slot else np.zeros(slot, np.uint8)
+            reqs = [comm.Iallgather(size_here, sizes), comm.Iallgather(send, dst)]
+            self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
+            if sizes.tolist() == [slot] * k:
                 return out
-            sizes = table[:, :_HEAD].copy().view(np.int64).reshape(-1)
-        else:
-            sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
-            self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
-            self._all_gather_pairs(comm, mine, dst, _counts(sizes, dst.size))
+            self._wait(comm.Iallgatherv(mine, [dst, _counts(sizes, dst.size)]), "all_gather", self.ranks)
             return out
-        self._wait(comm.Iallgatherv(mine, [dst, _counts(sizes, dst.size)]), "all_gather", self.ranks)
+        self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
+        counts = _counts(sizes, dst.size)
+        if slot < PACKED_BYTES:
+            self._wait(comm.Iallgatherv(mine, [dst, counts]), "all_gather", self.ranks)
+        else:
+            self._all_gather_pairs(comm, mine, dst, counts)
         return out
-
-    def _packed_buffers(self, slot, k):
-        """(send, receive table, the header of an even share) of a packed all_gather, kept for the
-        last share size only (repeated calls of one size allocate nothing)."""
-        if self._packed is None or self._packed[0].size != _HEAD + slot:
-            even = np.array([slot], np.int64).view(np.uint8)
-            self._packed = (np.empty(_HEAD + slot, np.uint8), np.empty((k, _HEAD + slot), np.uint8), even)
-        return self._packed
 
     def _all_gather_pairs(self, comm, mine, dst, counts):
         """Large shares: every member sends its bytes to every other at once (point to point, straight
@@ -229,6 +265,8 @@ class InterHostGroup:
         self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
 
     def reduce_scatter(self, x, out, redop):
+        if self._in_flight:
+            self.drain()
         comm = self._comm()
         counts = np.empty(comm.size, np.int64)
         self._wait(comm.Iallgather(np.array([out.size], np.int64), counts), "reduce_scatter (sizes)", self.ranks)
@@ -242,6 +280,8 @@ class InterHostGroup:
         return out
 
     def all_to_all(self, x, send_bytes, out, recv_bytes):
+        if self._in_flight:
+            self.drain()
         send_at = np.cumsum([0] + list(send_bytes[:-1])).tolist()
         recv_at = np.cumsum([0] + list(recv_bytes[:-1])).tolist()
         req = self._comm().Ialltoallv([_bytes(x), list(send_bytes), send_at, self.MPI.BYTE],
@@ -250,10 +290,10 @@ class InterHostGroup:
         return out
 
     def barrier(self):
+        if self._in_flight:
+            self.drain()
         self._wait(self._comm().Ibarrier(), "barrier", self.ranks)
 
-    def drain(self):
-        return None
 
 
 def _flat(a):

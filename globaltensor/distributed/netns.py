@@ -98,7 +98,7 @@ class TwoHosts:
         self.tag = f"{PREFIX}-{os.getpid()}-{n}"
         self.namespaces = [f"{self.tag}-a", f"{self.tag}-b"]
         short = f"{PREFIX}{os.getpid() % 100000}{n % 100}"  # link names are at most 15 characters
-        self._veths = [f"{short}a", f"{short}b"]
+        self.links = self._veths = [f"{short}a", f"{short}b"]  # each host's network interface (GLOO_SOCKET_IFNAME)
         third = 1 + (os.getpid() * 7 + n) % 254
         self.addrs = [f"169.254.{third}.1", f"169.254.{third}.2"]
         self.names = ["gt-host-a", "gt-host-b"]

@@ -66,6 +66,14 @@ def collectives():
         i = ranks.index(r)
         want = np.concatenate([np.full(ranks.index(q) + i + 1, 100 * q + i, np.float64) for q in ranks])
         np.testing.assert_array_equal(got, want)
+        started = [_rank_value(r, (n,), np.float32) for n in (5, 300, 70000)]
+        works = [dist.all_reduce_async(x, group=g) for x in started]  # in flight across hosts
+        mine = np.full((2, 2), r, np.int32)  # a later collective on the group waits for them first
+        np.testing.assert_array_equal(dist.all_gather(mine, group=g, sizes=[2] * len(ranks)),
+                                      np.concatenate([np.full((2, 2), q, np.int32) for q in ranks]))
+        for work, x in zip(works, started):
+            work.wait()
+            np.testing.assert_allclose(x, sum(_rank_value(q, x.shape, np.float32) for q in ranks), rtol=1e-6)
         dist.barrier(group=g)
         checked += 1
     peer = (r + 2) % n  # on the other host
