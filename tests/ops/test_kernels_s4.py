@@ -7,8 +7,7 @@ import pytest
 import globaltensor as gt
 from conftest import run_ranks
 from globaltensor.ops import conv, resize
-
-torch = pytest.importorskip("torch")
+from lazy_torch import torch
 
 
 @pytest.mark.parametrize("shape,o,k,stride,padding,dilation", [
