@@ -25,6 +25,31 @@ def _flag(parser, name, **kwargs):
     parser.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, **kwargs)
 
 
+def parse_before_script(parser, argv):
+    """Parse the launcher's options from the words before the script only: the script's own arguments go to it
+    untouched (`--work` is no abbreviation of `--workers` there, `--rank 3` is the script's), as torchrun's."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            argv = argv[:i] + argv[i + 1:]
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        if "=" in word:
+            i += 1
+            continue
+        actions = parser._option_string_actions  # argparse's own table: which options take a value
+        action = actions.get(word)
+        if action is None:
+            matches = {a for name, a in actions.items() if name.startswith(word)}
+            action = matches.pop() if len(matches) == 1 else None
+        i += 1 if action is not None and action.nargs == 0 else 2
+    args = parser.parse_args(argv[:i + 1])
+    args.script_args = list(argv[i + 1:])
+    return args
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
         prog="python -m globaltensor.distributed.launch",
@@ -43,7 +68,7 @@ def parse_args(argv=None):
     p.add_argument("-m", "--module", action="store_true", help="run the script argument as a module (python -m)")
     p.add_argument("script", help="the Python script (or module, with -m) every rank runs")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
-    args = p.parse_args(argv)
+    args = parse_before_script(p, sys.argv[1:] if argv is None else list(argv))
     if args.nproc_per_node < 1 or args.nnodes < 1:
         p.error("--nproc_per_node and --nnodes must be at least 1")
     if not 0 <= args.node_rank < args.nnodes:

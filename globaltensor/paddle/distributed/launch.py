@@ -37,7 +37,7 @@ def _parse(argv):
     p.add_argument("-m", "--module", action="store_true", help="run the script argument as a module (python -m)")
     p.add_argument("script")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
-    args = p.parse_args(argv)
+    args = _launch.parse_before_script(p, list(argv))
     devices = args.devices if args.devices is not None else os.environ.get("CUDA_VISIBLE_DEVICES", "")
     args.devices = [d.strip() for d in devices.split(",") if d.strip() != ""]
     return args
