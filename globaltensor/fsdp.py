@@ -1,4 +1,5 @@
 """fully_shard (PyTorch FSDP2's face, ZeRO-3): a module's parameters S(0) on a mesh axis, gathered around each use."""
+import threading
 import weakref
 
 import numpy as np
@@ -12,13 +13,15 @@ from .tensor import Layout, Tensor
 from .zero import check_mesh_dim, reshard_parameter, shard_sbp
 
 
-def fully_shard(module, *, mesh=None, reshard_after_forward=True, mesh_dim=0):
+def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0):
     """Shard `module`'s parameters (those not already in a nested fully_shard unit) along mesh axis
     `mesh_dim`: each becomes split(0) there, in place (the same Parameter objects), keeping its SBP
     on the other axes (tensor parallelism). Around each forward of the module they are all-gathered
     (one all_gather a parameter), used, and the gathered pieces freed after forward when
-    reshard_after_forward (PyTorch's default); backward gathers them again just before the module's
-    backward and reduce-scatters each gradient into its shard. Call it on inner modules first, then
+    reshard_after_forward is True; backward gathers them again just before the module's
+    backward and reduce-scatters each gradient into its shard. None (PyTorch's default): True for
+    every unit but the root (the one whose forward no other unit's encloses), which keeps its gathered
+    parameters for its backward, as FSDP2. Call it on inner modules first, then
     on the root, and build the optimizer afterwards (its states are then sharded too), as FSDP2.
     `mesh`: a placement for local parameters (put there broadcast first); None: they must be global.
     Inside a graph's capture the parameters stay S(0) and each op boxes them as its rows need.
@@ -30,8 +33,11 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, mesh_dim=0):
         >>> gt.distributed.fully_shard(model, mesh=gt.placement("cpu", [0, 1, 2, 3]))
         >>> opt = gt.optim.AdamW(model.parameters(), lr=1e-3)
     """
-    if not isinstance(reshard_after_forward, bool):
-        raise TypeError(f"fully_shard: reshard_after_forward must be a bool, got {reshard_after_forward!r}")
+    if isinstance(reshard_after_forward, int) and not isinstance(reshard_after_forward, bool):
+        raise NotImplementedError("fully_shard: reshard_after_forward as an int (resharding to a smaller group "
+                                  "after forward) is not supported; pass None, True or False")
+    if reshard_after_forward is not None and not isinstance(reshard_after_forward, bool):
+        raise TypeError(f"fully_shard: reshard_after_forward must be None or a bool, got {reshard_after_forward!r}")
     if getattr(module, "_fsdp_unit", None) is not None:
         raise ValueError(f"fully_shard: {type(module).__name__} is already fully sharded")
     owned = list(_owned_parameters(module))
@@ -65,16 +71,24 @@ def _owned_parameters(module):
                      if c is not None and getattr(c, "_fsdp_unit", None) is None)
 
 
+_forwards = threading.local()  # .depth: fully_shard forwards running on this thread (the root's is the outermost)
+
+
 class _Unit:
     """One fully_shard module: its parameters and, during a forward, their gathered copies."""
 
     def __init__(self, owned, mesh_dim, reshard_after_forward):
-        self.owned, self.mesh_dim, self.reshard = owned, mesh_dim, reshard_after_forward
+        self.owned, self.mesh_dim, self.reshard_rule = owned, mesh_dim, reshard_after_forward
+        self.reshard = reshard_after_forward is not False
         self.gathered = []  # per forward call: [gathered tensors]
 
     def before_forward(self, module, args):
         if recorder() is not None:  # inside a graph's capture: the parameters stay S(0), ops box them
             return None
+        depth = getattr(_forwards, "depth", 0)
+        if self.reshard_rule is None:  # PyTorch's None: every unit but the outermost reshards
+            self.reshard = depth > 0
+        _forwards.depth = depth + 1
         self._restore()  # a forward that raised left its gathered copies in place
         split_here = [(owner, name, p) for owner, name, p in self.owned if tuple(p.sbp)[self.mesh_dim] != broadcast]
         params = [p for _, _, p in split_here]
@@ -87,6 +101,7 @@ class _Unit:
     def after_forward(self, module, args, out):
         if recorder() is not None:
             return None
+        _forwards.depth = max(getattr(_forwards, "depth", 1) - 1, 0)
         gathered = self._restore()
         if not self.reshard:
             return None
