@@ -13,7 +13,7 @@ from .tensor import Layout, Tensor
 from .zero import check_mesh_dim, reshard_parameter, shard_sbp
 
 
-def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0):
+def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ignored_params=None):
     """Shard `module`'s parameters (those not already in a nested fully_shard unit) along mesh axis
     `mesh_dim`: each becomes split(0) there, in place (the same Parameter objects), keeping its SBP
     on the other axes (tensor parallelism). Around each forward of the module they are all-gathered
@@ -24,6 +24,8 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0):
     parameters for its backward, as FSDP2. Call it on inner modules first, then
     on the root, and build the optimizer afterwards (its states are then sharded too), as FSDP2.
     `mesh`: a placement for local parameters (put there broadcast first); None: they must be global.
+    `ignored_params` (as PyTorch's): parameters left as they are (not sharded, not gathered); a
+    replicated one's gradient is reduced as under data parallelism.
     Inside a graph's capture the parameters stay S(0) and each op boxes them as its rows need.
     Returns the module.
 
@@ -40,7 +42,8 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0):
         raise TypeError(f"fully_shard: reshard_after_forward must be None or a bool, got {reshard_after_forward!r}")
     if getattr(module, "_fsdp_unit", None) is not None:
         raise ValueError(f"fully_shard: {type(module).__name__} is already fully sharded")
-    owned = list(_owned_parameters(module))
+    ignored = {id(p) for p in (ignored_params or ())}
+    owned = [entry for entry in _owned_parameters(module) if id(entry[2]) not in ignored]
     if mesh is not None:
         for owner, name, p in owned:
             if p.is_local:

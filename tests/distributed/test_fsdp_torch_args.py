@@ -1,5 +1,5 @@
-"""fully_shard's reshard_after_forward=None, PyTorch FSDP2's default: every unit reshards after forward but the
-root, which keeps its gathered parameters for backward (one all_gather fewer); values equal either way."""
+"""fully_shard as PyTorch FSDP2: reshard_after_forward=None (every unit reshards after forward but the root, which
+keeps its gathered parameters for backward: one all_gather fewer), ignored_params; values as data parallelism."""
 import pytest
 
 import globaltensor as gt
@@ -47,3 +47,36 @@ def test_an_int_or_another_type_is_refused_before_any_collective():
         gt.distributed.fully_shard(ToyModel(), reshard_after_forward=2)
     with pytest.raises(TypeError, match="None or a bool"):
         gt.distributed.fully_shard(ToyModel(), reshard_after_forward="yes")
+
+
+def _ignored():
+    gt.manual_seed(0)
+    model = ToyModel()
+    pl = gt.placement("cpu", [0, 1])
+    model.to_global(pl, gt.sbp.broadcast)
+    reference = ToyModel()
+    reference.load_state_dict(model.state_dict())
+    reference.to_global(pl, gt.sbp.broadcast)
+    gt.distributed.fully_shard(model, ignored_params={model.net2.weight, model.net2.bias})
+    sbps = {name: str(p.sbp) for name, p in model.named_parameters()}
+    out = []
+    for m in (model, reference):
+        opt = gt.optim.SGD(m.parameters(), lr=0.1)
+        gt.manual_seed(1)
+        for _ in range(2):
+            x = gt.randn(12, 10, placement=pl, sbp=gt.sbp.split(0))
+            y = gt.randn(12, 16, placement=pl, sbp=gt.sbp.split(0))
+            nn.MSELoss()(m(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+        out.append({k: v.numpy() for k, v in m.state_dict().items()})
+    return sbps, out
+
+
+def test_ignored_params_stay_replicated_and_train_as_data_parallel():
+    import numpy as np
+    for sbps, (sharded, plain) in run_ranks(_ignored, 2, timeout=180):
+        assert sbps["net2.weight"] == sbps["net2.bias"] == "(gt.sbp.broadcast,)"
+        assert sbps["net1.weight"] == "(gt.sbp.split(dim=0),)"
+        for k in plain:
+            np.testing.assert_allclose(sharded[k], plain[k], rtol=1e-5, atol=1e-7, err_msg=k)
