@@ -69,17 +69,11 @@ def gt_gpt(layout, graph=False):
     return _rate(lambda: run(x, y), STEPS["gpt"], dist.barrier) * batch * c["seq"]
 
 
-def torch_gpt(layout, port):
-    """The same GPT in torch: DDP (dp) or DTensor tensor parallel (tp)."""
+def torch_gpt_model(c):
+    """The GPT of examples/gpt.py in torch (config dict c: vocab, seq, d_model, heads, layers)."""
     import torch
-    import torch.distributed as tdist
     import torch.nn as tnn
     import torch.nn.functional as F
-    torch.set_num_threads(1)
-    os.environ["MASTER_PORT"] = str(port)
-    tdist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=2)
-    c = GPT_CFG
-    torch.manual_seed(0)
 
     class Block(tnn.Module):
         def __init__(self, d, h):
@@ -112,7 +106,22 @@ def torch_gpt(layout, port):
                 x = blk(x)
             return self.head(self.ln(x))
 
-    model = TGPT()
+    return TGPT()
+
+
+def torch_gpt(layout, port):
+    """The same GPT in torch: DDP (dp) or DTensor tensor parallel (tp)."""
+    import torch
+    import torch.distributed as tdist
+    import torch.nn as tnn
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+    os.environ["MASTER_PORT"] = str(port)
+    tdist.init_process_group("gloo", rank=int(os.environ["RANK"]), world_size=2)
+    c = GPT_CFG
+    torch.manual_seed(0)
+
+    model = torch_gpt_model(c)
     batch = 8
     if layout == "dp":
         model = tnn.parallel.DistributedDataParallel(model)

@@ -45,44 +45,12 @@ def theirs(case, steps, tiny):
     import torch
     import torch.nn.functional as F
     import eager_models as em
-    from bench_models import _cnn_layers
+    from bench_models import _cnn_layers, torch_gpt_model
     torch.set_num_threads(1)
     torch.manual_seed(0)
     if case == "gpt_dp":
         c = em.GPT_TINY if tiny else em.GPT_BENCH
-        tnn = torch.nn
-
-        class Block(tnn.Module):
-            def __init__(self, d, h):
-                super().__init__()
-                self.hd = d // h
-                self.ln1, self.ln2 = tnn.LayerNorm(d), tnn.LayerNorm(d)
-                self.q, self.k, self.v, self.o = (tnn.Linear(d, d) for _ in range(4))
-                self.fc1, self.fc2 = tnn.Linear(d, 4 * d), tnn.Linear(4 * d, d)
-
-            def forward(self, x):
-                b, n, _ = x.shape
-                h = self.ln1(x)
-
-                def heads(t):
-                    return t.view(b, n, -1, self.hd).transpose(1, 2)
-                a = F.scaled_dot_product_attention(heads(self.q(h)), heads(self.k(h)), heads(self.v(h)), is_causal=True)
-                x = x + self.o(a.transpose(1, 2).reshape(b, n, -1))
-                return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-        class TGPT(tnn.Module):
-            def __init__(self):
-                super().__init__()
-                self.tok, self.pos = tnn.Embedding(c["vocab"], c["d_model"]), tnn.Embedding(c["seq"], c["d_model"])
-                self.blocks = tnn.ModuleList(Block(c["d_model"], c["heads"]) for _ in range(c["layers"]))
-                self.ln, self.head = tnn.LayerNorm(c["d_model"]), tnn.Linear(c["d_model"], c["vocab"], bias=False)
-
-            def forward(self, idx):
-                x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
-                for blk in self.blocks:
-                    x = blk(x)
-                return self.head(self.ln(x))
-        model = TGPT()
+        model = torch_gpt_model(c)
         x = torch.randint(0, c["vocab"], (c["batch"] // 2, c["seq"]))
         y = torch.randint(0, c["vocab"], (c["batch"] // 2, c["seq"]))
 
