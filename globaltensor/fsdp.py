@@ -13,7 +13,8 @@ from .tensor import Layout, Tensor
 from .zero import check_mesh_dim, reshard_parameter, shard_sbp
 
 
-def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ignored_params=None):
+def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ignored_params=None,
+                shard_placement_fn=None):
     """Shard `module`'s parameters (those not already in a nested fully_shard unit) along mesh axis
     `mesh_dim`: each becomes split(0) there, in place (the same Parameter objects), keeping its SBP
     on the other axes (tensor parallelism). Around each forward of the module they are all-gathered
@@ -25,7 +26,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ig
     on the root, and build the optimizer afterwards (its states are then sharded too), as FSDP2.
     `mesh`: a placement for local parameters (put there broadcast first); None: they must be global.
     `ignored_params` (as PyTorch's): parameters left as they are (not sharded, not gathered); a
-    replicated one's gradient is reduced as under data parallelism.
+    replicated one's gradient is reduced as under data parallelism. `shard_placement_fn(param)` (as
+    PyTorch's): the dim to shard that parameter along, as `gt.sbp.split(d)`, PyTorch's `Shard(d)` or
+    Paddle's `Shard(d)`; None: dim 0.
     Inside a graph's capture the parameters stay S(0) and each op boxes them as its rows need.
     Returns the module.
 
@@ -44,14 +47,15 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ig
         raise ValueError(f"fully_shard: {type(module).__name__} is already fully sharded")
     ignored = {id(p) for p in (ignored_params or ())}
     owned = [entry for entry in _owned_parameters(module) if id(entry[2]) not in ignored]
+    dims = [_shard_dim(shard_placement_fn, p) for _, _, p in owned]  # every refusal before any move
     if mesh is not None:
         for owner, name, p in owned:
             if p.is_local:
                 with no_grad():
                     p.data = p.detach().to_global(placement=mesh, sbp=(broadcast,) * mesh.ndim)
     check_mesh_dim("fully_shard", [p for _, _, p in owned], mesh_dim)
-    for _, _, p in owned:
-        sbp = shard_sbp(p, mesh_dim)
+    for (_, _, p), dim in zip(owned, dims):
+        sbp = shard_sbp(p, mesh_dim, dim=dim)
         if sbp is not None:
             reshard_parameter(p, sbp)
     unit = _Unit(owned, mesh_dim, reshard_after_forward)
@@ -59,6 +63,20 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ig
     module.register_forward_pre_hook(unit.before_forward)
     module.register_forward_hook(unit.after_forward)
     return module
+
+
+def _shard_dim(shard_placement_fn, p):
+    """The dim shard_placement_fn picks for p (0 without one, or where it returns None)."""
+    placement = shard_placement_fn(p) if shard_placement_fn is not None else None
+    if placement is None:
+        return 0
+    dim = placement.get_dim() if hasattr(placement, "get_dim") else getattr(placement, "dim", None)
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"fully_shard: shard_placement_fn must return a Shard(dim) or None, got {placement!r}")
+    if not -p.ndim <= dim < p.ndim:
+        raise ValueError(f"fully_shard: shard_placement_fn's Shard({dim}) is out of range for a parameter of "
+                         f"shape {tuple(p.shape)}")
+    return dim % p.ndim
 
 
 def _owned_parameters(module):

@@ -10,8 +10,8 @@ from .tensor import Layout, Tensor
 STAGES = (1, 2, 3)
 
 
-def shard_sbp(p, mesh_dim, min_size=1):
-    """p's SBP with split(0) on mesh_dim where p is broadcast there, or None where p keeps its own
+def shard_sbp(p, mesh_dim, min_size=1, dim=0):
+    """p's SBP with split(dim) on mesh_dim where p is broadcast there, or None where p keeps its own
     layout there (a local or 0-d tensor, or one already split or partial on mesh_dim). Along another
     mesh axis p keeps its SBP (a tensor-parallel split stays: split(0) twice cuts dim 0 nested).
     A parameter of fewer than min_size elements stays whole (OneFlow's zero_shard_min_size)."""
@@ -20,7 +20,7 @@ def shard_sbp(p, mesh_dim, min_size=1):
     sbp = tuple(p.sbp)
     if sbp[mesh_dim] != broadcast:
         return None
-    return sbp[:mesh_dim] + (split(0),) + sbp[mesh_dim + 1:]
+    return sbp[:mesh_dim] + (split(dim),) + sbp[mesh_dim + 1:]
 
 
 def check_mesh_dim(where, params, mesh_dim):

@@ -80,3 +80,45 @@ def test_ignored_params_stay_replicated_and_train_as_data_parallel():
         assert sbps["net1.weight"] == "(gt.sbp.split(dim=0),)"
         for k in plain:
             np.testing.assert_allclose(sharded[k], plain[k], rtol=1e-5, atol=1e-7, err_msg=k)
+
+
+def _placed():
+    gt.manual_seed(0)
+    model = ToyModel()
+    pl = gt.placement("cpu", [0, 1])
+    model.to_global(pl, gt.sbp.broadcast)
+    reference = ToyModel()
+    reference.load_state_dict(model.state_dict())
+    reference.to_global(pl, gt.sbp.broadcast)
+    gt.distributed.fully_shard(model, shard_placement_fn=lambda p: gt.sbp.split(1) if p.ndim == 2 else None)
+    sbps = {name: str(p.sbp) for name, p in model.named_parameters()}
+    out = []
+    for m in (model, reference):
+        opt = gt.optim.AdamW(m.parameters(), lr=0.01)
+        gt.manual_seed(1)
+        for _ in range(2):
+            x = gt.randn(12, 10, placement=pl, sbp=gt.sbp.split(0))
+            y = gt.randn(12, 16, placement=pl, sbp=gt.sbp.split(0))
+            nn.MSELoss()(m(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+        out.append({k: v.numpy() for k, v in m.state_dict().items()})
+    return sbps, out
+
+
+def test_shard_placement_fn_picks_the_dim_and_values_stay_data_parallels():
+    import numpy as np
+    for sbps, (sharded, plain) in run_ranks(_placed, 2, timeout=180):
+        assert sbps["net1.weight"] == sbps["net2.weight"] == "(gt.sbp.split(dim=1),)"
+        assert sbps["net1.bias"] == "(gt.sbp.split(dim=0),)"
+        for k in plain:
+            np.testing.assert_allclose(sharded[k], plain[k], rtol=1e-5, atol=1e-7, err_msg=k)
+
+
+def test_a_bad_shard_placement_is_refused():
+    model = ToyModel()
+    model.to_global(gt.placement("cpu", [0]), gt.sbp.broadcast)
+    with pytest.raises(TypeError, match="Shard"):
+        gt.distributed.fully_shard(model, shard_placement_fn=lambda p: "rows")
+    with pytest.raises(ValueError, match="out of range"):
+        gt.distributed.fully_shard(model, shard_placement_fn=lambda p: gt.sbp.split(2))
