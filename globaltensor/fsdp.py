@@ -16,8 +16,8 @@ from .zero import check_mesh_dim, reshard_parameter, shard_sbp
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ignored_params=None,
                 shard_placement_fn=None):
     """Shard `module`'s parameters (those not already in a nested fully_shard unit) along mesh axis
-    `mesh_dim`: each becomes split(0) there (or the dim shard_placement_fn picks), in place (the same Parameter objects), keeping its SBP
-    on the other axes (tensor parallelism). Around each forward of the module they are all-gathered
+    `mesh_dim`: each becomes split(0) there (or the dim shard_placement_fn picks), in place (the same
+    Parameter objects), keeping its SBP on the other axes (tensor parallelism). Around each forward of the module they are all-gathered
     (one all_gather a parameter), used, and the gathered pieces freed after forward when
     reshard_after_forward is True; backward gathers them again just before the module's
     backward and reduce-scatters each gradient into its shard. None (PyTorch's default): True for
