@@ -17,13 +17,13 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ig
                 shard_placement_fn=None):
     """Shard `module`'s parameters (those not already in a nested fully_shard unit) along mesh axis
     `mesh_dim`: each becomes split(0) there (or the dim shard_placement_fn picks), in place (the same
-    Parameter objects), keeping its SBP on the other axes (tensor parallelism). Around each forward of the module they are all-gathered
-    (one all_gather a parameter), used, and the gathered pieces freed after forward when
-    reshard_after_forward is True; backward gathers them again just before the module's
-    backward and reduce-scatters each gradient into its shard. None (PyTorch's default): True for
-    every unit but the root (the one whose forward no other unit's encloses), which keeps its gathered
-    parameters for its backward, as FSDP2. Call it on inner modules first, then
-    on the root, and build the optimizer afterwards (its states are then sharded too), as FSDP2.
+    Parameter objects), keeping its SBP on the other axes (tensor parallelism). Around each forward of
+    the module they are all-gathered (one all_gather a parameter), used, and the gathered pieces freed
+    after forward when reshard_after_forward is True; backward gathers them again just before the
+    module's backward and reduce-scatters each gradient into its shard. None (PyTorch's default): True
+    for every unit but the root (the one whose forward no other unit's encloses), which keeps its
+    gathered parameters for its backward, as FSDP2. Call it on inner modules first, then on the root,
+    and build the optimizer afterwards (its states are then sharded too), as FSDP2.
     `mesh`: a placement for local parameters (put there broadcast first); None: they must be global.
     `ignored_params` (as PyTorch's): parameters left as they are (not sharded, not gathered); a
     replicated one's gradient is reduced as under data parallelism. `shard_placement_fn(param)` (as
