@@ -1,6 +1,8 @@
 """ZeRO as layouts: optimizer state (stage 1), gradients (2) and parameters (3) split along a data-parallel mesh axis."""
 import math
 
+import numpy as np
+
 from .autograd import no_grad
 from .creation import zeros
 from .sbp import broadcast, split
@@ -165,4 +167,7 @@ def reshard_parameter(p, sbp):
         p.data = p.detach().to_global(placement=p.placement, sbp=sbp)
         if p.grad is not None:
             p.grad = p.grad.to_global(placement=p.placement, sbp=sbp)
+    piece = p._local
+    if isinstance(piece, np.ndarray) and piece.base is not None and piece.base.nbytes > piece.nbytes:
+        p._local = piece.copy()  # a slice of the whole value would keep all of it alive: the shard owns its memory
     p._grad_sbp = None

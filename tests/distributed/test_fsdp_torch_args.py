@@ -122,3 +122,21 @@ def test_a_bad_shard_placement_is_refused():
         gt.distributed.fully_shard(model, shard_placement_fn=lambda p: "rows")
     with pytest.raises(ValueError, match="out of range"):
         gt.distributed.fully_shard(model, shard_placement_fn=lambda p: gt.sbp.split(2))
+
+
+def _shard_bytes():
+    import gc
+    gt.manual_seed(0)
+    model = ToyModel(sizes=(64, 256, 64))
+    model.to_global(gt.placement("cpu", [0, 1]), gt.sbp.broadcast)
+    whole = sum(p._local.nbytes for p in model.parameters())
+    gt.distributed.fully_shard(model)
+    gc.collect()
+    bases = [p._local.base for p in model.parameters()]
+    return whole, sum(p._local.nbytes for p in model.parameters()), [b is None or b.nbytes == 0 for b in bases]
+
+
+def test_a_shard_owns_its_memory_and_frees_the_whole_value():
+    """A shard cut as a slice of the broadcast value kept all of it alive (ZeRO-3 held the whole model)."""
+    for whole, shards, own in run_ranks(_shard_bytes, 2, timeout=120):
+        assert shards * 2 <= whole + 1024 and all(own), (whole, shards, own)
