@@ -49,7 +49,8 @@ def test_an_int_or_another_type_is_refused_before_any_collective():
         gt.distributed.fully_shard(ToyModel(), reshard_after_forward="yes")
 
 
-def _ignored():
+def _against_plain_dp(option):
+    """The SBPs fully_shard(model, <option>) gives, and the sharded and a plain DP model's states after 2 steps."""
     gt.manual_seed(0)
     model = ToyModel()
     pl = gt.placement("cpu", [0, 1])
@@ -57,40 +58,10 @@ def _ignored():
     reference = ToyModel()
     reference.load_state_dict(model.state_dict())
     reference.to_global(pl, gt.sbp.broadcast)
-    gt.distributed.fully_shard(model, ignored_params={model.net2.weight, model.net2.bias})
-    sbps = {name: str(p.sbp) for name, p in model.named_parameters()}
-    out = []
-    for m in (model, reference):
-        opt = gt.optim.SGD(m.parameters(), lr=0.1)
-        gt.manual_seed(1)
-        for _ in range(2):
-            x = gt.randn(12, 10, placement=pl, sbp=gt.sbp.split(0))
-            y = gt.randn(12, 16, placement=pl, sbp=gt.sbp.split(0))
-            nn.MSELoss()(m(x), y).backward()
-            opt.step()
-            opt.zero_grad()
-        out.append({k: v.numpy() for k, v in m.state_dict().items()})
-    return sbps, out
-
-
-def test_ignored_params_stay_replicated_and_train_as_data_parallel():
-    import numpy as np
-    for sbps, (sharded, plain) in run_ranks(_ignored, 2, timeout=180):
-        assert sbps["net2.weight"] == sbps["net2.bias"] == "(gt.sbp.broadcast,)"
-        assert sbps["net1.weight"] == "(gt.sbp.split(dim=0),)"
-        for k in plain:
-            np.testing.assert_allclose(sharded[k], plain[k], rtol=1e-5, atol=1e-7, err_msg=k)
-
-
-def _placed():
-    gt.manual_seed(0)
-    model = ToyModel()
-    pl = gt.placement("cpu", [0, 1])
-    model.to_global(pl, gt.sbp.broadcast)
-    reference = ToyModel()
-    reference.load_state_dict(model.state_dict())
-    reference.to_global(pl, gt.sbp.broadcast)
-    gt.distributed.fully_shard(model, shard_placement_fn=lambda p: gt.sbp.split(1) if p.ndim == 2 else None)
+    if option == "ignored_params":
+        gt.distributed.fully_shard(model, ignored_params={model.net2.weight, model.net2.bias})
+    else:
+        gt.distributed.fully_shard(model, shard_placement_fn=lambda p: gt.sbp.split(1) if p.ndim == 2 else None)
     sbps = {name: str(p.sbp) for name, p in model.named_parameters()}
     out = []
     for m in (model, reference):
@@ -106,13 +77,18 @@ def _placed():
     return sbps, out
 
 
-def test_shard_placement_fn_picks_the_dim_and_values_stay_data_parallels():
+@pytest.mark.parametrize("option,want", [
+    ("ignored_params", {"net2.weight": "(gt.sbp.broadcast,)", "net2.bias": "(gt.sbp.broadcast,)",
+                        "net1.weight": "(gt.sbp.split(dim=0),)"}),
+    ("shard_placement_fn", {"net1.weight": "(gt.sbp.split(dim=1),)", "net2.weight": "(gt.sbp.split(dim=1),)",
+                            "net1.bias": "(gt.sbp.split(dim=0),)"}),
+])
+def test_ignored_params_and_shard_placement_fn_lay_out_and_train_as_data_parallel(option, want):
     import numpy as np
-    for sbps, (sharded, plain) in run_ranks(_placed, 2, timeout=180):
-        assert sbps["net1.weight"] == sbps["net2.weight"] == "(gt.sbp.split(dim=1),)"
-        assert sbps["net1.bias"] == "(gt.sbp.split(dim=0),)"
+    for sbps, (sharded, plain) in run_ranks(_against_plain_dp, 2, option, timeout=180):
+        assert {k: sbps[k] for k in want} == want
         for k in plain:
-            np.testing.assert_allclose(sharded[k], plain[k], rtol=1e-5, atol=1e-7, err_msg=k)
+            np.testing.assert_allclose(sharded[k], plain[k], rtol=1e-5, atol=1e-7, err_msg=f"{option} {k}")
 
 
 def test_a_bad_shard_placement_is_refused():
