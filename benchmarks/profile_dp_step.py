@@ -13,7 +13,10 @@ import time
 PHASES = ("forward", "backward", "step", "clear_grad")
 
 
-def worker(steps, opt_name, rows, hidden, cprofile=False):
+def worker(steps, opt_name, rows, hidden, cprofile=False, sum_then_divide=False):
+    if sum_then_divide:  # A/B: the buckets' mean as a sum, then a division pass (before all_reduce_mean)
+        from globaltensor.distributed import collectives
+        collectives.all_reduce_mean = lambda *args, **kwargs: None
     import globaltensor.paddle as paddle
     import globaltensor.paddle.distributed as dist
     import globaltensor.paddle.nn as nn
@@ -77,9 +80,11 @@ def main():
     p.add_argument("--rows", type=int, default=128)
     p.add_argument("--hidden", type=int, default=4096)
     p.add_argument("--cprofile", action="store_true", help="cProfile of rank 0's steps instead (top 25 by own time)")
+    p.add_argument("--sum-then-divide", action="store_true", help="A/B: reduce the buckets' sum, then divide")
     args = p.parse_args()
     from globaltensor.distributed import spawn
-    results = spawn(worker, args=(args.steps, args.opt, args.rows, args.hidden, args.cprofile), nprocs=2, timeout=1800)
+    results = spawn(worker, args=(args.steps, args.opt, args.rows, args.hidden, args.cprofile, args.sum_then_divide),
+                    nprocs=2, timeout=1800)
     if args.cprofile:
         return
     print("rank  " + "  ".join(f"{ph:>16}" for ph in PHASES) + "      total ms")
