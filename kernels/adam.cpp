@@ -1,6 +1,7 @@
 // Adam in one pass: numpy's _adam runs about a dozen passes with full-size temporaries.
 #include "adam.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -8,30 +9,48 @@ namespace gt {
 
 namespace {
 
-// kDecay: 0 none, 1 L2 (g + wd * w), 2 decoupled (w *= 1 - lr * wd); kMax: amsgrad. Branch-free
-// loops, so the compiler vectorizes them (IEEE operations only: the bits do not change).
+// kDecay: 0 none, 1 L2 (g + wd * w), 2 decoupled (w *= 1 - lr * wd); kMax: amsgrad. By blocks of
+// kBlock elements in three loops, the first and last branch-free so the compiler vectorizes them,
+// the square roots between (std::sqrt may set errno, which keeps a loop holding it scalar). Each
+// element goes through the same IEEE operations in the same order either way: the same bits.
+constexpr size_t kBlock = 1024;
+
 template <typename T, int kDecay, bool kMax>
 void run(T* __restrict w, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax, size_t n,
          const AdamScalars& s) {
   const T b1 = T(s.b1), b2 = T(s.b2), one_b1 = T(1 - s.b1), one_b2 = T(1 - s.b2), eps = T(s.eps);
   const T wd = T(s.weight_decay), decay = T(s.decay_factor), step_size = T(s.step_size), bias2 = T(s.bias2);
-  for (size_t i = 0; i < n; ++i) {
-    T wi = w[i], gi = g[i];
-    if (kDecay == 2) wi = wi * decay;         // w *= 1 - lr * wd
-    if (kDecay == 1) gi = gi + wd * wi;       // g = g + wd * w
-    T mi = m[i] * b1;                         // m *= b1
-    mi = mi + one_b1 * gi;                    // m += (1 - b1) * g
-    T vi = v[i] * b2;                         // v *= b2
-    vi = vi + (one_b2 * gi) * gi;             // v += (1 - b2) * g * g
-    m[i] = mi;
-    v[i] = vi;
-    if (kMax) {                               // np.maximum(vmax, v, out=vmax); v = vmax (NaN propagates)
-      T a = vmax[i];
-      vi = a != a ? a : vi != vi ? vi : (a < vi ? vi : a);
-      vmax[i] = vi;
+  alignas(64) T root[kBlock];
+  for (size_t lo = 0; lo < n; lo += kBlock) {
+    const size_t len = std::min(kBlock, n - lo);
+    T* __restrict wb = w + lo;
+    const T* __restrict gb = g + lo;
+    T* __restrict mb = m + lo;
+    T* __restrict vb = v + lo;
+    for (size_t i = 0; i < len; ++i) {
+      T wi = wb[i], gi = gb[i];
+      if (kDecay == 2) wi = wi * decay;       // w *= 1 - lr * wd
+      if (kDecay == 1) gi = gi + wd * wi;     // g = g + wd * w
+      T mi = mb[i] * b1;                      // m *= b1
+      mi = mi + one_b1 * gi;                  // m += (1 - b1) * g
+      T vi = vb[i] * b2;                      // v *= b2
+      vi = vi + (one_b2 * gi) * gi;           // v += (1 - b2) * g * g
+      if (kMax) {                             // np.maximum(vmax, v, out=vmax); v = vmax (NaN propagates)
+        T a = vmax[lo + i];
+        T hi = a != a ? a : vi != vi ? vi : (a < vi ? vi : a);
+        vmax[lo + i] = hi;
+        vb[i] = vi;
+        vi = hi;
+      } else {
+        vb[i] = vi;
+      }
+      wb[i] = wi;
+      mb[i] = mi;
+      root[i] = vi / bias2;                   // v / (1 - b2 ** step)
     }
-    T denom = std::sqrt(vi / bias2) + eps;    // np.sqrt(v / (1 - b2 ** step)) + eps
-    w[i] = wi - (step_size * mi) / denom;     // w -= step_size * m / denom
+    for (size_t i = 0; i < len; ++i) root[i] = std::sqrt(root[i]);
+    for (size_t i = 0; i < len; ++i)          // w -= step_size * m / (sqrt(...) + eps)
+      wb[i] = wb[i] - (step_size * mb[i]) / (root[i] + eps);
   }
 }
 

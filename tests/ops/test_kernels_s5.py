@@ -37,6 +37,7 @@ def test_adam_update_has_numpy_bits(dtype, decoupled, wd, amsgrad):
     for step in range(1, 4):
         g = rng.standard_normal(n).astype(dtype)
         g[:3] = 0.0
+        g[7 * step] = np.nan  # propagates as numpy's (amsgrad's maximum included)
         w, m, v, vmax = ours
         kernel(w, g, m, v, *([vmax] if amsgrad else []), 0.01, step, betas=(0.9, 0.999), eps=1e-8,
                       weight_decay=wd, amsgrad=amsgrad)
