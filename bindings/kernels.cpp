@@ -1,10 +1,11 @@
-// Bindings of the kernels over flat arrays: reductions and copies, erf and GELU, the axpby update, Philox fills.
+// Bindings of the kernels over flat arrays: reductions and copies, erf and GELU, the axpby and Adam updates, Philox fills.
 #include <pybind11/stl.h>
 
 #include <array>
 #include <string>
 #include <vector>
 
+#include "../kernels/adam.h"
 #include "../kernels/axpby.h"
 #include "../kernels/philox.h"
 #include "../kernels/reduce.h"
@@ -98,6 +99,31 @@ void bind_kernels(py::module_& m) {
     gt::axpby(vy.ptr, vx.ptr, a, b, size_t(y.size()), dtype);
   }, py::arg("y"), py::arg("x"), py::arg("a"), py::arg("b"),
      "y = b*y + a*x in place (float32/float64), each product rounded as numpy would.");
+
+  m.def("adam_update", [](py::array w, py::array g, py::array m_, py::array v, py::object vmax, double b1, double b2,
+                          double eps, double weight_decay, double decay_factor, double step_size, double bias2,
+                          bool decoupled) {
+    gt::DType dtype = float_dtype(w, "adam_update");
+    View vw = contiguous(w, "w", true), vg = contiguous(g, "g", false), vm = contiguous(m_, "m", true),
+         vv = contiguous(v, "v", true);
+    View vx{nullptr, vw.nbytes};
+    py::array amax;
+    if (!vmax.is_none()) {
+      amax = vmax.cast<py::array>();
+      vx = contiguous(amax, "vmax", true);
+      if (!amax.dtype().equal(w.dtype())) throw py::value_error("adam_update: vmax must have w's dtype");
+    }
+    for (const py::array* a : {&g, &m_, &v})
+      if (!a->dtype().equal(w.dtype())) throw py::value_error("adam_update: g, m and v must have w's dtype");
+    if (vg.nbytes != vw.nbytes || vm.nbytes != vw.nbytes || vv.nbytes != vw.nbytes || vx.nbytes != vw.nbytes)
+      throw py::value_error("adam_update: w, g, m, v (and vmax) must have one size");
+    gt::AdamScalars sc{b1, b2, eps, weight_decay, decay_factor, step_size, bias2, decoupled};
+    py::gil_scoped_release release;
+    gt::adam_update(vw.ptr, vg.ptr, vm.ptr, vv.ptr, vx.ptr, size_t(w.size()), dtype, sc);
+  }, py::arg("w"), py::arg("g"), py::arg("m"), py::arg("v"), py::arg("vmax"), py::arg("b1"), py::arg("b2"),
+     py::arg("eps"), py::arg("weight_decay"), py::arg("decay_factor"), py::arg("step_size"), py::arg("bias2"),
+     py::arg("decoupled"),
+     "Adam's (decoupled: AdamW's) update of w, m, v (vmax: amsgrad's, or None) in place, one pass, numpy's bits.");
 
   py::enum_<gt::RandomKind>(m, "RandomKind", "What philox_fill draws (kernels/philox.h).")
       .value("uniform", gt::kUniform)

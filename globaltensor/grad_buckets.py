@@ -299,7 +299,8 @@ def land_global(pending):
 
 def launch_local(bucket, grads, flat, now=False):
     """Fill the bucket's buffer (a parameter without a gradient: its .grad, or zeros) and start
-    its all_reduce (now: run it on this thread)."""
+    the all_reduce of its mean (now: run it on this thread): the reduction kernel divides where it
+    can (collectives.all_reduce_mean: one pass over the buffer fewer), else land_local does."""
     pieces = {}
     for p in bucket:
         g = grads.get(id(p))
@@ -307,7 +308,21 @@ def launch_local(bucket, grads, flat, now=False):
             g = p.grad if p.grad is not None else None
         pieces[id(p)] = g._local if g is not None else np.zeros_like(p._local)
     buffer = fill(flat, pieces)
-    return [(_all_reduce(collectives, buffer, None, now), buffer, bucket)]
+    work = collectives.all_reduce_mean(buffer, now=now)
+    work = _all_reduce(collectives, buffer, None, now) if work is None else _Averaged(work)
+    return [(work, buffer, bucket)]
+
+
+class _Averaged:
+    """The Work of an all_reduce that left the mean (land_local divides nothing)."""
+
+    __slots__ = ("work",)
+
+    def __init__(self, work):
+        self.work = work
+
+    def wait(self):
+        self.work.wait()
 
 
 def land_local(pending, into_own=False):
@@ -316,7 +331,8 @@ def land_local(pending, into_own=False):
     world = get_world_size()
     for work, flat, bucket in pending:
         work.wait()
-        flat /= world
+        if not isinstance(work, _Averaged):
+            flat /= world
         start = 0
         for p in bucket:
             n = p._local.size

@@ -58,7 +58,7 @@ struct BHalf {
 };
 
 template <typename A> inline A combine(A a, A b, int32_t redop) {
-  if (redop == kSum) return a + b;
+  if (redop == kSum || redop == kAvg) return a + b;
   if (redop == kMax) return (b > a || b != b) ? b : a;  // NaN propagates
   return (b < a || b != b) ? b : a;
 }
@@ -103,6 +103,10 @@ void reduce_blocks(void* const* dsts, int ndst, const void* const* srcs, int nsr
     }
     for (int p = 2; p < nsrc; ++p)
       combine_pass<T, A, Conv, R>(acc, nullptr, static_cast<const T*>(srcs[p]) + lo, n, true);
+    if constexpr (R == kAvg) {  // IEEE division by the count, as numpy's `sum /= k` (the same bits)
+      const A k = A(nsrc);
+      for (size_t i = 0; i < n; ++i) acc[i] = acc[i] / k;
+    }
     const void* block = acc;
     if constexpr (!kSame) {
       for (size_t i = 0; i < n; ++i) out[i] = Conv::store(acc[i]);
@@ -118,6 +122,7 @@ void reduce_typed(void* const* dsts, int ndst, const void* const* srcs, int nsrc
                   int32_t redop, bool nontemporal) {
   if (redop == kSum) reduce_blocks<T, A, Conv, kSum>(dsts, ndst, srcs, nsrc, count, nontemporal);
   else if (redop == kMax) reduce_blocks<T, A, Conv, kMax>(dsts, ndst, srcs, nsrc, count, nontemporal);
+  else if (redop == kAvg) reduce_blocks<T, A, Conv, kAvg>(dsts, ndst, srcs, nsrc, count, nontemporal);
   else reduce_blocks<T, A, Conv, kMin>(dsts, ndst, srcs, nsrc, count, nontemporal);
 }
 
@@ -125,6 +130,8 @@ void reduce_typed(void* const* dsts, int ndst, const void* const* srcs, int nsrc
 
 void reduce_to(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count,
                int32_t dtype, int32_t redop, bool nontemporal) {
+  if (redop == kAvg && (dtype == kI32 || dtype == kI64))
+    throw std::invalid_argument(std::string("avg reduces float types only, not ") + dtype_name(dtype));
   if (count == 0 || nsrc == 0) return;
   switch (dtype) {
     case kF32: return reduce_typed<float, float, Plain<float, float>>(dsts, ndst, srcs, nsrc, count, redop, nontemporal);

@@ -19,9 +19,11 @@ inline constexpr const char* kDTypeNames[kNumDTypes] = {"float32", "float64", "f
                                                         "int64",   "bool",    "int8",    "uint8",
                                                         "complex64", "complex128"};
 
-enum RedOp : int32_t { kSum = 0, kMax = 1, kMin = 2 };
-constexpr int32_t kNumRedOps = 3;
-inline constexpr const char* kRedOpNames[kNumRedOps] = {"sum", "max", "min"};
+// avg: the sum divided by the number of sources, float types only (gradient buckets' mean: one
+// pass fewer than a sum and a division); Python keeps it private (collectives.py's _REDOPS).
+enum RedOp : int32_t { kSum = 0, kMax = 1, kMin = 2, kAvg = 3 };
+constexpr int32_t kNumRedOps = 4;
+inline constexpr const char* kRedOpNames[kNumRedOps] = {"sum", "max", "min", "avg"};
 
 inline size_t dtype_size(int32_t dtype) {
   switch (dtype) {

@@ -41,15 +41,15 @@ _zeroed = {}  # id(t) -> (weakref to t, weakref to its piece): .grads zeroed by 
 def zero_in_place(t: Tensor) -> None:
     """t (a .grad) reads as zeros, keeping its identity, and backward treats it as absent while it
     holds that piece: the next gradient replaces it (bitwise what set_to_none gives) instead of being
-    added into zeros, so gradient buckets may take it in place. On cpu the zeros are a fresh
-    read-only array (calloc: no pass over memory; a write through numpy raises instead of being
-    missed; tensor ops replace the piece, which ends the mark); elsewhere t.zero_()."""
+    added into zeros, so gradient buckets may take it in place. On cpu the zeros are one read-only
+    zero broadcast to t's shape (no memory, no pass over it: a gradient bucket's view is dropped
+    rather than zero-filled every step; a write through numpy raises instead of being missed;
+    tensor ops replace the piece, which ends the mark); elsewhere t.zero_()."""
     piece = t._local
     if not isinstance(piece, np.ndarray) or t._node is not None:
         t.zero_()
         return
-    zeros = np.zeros(piece.shape, piece.dtype)
-    zeros.flags.writeable = False
+    zeros = np.broadcast_to(np.zeros((), piece.dtype), piece.shape)  # read-only, strides 0
     t._local = zeros
     key = id(t)
     _zeroed[key] = (weakref.ref(t, lambda _, key=key: _zeroed.pop(key, None)), weakref.ref(zeros))

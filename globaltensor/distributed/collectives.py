@@ -20,8 +20,10 @@ from .world import world
 
 ReduceOp = Literal["sum", "max", "min"]
 
-# The reduction ops, from _native (kernels/types.h numbers them): {"sum": _native.RedOp.sum, ...}.
-_REDOPS = dict(_native.RedOp.__members__)
+# The reduction ops, from _native (kernels/types.h numbers them): {"sum": _native.RedOp.sum, ...};
+# avg is private (all_reduce_mean): a hierarchical reduction (interhost.py) would average averages.
+_REDOPS = {name: op for name, op in _native.RedOp.__members__.items() if name != "avg"}
+_MEAN_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 # The dtypes reductions take, by numpy dtype (a dict lookup on the dtype costs tens of ns). The
 # kernels read the dtype from the array itself; this only lets every rank raise before joining.
 # Complex dtypes are summed as their float pairs; max and min refuse them (not ordered).
@@ -142,11 +144,12 @@ class Work:
         self._native, self._arrays = native, arrays
 
     def wait(self):
-        self._native.wait()
+        if self._native is not None:  # None: it ran on the caller's thread
+            self._native.wait()
         self._arrays = None
 
     def is_completed(self):
-        return self._native.done()
+        return self._native is None or self._native.done()
 
 
 def all_reduce_async(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = None) -> Any:
@@ -164,6 +167,26 @@ def all_reduce_async(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group]
     if _observers:
         _observe("all_reduce", x.nbytes, group)
     return Work(native.all_reduce_async(x, x, redop), (x,))
+
+
+def all_reduce_mean(x: np.ndarray, group: Optional[Group] = None, now: bool = True) -> Any:
+    """x replaced in place by its mean over the group in one pass (the sum divided by the group's
+    size in the reduction kernel: the bits of a sum then `x /= size`): done on return (now), else
+    started on the group's worker thread (a Work). None, with nothing started, where that kernel
+    does not apply (x not a writable C-contiguous float32/float64 array, a group spanning hosts):
+    the caller sums and divides. Every rank decides alike (the same dtype, the same group)."""
+    _check_array(x, "all_reduce_mean")
+    if x.dtype not in _MEAN_DTYPES or not x.flags.c_contiguous or not x.flags.writeable:
+        return None
+    native = _group(group).native("all_reduce")
+    if not isinstance(native, _native.Group):
+        return None
+    if _observers:
+        _observe("all_reduce", x.nbytes, group)
+    if now:
+        native.all_reduce(x, x, _native.RedOp.avg)
+        return Work(None, ())
+    return Work(native.all_reduce_async(x, x, _native.RedOp.avg), (x,))
 
 
 def broadcast(x: np.ndarray, src: int = 0, group: Optional[Group] = None) -> np.ndarray:

@@ -119,9 +119,19 @@ def momentum_update(w, g, buf, lr, step, *, momentum, dampening=0.0, weight_deca
 
 
 def _adam(w, g, m, v, rest, betas, eps, weight_decay, amsgrad, decoupled):
-    """Adam's update in place; rest = ([max_exp_avg_sq,] lr, step)."""
+    """Adam's update in place; rest = ([max_exp_avg_sq,] lr, step). float32/float64 numpy arrays:
+    _native.adam_update, one pass with the bits of the numpy passes below (about a dozen, with
+    full-size temporaries); other arrays (cupy, half types): those passes."""
     lr, step = float(rest[-2]), int(rest[-1])
     b1, b2 = betas
+    vmax = rest[0] if amsgrad else None
+    arrays = (w, g, m, v) + ((vmax,) if amsgrad else ())
+    scalars_weak = all(type(x) in (float, int) for x in (b1, b2, eps, weight_decay))  # numpy rounds them to w's dtype
+    if scalars_weak and w.dtype in _FUSED and w.flags.writeable and \
+            all(type(a) is np.ndarray and a.dtype == w.dtype and a.flags.c_contiguous for a in arrays):
+        _native.adam_update(w, g, m, v, vmax, float(b1), float(b2), float(eps), float(weight_decay),
+                            1 - lr * weight_decay, lr / (1 - b1 ** step), 1 - b2 ** step, bool(decoupled))
+        return (w, m, v) + ((vmax,) if amsgrad else ())
     if weight_decay:
         if decoupled:
             w *= 1 - lr * weight_decay

@@ -16,10 +16,12 @@ def twin(srcs, op, dtype):
     acc = srcs[0].astype(wide)
     for s in srcs[1:]:
         s = s.astype(wide)
-        if op == "sum":
+        if op in ("sum", "avg"):
             acc = acc + s if np.dtype(wide).kind == "f" else (acc.astype(np.int64) + s).astype(wide)
         else:
             acc = (np.maximum if op == "max" else np.minimum)(acc, s)
+    if op == "avg":  # the sum divided by the count once, in the wide type (numpy's `sum /= k`)
+        acc /= len(srcs)
     return acc.astype(dtype)
 
 
@@ -35,6 +37,10 @@ def test_reduce_matches_twin(dtype, op, count, nsrc):
     else:
         srcs = [(rng.standard_normal(count) * 100).astype(np_dtype) for _ in range(nsrc)]
     out = np.empty(count, np_dtype)
+    if op == "avg" and np.dtype(np_dtype).kind == "i":
+        with pytest.raises(ValueError, match="avg reduces float types only"):
+            _native.reduce_into(out, srcs, OPS[op])
+        return
     _native.reduce_into(out, srcs, OPS[op], nontemporal=count > 2048)
     np.testing.assert_array_equal(out.view(np.uint8), twin(srcs, op, np_dtype).view(np.uint8))
 
