@@ -113,11 +113,18 @@ class _Unit:
         self._restore()  # a forward that raised left its gathered copies in place
         split_here = [(owner, name, p) for owner, name, p in self.owned if tuple(p.sbp)[self.mesh_dim] != broadcast]
         params = [p for _, _, p in split_here]
-        fulls = _gather_all(params, self.mesh_dim, is_grad_enabled() and any(p.requires_grad for p in params))
+        differentiable = is_grad_enabled() and any(p.requires_grad for p in params)
+        at = [i for i, a in enumerate(args) if differentiable and isinstance(a, Tensor) and a.requires_grad]
+        fulls, through = _gather_all(params, self.mesh_dim, differentiable, [args[i] for i in at])
         for (owner, name, p), full in zip(split_here, fulls):
             owner._parameters[name] = full
         self.gathered = list(zip(fulls, params))
-        return None
+        if not at:
+            return None
+        args = list(args)
+        for i, t in zip(at, through):
+            args[i] = t
+        return tuple(args)
 
     def after_forward(self, module, args, out):
         if recorder() is not None:
@@ -141,17 +148,28 @@ class _Unit:
         return gathered
 
 
-def _gather_all(params, mesh_dim, differentiable):
-    """The gathered copies of params: one all_gather for all where they allow (fsdp_group), else
-    one each; differentiable: backward reduce-scatters their gradients."""
+def _gather_all(params, mesh_dim, differentiable, through):
+    """(The gathered copies of params, the unit's inputs `through` passed through the gathers): one
+    all_gather for all where they allow (fsdp_group), else one each; differentiable: backward
+    reduce-scatters their gradients as soon as the unit's backward ends (the unit computes on the
+    passed inputs, so the gathers' backward comes before that of whatever made them)."""
     if not params:
-        return []
+        return [], through
     if groupable(params):
         if differentiable:
-            return list(GatherGroup.apply(_free, *params))
+            got = GatherGroup.apply(_free, len(through), *through, *params)
+            return list(got[len(through):]), list(got[:len(through)])
         return [Tensor._wrap(a, Layout.of(tuple(p.shape), p.dtype, p.placement, (broadcast,)))
-                for a, p in zip(gather_arrays(params), params)]
-    return [_Gather.apply(p, mesh_dim) if differentiable and p.requires_grad else _gather(p, mesh_dim) for p in params]
+                for a, p in zip(gather_arrays(params), params)], through
+    fulls = []
+    for p in params:
+        if differentiable and p.requires_grad:
+            got = _Gather.apply(p, mesh_dim, *through)
+            fulls.append(got[0] if through else got)
+            through = list(got[1:]) if through else through
+        else:
+            fulls.append(_gather(p, mesh_dim))
+    return fulls, through
 
 
 def _gather(p, mesh_dim):
@@ -172,22 +190,22 @@ def _free(full):
 
 
 class _Gather(Function):
-    """A parameter shard -> its gathered copy; backward: the copy's gradient reduce-scattered into
-    the shard's layout, and the copy's piece freed."""
+    """A parameter shard -> its gathered copy (and the unit's inputs passed through, as GatherGroup);
+    backward: the copy's gradient reduce-scattered into the shard's layout, the copy's piece freed."""
 
     @staticmethod
-    def forward(ctx, p, mesh_dim):
+    def forward(ctx, p, mesh_dim, *through):
         full = _gather(p, mesh_dim)
         ctx.sbp, ctx.placement, ctx.full = tuple(p.sbp), p.placement, weakref.ref(full)
-        return full
+        return (full,) + through if through else full
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, g, *through):
         full = ctx.full()
         if full is not None:
             full._local = _FREED
         with no_grad():
-            return g.to_global(placement=ctx.placement, sbp=ctx.sbp), None
+            return (None if g is None else g.to_global(placement=ctx.placement, sbp=ctx.sbp), None) + through
 
 
 class _Regather(Function):

@@ -50,23 +50,28 @@ def _wrap(array, p, sbp):
 class GatherGroup(Function):
     """A unit's shards -> their gathered (broadcast) copies, one all_gather; backward: their partial
     gradients packed by rank, one reduce_scatter into the shards (a gradient that is not partial
-    is boxed alone), and the copies' pieces freed (free: the unit's freeing function)."""
+    is boxed alone), and the copies' pieces freed (free: the unit's freeing function).
+    The first n_through tensors (the unit's inputs) pass through unchanged: the unit computes on
+    the passed copies, so this backward runs as soon as the unit's backward ends (before the
+    backward of whatever made the inputs), not after the whole backward."""
 
     @staticmethod
-    def forward(ctx, free, *params):
-        ctx.params, ctx.free = params, free
+    def forward(ctx, free, n_through, *tensors):
+        through, params = tensors[:n_through], tensors[n_through:]
+        ctx.params, ctx.free, ctx.n_through = params, free, n_through
         outs = tuple(_wrap(a, p, (broadcast,)) for a, p in zip(gather_arrays(list(params)), params))
         ctx.outs = outs
-        return outs
+        return tuple(through) + outs
 
     @staticmethod
     def backward(ctx, *grads):
         params = ctx.params
         for full in ctx.outs:
             ctx.free(full)
+        head, grads = (None, None) + grads[:ctx.n_through], grads[ctx.n_through:]
         if any(g is None or tuple(g.sbp) != (partial_sum,) for g in grads):
-            return (None,) + tuple(None if g is None else g.to_global(placement=p.placement, sbp=p.sbp)
-                                   for g, p in zip(grads, params))
+            return head + tuple(None if g is None else g.to_global(placement=p.placement, sbp=p.sbp)
+                                for g, p in zip(grads, params))
         pl = params[0].placement
         k = pl.hierarchy[0]
         per = [_rows(p, k) for p in params]
@@ -81,6 +86,6 @@ class GatherGroup(Function):
         idx, out, at = pl.mesh_coord(get_rank())[0], [], 0
         for j, p in enumerate(params):
             n = per[j][idx]
-            out.append(_wrap(mine[at:at + n].reshape(tuple(p._local.shape)), p, p.sbp))
+            out.append(_wrap(mine[at:at + n].reshape(tuple(p._local.shape)).copy(), p, p.sbp))  # a .grad of its own
             at += n
-        return (None,) + tuple(out)
+        return head + tuple(out)
