@@ -1,5 +1,6 @@
 """One all_gather and one reduce_scatter for all the S(0) parameters of a fully_shard unit on a 1-D cpu mesh."""
 import math
+import weakref
 
 import numpy as np
 
@@ -60,14 +61,16 @@ class GatherGroup(Function):
         through, params = tensors[:n_through], tensors[n_through:]
         ctx.params, ctx.free, ctx.n_through = params, free, n_through
         outs = tuple(_wrap(a, p, (broadcast,)) for a, p in zip(gather_arrays(list(params)), params))
-        ctx.outs = outs
-        return tuple(through) + outs
+        ctx.outs = [weakref.ref(t) for t in outs]  # weakly: copy -> node -> context -> copy is a cycle that
+        return tuple(through) + outs               # would keep the step's inputs until the collector ran
 
     @staticmethod
     def backward(ctx, *grads):
         params = ctx.params
-        for full in ctx.outs:
-            ctx.free(full)
+        for ref in ctx.outs:
+            full = ref()
+            if full is not None:
+                ctx.free(full)
         head, grads = (None, None) + grads[:ctx.n_through], grads[ctx.n_through:]
         if any(g is None or tuple(g.sbp) != (partial_sum,) for g in grads):
             return head + tuple(None if g is None else g.to_global(placement=p.placement, sbp=p.sbp)
