@@ -191,3 +191,24 @@ def test_torch_fully_shard_options_train_as_torch_fsdp2():
             tol = dict(rtol=1e-3, atol=1e-4) if option.startswith("mp") else dict(rtol=1e-5, atol=1e-6)
             for a, b in zip(params, t_params):
                 np.testing.assert_allclose(a, b, err_msg=option, **tol)
+
+
+def test_bad_policies_and_switches_are_refused_before_any_move():
+    from globaltensor.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy
+    model = _mlp(nn)
+    model.to_global(gt.placement("cpu", [0]), gt.sbp.broadcast)
+    sbps = [tuple(p.sbp) for p in model.parameters()]
+    with pytest.raises(TypeError, match="MixedPrecisionPolicy"):
+        gt.distributed.fully_shard(model, mp_policy={"param_dtype": gt.bfloat16})
+    with pytest.raises(TypeError, match="param_dtype"):
+        gt.distributed.fully_shard(model, mp_policy=MixedPrecisionPolicy(param_dtype=gt.int32))
+    with pytest.raises(TypeError, match="OffloadPolicy"):
+        gt.distributed.fully_shard(model, offload_policy="cpu")
+    assert [tuple(p.sbp) for p in model.parameters()] == sbps and not isinstance(model, FSDPModule)
+    gt.distributed.fully_shard(model[0], offload_policy=CPUOffloadPolicy())
+    gt.distributed.fully_shard(model)
+    assert type(model).__name__ == "FSDPSequential" and isinstance(model, nn.Sequential)
+    with pytest.raises(TypeError, match="bool"):
+        model.set_requires_gradient_sync("no")
+    with pytest.raises(ValueError, match="FSDPModule"):
+        model.set_modules_to_forward_prefetch([model[1]])  # not fully_shard-ed
