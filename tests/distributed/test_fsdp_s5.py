@@ -55,7 +55,7 @@ def test_a_stage3_step_stays_under_the_bound():
 
 
 # torch 2.13's surface against torch FSDP2 over gloo: each option trains the same MLP on both for 2 steps.
-OPTIONS = ("plain", "mp_bf16", "mp_fp32_reduce", "offload", "no_sync", "unshard_reshard")
+OPTIONS = ("offload", "mp_bf16", "mp_fp32_reduce", "no_sync", "unshard_reshard")  # offload: the plain run
 
 
 def _mlp(nn_):
@@ -175,8 +175,8 @@ def test_torch_fully_shard_options_train_as_torch_fsdp2():
         port = s.getsockname()[1]
     for got in run_ranks(_both, 2, port, timeout=240):
         counts = {option: mine[1] for option, (mine, _) in got.items()}
-        # plain: the root keeps its gathers for backward, the 2 blocks gather again; one reduce_scatter a unit
-        assert counts["plain"][0] == ({"all_gather": 3}, {"all_gather": 2, "reduce_scatter": 3}), counts["plain"]
+        # the root keeps its gathers for backward, the 2 blocks gather again; one reduce_scatter a unit
+        assert counts["offload"][0] == ({"all_gather": 3}, {"all_gather": 2, "reduce_scatter": 3}), counts["offload"]
         assert counts["no_sync"][0][1] == {"all_gather": 2}  # gradient sync off: no reduce_scatter
         assert counts["no_sync"][1][1] == {"all_gather": 2, "reduce_scatter": 3}
         # block 0 unshard()ed before the first micro-batch: its forward gathers the root and block 1;
