@@ -73,6 +73,7 @@ def gt_worker(mode, cfg):
         opt.zero_grad()
         losses.append(loss.item())
         times.append(time.perf_counter() - start)
+        del logits, loss  # the step's graph (its activations) goes now, not when the next forward is done
     return {"rss_mb": _rss_mb(), "live_mb": gt.max_memory_allocated() / 2**20, "step_s": _median(times),
             "losses": losses}
 
@@ -108,6 +109,7 @@ def torch_worker(cfg, port):
             opt.zero_grad()
             losses.append(loss.item())
             times.append(time.perf_counter() - start)
+            del logits, loss
         return {"rss_mb": _rss_mb(), "live_mb": None, "step_s": _median(times), "losses": losses}
     finally:
         dist.destroy_process_group()

@@ -1,4 +1,7 @@
 """globaltensor's top-level names: the package's __init__ takes them (at import; in a launcher, on first use)."""
+import sys as _sys
+import types as _types
+
 from . import distributed, env  # first: loading distributed gives the device backend its collectives
 from . import autograd, debug, sbp
 from . import comm, nn, optim, pipeline, utils, jit  # noqa: E402 - after the ops they build on
@@ -25,6 +28,12 @@ from .data_parallel import DataParallel as _DataParallel, no_sync as _no_sync, s
 distributed.DataParallel, distributed.no_sync, distributed.set_bucket_size = _DataParallel, _no_sync, _set_bucket_size
 from .fsdp import fully_shard as _fully_shard  # noqa: E402 - ZeRO-3 (PyTorch FSDP2's face), L9 put on the L1 package
 distributed.fully_shard = _fully_shard
+from . import fsdp_api as _fsdp_api  # noqa: E402 - torch.distributed.fsdp's names: globaltensor.distributed.fsdp
+distributed.fsdp = _types.ModuleType("globaltensor.distributed.fsdp", "torch.distributed.fsdp's names (fully_shard's).")
+for _name in ("FSDPModule", "MixedPrecisionPolicy", "OffloadPolicy", "CPUOffloadPolicy", "UnshardHandle"):
+    setattr(distributed.fsdp, _name, getattr(_fsdp_api, _name))
+distributed.fsdp.fully_shard = _fully_shard
+_sys.modules.setdefault("globaltensor.distributed.fsdp", distributed.fsdp)
 env.barrier = distributed.job_barrier  # SPEC's gt.env.barrier(); env itself imports nothing of the project
 
 __version__ = "0.1.0"

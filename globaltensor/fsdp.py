@@ -8,13 +8,14 @@ from .autograd import Function, is_grad_enabled, no_grad
 from .autograd.tape import drop_piece
 from .sbp import broadcast
 from .scope import recorder
+from .fsdp_api import become_fsdp_module, check_policies
 from .fsdp_group import GatherGroup, gather_arrays, groupable
 from .tensor import Layout, Tensor
 from .zero import check_mesh_dim, reshard_parameter, shard_sbp
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ignored_params=None,
-                shard_placement_fn=None):
+                shard_placement_fn=None, mp_policy=None, offload_policy=None):
     """Shard `module`'s parameters (those not already in a nested fully_shard unit) along mesh axis
     `mesh_dim`: each becomes split(0) there (or the dim shard_placement_fn picks), in place (the same
     Parameter objects), keeping its SBP on the other axes (tensor parallelism). Around each forward of
@@ -28,7 +29,11 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ig
     `ignored_params` (as PyTorch's): parameters left as they are (not sharded, not gathered); a
     replicated one's gradient is reduced as under data parallelism. `shard_placement_fn(param)` (as
     PyTorch's): the dim to shard that parameter along, as `gt.sbp.split(d)`, PyTorch's `Shard(d)` or
-    Paddle's `Shard(d)`; None: dim 0.
+    Paddle's `Shard(d)`; None: dim 0. `mp_policy` (torch's MixedPrecisionPolicy: param_dtype,
+    reduce_dtype, output_dtype, cast_forward_inputs) and `offload_policy` (OffloadPolicy, or
+    CPUOffloadPolicy: on cpu placements the shards are in host memory already) as fsdp_api.py says.
+    The module's class becomes FSDP<Class> with FSDPModule's methods (reshard, unshard,
+    set_requires_gradient_sync, set_reshard_after_backward, ...), as torch's.
     Inside a graph's capture the parameters stay S(0) and each op boxes them as its rows need.
     Returns the module.
 
@@ -48,6 +53,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ig
     ignored = {id(p) for p in (ignored_params or ())}
     owned = [entry for entry in _owned_parameters(module) if id(entry[2]) not in ignored]
     dims = [_shard_dim(shard_placement_fn, p) for _, _, p in owned]  # every refusal before any move
+    mp = check_policies(mp_policy, offload_policy, [p for _, _, p in owned])
     if mesh is not None:
         for owner, name, p in owned:
             if p.is_local:
@@ -58,8 +64,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, mesh_dim=0, ig
         sbp = shard_sbp(p, mesh_dim, dim=dim)
         if sbp is not None:
             reshard_parameter(p, sbp)
-    unit = _Unit(owned, mesh_dim, reshard_after_forward)
+    unit = _Unit(owned, mesh_dim, reshard_after_forward, mp)
     object.__setattr__(module, "_fsdp_unit", unit)
+    become_fsdp_module(module)
     module.register_forward_pre_hook(unit.before_forward)
     module.register_forward_hook(unit.after_forward)
     return module
@@ -96,12 +103,21 @@ _forwards = threading.local()  # .depth: fully_shard forwards running on this th
 
 
 class _Unit:
-    """One fully_shard module: its parameters and, during a forward, their gathered copies."""
+    """One fully_shard module: its parameters and, during a forward, their gathered copies; the
+    FSDPModule switches (gradient sync, reshard after backward) and what they keep."""
 
-    def __init__(self, owned, mesh_dim, reshard_after_forward):
+    def __init__(self, owned, mesh_dim, reshard_after_forward, mp):
         self.owned, self.mesh_dim, self.reshard_rule = owned, mesh_dim, reshard_after_forward
         self.reshard = reshard_after_forward is not False
-        self.gathered = []  # per forward call: [gathered tensors]
+        self.mp, self.param_dtype, self.reduce_dtype = mp, mp.param_dtype, mp.reduce_dtype
+        self.gathered = []  # per forward call: [(gathered tensor, shard)]
+        self.sync, self.unsynced, self.reshard_after_backward = True, None, True
+        self.ready = None  # (copies of the shards, their gathered arrays): unshard()'s, for the next forward
+        self.forward_prefetch = self.backward_prefetch = ()
+        self.is_last_backward = True
+
+    def split_params(self):
+        return [p for _, _, p in self.owned if tuple(p.sbp)[self.mesh_dim] != broadcast]
 
     def before_forward(self, module, args):
         if recorder() is not None:  # inside a graph's capture: the parameters stay S(0), ops box them
@@ -111,27 +127,41 @@ class _Unit:
             self.reshard = depth > 0
         _forwards.depth = depth + 1
         self._restore()  # a forward that raised left its gathered copies in place
+        args = self._cast_inputs(args)
         split_here = [(owner, name, p) for owner, name, p in self.owned if tuple(p.sbp)[self.mesh_dim] != broadcast]
         params = [p for _, _, p in split_here]
-        fulls = _gather_all(params, self.mesh_dim, is_grad_enabled() and any(p.requires_grad for p in params))
+        differentiable = is_grad_enabled() and any(p.requires_grad for p in params)
+        at = [i for i, a in enumerate(args) if differentiable and isinstance(a, Tensor) and a.requires_grad]
+        fulls, through = _gather_all(params, self, differentiable, [args[i] for i in at])
         for (owner, name, p), full in zip(split_here, fulls):
             owner._parameters[name] = full
         self.gathered = list(zip(fulls, params))
-        return None
+        args = list(args)
+        for i, t in zip(at, through):
+            args[i] = t
+        return tuple(args)
+
+    def _cast_inputs(self, args):
+        dtype = self.param_dtype
+        if dtype is None or not self.mp.cast_forward_inputs:
+            return args
+        return tuple(a.to(dtype) if isinstance(a, Tensor) and a.dtype.is_floating and a.dtype != dtype else a
+                     for a in args)
 
     def after_forward(self, module, args, out):
         if recorder() is not None:
             return None
         _forwards.depth = max(getattr(_forwards, "depth", 1) - 1, 0)
         gathered = self._restore()
+        out = _cast_outputs(out, self.mp.output_dtype)
         if not self.reshard:
-            return None
+            return out
         for full, _ in gathered:
             _free(full)
         pending = [(full, p) for full, p in gathered if full._node is not None]
         if not pending:
-            return None
-        return _wrap_outputs(out, pending, self.mesh_dim)
+            return out
+        return _wrap_outputs(out, pending, self)
 
     def _restore(self):
         """The shards back in their modules; returns the (gathered copy, shard) pairs of the last forward."""
@@ -140,26 +170,98 @@ class _Unit:
         gathered, self.gathered = self.gathered, []
         return gathered
 
+    def unshard(self):
+        """Gather the split parameters now, kept for the next forward (FSDPModule.unshard)."""
+        params = self.split_params()
+        if params:
+            with no_grad():
+                arrays = (gather_arrays(params, self.param_dtype and self.param_dtype.np) if groupable(params) else
+                          [_gather(p, self.mesh_dim, self.param_dtype)._local for p in params])
+            self.ready = ([p._local.copy() for p in params], arrays)
 
-def _gather_all(params, mesh_dim, differentiable):
-    """The gathered copies of params: one all_gather for all where they allow (fsdp_group), else
-    one each; differentiable: backward reduce-scatters their gradients."""
+    def take_ready(self, params):
+        """The gathered arrays unshard() (or a backward that kept them) left, while the shards are
+        the same values; else None (then the caller gathers)."""
+        ready, self.ready = self.ready, None
+        if ready is None or len(ready[0]) != len(params):
+            return None
+        if all(a.shape == p._local.shape and np.array_equal(a, p._local) for a, p in zip(ready[0], params)):
+            return ready[1]
+        return None
+
+    def after_backward(self, params, fulls):
+        """The gathered copies freed, or kept for the next forward (reshard_after_backward False)."""
+        if not self.reshard_after_backward and all(f is not None and f._local is not _FREED for f in fulls):
+            self.ready = ([p._local.copy() for p in params], [f._local for f in fulls])
+        for full in fulls:
+            if full is not None:
+                _free(full)
+
+    def set_sync(self, flag):
+        if not flag and not groupable(self.split_params()) and self.split_params():
+            raise NotImplementedError("set_requires_gradient_sync(False) is supported for units whose parameters "
+                                      "are split(0) on one 1-D cpu placement")
+        self.sync = flag
+
+    def with_unsynced(self, grads):
+        """grads with those kept while sync was off added in; None (they are kept) while it is off."""
+        held = self.unsynced
+        if not self.sync:
+            self.unsynced = list(grads) if held is None else [
+                g if h is None else h if g is None else h + g for h, g in zip(held, grads)]
+            return None
+        self.unsynced = None
+        if held is None:
+            return grads
+        return [g if h is None else h if g is None else h + g for h, g in zip(held, grads)]
+
+
+def _cast_outputs(out, dtype):
+    """out's floating tensors (a tensor, or a tuple/list of them) cast to dtype (None: out)."""
+    def cast(o):
+        return o.to(dtype) if isinstance(o, Tensor) and o.dtype.is_floating and o.dtype != dtype else o
+    if dtype is None:
+        return out
+    if isinstance(out, (tuple, list)):
+        return type(out)(cast(o) for o in out)
+    return cast(out)
+
+
+def _gather_all(params, unit, differentiable, through):
+    """(The gathered copies of params in unit.param_dtype, the unit's inputs `through` passed through
+    the gathers): one all_gather for all where they allow (fsdp_group), else one each;
+    differentiable: backward reduce-scatters their gradients as soon as the unit's backward ends
+    (the unit computes on the passed inputs, so the gathers' backward comes before that of whatever
+    made them)."""
     if not params:
-        return []
+        return [], through
+    dtype = unit.param_dtype
     if groupable(params):
         if differentiable:
-            return list(GatherGroup.apply(_free, *params))
-        return [Tensor._wrap(a, Layout.of(tuple(p.shape), p.dtype, p.placement, (broadcast,)))
-                for a, p in zip(gather_arrays(params), params)]
-    return [_Gather.apply(p, mesh_dim) if differentiable and p.requires_grad else _gather(p, mesh_dim) for p in params]
+            got = GatherGroup.apply(unit, len(through), *through, *params)
+            return list(got[len(through):]), list(got[:len(through)])
+        arrays = unit.take_ready(params) or gather_arrays(params, dtype and dtype.np)
+        return [Tensor._wrap(a, Layout.of(tuple(p.shape), dtype or p.dtype, p.placement, (broadcast,)))
+                for a, p in zip(arrays, params)], through
+    fulls = []
+    for p in params:
+        if differentiable and p.requires_grad:
+            got = _Gather.apply(p, unit.mesh_dim, *through)
+            full = got[0] if through else got
+            through = list(got[1:]) if through else through
+            fulls.append(full if dtype is None or dtype == p.dtype else full.to(dtype))
+        else:
+            fulls.append(_gather(p, unit.mesh_dim, dtype))
+    return fulls, through
 
 
-def _gather(p, mesh_dim):
-    """p with broadcast on mesh_dim (one all_gather), detached."""
+def _gather(p, mesh_dim, dtype=None):
+    """p with broadcast on mesh_dim (one all_gather), detached (in dtype where given)."""
     sbp = list(p.sbp)
     sbp[mesh_dim] = broadcast
     with no_grad():
-        return p.detach().to_global(placement=p.placement, sbp=tuple(sbp))
+        full = p.detach().to_global(placement=p.placement, sbp=tuple(sbp))
+        return full if dtype is None or dtype == full.dtype else full.to(dtype)
 
 
 _FREED = np.empty(0, np.float32)  # a freed gathered piece; reading it as the weight fails loudly
@@ -172,22 +274,22 @@ def _free(full):
 
 
 class _Gather(Function):
-    """A parameter shard -> its gathered copy; backward: the copy's gradient reduce-scattered into
-    the shard's layout, and the copy's piece freed."""
+    """A parameter shard -> its gathered copy (and the unit's inputs passed through, as GatherGroup);
+    backward: the copy's gradient reduce-scattered into the shard's layout, the copy's piece freed."""
 
     @staticmethod
-    def forward(ctx, p, mesh_dim):
+    def forward(ctx, p, mesh_dim, *through):
         full = _gather(p, mesh_dim)
         ctx.sbp, ctx.placement, ctx.full = tuple(p.sbp), p.placement, weakref.ref(full)
-        return full
+        return (full,) + through if through else full
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, g, *through):
         full = ctx.full()
         if full is not None:
             full._local = _FREED
         with no_grad():
-            return g.to_global(placement=ctx.placement, sbp=ctx.sbp), None
+            return (None if g is None else g.to_global(placement=ctx.placement, sbp=ctx.sbp), None) + through
 
 
 class _Regather(Function):
@@ -195,32 +297,34 @@ class _Regather(Function):
     the unit's freed parameter copies again, into the tensors the graph saved."""
 
     @staticmethod
-    def forward(ctx, pending, mesh_dim, *outs):
-        ctx.pending, ctx.mesh_dim = pending, mesh_dim
+    def forward(ctx, pending, unit, *outs):
+        ctx.pending, ctx.unit = pending, unit
         return outs if len(outs) > 1 else outs[0]
 
     @staticmethod
     def backward(ctx, *grads):
         freed = [(full, p) for full, p in ctx.pending if full._local is _FREED]
+        unit = ctx.unit
         if freed and groupable([p for _, p in freed]):
-            for (full, _), array in zip(freed, gather_arrays([p for _, p in freed])):
+            dtype = unit.param_dtype and unit.param_dtype.np
+            for (full, _), array in zip(freed, gather_arrays([p for _, p in freed], dtype)):
                 full._local = array
         else:
-            for full, p in freed:
-                full._local = _gather(p, ctx.mesh_dim)._local
+            for full, p in freed:  # in the copy's dtype (mixed precision: the cast after _Gather)
+                full._local = _gather(p, unit.mesh_dim, full.dtype)._local
         return (None, None) + grads
 
 
-def _wrap_outputs(out, pending, mesh_dim):
+def _wrap_outputs(out, pending, unit):
     """out (a tensor, or a tuple/list of them) through _Regather."""
     sources = pending
     if isinstance(out, Tensor):
-        return _Regather.apply(sources, mesh_dim, out) if out.requires_grad else out
+        return _Regather.apply(sources, unit, out) if out.requires_grad else out
     if isinstance(out, (tuple, list)):
         picks = [i for i, o in enumerate(out) if isinstance(o, Tensor) and o.requires_grad]
         if not picks:
             return out
-        got = _Regather.apply(sources, mesh_dim, *[out[i] for i in picks])
+        got = _Regather.apply(sources, unit, *[out[i] for i in picks])
         got = got if len(picks) > 1 else (got,)
         items = list(out)
         for i, g in zip(picks, got):

@@ -1,5 +1,6 @@
 """One all_gather and one reduce_scatter for all the S(0) parameters of a fully_shard unit on a 1-D cpu mesh."""
 import math
+import weakref
 
 import numpy as np
 
@@ -27,12 +28,15 @@ def _rows(p, k):
     return [n * row for n in layout.split_sizes(p.shape[0], k)]
 
 
-def gather_arrays(params):
-    """The whole values of params (S(0) on a 1-D mesh), in one all_gather of their flat pieces."""
+def gather_arrays(params, dtype=None):
+    """The whole values of params (S(0) on a 1-D mesh), in one all_gather of their flat pieces
+    (cast to the numpy dtype `dtype` first where given: mixed precision gathers the low dtype)."""
     pl = params[0].placement
     k = pl.hierarchy[0]
     per = [_rows(p, k) for p in params]
     flat = np.concatenate([p._local.reshape(-1) for p in params])
+    if dtype is not None and flat.dtype != dtype:
+        flat = flat.astype(dtype)
     whole = collectives.all_gather(flat, group=_group(pl.axis_ranks(0, pl.mesh_coord(get_rank()))),
                                    sizes=[sum(c[i] for c in per) for i in range(k)])
     pieces, at = [[] for _ in params], 0
@@ -43,30 +47,45 @@ def gather_arrays(params):
     return [np.concatenate(ps).reshape(tuple(p.shape)) for ps, p in zip(pieces, params)]
 
 
-def _wrap(array, p, sbp):
-    return Tensor._wrap(array, Layout.of(tuple(p.shape), p.dtype, p.placement, sbp))
+def _wrap(array, p, sbp, dtype=None):
+    return Tensor._wrap(array, Layout.of(tuple(p.shape), dtype or p.dtype, p.placement, sbp))
 
 
 class GatherGroup(Function):
-    """A unit's shards -> their gathered (broadcast) copies, one all_gather; backward: their partial
-    gradients packed by rank, one reduce_scatter into the shards (a gradient that is not partial
-    is boxed alone), and the copies' pieces freed (free: the unit's freeing function)."""
+    """A unit's shards -> their gathered (broadcast) copies in the unit's param_dtype, one all_gather
+    (or the copies unit.unshard() made); backward: the copies' pieces freed (or kept for the next
+    forward: unit.reshard_after_backward False), their partial gradients, in the unit's reduce dtype,
+    packed by rank, one reduce_scatter into the shards (a gradient that is not partial is boxed
+    alone), or, with gradient sync off, kept on the unit and added in at the next synced backward.
+    The first n_through tensors (the unit's inputs) pass through unchanged: the unit computes on
+    the passed copies, so this backward runs as soon as the unit's backward ends (before the
+    backward of whatever made the inputs), not after the whole backward."""
 
     @staticmethod
-    def forward(ctx, free, *params):
-        ctx.params, ctx.free = params, free
-        outs = tuple(_wrap(a, p, (broadcast,)) for a, p in zip(gather_arrays(list(params)), params))
-        ctx.outs = outs
-        return outs
+    def forward(ctx, unit, n_through, *tensors):
+        through, params = tensors[:n_through], tensors[n_through:]
+        ctx.params, ctx.unit, ctx.n_through = params, unit, n_through
+        dtype = unit.param_dtype
+        arrays = unit.take_ready(params) or gather_arrays(list(params), dtype and dtype.np)
+        outs = tuple(_wrap(a, p, (broadcast,), dtype) for a, p in zip(arrays, params))
+        ctx.outs = [weakref.ref(t) for t in outs]  # weakly: copy -> node -> context -> copy is a cycle that
+        return tuple(through) + outs               # would keep the step's inputs until the collector ran
 
     @staticmethod
     def backward(ctx, *grads):
-        params = ctx.params
-        for full in ctx.outs:
-            ctx.free(full)
+        params, unit = ctx.params, ctx.unit
+        fulls = [ref() for ref in ctx.outs]
+        unit.after_backward(params, fulls)
+        head, grads = (None, None) + grads[:ctx.n_through], grads[ctx.n_through:]
+        reduce = unit.reduce_dtype or unit.param_dtype
+        if reduce is not None:
+            grads = [g if g is None or g.dtype == reduce else g.to(reduce) for g in grads]
+        grads = unit.with_unsynced(grads)
+        if grads is None:  # gradient sync off: kept on the unit
+            return head + (None,) * len(params)
         if any(g is None or tuple(g.sbp) != (partial_sum,) for g in grads):
-            return (None,) + tuple(None if g is None else g.to_global(placement=p.placement, sbp=p.sbp)
-                                   for g, p in zip(grads, params))
+            return head + tuple(None if g is None else g.to_global(placement=p.placement, sbp=p.sbp).to(p.dtype)
+                                for g, p in zip(grads, params))
         pl = params[0].placement
         k = pl.hierarchy[0]
         per = [_rows(p, k) for p in params]
@@ -80,7 +99,7 @@ class GatherGroup(Function):
                                           sizes=[sum(c[i] for c in per) for i in range(k)])
         idx, out, at = pl.mesh_coord(get_rank())[0], [], 0
         for j, p in enumerate(params):
-            n = per[j][idx]
-            out.append(_wrap(mine[at:at + n].reshape(tuple(p._local.shape)), p, p.sbp))
+            n = per[j][idx]  # a .grad of its own, in the shard's dtype (a view would keep all of mine)
+            out.append(_wrap(mine[at:at + n].reshape(tuple(p._local.shape)).astype(p._local.dtype), p, p.sbp))
             at += n
-        return (None,) + tuple(out)
+        return head + tuple(out)

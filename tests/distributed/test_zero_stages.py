@@ -173,9 +173,11 @@ def _gathered_pieces(loss):
         if node is None or id(node.ctx) in seen:
             continue
         seen.add(id(node.ctx))
-        if node.name in ("_Gather", "GatherGroup"):
-            sizes += [out._local.size for out in node.ctx.outputs]
-            sizes += [e[1].size for e in node.ctx._outs if type(e) is tuple and e[1] is not None]
+        if node.name in ("_Gather", "GatherGroup"):  # the unit's inputs pass through them first: not counted
+            skip = sum(not isinstance(t, nn.Parameter) for t in node.ctx.inputs)
+            copies = list(range(skip, len(node.ctx._outs))) if node.name == "GatherGroup" else [0]
+            sizes += [node.ctx.outputs[i]._local.size for i in copies]
+            sizes += [e[1].size for e in (node.ctx._outs[i] for i in copies) if type(e) is tuple and e[1] is not None]
         stack.extend(t for t in node.ctx.inputs if t.requires_grad)
     return sorted(sizes)
 
