@@ -187,7 +187,7 @@ def _exchange_rows(native, x, name):
     meta = np.array([x.shape[0] if x.ndim else 1, zlib.crc32(repr((x.shape[1:], x.dtype.str)).encode())],
                     dtype=np.int64)
     table = np.empty((native.size, 2), dtype=np.int64)
-    native.all_gather(meta, table)
+    _gather_into(native, meta, table, [1] * native.size, meta.nbytes)
     if len(set(table[:, 1].tolist())) != 1:
         raise ValueError(f"{name}: the ranks passed arrays whose shapes beyond axis 0 or dtypes differ")
     return table[:, 0].tolist()
@@ -208,8 +208,18 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     if len(rows) != native.size:
         raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(rows)}")
     out = empty_shared((sum(rows),) + x.shape[1:], x.dtype)
-    native.all_gather(x, out)
+    _gather_into(native, x, out, rows, x.itemsize * math.prod(x.shape[1:]))
     return out
+
+
+def _gather_into(native, x, out, rows, row_bytes):
+    """native.all_gather(x, out); a group across hosts is told every member's bytes (`rows` of
+    `row_bytes`, alike on every rank), so it needs no collective to learn them (one host's shared
+    memory reads them anyway)."""
+    if getattr(native, "spans_hosts", False):
+        native.all_gather(x, out, [int(r) * row_bytes for r in rows])
+    else:
+        native.all_gather(x, out)
 
 
 def _split_sizes(length, k):
@@ -259,7 +269,7 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
                          f"axis 0 of the input ({x.shape[0]})")
     if recv_sizes is None:
         table = np.empty((native.size, native.size), dtype=np.int64)
-        native.all_gather(np.array(send, dtype=np.int64), table)
+        _gather_into(native, np.array(send, dtype=np.int64), table, [1] * native.size, 8 * native.size)
         recv_sizes = table[:, native.index].tolist()
     row_bytes = x.itemsize * math.prod(x.shape[1:])
     out = empty_shared((sum(recv_sizes),) + x.shape[1:], x.dtype)

@@ -9,8 +9,9 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
   else reduce inside each host, all-reduce between the hosts' leaders (the first member of
   each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: MPI over every member straight into the output (small shares: the sizes and
-  an Allgather of the even share at once, no copies; large: sizes, then point to point);
+* all_gather: MPI over every member straight into the output, no copies (small shares: one
+  Allgather; large: point to point); the members' sizes come from the caller, alike on every
+  member, so no collective exchanges them (only calls without them check the sizes over MPI);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
   group's members directly (one message per pair of ranks; no hierarchy to win there).
 
@@ -69,6 +70,8 @@ class _InFlight:
 class InterHostGroup:
     """Members `ranks` (global ranks, in group order) on several hosts; host_keys[r] names r's host;
     every MPI call waits at most `timeout` seconds (GLOBALTENSOR_TIMEOUT, as the native groups)."""
+
+    spans_hosts = True  # collectives.py passes all_gather every member's byte count
 
     def __init__(self, world, ranks, job_comm, timeout):
         self.ranks = tuple(ranks)
@@ -219,20 +222,43 @@ class InterHostGroup:
             local.broadcast(x, 0)
         return x
 
-    def all_gather(self, x, out):
+    def all_gather(self, x, out, counts=None):
         """Every member's bytes straight into `out` with MPI over all members, in group order.
 
-        Members' sizes are not passed here. Small shares: every member guesses the even split (out's
-        bytes / members) and runs two collectives at once: the sizes, and an Allgather of exactly
-        that many bytes each straight into `out` (a member whose share differs sends zeros, so both
-        stay well formed); when every size matches (the usual case) that is the answer, else every
-        member saw every size and an Allgatherv redoes it with them. Large shares: sizes first
-        (a few microseconds against milliseconds), then point to point straight into `out`.
+        counts: every member's byte count, the same list on every member (collectives.all_gather
+        passes it: the lengths come from the caller's `sizes`, from global shape and SBP in boxing
+        and FSDP, or from its own exchange of the rows). Then one collective, no sizes exchange:
+        a rank whose x differs from its count raises ValueError before it communicates (the
+        others then time out: GLOBALTENSOR_TIMEOUT). Without counts (callers of the group itself)
+        the sizes are checked: see _gather_sizes. Shares under PACKED_BYTES: one MPI Allgather
+        (Allgatherv if uneven); larger: point to point straight into `out`.
         """
         if self._in_flight:
             self.drain()
-        comm, k = self._jc.sub(self.ranks, "all_gather"), self.size
+        comm = self._jc.sub(self.ranks, "all_gather")
         mine, dst = _bytes(x), _bytes(out)
+        if counts is None:
+            counts = self._gather_sizes(comm, mine, dst)
+            if counts is None:
+                return out
+        elif counts[self.index] != mine.size or sum(counts) != dst.size:
+            raise ValueError(f"all_gather: rank {self._world.rank} passes {mine.size} bytes and an output of "
+                             f"{dst.size}, but the members' sizes say {counts[self.index]} of {sum(counts)} "
+                             f"(the other members will time out)")
+        if max(counts) >= PACKED_BYTES:
+            self._all_gather_pairs(comm, mine, dst, counts)
+        elif counts.count(counts[0]) == len(counts):
+            self._wait(comm.Iallgather(mine, dst), "all_gather", self.ranks)
+        else:
+            self._wait(comm.Iallgatherv(mine, [dst, counts]), "all_gather", self.ranks)
+        return out
+
+    def _gather_sizes(self, comm, mine, dst):
+        """Every member's byte count, checked (ValueError on every member when they do not fill the
+        output). Small even guesses: the sizes and an Allgather of the even share (out's bytes /
+        members; a member whose share differs sends zeros, so both stay well formed) at once;
+        None when every size matched (`dst` then holds the answer)."""
+        k = self.size
         slot = dst.size // k
         sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
         if slot < PACKED_BYTES and slot * k == dst.size:
@@ -240,16 +266,10 @@ class InterHostGroup:
             reqs = [comm.Iallgather(size_here, sizes), comm.Iallgather(send, dst)]
             self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
             if sizes.tolist() == [slot] * k:
-                return out
-            self._wait(comm.Iallgatherv(mine, [dst, _counts(sizes, dst.size)]), "all_gather", self.ranks)
-            return out
-        self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
-        counts = _counts(sizes, dst.size)
-        if slot < PACKED_BYTES:
-            self._wait(comm.Iallgatherv(mine, [dst, counts]), "all_gather", self.ranks)
+                return None
         else:
-            self._all_gather_pairs(comm, mine, dst, counts)
-        return out
+            self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
+        return _counts(sizes, dst.size)
 
     def _all_gather_pairs(self, comm, mine, dst, counts):
         """Large shares: every member sends its bytes to every other at once (point to point, straight
