@@ -87,6 +87,9 @@ class InterHostGroup:
         self.is_leader = world.rank == self.local[0]
         self._local_native = None
         self._direct = {}  # op name -> (all_reduce communicator, MPI op) of _all_reduce_direct
+        self._last = (None, None, None)  # (redop, communicator, MPI op) of the last direct all_reduce
+        self._in_place = self.MPI.IN_PLACE
+        self._gather_comm = None  # the all_gather communicator, once made
         self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
 
     # -- the parts ------------------------------------------------------------------------------
@@ -133,7 +136,19 @@ class InterHostGroup:
         if self._in_flight:
             self.drain()
         if x.nbytes < DIRECT_BYTES:
-            return self._all_reduce_direct(x, out, redop)
+            # one MPI Allreduce over every member (what mpi4py does): fewest hops for small messages,
+            # and the fewest Python steps (attribute reads cost here: redop.name alone is ~1 us)
+            last, comm, op = self._last
+            if redop is not last:
+                comm, op = self._direct_for(redop)
+            if x.dtype in _WIDENED:
+                wide = x.astype(np.float32)
+                self._wait(comm.Iallreduce(self._in_place, wide, op=op), "all_reduce", self.ranks)
+                out[...] = wide
+                return out
+            req = comm.Iallreduce(self._in_place, out, op=op) if out is x else comm.Iallreduce(x, out, op=op)
+            self._wait(req, "all_reduce", self.ranks)
+            return out
         if self._sliced(x):
             return self._all_reduce_sliced(x, out, redop)
         local = self._local()
@@ -151,22 +166,12 @@ class InterHostGroup:
             local.broadcast(out, 0)
         return out
 
-    def _all_reduce_direct(self, x, out, redop):
-        """One MPI Allreduce over every member (what mpi4py does): fewest hops for small messages.
-        The fewest Python steps too: per call this path costs about as much as the MPI call's own wait."""
-        comm, op = self._direct.get(redop.name) or self._direct_for(redop)
-        if x.dtype in _WIDENED:
-            wide = x.astype(np.float32)
-            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, wide.reshape(-1), op=op), "all_reduce", self.ranks)
-            out[...] = wide
-        elif out is x:
-            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, out.reshape(-1), op=op), "all_reduce", self.ranks)
-        else:
-            self._wait(comm.Iallreduce(x.reshape(-1), out.reshape(-1), op=op), "all_reduce", self.ranks)
-        return out
-
     def _direct_for(self, redop):
-        found = self._direct[redop.name] = (self._jc.sub(self.ranks, "all_reduce"), self._op(redop))
+        """(communicator, MPI op) of a direct all_reduce with `redop`; remembered as the last one."""
+        found = self._direct.get(redop.name)
+        if found is None:
+            found = self._direct[redop.name] = (self._jc.sub(self.ranks, "all_reduce"), self._op(redop))
+        self._last = (redop, *found)
         return found
 
     def _sliced(self, x):
@@ -198,8 +203,8 @@ class InterHostGroup:
         if x.nbytes >= DIRECT_BYTES or out is not x or x.dtype in _WIDENED:
             self.all_reduce(x, out, redop)
             return _Done()
-        comm, op = self._direct.get(redop.name) or self._direct_for(redop)
-        handle = _InFlight(self, comm.Iallreduce(self.MPI.IN_PLACE, x.reshape(-1), op=op))
+        comm, op = self._direct_for(redop)
+        handle = _InFlight(self, comm.Iallreduce(self._in_place, x, op=op))
         self._in_flight.append(handle)
         return handle
 
@@ -235,23 +240,28 @@ class InterHostGroup:
         """
         if self._in_flight:
             self.drain()
-        comm = self._jc.sub(self.ranks, "all_gather")
-        mine, dst = _bytes(x), _bytes(out)
+        comm = self._gather_comm or self._gather_comm_first()
         if counts is None:
+            mine, dst = _bytes(x), _bytes(out)
             counts = self._gather_sizes(comm, mine, dst)
             if counts is None:
                 return out
-        elif counts[self.index] != mine.size or sum(counts) != dst.size:
-            raise ValueError(f"all_gather: rank {self._world.rank} passes {mine.size} bytes and an output of "
-                             f"{dst.size}, but the members' sizes say {counts[self.index]} of {sum(counts)} "
+        elif counts[self.index] != x.nbytes or sum(counts) != out.nbytes:
+            raise ValueError(f"all_gather: rank {self._world.rank} passes {x.nbytes} bytes and an output of "
+                             f"{out.nbytes}, but the members' sizes say {counts[self.index]} of {sum(counts)} "
                              f"(the other members will time out)")
         if max(counts) >= PACKED_BYTES:
-            self._all_gather_pairs(comm, mine, dst, counts)
-        elif counts.count(counts[0]) == len(counts):
-            self._wait(comm.Iallgather(mine, dst), "all_gather", self.ranks)
+            self._all_gather_pairs(comm, _bytes(x), _bytes(out), counts)
+        elif counts.count(counts[0]) == self.size:  # the usual case: arrays as they are, as MPI bytes
+            byte = self.MPI.BYTE
+            self._wait(comm.Iallgather([x, byte], [out, byte]), "all_gather", self.ranks)
         else:
-            self._wait(comm.Iallgatherv(mine, [dst, counts]), "all_gather", self.ranks)
+            self._wait(comm.Iallgatherv(_bytes(x), [_bytes(out), counts]), "all_gather", self.ranks)
         return out
+
+    def _gather_comm_first(self):
+        self._gather_comm = self._jc.sub(self.ranks, "all_gather")
+        return self._gather_comm
 
     def _gather_sizes(self, comm, mine, dst):
         """Every member's byte count, checked (ValueError on every member when they do not fill the
