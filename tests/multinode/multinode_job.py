@@ -207,6 +207,18 @@ def mismatch():
     return "no error"
 
 
+def gather_lie():
+    """Rank 3's array disagrees with the sizes every rank passes: rank 3 raises before it communicates,
+    the others time out (between hosts the sizes are not exchanged): every rank must raise."""
+    r = gt.env.get_rank()
+    dist.all_gather(np.full((2, 2), r, np.int32), sizes=[2] * 4)  # a correct one first
+    try:
+        dist.all_gather(np.full((3 if r == 3 else 2, 2), r, np.int32), sizes=[2] * 4)
+    except (RuntimeError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
 def die(victim):
     """Rank `victim` kills itself after a first collective; the others keep calling collectives."""
     x = np.ones(4, np.float32)
@@ -224,7 +236,7 @@ def die(victim):
 def main():
     kind, out_dir, *rest = sys.argv[1:]
     result = {"collectives": collectives, "boxing": boxing, "toy": toy, "die": die, "checkpoint": checkpoint,
-              "pipeline": pipeline, "mismatch": mismatch}[kind](*rest)
+              "pipeline": pipeline, "mismatch": mismatch, "gather_lie": gather_lie}[kind](*rest)
     with open(os.path.join(out_dir, f"rank_{gt.env.get_rank()}.json"), "w") as f:
         json.dump(result, f)
 
