@@ -13,7 +13,8 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
   Allgather; large: point to point); the members' sizes come from the caller, alike on every
   member, so no collective exchanges them (only calls without them check the sizes over MPI);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
-  group's members directly (one message per pair of ranks; no hierarchy to win there).
+  group's members directly (one message per pair of ranks; no hierarchy to win there);
+  reduce_scatter too is told the pieces' sizes (alike on every member), so it is one collective.
 
 float16 and bfloat16 travel between hosts as float32 (MPI has no such types), so sums
 accumulate in float32 as on one host. Every MPI call is non-blocking, waited for at most GLOBALTENSOR_TIMEOUT:
@@ -294,16 +295,23 @@ class InterHostGroup:
         dst[at[me]:at[me + 1]] = mine
         self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
 
-    def reduce_scatter(self, x, out, redop):
+    def reduce_scatter(self, x, out, redop, counts=None):
+        """counts: every member's piece in elements, alike on every member (collectives.py passes it);
+        without it the pieces' sizes are exchanged first."""
         if self._in_flight:
             self.drain()
         comm = self._comm()
-        counts = np.empty(comm.size, np.int64)
-        self._wait(comm.Iallgather(np.array([out.size], np.int64), counts), "reduce_scatter (sizes)", self.ranks)
+        if counts is None:
+            sizes = np.empty(comm.size, np.int64)
+            self._wait(comm.Iallgather(np.array([out.size], np.int64), sizes), "reduce_scatter (sizes)", self.ranks)
+            counts = sizes.tolist()
+        elif counts[self.index] != out.size or sum(counts) != x.size:
+            raise ValueError(f"reduce_scatter: rank {self._world.rank}'s pieces {counts} (elements) do not match its "
+                             f"input of {x.size} and output of {out.size}")
         wide = x.dtype in _WIDENED
         send = _flat(x.astype(np.float32) if wide else x)
         recv = np.empty(out.size, np.float32) if wide else _flat(out)
-        self._wait(comm.Ireduce_scatter(send, recv, counts.tolist(), op=self._op(redop)), "reduce_scatter",
+        self._wait(comm.Ireduce_scatter(send, recv, counts, op=self._op(redop)), "reduce_scatter",
                    self.ranks)
         if wide:
             _flat(out)[...] = recv
