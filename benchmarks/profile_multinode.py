@@ -45,6 +45,8 @@ def _variants(size, k):
         "all_gather Iallgather+Wait": lambda: ag.Iallgather(piece, gathered).Wait(),
         "all_gather Iallgather+our wait": lambda: group._wait(ag.Iallgather(piece, gathered), "", group.ranks),
         "all_gather persistent+our wait": _persistent(group, ag.Allgather_init(piece, gathered)),
+        "all_gather Isend/Irecv pairs": lambda: group._all_gather_pairs(ag, piece.view(np.uint8), gathered.view(np.uint8),
+                                                                      [piece.nbytes] * k),
         "all_gather InterHostGroup": lambda: group.all_gather(piece, gathered, [piece.nbytes] * k),
         "all_gather gt.distributed": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
     }

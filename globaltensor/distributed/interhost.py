@@ -9,9 +9,10 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
   else reduce inside each host, all-reduce between the hosts' leaders (the first member of
   each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: MPI over every member straight into the output, no copies (small shares: one
-  Allgather; large: point to point); the members' sizes come from the caller, alike on every
-  member, so no collective exchanges them (only calls without them check the sizes over MPI);
+* all_gather: MPI over every member straight into the output, no copies (point to point on
+  groups of up to PAIRS_MEMBERS and for large shares, else one Allgather); the members' sizes
+  come from the caller, alike on every member, so no collective exchanges them (only calls
+  without them check the sizes over MPI);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
   group's members directly (one message per pair of ranks; no hierarchy to win there);
   reduce_scatter too is told the pieces' sizes (alike on every member), so it is one collective.
@@ -34,8 +35,14 @@ from .._native import CollectiveError
 SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
 # all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
 DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
-# all_gathers whose per-member share is under this many bytes exchange the sizes beside the data, at once
+# all_gathers whose largest share reaches this many bytes go point to point whatever the group's size
+# (and checked ones with even shares under it send the sizes beside the data, at once)
 PACKED_BYTES = 64 << 10
+# all_gathers on groups of at most this many members go point to point at every size: one round of
+# messages (MPICH's Allgather takes log2(members) rounds); measured faster from 1 KiB on 4 members
+# (benchmarks/profile_multinode.py: 1.03x / 1.45x / 1.33x mpi4py's Allgather at 1 / 16 / 64 KiB,
+# against 0.92x / 0.90x / 1.02x for an Iallgather)
+PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "8"))
 _PAIR_TAG = 1  # the tag of a large all_gather's messages (on the all_gather communicator)
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
@@ -236,8 +243,8 @@ class InterHostGroup:
         and FSDP, or from its own exchange of the rows). Then one collective, no sizes exchange:
         a rank whose x differs from its count raises ValueError before it communicates (the
         others then time out: GLOBALTENSOR_TIMEOUT). Without counts (callers of the group itself)
-        the sizes are checked: see _gather_sizes. Shares under PACKED_BYTES: one MPI Allgather
-        (Allgatherv if uneven); larger: point to point straight into `out`.
+        the sizes are checked: see _gather_sizes. Up to PAIRS_MEMBERS members or from PACKED_BYTES
+        a share: point to point straight into `out`; else one MPI Allgather (Allgatherv if uneven).
         """
         if self._in_flight:
             self.drain()
@@ -251,7 +258,7 @@ class InterHostGroup:
             raise ValueError(f"all_gather: rank {self._world.rank} passes {x.nbytes} bytes and an output of "
                              f"{out.nbytes}, but the members' sizes say {counts[self.index]} of {sum(counts)} "
                              f"(the other members will time out)")
-        if max(counts) >= PACKED_BYTES:
+        if self.size <= PAIRS_MEMBERS or max(counts) >= PACKED_BYTES:
             self._all_gather_pairs(comm, _bytes(x), _bytes(out), counts)
         elif counts.count(counts[0]) == self.size:  # the usual case: arrays as they are, as MPI bytes
             byte = self.MPI.BYTE
@@ -283,8 +290,8 @@ class InterHostGroup:
         return _counts(sizes, dst.size)
 
     def _all_gather_pairs(self, comm, mine, dst, counts):
-        """Large shares: every member sends its bytes to every other at once (point to point, straight
-        into `out`), which MPICH runs faster than its non-blocking Allgather's schedule."""
+        """Every member sends its bytes to every other at once (point to point, straight into `out`):
+        one round of messages, which MPICH runs faster than its non-blocking Allgather's schedule."""
         at = np.cumsum([0] + counts).tolist()
         k, me = self.size, self.index
         reqs = []
