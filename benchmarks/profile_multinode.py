@@ -39,6 +39,7 @@ def _variants(size, k):
         "all_reduce Iallreduce+Wait": lambda: ar.Iallreduce(MPI.IN_PLACE, x).Wait(),
         "all_reduce Iallreduce+our wait": lambda: group._wait(ar.Iallreduce(MPI.IN_PLACE, x), "", group.ranks),
         "all_reduce persistent+our wait": _persistent(group, ar.Allreduce_init(MPI.IN_PLACE, x)),
+        "all_reduce Isend/Irecv pairs+sum": lambda: group._all_reduce_pairs(ar, x, x, redop),
         "all_reduce InterHostGroup": lambda: group.all_reduce(x, x, redop),
         "all_reduce gt.distributed": lambda: dist.all_reduce(x),
         "all_gather mpi4py Allgather": lambda: comm.Allgather(piece, gathered),

@@ -3,7 +3,10 @@
 It offers the methods collectives.py calls on a native shared-memory group, so the public
 collectives, boxing and the gradient buckets run unchanged across hosts:
 
-* all_reduce: under DIRECT_BYTES one MPI Allreduce over every member (as mpi4py: fewest hops);
+* all_reduce: under PAIRS_BYTES on groups of up to PAIRS_MEMBERS, point to point: every member
+  sends its array to every other, then reduces the copies in member order (one round of
+  messages; the same bits on every member); else under DIRECT_BYTES one MPI Allreduce over
+  every member (as mpi4py: fewest hops);
   from there, where every host has k > 1 members: reduce-scatter inside each host, k
   all-reduces of 1/k between the members of equal local index, all-gather inside each host;
   else reduce inside each host, all-reduce between the hosts' leaders (the first member of
@@ -35,6 +38,10 @@ from .._native import CollectiveError
 SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
 # all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
 DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
+# all_reduces under this many bytes on groups of up to PAIRS_MEMBERS go point to point: every member
+# sends its array to every other (one round of messages), then sums the copies in member order; on 4
+# ranks / 2 hosts 2.2x / 2.1x / 2.3x / 2.5x / 1.6x mpi4py's Allreduce at 1 / 16 / 64 / 256 KiB / 1 MiB, 0.69x at 4 MiB
+PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 20)))
 # all_gathers whose largest share reaches this many bytes go point to point whatever the group's size
 # (and checked ones with even shares under it send the sizes beside the data, at once)
 PACKED_BYTES = 64 << 10
@@ -46,6 +53,7 @@ PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "8"))
 _PAIR_TAG = 1  # the tag of a large all_gather's messages (on the all_gather communicator)
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
+_NP_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
 
 
@@ -143,6 +151,11 @@ class InterHostGroup:
     def all_reduce(self, x, out, redop):
         if self._in_flight:
             self.drain()
+        if x.nbytes < PAIRS_BYTES and self.size <= PAIRS_MEMBERS:
+            last, comm, op = self._last
+            if redop is not last:
+                comm, op = self._direct_for(redop)
+            return self._all_reduce_pairs(comm, x, out, redop)
         if x.nbytes < DIRECT_BYTES:
             # one MPI Allreduce over every member (what mpi4py does): fewest hops for small messages,
             # and the fewest Python steps (attribute reads cost here: redop.name alone is ~1 us)
@@ -172,6 +185,28 @@ class InterHostGroup:
                 out[...] = wide
         if local is not None:
             local.broadcast(out, 0)
+        return out
+
+    def _all_reduce_pairs(self, comm, x, out, redop):
+        """Every member sends x to every other at once (one round of messages), then each reduces the
+        k copies in member order (the same bits on every member)."""
+        k, me = self.size, self.index
+        wide = x.dtype in _WIDENED
+        src = x.astype(np.float32) if wide else x
+        stage = np.empty((k,) + src.shape, src.dtype)
+        rows = stage.reshape(k, -1)  # arrays even for 0-d x (stage[i] is then a read-only scalar)
+        reqs = []
+        for step in range(1, k):
+            frm, to = (me - step) % k, (me + step) % k
+            reqs.append(comm.Irecv(rows[frm], source=frm, tag=_PAIR_TAG))
+            reqs.append(comm.Isend(src, dest=to, tag=_PAIR_TAG))
+        stage[me] = src
+        self._wait(self.MPI.Request, "all_reduce", self.ranks, reqs)
+        reduce = _NP_REDUCE[redop.name].reduce
+        if wide:
+            out[...] = reduce(stage, axis=0)
+        else:
+            reduce(stage, axis=0, out=out)
         return out
 
     def _direct_for(self, redop):

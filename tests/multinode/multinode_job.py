@@ -17,7 +17,7 @@ SBPS = [S0, S1, B, P]
 
 
 def _rank_value(r, shape, dtype):
-    return ((np.arange(int(np.prod(shape))).reshape(shape) % 7) * (r + 1) - r).astype(dtype)
+    return np.asarray(((np.arange(int(np.prod(shape))).reshape(shape) % 7) * (r + 1) - r).astype(dtype))
 
 
 def collectives():
@@ -29,7 +29,7 @@ def collectives():
             continue
         g = dist.new_group(ranks)
         for dtype in (np.float32, np.float64, np.int64, np.float16, np.complex64):
-            for shape in ((5,), (3, 4), (70000,)):
+            for shape in ((), (5,), (3, 4), (70000,)):
                 x = _rank_value(r, shape, dtype)
                 want = sum(_rank_value(q, shape, np.float64 if dtype == np.float16 else dtype) for q in ranks)
                 got = dist.all_reduce(x.copy(), group=g)
