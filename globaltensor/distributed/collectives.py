@@ -196,7 +196,9 @@ def _exchange_rows(native, x, name):
 def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Sequence[int]] = None) -> np.ndarray:
     """Concatenate every member's x along axis 0 (lengths may differ) into a new array.
 
-    sizes: each member's length along axis 0, when known (saves one small exchange).
+    sizes: each member's length along axis 0, when known (saves one small exchange); the same list
+        on every rank (as MPI's Allgatherv counts): across hosts it is trusted, and a rank whose x
+        disagrees with its entry raises ValueError while the others time out.
     The result is placed in shared memory when large, so later collectives need no copy.
     """
     _check_array(x, "all_gather")
