@@ -1,12 +1,13 @@
 """Where a cross-host all_reduce / all_gather spends its time: each layer alternated with mpi4py in one run (issue 32).
 
-    sudo python benchmarks/profile_multinode.py [--reps 300] [--burst 20]
+    sudo python benchmarks/profile_multinode.py [--reps 300] [--burst 20] [--sizes 1024,1048576]
 
 Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant once, in turn
 (so a busy machine slows them alike; read the ratios), each after a blocking MPI barrier, each
 `--burst` calls back to back; rank 0's median per call. The variants peel the layers:
 mpi4py's blocking call, the non-blocking call with MPI's Wait, with our bounded wait
-(InterHostGroup._wait), the InterHostGroup method, and the public gt.distributed call.
+(InterHostGroup._wait), a persistent request (MPI 4 *_init, Start per call) with our wait, the
+InterHostGroup method, and the public gt.distributed call; wall and CPU (process_time) medians.
 """
 import argparse
 import json
@@ -30,40 +31,55 @@ def _variants(size, k):
     comm, MPI = jc.comm, jc.MPI
     group = collectives._group(None).native("all_reduce")
     ar, ag = jc.sub(tuple(range(k)), "all_reduce"), jc.sub(tuple(range(k)), "all_gather")
-    x = np.ones(size // 4, np.float32)
+    x = np.zeros(size // 4, np.float32)  # all_reduced in place again and again: zeros stay finite
     piece, gathered = np.ones(size // 4 // k, np.float32), np.empty(size // 4, np.float32)
     redop = collectives._redop(x, "sum", "all_reduce")
     return comm, {
         "all_reduce mpi4py Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, x),
         "all_reduce Iallreduce+Wait": lambda: ar.Iallreduce(MPI.IN_PLACE, x).Wait(),
         "all_reduce Iallreduce+our wait": lambda: group._wait(ar.Iallreduce(MPI.IN_PLACE, x), "", group.ranks),
+        "all_reduce persistent+our wait": _persistent(group, ar.Allreduce_init(MPI.IN_PLACE, x)),
+        "all_reduce Isend/Irecv pairs+sum": lambda: group._all_reduce_pairs(ar, x, x, redop),
         "all_reduce InterHostGroup": lambda: group.all_reduce(x, x, redop),
         "all_reduce gt.distributed": lambda: dist.all_reduce(x),
         "all_gather mpi4py Allgather": lambda: comm.Allgather(piece, gathered),
         "all_gather Iallgather+Wait": lambda: ag.Iallgather(piece, gathered).Wait(),
         "all_gather Iallgather+our wait": lambda: group._wait(ag.Iallgather(piece, gathered), "", group.ranks),
-        "all_gather InterHostGroup": lambda: group.all_gather(piece, gathered),
+        "all_gather persistent+our wait": _persistent(group, ag.Allgather_init(piece, gathered)),
+        "all_gather Isend/Irecv pairs": lambda: group._all_gather_pairs(ag, piece.view(np.uint8), gathered.view(np.uint8),
+                                                                      [piece.nbytes] * k),
+        "all_gather InterHostGroup": lambda: group.all_gather(piece, gathered, [piece.nbytes] * k),
         "all_gather gt.distributed": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
     }
 
 
-def worker(out_path, reps, burst):
+def _persistent(group, request):
+    """A persistent MPI request (made once: collective, every rank alike), started and waited per call."""
+    def call():
+        request.Start()
+        group._wait(request, "", group.ranks)
+    return call
+
+
+def worker(out_path, reps, burst, sizes):
     import globaltensor as gt
     from globaltensor import distributed as dist
     dist.barrier()
     results = {}
-    for size in SIZES:
+    for size in sizes:
         comm, variants = _variants(size, gt.env.get_world_size())
         rounds = reps if size < (64 << 10) else max(10, reps // 10)
         times = {name: [] for name in variants}
+        cpu = {name: [] for name in variants}
         for _ in range(rounds):
             for name, fn in variants.items():
                 comm.Barrier()
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 for _ in range(burst):
                     fn()
                 times[name].append((time.perf_counter() - t) / burst)
-        results[size] = {name: float(np.median(v)) for name, v in times.items()}
+                cpu[name].append((time.process_time() - c) / burst)
+        results[size] = {name: [float(np.median(times[name])), float(np.median(cpu[name]))] for name in variants}
     if comm.rank == 0:
         with open(out_path, "w") as f:
             json.dump(results, f, indent=1)
@@ -73,10 +89,12 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=300)
     p.add_argument("--burst", type=int, default=20)
-    p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    p.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        return worker(args.worker[0], int(args.worker[1]), int(args.worker[2]))
+        return worker(args.worker[0], int(args.worker[1]), int(args.worker[2]),
+                      [int(n) for n in args.worker[3].split(",")])
     sys.path.insert(0, REPO)
     from globaltensor.distributed import mpi_backend, netns
     for ok, why in (netns.available(), mpi_backend.available()):
@@ -88,7 +106,7 @@ def main():
         procs = [hosts.popen(i, [sys.executable, "-m", "globaltensor.distributed.launch", "--nnodes", "2",
                                  "--node_rank", str(i), "--master_addr", hosts.addrs[0], "--master_port", "29500",
                                  "--nproc_per_node", "2", os.path.abspath(__file__), "--worker", out,
-                                 str(args.reps), str(args.burst)], env=env) for i in (0, 1)]
+                                 str(args.reps), str(args.burst), args.sizes], env=env) for i in (0, 1)]
         for proc in procs:
             proc.wait(timeout=900)
     if any(proc.returncode for proc in procs):
@@ -98,8 +116,10 @@ def main():
     for size, row in data.items():
         base = {kind: row[f"{kind} mpi4py {'Allreduce' if kind == 'all_reduce' else 'Allgather'}"]
                 for kind in ("all_reduce", "all_gather")}
-        for name, seconds in row.items():
-            print(f"{int(size):>9} B  {name:34s} {seconds * 1e6:9.1f} us  speed {base[name.split()[0]] / seconds:5.2f}x")
+        for name, (seconds, cpu) in row.items():
+            ref = base[name.split()[0]]
+            print(f"{int(size):>9} B  {name:34s} {seconds * 1e6:9.1f} us  speed {ref[0] / seconds:5.2f}x   "
+                  f"cpu {cpu * 1e6:9.1f} us  cpu speed {ref[1] / max(cpu, 1e-9):5.2f}x")
 
 
 if __name__ == "__main__":

@@ -210,7 +210,7 @@ def _exchange_rows(native, x, name):
     meta = np.array([x.shape[0] if x.ndim else 1, zlib.crc32(repr((x.shape[1:], x.dtype.str)).encode())],
                     dtype=np.int64)
     table = np.empty((native.size, 2), dtype=np.int64)
-    native.all_gather(meta, table)
+    _gather_into(native, meta, table, [1] * native.size, meta.nbytes)
     if len(set(table[:, 1].tolist())) != 1:
         raise ValueError(f"{name}: the ranks passed arrays whose shapes beyond axis 0 or dtypes differ")
     return table[:, 0].tolist()
@@ -219,7 +219,9 @@ def _exchange_rows(native, x, name):
 def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Sequence[int]] = None) -> np.ndarray:
     """Concatenate every member's x along axis 0 (lengths may differ) into a new array.
 
-    sizes: each member's length along axis 0, when known (saves one small exchange).
+    sizes: each member's length along axis 0, when known (saves one small exchange); the same list
+        on every rank (as MPI's Allgatherv counts): across hosts it is trusted, and a rank whose x
+        disagrees with its entry raises ValueError while the others time out.
     The result is placed in shared memory when large, so later collectives need no copy.
     """
     _check_array(x, "all_gather")
@@ -231,8 +233,18 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     if len(rows) != native.size:
         raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(rows)}")
     out = empty_shared((sum(rows),) + x.shape[1:], x.dtype)
-    native.all_gather(x, out)
+    _gather_into(native, x, out, rows, x.itemsize * math.prod(x.shape[1:]))
     return out
+
+
+def _gather_into(native, x, out, rows, row_bytes):
+    """native.all_gather(x, out); a group across hosts is told every member's bytes (`rows` of
+    `row_bytes`, alike on every rank), so it needs no collective to learn them (one host's shared
+    memory reads them anyway)."""
+    if getattr(native, "spans_hosts", False):
+        native.all_gather(x, out, [int(r) * row_bytes for r in rows])
+    else:
+        native.all_gather(x, out)
 
 
 def _split_sizes(length, k):
@@ -260,7 +272,11 @@ def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] =
                          f"axis 0 of the input ({x.shape[0]})")
     x = _contiguous(x)
     out = empty_shared((rows[native.index],) + x.shape[1:], x.dtype)
-    native.reduce_scatter(x, out, redop)
+    if getattr(native, "spans_hosts", False):  # every piece's length, alike on every rank: no exchange
+        row = math.prod(x.shape[1:])
+        native.reduce_scatter(x, out, redop, [int(r) * row for r in rows])
+    else:
+        native.reduce_scatter(x, out, redop)
     return out
 
 
@@ -282,7 +298,7 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
                          f"axis 0 of the input ({x.shape[0]})")
     if recv_sizes is None:
         table = np.empty((native.size, native.size), dtype=np.int64)
-        native.all_gather(np.array(send, dtype=np.int64), table)
+        _gather_into(native, np.array(send, dtype=np.int64), table, [1] * native.size, 8 * native.size)
         recv_sizes = table[:, native.index].tolist()
     row_bytes = x.itemsize * math.prod(x.shape[1:])
     out = empty_shared((sum(recv_sizes),) + x.shape[1:], x.dtype)

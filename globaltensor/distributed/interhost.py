@@ -3,22 +3,29 @@
 It offers the methods collectives.py calls on a native shared-memory group, so the public
 collectives, boxing and the gradient buckets run unchanged across hosts:
 
-* all_reduce: under DIRECT_BYTES one MPI Allreduce over every member (as mpi4py: fewest hops);
+* all_reduce: under PAIRS_BYTES on groups of up to PAIRS_MEMBERS, point to point: every member
+  sends its array to every other, then reduces the copies in member order (one round of
+  messages; the same bits on every member); else under DIRECT_BYTES one MPI Allreduce over
+  every member (as mpi4py: fewest hops);
   from there, where every host has k > 1 members: reduce-scatter inside each host, k
   all-reduces of 1/k between the members of equal local index, all-gather inside each host;
   else reduce inside each host, all-reduce between the hosts' leaders (the first member of
   each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: MPI over every member straight into the output (small shares: the sizes and
-  an Allgather of the even share at once, no copies; large: sizes, then point to point);
+* all_gather: MPI over every member straight into the output, no copies (point to point on
+  groups of up to PAIRS_MEMBERS and for large shares, else one Allgather); the members' sizes
+  come from the caller, alike on every member, so no collective exchanges them (only calls
+  without them check the sizes over MPI);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
-  group's members directly (one message per pair of ranks; no hierarchy to win there).
+  group's members directly (one message per pair of ranks; no hierarchy to win there);
+  reduce_scatter too is told the pieces' sizes (alike on every member), so it is one collective.
 
 float16 and bfloat16 travel between hosts as float32 (MPI has no such types), so sums
 accumulate in float32 as on one host. Every MPI call is non-blocking, waited for at most GLOBALTENSOR_TIMEOUT:
 between hosts the "ranks called different collectives" detector of shared memory does not run,
 so a mismatch or a peer that never comes surfaces as that timeout (the error says so).
 """
+import itertools
 import os
 import time
 
@@ -32,11 +39,22 @@ from .._native import CollectiveError
 SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
 # all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
 DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
-# all_gathers whose per-member share is under this many bytes exchange the sizes beside the data, at once
+# all_reduces under this many bytes on groups of up to PAIRS_MEMBERS go point to point: every member
+# sends its array to every other (one round of messages), then sums the copies in member order; on 4
+# ranks / 2 hosts 2.2x / 2.1x / 2.3x / 2.5x / 1.6x mpi4py's Allreduce at 1 / 16 / 64 / 256 KiB / 1 MiB, 0.69x at 4 MiB
+PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 20)))
+# all_gathers whose largest share reaches this many bytes go point to point whatever the group's size
+# (and checked ones with even shares under it send the sizes beside the data, at once)
 PACKED_BYTES = 64 << 10
+# all_gathers on groups of at most this many members go point to point at every size: one round of
+# messages (MPICH's Allgather takes log2(members) rounds); measured faster from 1 KiB on 4 members
+# (benchmarks/profile_multinode.py: 1.03x / 1.45x / 1.33x mpi4py's Allgather at 1 / 16 / 64 KiB,
+# against 0.92x / 0.90x / 1.02x for an Iallgather)
+PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "8"))
 _PAIR_TAG = 1  # the tag of a large all_gather's messages (on the all_gather communicator)
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
+_NP_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
 
 
@@ -70,6 +88,8 @@ class InterHostGroup:
     """Members `ranks` (global ranks, in group order) on several hosts; host_keys[r] names r's host;
     every MPI call waits at most `timeout` seconds (GLOBALTENSOR_TIMEOUT, as the native groups)."""
 
+    spans_hosts = True  # collectives.py passes all_gather every member's byte count
+
     def __init__(self, world, ranks, job_comm, timeout):
         self.ranks = tuple(ranks)
         self.size = len(ranks)
@@ -84,6 +104,9 @@ class InterHostGroup:
         self.is_leader = world.rank == self.local[0]
         self._local_native = None
         self._direct = {}  # op name -> (all_reduce communicator, MPI op) of _all_reduce_direct
+        self._last = (None, None, None)  # (redop, communicator, MPI op) of the last direct all_reduce
+        self._in_place = self.MPI.IN_PLACE
+        self._gather_comm = None  # the all_gather communicator, once made
         self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
 
     # -- the parts ------------------------------------------------------------------------------
@@ -129,8 +152,25 @@ class InterHostGroup:
     def all_reduce(self, x, out, redop):
         if self._in_flight:
             self.drain()
+        if x.nbytes < PAIRS_BYTES and self.size <= PAIRS_MEMBERS:
+            last, comm, op = self._last
+            if redop is not last:
+                comm, op = self._direct_for(redop)
+            return self._all_reduce_pairs(comm, x, out, redop)
         if x.nbytes < DIRECT_BYTES:
-            return self._all_reduce_direct(x, out, redop)
+            # one MPI Allreduce over every member (what mpi4py does): fewest hops for small messages,
+            # and the fewest Python steps (attribute reads cost here: redop.name alone is ~1 us)
+            last, comm, op = self._last
+            if redop is not last:
+                comm, op = self._direct_for(redop)
+            if x.dtype in _WIDENED:
+                wide = x.astype(np.float32)
+                self._wait(comm.Iallreduce(self._in_place, wide, op=op), "all_reduce", self.ranks)
+                out[...] = wide
+                return out
+            req = comm.Iallreduce(self._in_place, out, op=op) if out is x else comm.Iallreduce(x, out, op=op)
+            self._wait(req, "all_reduce", self.ranks)
+            return out
         if self._sliced(x):
             return self._all_reduce_sliced(x, out, redop)
         local = self._local()
@@ -148,22 +188,34 @@ class InterHostGroup:
             local.broadcast(out, 0)
         return out
 
-    def _all_reduce_direct(self, x, out, redop):
-        """One MPI Allreduce over every member (what mpi4py does): fewest hops for small messages.
-        The fewest Python steps too: per call this path costs about as much as the MPI call's own wait."""
-        comm, op = self._direct.get(redop.name) or self._direct_for(redop)
-        if x.dtype in _WIDENED:
-            wide = x.astype(np.float32)
-            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, wide.reshape(-1), op=op), "all_reduce", self.ranks)
-            out[...] = wide
-        elif out is x:
-            self._wait(comm.Iallreduce(self.MPI.IN_PLACE, out.reshape(-1), op=op), "all_reduce", self.ranks)
-        else:
-            self._wait(comm.Iallreduce(x.reshape(-1), out.reshape(-1), op=op), "all_reduce", self.ranks)
+    def _all_reduce_pairs(self, comm, x, out, redop):
+        """Every member sends x to every other at once (one round of messages), then each reduces the
+        k copies in member order (the same bits on every member)."""
+        k, me = self.size, self.index
+        wide = x.dtype in _WIDENED
+        src = x.astype(np.float32) if wide else x
+        stage = np.empty((k,) + src.shape, src.dtype)
+        rows = stage.reshape(k, -1)  # arrays even for 0-d x (stage[i] is then a read-only scalar)
+        reqs = []
+        for step in range(1, k):
+            frm, to = (me - step) % k, (me + step) % k
+            reqs.append(comm.Irecv(rows[frm], source=frm, tag=_PAIR_TAG))
+            reqs.append(comm.Isend(src, dest=to, tag=_PAIR_TAG))
+        stage[me] = src
+        self._wait(self.MPI.Request, "all_reduce", self.ranks, reqs)
+        reduce = _NP_REDUCE[redop.name].reduce
+        if wide:
+            out[...] = reduce(stage, axis=0)
+        else:  # an overflow gives inf as MPI's sum does (numpy warns, once: np.errstate costs ~2 us a call)
+            reduce(stage, axis=0, out=out)
         return out
 
     def _direct_for(self, redop):
-        found = self._direct[redop.name] = (self._jc.sub(self.ranks, "all_reduce"), self._op(redop))
+        """(communicator, MPI op) of a direct all_reduce with `redop`; remembered as the last one."""
+        found = self._direct.get(redop.name)
+        if found is None:
+            found = self._direct[redop.name] = (self._jc.sub(self.ranks, "all_reduce"), self._op(redop))
+        self._last = (redop, *found)
         return found
 
     def _sliced(self, x):
@@ -195,8 +247,8 @@ class InterHostGroup:
         if x.nbytes >= DIRECT_BYTES or out is not x or x.dtype in _WIDENED:
             self.all_reduce(x, out, redop)
             return _Done()
-        comm, op = self._direct.get(redop.name) or self._direct_for(redop)
-        handle = _InFlight(self, comm.Iallreduce(self.MPI.IN_PLACE, x.reshape(-1), op=op))
+        comm, op = self._direct_for(redop)
+        handle = _InFlight(self, comm.Iallreduce(self._in_place, x, op=op))
         self._in_flight.append(handle)
         return handle
 
@@ -219,20 +271,48 @@ class InterHostGroup:
             local.broadcast(x, 0)
         return x
 
-    def all_gather(self, x, out):
+    def all_gather(self, x, out, counts=None):
         """Every member's bytes straight into `out` with MPI over all members, in group order.
 
-        Members' sizes are not passed here. Small shares: every member guesses the even split (out's
-        bytes / members) and runs two collectives at once: the sizes, and an Allgather of exactly
-        that many bytes each straight into `out` (a member whose share differs sends zeros, so both
-        stay well formed); when every size matches (the usual case) that is the answer, else every
-        member saw every size and an Allgatherv redoes it with them. Large shares: sizes first
-        (a few microseconds against milliseconds), then point to point straight into `out`.
+        counts: every member's byte count, the same list on every member (collectives.all_gather
+        passes it: the lengths come from the caller's `sizes`, from global shape and SBP in boxing
+        and FSDP, or from its own exchange of the rows). Then one collective, no sizes exchange:
+        a rank whose x differs from its count raises ValueError before it communicates (the
+        others then time out: GLOBALTENSOR_TIMEOUT). Without counts (callers of the group itself)
+        the sizes are checked: see _gather_sizes. Up to PAIRS_MEMBERS members or from PACKED_BYTES
+        a share: point to point straight into `out`; else one MPI Allgather (Allgatherv if uneven).
         """
         if self._in_flight:
             self.drain()
-        comm, k = self._jc.sub(self.ranks, "all_gather"), self.size
-        mine, dst = _bytes(x), _bytes(out)
+        comm = self._gather_comm or self._gather_comm_first()
+        if counts is None:
+            mine, dst = _bytes(x), _bytes(out)
+            counts = self._gather_sizes(comm, mine, dst)
+            if counts is None:
+                return out
+        elif counts[self.index] != x.nbytes or sum(counts) != out.nbytes:
+            raise ValueError(f"all_gather: rank {self._world.rank} passes {x.nbytes} bytes and an output of "
+                             f"{out.nbytes}, but the members' sizes say {counts[self.index]} of {sum(counts)} "
+                             f"(the other members will time out)")
+        if self.size <= PAIRS_MEMBERS or max(counts) >= PACKED_BYTES:
+            self._all_gather_pairs(comm, _bytes(x), _bytes(out), counts)
+        elif counts.count(counts[0]) == self.size:  # the usual case: arrays as they are, as MPI bytes
+            byte = self.MPI.BYTE
+            self._wait(comm.Iallgather([x, byte], [out, byte]), "all_gather", self.ranks)
+        else:
+            self._wait(comm.Iallgatherv(_bytes(x), [_bytes(out), counts]), "all_gather", self.ranks)
+        return out
+
+    def _gather_comm_first(self):
+        self._gather_comm = self._jc.sub(self.ranks, "all_gather")
+        return self._gather_comm
+
+    def _gather_sizes(self, comm, mine, dst):
+        """Every member's byte count, checked (ValueError on every member when they do not fill the
+        output). Small even guesses: the sizes and an Allgather of the even share (out's bytes /
+        members; a member whose share differs sends zeros, so both stay well formed) at once;
+        None when every size matched (`dst` then holds the answer)."""
+        k = self.size
         slot = dst.size // k
         sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
         if slot < PACKED_BYTES and slot * k == dst.size:
@@ -240,21 +320,15 @@ class InterHostGroup:
             reqs = [comm.Iallgather(size_here, sizes), comm.Iallgather(send, dst)]
             self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
             if sizes.tolist() == [slot] * k:
-                return out
-            self._wait(comm.Iallgatherv(mine, [dst, _counts(sizes, dst.size)]), "all_gather", self.ranks)
-            return out
-        self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
-        counts = _counts(sizes, dst.size)
-        if slot < PACKED_BYTES:
-            self._wait(comm.Iallgatherv(mine, [dst, counts]), "all_gather", self.ranks)
+                return None
         else:
-            self._all_gather_pairs(comm, mine, dst, counts)
-        return out
+            self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
+        return _counts(sizes, dst.size)
 
     def _all_gather_pairs(self, comm, mine, dst, counts):
-        """Large shares: every member sends its bytes to every other at once (point to point, straight
-        into `out`), which MPICH runs faster than its non-blocking Allgather's schedule."""
-        at = np.cumsum([0] + counts).tolist()
+        """Every member sends its bytes to every other at once (point to point, straight into `out`):
+        one round of messages, which MPICH runs faster than its non-blocking Allgather's schedule."""
+        at = list(itertools.accumulate(counts, initial=0))  # np.cumsum costs microseconds on a short list
         k, me = self.size, self.index
         reqs = []
         for step in range(1, k):
@@ -264,16 +338,23 @@ class InterHostGroup:
         dst[at[me]:at[me + 1]] = mine
         self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
 
-    def reduce_scatter(self, x, out, redop):
+    def reduce_scatter(self, x, out, redop, counts=None):
+        """counts: every member's piece in elements, alike on every member (collectives.py passes it);
+        without it the pieces' sizes are exchanged first."""
         if self._in_flight:
             self.drain()
         comm = self._comm()
-        counts = np.empty(comm.size, np.int64)
-        self._wait(comm.Iallgather(np.array([out.size], np.int64), counts), "reduce_scatter (sizes)", self.ranks)
+        if counts is None:
+            sizes = np.empty(comm.size, np.int64)
+            self._wait(comm.Iallgather(np.array([out.size], np.int64), sizes), "reduce_scatter (sizes)", self.ranks)
+            counts = sizes.tolist()
+        elif counts[self.index] != out.size or sum(counts) != x.size:
+            raise ValueError(f"reduce_scatter: rank {self._world.rank}'s pieces {counts} (elements) do not match its "
+                             f"input of {x.size} and output of {out.size}")
         wide = x.dtype in _WIDENED
         send = _flat(x.astype(np.float32) if wide else x)
         recv = np.empty(out.size, np.float32) if wide else _flat(out)
-        self._wait(comm.Ireduce_scatter(send, recv, counts.tolist(), op=self._op(redop)), "reduce_scatter",
+        self._wait(comm.Ireduce_scatter(send, recv, counts, op=self._op(redop)), "reduce_scatter",
                    self.ranks)
         if wide:
             _flat(out)[...] = recv

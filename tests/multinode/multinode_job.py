@@ -17,7 +17,7 @@ SBPS = [S0, S1, B, P]
 
 
 def _rank_value(r, shape, dtype):
-    return ((np.arange(int(np.prod(shape))).reshape(shape) % 7) * (r + 1) - r).astype(dtype)
+    return np.asarray(((np.arange(int(np.prod(shape))).reshape(shape) % 7) * (r + 1) - r).astype(dtype))
 
 
 def collectives():
@@ -29,7 +29,7 @@ def collectives():
             continue
         g = dist.new_group(ranks)
         for dtype in (np.float32, np.float64, np.int64, np.float16, np.complex64):
-            for shape in ((5,), (3, 4), (70000,)):
+            for shape in ((), (5,), (3, 4), (70000,)):
                 x = _rank_value(r, shape, dtype)
                 want = sum(_rank_value(q, shape, np.float64 if dtype == np.float16 else dtype) for q in ranks)
                 got = dist.all_reduce(x.copy(), group=g)
@@ -55,6 +55,13 @@ def collectives():
         mine = _rank_value(r, (20000 + r, 2), np.float32)  # uneven and large: the guess fails, redone
         np.testing.assert_array_equal(dist.all_gather(mine, group=g),
                                       np.concatenate([_rank_value(q, (20000 + q, 2), np.float32) for q in ranks]))
+        native = g.native("all_gather")
+        if getattr(native, "spans_hosts", False):  # the group's own all_gather without counts checks the sizes
+            for rows_of in (lambda q: 2, lambda q: q + 1):  # even (the guess holds) and uneven (redone)
+                out = np.empty((sum(rows_of(q) for q in ranks), 2), np.int32)
+                native.all_gather(np.full((rows_of(r), 2), r, np.int32), out)
+                np.testing.assert_array_equal(out, np.concatenate([np.full((rows_of(q), 2), q, np.int32)
+                                                                   for q in ranks]))
         big = _rank_value(r, (4 * len(ranks) + 1, 3), np.float32)
         total = sum(_rank_value(q, big.shape, np.float64) for q in ranks)
         got = dist.reduce_scatter(big, group=g)
@@ -207,6 +214,18 @@ def mismatch():
     return "no error"
 
 
+def gather_lie():
+    """Rank 3's array disagrees with the sizes every rank passes: rank 3 raises before it communicates,
+    the others time out (between hosts the sizes are not exchanged): every rank must raise."""
+    r = gt.env.get_rank()
+    dist.all_gather(np.full((2, 2), r, np.int32), sizes=[2] * 4)  # a correct one first
+    try:
+        dist.all_gather(np.full((3 if r == 3 else 2, 2), r, np.int32), sizes=[2] * 4)
+    except (RuntimeError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
 def die(victim):
     """Rank `victim` kills itself after a first collective; the others keep calling collectives."""
     x = np.ones(4, np.float32)
@@ -224,7 +243,7 @@ def die(victim):
 def main():
     kind, out_dir, *rest = sys.argv[1:]
     result = {"collectives": collectives, "boxing": boxing, "toy": toy, "die": die, "checkpoint": checkpoint,
-              "pipeline": pipeline, "mismatch": mismatch}[kind](*rest)
+              "pipeline": pipeline, "mismatch": mismatch, "gather_lie": gather_lie}[kind](*rest)
     with open(os.path.join(out_dir, f"rank_{gt.env.get_rank()}.json"), "w") as f:
         json.dump(result, f)
 

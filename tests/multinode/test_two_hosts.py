@@ -45,10 +45,13 @@ def _two_host_job(tmp_path, kind, *args, timeout=180, env=None):
 
 
 @needs_hosts
-@pytest.mark.parametrize("direct_bytes", [None, "0"])
-def test_collectives_across_hosts_match_numpy(tmp_path, direct_bytes):
-    """direct_bytes "0": every all_reduce through shared memory and the hosts (leaders, or sliced)."""
-    env = {**_env(), "GLOBALTENSOR_INTERHOST_DIRECT_BYTES": direct_bytes} if direct_bytes else None
+@pytest.mark.parametrize("mixed", [False, True])
+def test_collectives_across_hosts_match_numpy(tmp_path, mixed):
+    """Default: small all_reduces go point to point on these small groups. mixed: only groups of 2 do;
+    the others' all_reduces under 300000 bytes are one MPI Allreduce, larger ones go through shared
+    memory and the hosts (sliced on the 4 ranks, leaders on [0, 1, 3])."""
+    env = {**_env(), "GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS": "2",
+           "GLOBALTENSOR_INTERHOST_DIRECT_BYTES": "300000"} if mixed else None
     assert all(n > 0 for n in _two_host_job(tmp_path, "collectives", env=env))
 
 
