@@ -281,7 +281,7 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
     recv_sizes: what each member sends here, when known (saves one small exchange).
     """
     _check_array(x, "all_to_all")
-    native = _group(group).native("all_to_all")
+    native = _native_of(group, "all_to_all")
     if _observers:
         _observe("all_to_all", x.nbytes, group)
     x = _contiguous(x)
@@ -294,7 +294,7 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
         native.all_gather(np.array(send, dtype=np.int64), table)
         recv_sizes = table[:, native.index].tolist()
     row_bytes = x.itemsize * math.prod(x.shape[1:])
-    out = empty_shared((sum(recv_sizes),) + x.shape[1:], x.dtype)
+    out = _empty_out((sum(recv_sizes),) + x.shape[1:], x.dtype)
     native.all_to_all(x, [s * row_bytes for s in send], out, [int(r) * row_bytes for r in recv_sizes])
     return out
 
