@@ -122,7 +122,8 @@ def run_mpi_script(script, extra_args, nprocs=2):
     if python != sys.executable:  # the other venv must not pick up this one's packages
         env.pop("PYTHONPATH", None)
     version = subprocess.run([mpirun, "--version"], capture_output=True, text=True).stdout
-    over = ["--oversubscribe"] if "Open MPI" in version and nprocs > (os.cpu_count() or 1) else []
+    open_mpi = any(name in version for name in ("Open MPI", "OpenRTE", "PRRTE"))  # v4's mpirun says OpenRTE
+    over = ["--oversubscribe"] if open_mpi and nprocs > (os.cpu_count() or 1) else []
     cmd = [mpirun, "-n", str(nprocs), *over, "--bind-to", "none", python, script, "--mpi-worker", path, *extra_args]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if res.returncode != 0:
