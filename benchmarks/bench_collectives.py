@@ -63,9 +63,10 @@ def gloo_worker(sizes, port):
         part = torch.ones(max(1, n // k))
         gathered = torch.empty(part.numel() * k)
         a2a, a2a_out = torch.ones(part.numel() * k), torch.empty(part.numel() * k)
+        rs_in = buf[:part.numel() * k] if buf.numel() >= part.numel() * k else torch.ones(part.numel() * k)
         calls = {"all_reduce": lambda: tdist.all_reduce(buf),
                  "all_gather": lambda: tdist.all_gather_into_tensor(gathered, part),
-                 "reduce_scatter": lambda: tdist.reduce_scatter_tensor(part, buf[:part.numel() * k]),
+                 "reduce_scatter": lambda: tdist.reduce_scatter_tensor(part, rs_in),
                  "broadcast": lambda: tdist.broadcast(buf, src=0),
                  "all_to_all": lambda: tdist.all_to_all_single(a2a_out, a2a)}
         for op in OPS:
@@ -88,9 +89,10 @@ def mpi_worker(sizes, path):
         part = np.ones(max(1, n // k), np.float32)
         gathered = np.empty(part.size * k, np.float32)
         a2a, a2a_out = np.ones(part.size * k, np.float32), np.empty(part.size * k, np.float32)
+        rs_in = buf[:part.size * k] if buf.size >= part.size * k else np.ones(part.size * k, np.float32)
         calls = {"all_reduce": lambda: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM),
                  "all_gather": lambda: comm.Allgather(part, gathered),
-                 "reduce_scatter": lambda: comm.Reduce_scatter_block(buf[:part.size * k], part, op=MPI.SUM),
+                 "reduce_scatter": lambda: comm.Reduce_scatter_block(rs_in, part, op=MPI.SUM),
                  "broadcast": lambda: comm.Bcast(buf, root=0),
                  "all_to_all": lambda: comm.Alltoall(a2a, a2a_out)}
         for op in OPS:
