@@ -33,8 +33,6 @@ _REDOP_OF = {op: {dt: redop for dt in _REDUCIBLE if op == "sum" or dt not in _CO
 _NO_REDOP: dict = {}
 
 
-
-
 def _contiguous(x):
     """x as a C-contiguous array, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
     return x if x.flags.c_contiguous else np.ascontiguousarray(x)
