@@ -1,13 +1,14 @@
-"""Collectives on 2 ranks: globaltensor vs torch.distributed (gloo) vs Open MPI, in one run.
+"""Collectives on 2-4 ranks: globaltensor vs torch.distributed (gloo) vs Open MPI, in one run.
 
-    python benchmarks/bench_collectives.py [--sizes 8,4096,...] [--json out.json]
+    python benchmarks/bench_collectives.py [--sizes 8,4096,...] [--nprocs 2] [--json out.json]
 
 Sizes are the full message: the all_reduce/broadcast buffer, the all_gather output, the
-reduce_scatter input. Time is the median per call; bandwidth is size / time. "gt shm"
-uses arrays from gt.distributed.empty_shared; "gt numpy" plain np.empty arrays (in a job,
-numpy's allocator places those of 256 KiB and more in the rank's arena, so peers read them in
-place too); "gt heap" arrays numpy did not allocate (bytearray-backed: staged through shared
-memory). Peers are skipped when not importable.
+reduce_scatter and all_to_all input (each rank sends size/k to each). Time is the median per
+call; bandwidth is size / time. "gt shm" uses arrays from gt.distributed.empty_shared; "gt
+numpy" plain np.empty arrays (in a job, numpy's allocator places those of 256 KiB and more in
+the rank's arena, so peers read them in place too); "gt heap" arrays numpy did not allocate
+(bytearray-backed: small ones staged through shared memory, large all_reduces by cross-memory
+attach). Peers are skipped when not importable.
 """
 import argparse
 import json
@@ -22,12 +23,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import (ITERS, SIZES, free_port, heap_array, human_size, human_time, median_seconds,  # noqa: E402
                      print_table, write_json)
 
-OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]
 
 
 def gt_worker(sizes, kind):
     from globaltensor import distributed as dist
-    k = 2
+    import globaltensor as gt
+    k = gt.env.get_world_size()
     make = {"shm": dist.empty_shared, "numpy": np.empty, "heap": heap_array}[kind]
     out = {}
     for size in sizes:
@@ -36,10 +38,14 @@ def gt_worker(sizes, kind):
         buf[...] = 1
         part = make((max(1, n // k),), np.float32)
         part[...] = 1
+        rows = max(1, n // k)
+        a2a = make((rows * k,), np.float32)
+        a2a[...] = 1
         calls = {"all_reduce": lambda: dist.all_reduce(buf),
                  "all_gather": lambda: dist.all_gather(part, sizes=[part.shape[0]] * k),
                  "reduce_scatter": lambda: dist.reduce_scatter(buf),
-                 "broadcast": lambda: dist.broadcast(buf, src=0)}
+                 "broadcast": lambda: dist.broadcast(buf, src=0),
+                 "all_to_all": lambda: dist.all_to_all(a2a, [rows] * k, recv_sizes=[rows] * k)}
         for op in OPS:
             out[f"{op}/{size}"] = median_seconds(calls[op], ITERS.get(size, 20), dist.barrier)
     return out
@@ -48,22 +54,25 @@ def gt_worker(sizes, kind):
 def gloo_worker(sizes, port):
     import torch
     import torch.distributed as tdist
-    rank = int(os.environ["RANK"])
-    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    rank, k = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=k)
     out = {}
     for size in sizes:
         n = max(1, size // 4)
         buf = torch.ones(n)
-        part = torch.ones(max(1, n // 2))
-        gathered = torch.empty(part.numel() * 2)
+        part = torch.ones(max(1, n // k))
+        gathered = torch.empty(part.numel() * k)
+        a2a, a2a_out = torch.ones(part.numel() * k), torch.empty(part.numel() * k)
+        rs_in = buf[:part.numel() * k] if buf.numel() >= part.numel() * k else torch.ones(part.numel() * k)
         calls = {"all_reduce": lambda: tdist.all_reduce(buf),
                  "all_gather": lambda: tdist.all_gather_into_tensor(gathered, part),
-                 "reduce_scatter": lambda: tdist.reduce_scatter_tensor(part, buf[:part.numel() * 2]),
-                 "broadcast": lambda: tdist.broadcast(buf, src=0)}
+                 "reduce_scatter": lambda: tdist.reduce_scatter_tensor(part, rs_in),
+                 "broadcast": lambda: tdist.broadcast(buf, src=0),
+                 "all_to_all": lambda: tdist.all_to_all_single(a2a_out, a2a)}
         for op in OPS:
             try:
                 out[f"{op}/{size}"] = median_seconds(calls[op], ITERS.get(size, 20), tdist.barrier)
-            except RuntimeError:  # gloo lacks reduce_scatter_tensor in some builds
+            except (RuntimeError, ValueError):  # gloo lacks reduce_scatter_tensor in some builds
                 out[f"{op}/{size}"] = None
     tdist.destroy_process_group()
     return out
@@ -72,16 +81,20 @@ def gloo_worker(sizes, port):
 def mpi_worker(sizes, path):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
+    k = comm.Get_size()
     out = {}
     for size in sizes:
         n = max(1, size // 4)
         buf = np.ones(n, np.float32)
-        part = np.ones(max(1, n // 2), np.float32)
-        gathered = np.empty(part.size * 2, np.float32)
+        part = np.ones(max(1, n // k), np.float32)
+        gathered = np.empty(part.size * k, np.float32)
+        a2a, a2a_out = np.ones(part.size * k, np.float32), np.empty(part.size * k, np.float32)
+        rs_in = buf[:part.size * k] if buf.size >= part.size * k else np.ones(part.size * k, np.float32)
         calls = {"all_reduce": lambda: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM),
                  "all_gather": lambda: comm.Allgather(part, gathered),
-                 "reduce_scatter": lambda: comm.Reduce_scatter_block(buf[:part.size * 2], part, op=MPI.SUM),
-                 "broadcast": lambda: comm.Bcast(buf, root=0)}
+                 "reduce_scatter": lambda: comm.Reduce_scatter_block(rs_in, part, op=MPI.SUM),
+                 "broadcast": lambda: comm.Bcast(buf, root=0),
+                 "all_to_all": lambda: comm.Alltoall(a2a, a2a_out)}
         for op in OPS:
             out[f"{op}/{size}"] = median_seconds(calls[op], ITERS.get(size, 20), comm.Barrier)
     if comm.Get_rank() == 0:
@@ -89,8 +102,8 @@ def mpi_worker(sizes, path):
             json.dump({**out, "_library": mpi_library_note()}, f)
 
 
-def run_mpi(sizes):
-    return run_mpi_script(os.path.abspath(__file__), ["--sizes", ",".join(map(str, sizes))])
+def run_mpi(sizes, nprocs=2):
+    return run_mpi_script(os.path.abspath(__file__), ["--sizes", ",".join(map(str, sizes))], nprocs)
 
 
 def run_mpi_script(script, extra_args, nprocs=2):
@@ -110,7 +123,10 @@ def run_mpi_script(script, extra_args, nprocs=2):
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     if python != sys.executable:  # the other venv must not pick up this one's packages
         env.pop("PYTHONPATH", None)
-    cmd = [mpirun, "-n", str(nprocs), "--bind-to", "none", python, script, "--mpi-worker", path, *extra_args]
+    version = subprocess.run([mpirun, "--version"], capture_output=True, text=True).stdout
+    open_mpi = any(name in version for name in ("Open MPI", "OpenRTE", "PRRTE"))  # v4's mpirun says OpenRTE
+    over = ["--oversubscribe"] if open_mpi and nprocs > (os.cpu_count() or 1) else []
+    cmd = [mpirun, "-n", str(nprocs), *over, "--bind-to", "none", python, script, "--mpi-worker", path, *extra_args]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     if res.returncode != 0:
         return None, f"mpirun failed: {res.stderr[-500:]}"
@@ -127,18 +143,21 @@ def mpi_library_note():
     return f"{MPI.Get_library_version().splitlines()[0].strip().strip(chr(0))} (mpi4py {mpi4py.__version__})"
 
 
-def run_gloo(sizes):
+def run_gloo(sizes, nprocs=2):
     try:
         import torch
     except ImportError:
         return None, "torch not importable"
     from globaltensor.distributed import spawn
-    return spawn(gloo_worker, args=(sizes, free_port()), nprocs=2, timeout=900)[0], f"gloo (torch {torch.__version__})"
+    return spawn(gloo_worker, args=(sizes, free_port()), nprocs=nprocs, timeout=900)[0], \
+        f"gloo (torch {torch.__version__})"
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="message sizes in bytes, comma-separated")
+    p.add_argument("--nprocs", type=int, default=2, help="ranks (2-4 on one machine)")
+    p.add_argument("--peers", default="mpi,gloo", help="peers to run beside globaltensor: mpi, gloo, or none")
     p.add_argument("--json", default="benchmarks/results/collectives.json", help="where to write the figures")
     p.add_argument("--mpi-worker", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -146,15 +165,18 @@ def main():
     if args.mpi_worker:
         return mpi_worker(sizes, args.mpi_worker)
     from globaltensor.distributed import spawn
-    results = {f"gt {kind}": spawn(gt_worker, args=(sizes, kind), nprocs=2, timeout=900)[0]
+    k = args.nprocs
+    results = {f"gt {kind}": spawn(gt_worker, args=(sizes, kind), nprocs=k, timeout=900)[0]
                for kind in ("shm", "numpy", "heap")}
     peers = {}
-    for name, runner in (("Open MPI", run_mpi), ("gloo", run_gloo)):
-        data, note = runner(sizes)
+    for name, key, runner in (("Open MPI", "mpi", run_mpi), ("gloo", "gloo", run_gloo)):
+        if key not in args.peers.split(","):
+            continue
+        data, note = runner(sizes, k)
         peers[name] = note
         if data:
             results[name] = data
-    print("2 ranks, float32, median per call. Peers: " + "; ".join(f"{k}: {v}" for k, v in peers.items()))
+    print(f"{k} ranks, float32, median per call. Peers: " + "; ".join(f"{n}: {v}" for n, v in peers.items()))
     for op in OPS:
         header = ["size"] + [f"{name}" for name in results] + ["gt shm GB/s"]
         header += [f"{name}/gt shm" for name in results if name != "gt shm"]

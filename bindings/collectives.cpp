@@ -28,6 +28,8 @@ std::vector<uint64_t> byte_counts(const std::vector<int64_t>& counts, int k, con
 // The dtype the reduction runs in, from `in` (out must match): what every reducing binding takes.
 // A complex array is reduced as its float pairs (reduction_dtype), so counts are of those floats.
 gt::DType reduce_dtype(const py::array& in, const py::array& out, gt::RedOp redop, const char* what) {
+  int32_t code = dtype_code(in);  // the common case first: no message built on a small call's path
+  if (gt::is_arithmetic(code) && dtype_code(out) == code) return gt::DType(code);
   gt::DType dtype = reduction_dtype(in, redop, (std::string(what) + ": cannot reduce").c_str());
   if (dtype_code(out) != dtype_code(in))
     throw py::type_error(std::string(what) + ": the output's dtype (" + dtype_text(out) + ") differs from the input's (" +

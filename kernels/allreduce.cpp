@@ -1,7 +1,8 @@
-// all_reduce of a Group: four algorithms, picked alike on every rank from the published descriptors.
+// all_reduce of a Group: five algorithms, picked alike on every rank from the published descriptors.
 //
 //   in arenas     every input and output lies in a shared-memory arena: each rank reduces its
 //                 range of every input straight into every output (zero copy, one phase more);
+//   cross-memory  large, some buffer private, process_vm_readv allowed: allreduce_cma.cpp;
 //   one shot      small messages: every rank sums all the staged inputs into its own output;
 //   whole chunks  a few ranks, large private inputs: chunk by chunk, each rank sums every
 //                 member's staged chunk into its output;
@@ -22,7 +23,8 @@ namespace {
 // rather than its share and then copy the others' shares out (two phases per chunk).
 constexpr int kWholeChunkRanks = 4;
 
-// Balanced split of `count` elements over k parts, boundaries on multiples of `align`.
+}  // namespace
+
 void split_range(size_t count, int k, int i, size_t align, size_t* lo, size_t* hi) {
   size_t units = (count + align - 1) / align, per = units / size_t(k), rem = units % size_t(k);
   size_t start = size_t(i) * per + std::min(size_t(i), rem);
@@ -30,8 +32,6 @@ void split_range(size_t count, int k, int i, size_t align, size_t* lo, size_t* h
   *lo = std::min(count, start * align);
   *hi = std::min(count, end * align);
 }
-
-}  // namespace
 
 std::shared_ptr<Work> Group::all_reduce_async(const void* in, void* out, size_t count, int32_t dtype,
                                               int32_t redop) {
@@ -51,6 +51,8 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
   d.in_bytes = d.out_bytes = nbytes;
   d.in_off = own_offset(in, nbytes);
   d.out_off = own_offset(out, nbytes);
+  d.in_addr = reinterpret_cast<uintptr_t>(in);
+  d.out_addr = reinterpret_cast<uintptr_t>(out);
   bool mine_zero_copy = d.in_off >= 0 && d.out_off >= 0;
   bool small = nbytes <= opts_.oneshot_bytes;  // one-shot reads staging only, so in == out is safe
   begin(kAllReduce, d, small && !mine_zero_copy ? in : nullptr, nbytes);
@@ -65,6 +67,8 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
   }
   if (zero_copy && nbytes > 0)
     all_reduce_in_arenas(count, dtype, redop, d.in_off != d.out_off);
+  else if (!small && cma_agreed())
+    all_reduce_cma(in, out, count, dtype, redop);
   else if (small)
     all_reduce_one_shot(in, out, count, dtype, redop, all_staged);
   else if (k_ <= kWholeChunkRanks)
@@ -94,7 +98,7 @@ void Group::all_reduce_one_shot(const void* in, void* out, size_t count, int32_t
     if (!desc(me_).staged) copy_bytes(stage(me_, pre_slot_), in, count * dtype_size(dtype), false);
     sync();
   }
-  std::vector<const void*> srcs(k_);
+  Scratch<const void*> srcs(k_);  // the small call's path allocates nothing
   for (int p = 0; p < k_; ++p) srcs[p] = stage(p, pre_slot_);
   reduce_to(&out, 1, srcs.data(), k_, count, dtype, redop, false);
 }

@@ -162,7 +162,7 @@ std::string Group::describe(int p) const {
   return text + ")";
 }
 
-void Group::check_all(bool ok, const std::string& what) {
+void Group::check_all(bool ok, const char* what) {
   if (ok) return;
   std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members()) + ": " + what + "; the ranks called:";
   for (int p = 0; p < k_; ++p) text += "\n  rank " + std::to_string(ranks_[p]) + ": " + describe(p);
@@ -254,7 +254,7 @@ void Group::all_gather(const void* in, size_t in_bytes, void* out, size_t out_by
   d.in_off = own_offset(in, in_bytes);
   bool pre = d.in_off < 0 && in_bytes <= opts_.stage_bytes;
   begin(kAllGather, d, pre ? in : nullptr, in_bytes);
-  std::vector<size_t> displ(k_ + 1, 0);
+  Scratch<size_t> displ(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) displ[p + 1] = displ[p] + desc(p).in_bytes;
   for (int p = 0; p < k_; ++p)
     check_all(desc(p).out_bytes == displ[k_], "each output must hold the sum of all inputs");
@@ -291,13 +291,13 @@ void Group::reduce_scatter(const void* in, size_t in_count, void* out, size_t ou
   d.in_off = own_offset(in, d.in_bytes);
   bool pre = d.in_off < 0 && d.in_bytes <= opts_.stage_bytes;
   begin(kReduceScatter, d, pre ? in : nullptr, d.in_bytes);
-  std::vector<size_t> displ(k_ + 1, 0);
+  Scratch<size_t> displ(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) displ[p + 1] = displ[p] + desc(p).out_bytes;
   for (int p = 0; p < k_; ++p) {
     check_all(desc(p).dtype == dtype && desc(p).redop == redop, "the ranks passed different dtypes or ops");
     check_all(desc(p).in_bytes == displ[k_], "each input must hold the sum of all outputs");
   }
-  std::vector<const void*> srcs(k_);
+  Scratch<const void*> srcs(k_);
   bool nt = d.out_bytes >= opts_.nontemporal_bytes;
   if (all_direct()) {
     for (int p = 0; p < k_; ++p)
@@ -340,7 +340,7 @@ void Group::all_to_all(const void* in, const uint64_t* send_bytes, void* out, co
   for (int p = 0; p < k_; ++p)
     for (int q = 0; q < k_; ++q)
       check_all(counts(p, 0, op_seq_)[q] == counts(q, 1, op_seq_)[p], "what one rank sends does not match what its peer expects");
-  std::vector<size_t> rdispl(k_ + 1, 0);
+  Scratch<size_t> rdispl(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) rdispl[p + 1] = rdispl[p] + recv_bytes[p];
   auto send_displ = [&](int p, int q) {
     size_t s = 0;

@@ -78,7 +78,9 @@ struct Desc {
   int64_t in_off;   // offset of the input in the owner's arena; -1 when private memory
   int64_t out_off;
   uint32_t staged;  // the input already sits in this op's staging slot
-  uint32_t pad;
+  uint32_t cma;     // all_reduce's one-time probe: this rank can read and write its peers' memory
+  uint64_t in_addr;   // the buffers' addresses in the owner's process, for cross-memory attach
+  uint64_t out_addr;
 };
 
 class Group {
@@ -131,7 +133,7 @@ class Group {
   std::string peer_state(int rank, uint32_t target) const;
   static bool gave_up(const RankStatus* st);  // it raised in a wait and has not waited since
   void publish_failure(const std::string& what);
-  void check_all(bool ok, const std::string& what);
+  void check_all(bool ok, const char* what);  // a literal: no string is built unless it fails
   std::string describe(int p) const;
   std::vector<int> all_members() const;
   std::string ranks_text(const std::vector<int>& members) const;
@@ -140,6 +142,10 @@ class Group {
   void all_reduce_one_shot(const void* in, void* out, size_t count, int32_t dtype, int32_t redop, bool all_staged);
   void all_reduce_whole_chunks(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
   void all_reduce_shared_chunks(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
+  // all_reduce of private buffers by cross-memory attach (allreduce_cma.cpp): whether every member
+  // can (probed once per group, with one extra phase, alike on every rank), and the algorithm.
+  bool cma_agreed();
+  void all_reduce_cma(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
   bool all_direct() const;
   bool any_arena_source() const;
   int64_t own_offset(const void* ptr, size_t nbytes) const;
@@ -165,6 +171,8 @@ class Group {
   std::string doing_;                            // "<op> on ranks [...]", for the status page
   std::vector<std::pair<int, uint64_t>> cycle_;  // the last cycle of waits seen: (rank, epoch)
   double cycle_since_ = 0;
+  int cma_state_ = -1;         // cross-memory attach between all members: -1 not probed yet, 0 no, 1 yes
+  std::vector<char> cma_tmp_;  // peers' chunks read by cross-memory attach (bounded: k - 1 chunks)
   bool broken_ = false;
   std::string broken_reason_;
   std::unique_ptr<Worker> worker_;  // made on the first asynchronous op; declared last, so joined first

@@ -2,7 +2,9 @@
 // One Slot per member (its phase, its sleepers, its pid, its descriptors) and the op codes of a Desc.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "group.h"
 
@@ -17,5 +19,28 @@ struct Group::Slot {
   uint32_t pad[13];
   Desc desc[2];
 };
+
+// n zeroed entries (one per member, or one more): on the stack up to 17, on the heap beyond, so a
+// small call's path allocates nothing.
+template <typename T>
+class Scratch {
+ public:
+  explicit Scratch(size_t n) : heap_(n > kInline ? n : 0), p_(n > kInline ? heap_.data() : inline_) {
+    for (size_t i = 0; i < n; ++i) p_[i] = T();
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T& operator[](size_t i) { return p_[i]; }
+  T* data() { return p_; }
+
+ private:
+  static constexpr size_t kInline = 17;
+  T inline_[kInline];
+  std::vector<T> heap_;
+  T* p_;
+};
+
+// Balanced split of `count` elements over k parts, boundaries on multiples of `align`: part i.
+void split_range(size_t count, int k, int i, size_t align, size_t* lo, size_t* hi);
 
 }  // namespace gt

@@ -7,6 +7,7 @@ every rank before any rank communicates.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import zlib
 from typing import Any, Literal, Optional, Sequence
@@ -16,7 +17,7 @@ import numpy as np
 from .. import _native
 from .. import dtype as _dtype
 from .group import Group, world_group
-from .world import world
+from .world import SHARED_MIN_BYTES, world
 
 ReduceOp = Literal["sum", "max", "min"]
 
@@ -29,6 +30,9 @@ _MEAN_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 # Complex dtypes are summed as their float pairs; max and min refuse them (not ordered).
 _REDUCIBLE = {d.np for d in _dtype.ALL if d.code.arithmetic or d.code.complex}
 _COMPLEX = {d.np for d in _dtype.ALL if d.code.complex}
+# op -> {dtype: _native.RedOp} for every pair that reduces: the small call's two lookups (issue 34).
+_REDOP_OF = {op: {dt: redop for dt in _REDUCIBLE if op == "sum" or dt not in _COMPLEX} for op, redop in _REDOPS.items()}
+_NO_REDOP: dict = {}
 
 
 def _contiguous(x):
@@ -65,6 +69,13 @@ def _group(group):
     return Group(group)
 
 
+def _native_of(group, name):
+    """The native group of `group` (None: the world's): the member's cached one on the small path."""
+    g = world_group() if group is None else group if isinstance(group, Group) else Group(group)
+    native = g._native
+    return native if native is not None else g.native(name)
+
+
 _NARROW = frozenset({np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8)})  # no native reduction: int32's
 
 
@@ -92,6 +103,13 @@ def empty_shared(shape: Sequence[int], dtype: Any = np.float32) -> np.ndarray:
     return world().empty_shared(shape, dtype)
 
 
+def _empty_out(shape, dtype):
+    """A collective's output: on the heap when small (no world lookup), else in shared memory."""
+    if math.prod(shape) * dtype.itemsize < SHARED_MIN_BYTES:
+        return np.empty(shape, dtype)
+    return world().empty_shared(shape, dtype)
+
+
 def barrier(group: Optional[Group] = None) -> None:
     """Wait until every member of the group (default: every rank) arrives."""
     native = _group(group).native("barrier")
@@ -111,13 +129,15 @@ def all_reduce(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = Non
         >>> x = np.full(4, float(gt.env.get_rank()), np.float32)
         >>> gt.distributed.all_reduce(x)        # on 2 ranks: [1., 1., 1., 1.] on both
     """
-    _check_array(x, "all_reduce")
-    if x.dtype in _NARROW:  # as OneFlow: reduced in a wider type, then narrowed (bool: sum is logical or)
-        target = x if out is None else out
-        target[...] = all_reduce(x.astype(np.int32), op, group).astype(x.dtype)
-        return target
-    redop = _redop(x, op, "all_reduce")
-    native = _group(group).native("all_reduce")
+    redop = _REDOP_OF.get(op, _NO_REDOP).get(x.dtype) if type(x) is np.ndarray else None
+    if redop is None:  # not an ndarray, a narrow dtype, or an error to raise
+        _check_array(x, "all_reduce")
+        if x.dtype in _NARROW:  # as OneFlow: reduced in a wider type, then narrowed (bool: sum is logical or)
+            target = x if out is None else out
+            target[...] = all_reduce(x.astype(np.int32), op, group).astype(x.dtype)
+            return target
+        redop = _redop(x, op, "all_reduce")
+    native = _native_of(group, "all_reduce")
     if _observers:
         _observe("all_reduce", x.nbytes, group)
     if out is not None:
@@ -193,13 +213,15 @@ def broadcast(x: np.ndarray, src: int = 0, group: Optional[Group] = None) -> np.
     """Copy the array of global rank `src` into x on every member, in place; returns x."""
     _check_array(x, "broadcast")
     g = _group(group)
-    if src not in g.ranks:
-        raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}")
-    native = g.native("broadcast")
+    try:
+        root = g.ranks.index(src)
+    except ValueError:
+        raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}") from None
+    native = g._native if g._native is not None else g.native("broadcast")
     if _observers:
         _observe("broadcast", x.nbytes, group)
     tmp = x if x.flags.c_contiguous else _contiguous(x)
-    native.broadcast(tmp, g.ranks.index(src))
+    native.broadcast(tmp, root)
     if tmp is not x:
         x[...] = tmp
     return x
@@ -225,14 +247,17 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     The result is placed in shared memory when large, so later collectives need no copy.
     """
     _check_array(x, "all_gather")
-    native = _group(group).native("all_gather")
+    native = _native_of(group, "all_gather")
     if _observers:
         _observe("all_gather", x.nbytes, group)
     x = _contiguous(x)
-    rows = list(sizes) if sizes is not None else _exchange_rows(native, x, "all_gather")
+    if sizes is None:
+        rows = _exchange_rows(native, x, "all_gather")
+    else:
+        rows = sizes if type(sizes) is list or type(sizes) is tuple else list(sizes)
     if len(rows) != native.size:
         raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(rows)}")
-    out = empty_shared((sum(rows),) + x.shape[1:], x.dtype)
+    out = _empty_out((sum(rows),) + x.shape[1:], x.dtype)
     _gather_into(native, x, out, rows, x.itemsize * math.prod(x.shape[1:]))
     return out
 
@@ -247,9 +272,10 @@ def _gather_into(native, x, out, rows, row_bytes):
         native.all_gather(x, out)
 
 
+@functools.lru_cache(maxsize=256)
 def _split_sizes(length, k):
     base, extra = divmod(length, k)
-    return [base + (1 if i < extra else 0) for i in range(k)]
+    return tuple(base + (1 if i < extra else 0) for i in range(k))
 
 
 def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = None,
@@ -258,20 +284,24 @@ def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] =
 
     sizes: the pieces' lengths; default the balanced split (the first L % k get one more).
     """
-    _check_array(x, "reduce_scatter")
-    if x.dtype in _NARROW:
-        return reduce_scatter(x.astype(np.int32), op, group, sizes).astype(x.dtype)
-    redop = _redop(x, op, "reduce_scatter")
-    g = _group(group)
-    native = g.native("reduce_scatter")
+    redop = _REDOP_OF.get(op, _NO_REDOP).get(x.dtype) if type(x) is np.ndarray else None
+    if redop is None:  # not an ndarray, a narrow dtype, or an error to raise
+        _check_array(x, "reduce_scatter")
+        if x.dtype in _NARROW:
+            return reduce_scatter(x.astype(np.int32), op, group, sizes).astype(x.dtype)
+        redop = _redop(x, op, "reduce_scatter")
+    native = _native_of(group, "reduce_scatter")
     if _observers:
         _observe("reduce_scatter", x.nbytes, group)
-    rows = list(sizes) if sizes is not None else _split_sizes(x.shape[0], native.size)
-    if len(rows) != native.size or sum(rows) != x.shape[0] or min(rows) < 0:
-        raise ValueError(f"reduce_scatter: sizes {rows} must be {native.size} non-negative lengths adding up to "
-                         f"axis 0 of the input ({x.shape[0]})")
+    if sizes is None:
+        rows = _split_sizes(x.shape[0], native.size)
+    else:
+        rows = list(sizes)
+        if len(rows) != native.size or sum(rows) != x.shape[0] or min(rows) < 0:
+            raise ValueError(f"reduce_scatter: sizes {rows} must be {native.size} non-negative lengths adding up "
+                             f"to axis 0 of the input ({x.shape[0]})")
     x = _contiguous(x)
-    out = empty_shared((rows[native.index],) + x.shape[1:], x.dtype)
+    out = _empty_out((rows[native.index],) + x.shape[1:], x.dtype)
     if getattr(native, "spans_hosts", False):  # every piece's length, alike on every rank: no exchange
         row = math.prod(x.shape[1:])
         native.reduce_scatter(x, out, redop, [int(r) * row for r in rows])
@@ -288,7 +318,7 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
     recv_sizes: what each member sends here, when known (saves one small exchange).
     """
     _check_array(x, "all_to_all")
-    native = _group(group).native("all_to_all")
+    native = _native_of(group, "all_to_all")
     if _observers:
         _observe("all_to_all", x.nbytes, group)
     x = _contiguous(x)
@@ -301,7 +331,7 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
         _gather_into(native, np.array(send, dtype=np.int64), table, [1] * native.size, 8 * native.size)
         recv_sizes = table[:, native.index].tolist()
     row_bytes = x.itemsize * math.prod(x.shape[1:])
-    out = empty_shared((sum(recv_sizes),) + x.shape[1:], x.dtype)
+    out = _empty_out((sum(recv_sizes),) + x.shape[1:], x.dtype)
     native.all_to_all(x, [s * row_bytes for s in send], out, [int(r) * row_bytes for r in recv_sizes])
     return out
 

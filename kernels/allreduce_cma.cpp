@@ -1,0 +1,104 @@
+// all_reduce of private buffers by cross-memory attach (process_vm_readv / process_vm_writev).
+//
+// Arrays numpy did not allocate in the arena (a bytearray's, a memmap, one made before the job)
+// used to pass through the staging slots: a copy in, a phase per 1 MiB chunk, a reduction out.
+// Here member i reads range i of every peer's input straight from the peer's memory into a small
+// cache-resident buffer, reduces it with its own range in rank order (the same bits as the other
+// algorithms), and writes the result into its own output and every peer's: one phase to start,
+// one to end, each byte crossing between processes once (Open MPI's sm BTL does the same with
+// its CMA single copy). Only the owner of range i reads or writes range i of any buffer, so in
+// place is safe. Whether every member may attach is probed once per group: member i reads one
+// byte of every peer's input and publishes the answer; the next phase makes the decision the
+// same on every rank (GLOBALTENSOR_CMA=0 turns it off).
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "group.h"
+#include "group_segment.h"
+#include "reduce.h"
+
+namespace gt {
+
+namespace {
+
+constexpr size_t kChunkBytes = size_t(256) << 10;  // per peer: the peers' chunks stay in L2
+
+bool cma_allowed_by_env() {
+  const char* v = std::getenv("GLOBALTENSOR_CMA");
+  if (!v) return true;
+  std::string s(v);
+  return !(s == "0" || s == "false" || s == "no" || s == "off");
+}
+
+// Move n bytes between `local` here and `remote` in process `pid`; false (errno set) on failure.
+bool cma_move(int pid, bool write, char* local, uint64_t remote, size_t n) {
+  while (n > 0) {
+    iovec l{local, n}, r{reinterpret_cast<void*>(uintptr_t(remote)), n};
+    ssize_t got = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    local += got;
+    remote += uint64_t(got);
+    n -= size_t(got);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Group::cma_agreed() {
+  if (cma_state_ >= 0) return cma_state_ == 1;
+  uint32_t ok = cma_allowed_by_env() ? 1 : 0;
+  char probe = 0;
+  for (int p = 0; p < k_ && ok; ++p)
+    if (p != me_ && desc(p).in_bytes > 0) ok = cma_move(slot(p).pid.load(std::memory_order_acquire), false, &probe,
+                                                         desc(p).in_addr, 1) ? 1 : 0;
+  desc(me_).cma = ok;
+  sync();  // every answer is published: all members decide alike
+  bool all = true;
+  for (int p = 0; p < k_; ++p) all = all && desc(p).cma == 1;
+  cma_state_ = all ? 1 : 0;
+  return all;
+}
+
+void Group::all_reduce_cma(const void* in, void* out, size_t count, int32_t dtype, int32_t redop) {
+  size_t esz = dtype_size(dtype), lo, hi;
+  split_range(count, k_, me_, 4096 / esz, &lo, &hi);
+  size_t chunk = kChunkBytes / esz;
+  if (cma_tmp_.size() < size_t(k_ - 1) * kChunkBytes) cma_tmp_.resize(size_t(k_ - 1) * kChunkBytes);
+  std::vector<const void*> srcs(k_);
+  std::vector<int> pids(k_);
+  for (int p = 0; p < k_; ++p) pids[p] = slot(p).pid.load(std::memory_order_acquire);
+  const char* mine_in = static_cast<const char*>(in);
+  char* mine_out = static_cast<char*>(out);
+  for (size_t c0 = lo; c0 < hi; c0 += chunk) {
+    size_t n = std::min(chunk, hi - c0), off = c0 * esz;
+    char* tmp = cma_tmp_.data();
+    for (int p = 0; p < k_; ++p) {
+      if (p == me_) {
+        srcs[p] = mine_in + off;
+        continue;
+      }
+      if (!cma_move(pids[p], false, tmp, desc(p).in_addr + off, n * esz))
+        fail(std::string("all_reduce: reading rank ") + std::to_string(ranks_[p]) + "'s input by cross-memory attach failed: " +
+             std::strerror(errno));
+      srcs[p] = tmp;
+      tmp += kChunkBytes;
+    }
+    void* dst = mine_out + off;
+    reduce_to(&dst, 1, srcs.data(), k_, n, dtype, redop, false);
+    for (int p = 0; p < k_; ++p)
+      if (p != me_ && !cma_move(pids[p], true, mine_out + off, desc(p).out_addr + off, n * esz))
+        fail(std::string("all_reduce: writing rank ") + std::to_string(ranks_[p]) + "'s output by cross-memory attach failed: " +
+             std::strerror(errno));
+  }
+  sync();  // no member returns (and reuses its buffers) while a peer still reads or writes them
+}
+
+}  // namespace gt
