@@ -43,12 +43,10 @@ class SparseTableState:
         found, self.pending = self.pending, []
         if not found:
             return np.zeros(0, np.int64), np.zeros((0, self.dim), np.dtype(self.dtype))
-        ids = np.concatenate([i for i, _ in found])
-        grads = np.concatenate([g for _, g in found])
-        uniq, inv = np.unique(ids, return_inverse=True)
-        sums = np.zeros((len(uniq), self.dim), grads.dtype)
-        np.add.at(sums, inv, grads)
-        return uniq, sums
+        if len(found) == 1:
+            return found[0]
+        from ...ps.tables import sum_rows_by_id  # one sort and segmented sum (np.add.at is ~6x slower)
+        return sum_rows_by_id(np.concatenate([i for i, _ in found]), np.concatenate([g for _, g in found]))
 
 
 class SparseLookup:
@@ -119,8 +117,12 @@ class SparseGradSink:
 
     def __call__(self, grad):
         t, (uniq, inv) = self.lookup.table, self.lookup.last
-        sums = np.zeros((len(uniq), t.dim), np.asarray(grad).dtype)
-        np.add.at(sums, inv, np.asarray(grad).reshape(-1, t.dim))
+        grad = np.asarray(grad).reshape(-1, t.dim)
+        sums = np.zeros((len(uniq), t.dim), grad.dtype)
+        if len(uniq) == len(inv):  # no id repeats (a large vocabulary): inv is a permutation
+            sums[inv] = grad
+        else:
+            np.add.at(sums, inv, grad)
         keep = uniq != t.padding_idx if t.padding_idx is not None else slice(None)
         t.pending.append((uniq[keep], sums[keep]))
 
