@@ -166,10 +166,11 @@ class PSState:
         self.client.stop()
 
     def _pull_dense(self):
-        values = self.client.pull_dense(list(self.params))
+        values = self.client.pull_dense(list(self.params))  # fresh arrays, assembled from the blocks: ours to keep
         for name, p in self.params.items():
-            p._local = np.array(values[name], dtype=p._local.dtype, copy=True).reshape(p._local.shape)
-            self.base[name] = np.array(p._local, copy=True)
+            p._local = np.asarray(values[name], dtype=p._local.dtype).reshape(p._local.shape)
+            if self.mode == "geo":  # the base of GEO's deltas (sync and async push gradients, need none)
+                self.base[name] = np.array(p._local, copy=True)
 
     def step(self, update):
         """In place of the program's update (update: its _Update): the PS step of the mode."""
