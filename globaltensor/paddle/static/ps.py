@@ -79,9 +79,11 @@ def job_spec(program, optimizer, mode, k_steps=0, servers=(), trainers=1, secret
     return job
 
 
-def initial_values(program):
-    """{name: array}: the dense parameters' values now (after the startup program has run)."""
-    return {_name(p): np.array(p._local, copy=True) for p in dense_parameters(program)}
+def initial_values(program, copy=True):
+    """{name: array}: the dense parameters' values now (after the startup program has run). copy=False: the
+    arrays themselves, for a caller that copies what it keeps (a Server copies its blocks)."""
+    take = (lambda a: np.array(a, copy=True)) if copy else np.asarray
+    return {_name(p): take(p._local) for p in dense_parameters(program)}
 
 
 def attach(program, client, mode=None, k_steps=None, ops=None, connect=False):
