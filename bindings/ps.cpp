@@ -50,9 +50,12 @@ void bind_ps(py::module_& m) {
     if (2 * size_t(ids.size()) > n_slots) throw py::value_error("ps_index_place: more ids than half the slots");
     int64_t *si = slot_ids.mutable_data(), *sr = slot_rows.mutable_data();
     const int64_t *pi = ids.data(), *pr = rows.data();
-    size_t n = size_t(ids.size());
-    py::gil_scoped_release release;
-    gt::ps_index_place(si, sr, n_slots, salt, shift, pi, pr, n);
+    size_t n = size_t(ids.size()), placed;
+    {
+      py::gil_scoped_release release;
+      placed = gt::ps_index_place(si, sr, n_slots, salt, shift, pi, pr, n);
+    }
+    if (placed < n) throw py::value_error("ps_index_place: the slots are full");
   }, py::arg("slot_ids"), py::arg("slot_rows"), py::arg("salt"), py::arg("shift"), py::arg("ids"), py::arg("rows"),
      "Puts (ids[i], rows[i]) into the first free slot from each id's home (ids absent and distinct; the caller "
      "keeps the slots at most half full).");

@@ -36,15 +36,17 @@ void ps_index_lookup(const int64_t* slot_ids, const int64_t* slot_rows, size_t n
   }
 }
 
-void ps_index_place(int64_t* slot_ids, int64_t* slot_rows, size_t n_slots, uint64_t salt, uint32_t shift,
-                    const int64_t* ids, const int64_t* rows, size_t n) {
+size_t ps_index_place(int64_t* slot_ids, int64_t* slot_rows, size_t n_slots, uint64_t salt, uint32_t shift,
+                      const int64_t* ids, const int64_t* rows, size_t n) {
   const size_t mask = n_slots - 1;
   for (size_t i = 0; i < n; ++i) {
     size_t s = home(ids[i], salt, shift);
-    while (slot_rows[s] >= 0) s = (s + 1) & mask;  // at most half full: a free slot exists
+    for (size_t probes = 0; slot_rows[s] >= 0; ++probes, s = (s + 1) & mask)
+      if (probes == n_slots) return i;  // no free slot: never loop forever
     slot_rows[s] = rows[i];
     slot_ids[s] = ids[i];
   }
+  return n;
 }
 
 }  // namespace gt

@@ -12,8 +12,9 @@ namespace gt {
 void ps_index_lookup(const int64_t* slot_ids, const int64_t* slot_rows, size_t n_slots, uint64_t salt, uint32_t shift,
                      const int64_t* ids, size_t n, int64_t* out);
 
-// Puts (ids[i], rows[i]) into free slots; the ids must be absent and distinct, the slots at most half full after.
-void ps_index_place(int64_t* slot_ids, int64_t* slot_rows, size_t n_slots, uint64_t salt, uint32_t shift,
+// Puts (ids[i], rows[i]) into free slots (the ids absent and distinct; the caller keeps the slots at most half
+// full); returns how many it placed: fewer than n only when the slots ran full.
+size_t ps_index_place(int64_t* slot_ids, int64_t* slot_rows, size_t n_slots, uint64_t salt, uint32_t shift,
                     const int64_t* ids, const int64_t* rows, size_t n);
 
 }  // namespace gt

@@ -42,6 +42,9 @@ def test_native_index_equals_the_numpy_fallback(monkeypatch):
     with pytest.raises(TypeError, match="int64"):
         _native.ps_index_lookup(np.zeros(16, np.int64), np.zeros(16, np.int64), 1, 60, np.zeros(2, np.int32),
                                 np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="full"):  # bad input raises, never loops
+        _native.ps_index_place(np.zeros(16, np.int64), np.arange(16, dtype=np.int64), 1, 60, np.array([5]),
+                               np.array([16]))
     with pytest.raises(ValueError, match="power-of-two"):
         _native.ps_index_lookup(np.zeros(12, np.int64), np.zeros(12, np.int64), 1, 60, np.zeros(2, np.int64),
                                 np.zeros(2, np.int64))
