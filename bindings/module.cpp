@@ -37,6 +37,7 @@ PYBIND11_MODULE(_native, m) {
   bind_layers(m);
   bind_node(m);
   bind_collectives(m);
+  bind_ps(m);
 #ifdef GLOBALTENSOR_WITH_CUDA
   bind_cuda(m);
   m.attr("with_cuda") = true;

@@ -1,7 +1,11 @@
-"""IdIndex: a vectorised open-addressing map from int64 ids to dense row numbers 0, 1, 2, ... (numpy only)."""
+"""IdIndex: an open-addressing map from int64 ids to dense row numbers 0, 1, 2, ... (native probes, numpy fallback)."""
 import numpy as np
 
+from .. import _native
 from ._mix import as_u64, splitmix64
+
+# kernels/ps_index.cpp: one probe loop per id over the same slot arrays and hash (an older build lacks them)
+_LOOKUP, _PLACE = getattr(_native, "ps_index_lookup", None), getattr(_native, "ps_index_place", None)
 
 _SALT = np.uint64(0x5851F42D4C957F2D)  # apart from server_of_ids' hash: a server's ids all share that one mod n
 _MIN_SLOTS = 1 << 10
@@ -31,6 +35,9 @@ class IdIndex:
         its own (found) or an empty one (absent) ends its probe. (Reading windows of slots a round costs more.)"""
         ids = np.ascontiguousarray(ids, dtype=np.int64).reshape(-1)
         out = np.full(ids.shape, -1, dtype=np.int64)
+        if _LOOKUP is not None:
+            _LOOKUP(self._slot_ids, self._slot_rows, int(_SALT), int(self._shift), ids, out)
+            return out
         pending = np.arange(ids.size)
         pos = self._home(ids)
         while pending.size:
@@ -73,6 +80,10 @@ class IdIndex:
     def _place(self, ids, rows):
         """Put (id, row) pairs into free slots. Each round every pending id writes its row into the slot it aims
         at if free; where several aim at one slot the last write stays, and the others probe on."""
+        if _PLACE is not None:
+            _PLACE(self._slot_ids, self._slot_rows, int(_SALT), int(self._shift),
+                   np.ascontiguousarray(ids, dtype=np.int64), np.ascontiguousarray(rows, dtype=np.int64))
+            return
         pending = np.arange(ids.size)
         pos = self._home(ids)
         while pending.size:

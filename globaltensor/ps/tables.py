@@ -187,7 +187,9 @@ class SparseTable:
 
     def _create(self, ids, rows, missing):
         """Admit and insert the distinct unseen ids among ids[missing]; fills their rows in `rows`."""
-        unseen, where = np.unique(ids[missing], return_inverse=True)
+        unseen, where = ids[missing], None
+        if unseen.size > 1 and not bool(np.all(unseen[1:] > unseen[:-1])):  # a client's ids come sorted, distinct
+            unseen, where = np.unique(unseen, return_inverse=True)
         if self.spec.padding_idx is not None:
             unseen_ok = unseen != self.spec.padding_idx
         else:
@@ -201,7 +203,7 @@ class SparseTable:
         self._values[new_rows] = seeded_rows(self.spec, new_ids)
         row_of_unseen = np.full(unseen.size, -1, dtype=np.int64)
         row_of_unseen[unseen_ok] = new_rows
-        rows[missing] = row_of_unseen[where]
+        rows[missing] = row_of_unseen if where is None else row_of_unseen[where]
 
     def _grow(self, n):
         """Make room for n rows (capacity x1.25 at least; new rows' state fresh). The arrays grow in place

@@ -2,11 +2,11 @@
 on it, Paddle's clear_grad without fresh zeros; against numpy's sum-then-divide and torch."""
 import numpy as np
 import pytest
-import torch
 
 import globaltensor as gt
 from globaltensor.distributed import collectives
 from conftest import rank_data, run_ranks
+from lazy_torch import torch
 
 STEPS = 3
 

@@ -79,9 +79,11 @@ def job_spec(program, optimizer, mode, k_steps=0, servers=(), trainers=1, secret
     return job
 
 
-def initial_values(program):
-    """{name: array}: the dense parameters' values now (after the startup program has run)."""
-    return {_name(p): np.array(p._local, copy=True) for p in dense_parameters(program)}
+def initial_values(program, copy=True):
+    """{name: array}: the dense parameters' values now (after the startup program has run). copy=False: the
+    arrays themselves, for a caller that copies what it keeps (a Server copies its blocks)."""
+    take = (lambda a: np.array(a, copy=True)) if copy else np.asarray
+    return {_name(p): take(p._local) for p in dense_parameters(program)}
 
 
 def attach(program, client, mode=None, k_steps=None, ops=None, connect=False):
@@ -166,10 +168,11 @@ class PSState:
         self.client.stop()
 
     def _pull_dense(self):
-        values = self.client.pull_dense(list(self.params))
+        values = self.client.pull_dense(list(self.params))  # fresh arrays, assembled from the blocks: ours to keep
         for name, p in self.params.items():
-            p._local = np.array(values[name], dtype=p._local.dtype, copy=True).reshape(p._local.shape)
-            self.base[name] = np.array(p._local, copy=True)
+            p._local = np.asarray(values[name], dtype=p._local.dtype).reshape(p._local.shape)
+            if self.mode == "geo":  # the base of GEO's deltas (sync and async push gradients, need none)
+                self.base[name] = np.array(p._local, copy=True)
 
     def step(self, update):
         """In place of the program's update (update: its _Update): the PS step of the mode."""

@@ -82,7 +82,8 @@ def init_server(dirname=None, var_names=None, **kwargs):
     from ....ps import Server
     from ...static import ps
     dirname = dirname if dirname is not None else kwargs.pop("model_dir", None)
-    _ps["server"] = Server(job, role()._server_index(), initial=ps.initial_values(_ps["program"]), model_dir=dirname)
+    _ps["server"] = Server(job, role()._server_index(), initial=ps.initial_values(_ps["program"], copy=False),
+                          model_dir=dirname)
 
 
 def run_server():
