@@ -72,6 +72,11 @@ void bind_collectives(py::module_& m) {
         py::gil_scoped_release r;
         g.all_gather(i.ptr, i.nbytes, o.ptr, o.nbytes);
       }, py::arg("input"), py::arg("output"))
+      .def("all_gather_async", [](Group& g, py::array in, py::array out) {
+        View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
+        return g.all_gather_async(i.ptr, i.nbytes, o.ptr, o.nbytes);
+      }, py::arg("input"), py::arg("output"),
+         "all_gather on the group's worker thread; the caller keeps the arrays alive until wait().")
       .def("reduce_scatter", [](Group& g, py::array in, py::array out, gt::RedOp redop) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
         gt::DType dtype = reduce_dtype(in, out, redop, "reduce_scatter");

@@ -9,7 +9,7 @@ from .autograd.tape import drop_piece
 from .sbp import broadcast
 from .scope import recorder
 from .fsdp_api import become_fsdp_module, check_policies
-from .fsdp_group import GatherGroup, gather_arrays, groupable
+from .fsdp_group import Ahead, GatherGroup, gather_arrays, groupable
 from .tensor import Layout, Tensor
 from .zero import check_mesh_dim, reshard_parameter, shard_sbp
 
@@ -99,7 +99,8 @@ def _owned_parameters(module):
                      if c is not None and getattr(c, "_fsdp_unit", None) is None)
 
 
-_forwards = threading.local()  # .depth: fully_shard forwards running on this thread (the root's is the outermost)
+_forwards = threading.local()  # .depth: fully_shard forwards running on this thread (the root's is the outermost);
+# .serial: the number of the root forward (a pass); .seq: the units that gathered in it, in order
 
 
 class _Unit:
@@ -114,6 +115,8 @@ class _Unit:
         self.sync, self.unsynced, self.reshard_after_backward = True, None, True
         self.ready = None  # (copies of the shards, their gathered arrays): unshard()'s, for the next forward
         self.forward_prefetch = self.backward_prefetch = ()
+        self.next_fwd = self.prev_fwd = None  # the units before and after this one in the last pass
+        self.ahead = self.ahead_back = None  # an Ahead gather started for this unit's forward / backward
         self.is_last_backward = True
 
     def split_params(self):
@@ -123,6 +126,8 @@ class _Unit:
         if recorder() is not None:  # inside a graph's capture: the parameters stay S(0), ops box them
             return None
         depth = getattr(_forwards, "depth", 0)
+        if depth == 0:
+            _forwards.serial, _forwards.seq = getattr(_forwards, "serial", 0) + 1, []
         if self.reshard_rule is None:  # PyTorch's None: every unit but the outermost reshards
             self.reshard = depth > 0
         _forwards.depth = depth + 1
@@ -136,6 +141,9 @@ class _Unit:
         for (owner, name, p), full in zip(split_here, fulls):
             owner._parameters[name] = full
         self.gathered = list(zip(fulls, params))
+        if params:
+            _forwards.seq.append(self)
+            self._prefetch(self.forward_prefetch, self.next_fwd, "ahead", _forwards.serial)
         args = list(args)
         for i, t in zip(at, through):
             args[i] = t
@@ -152,6 +160,8 @@ class _Unit:
         if recorder() is not None:
             return None
         _forwards.depth = max(getattr(_forwards, "depth", 1) - 1, 0)
+        if _forwards.depth == 0:
+            _link(_forwards.seq)
         gathered = self._restore()
         out = _cast_outputs(out, self.mp.output_dtype)
         if not self.reshard:
@@ -169,6 +179,30 @@ class _Unit:
             owner._parameters[name] = p
         gathered, self.gathered = self.gathered, []
         return gathered
+
+    def _prefetch(self, modules, implicit, slot, key):
+        """Start the gathers of the units that come next (the modules set_modules_to_*_prefetch named,
+        else `implicit`: in forward the unit that came next in the last pass) on the group's worker
+        thread, while this unit computes: one all_gather each, at the same point on every rank (the
+        order is the model's, the same on every rank)."""
+        for unit in [m._fsdp_unit for m in modules] if modules else [implicit] if implicit is not None else []:
+            params, old = unit.split_params(), getattr(unit, slot)
+            if old is not None:
+                if old.key == key:
+                    continue
+                old.take((), None)  # started for a pass that did not use it: waited for, dropped
+            if params and groupable(params) and unit.ready is None:
+                setattr(unit, slot, Ahead(params, unit.param_dtype and unit.param_dtype.np, key))
+            else:
+                setattr(unit, slot, None)
+
+    def take_ahead(self, params, slot="ahead", key=None):
+        """The arrays a prefetch gathered for params in this pass, or None (then the caller gathers)."""
+        ahead = getattr(self, slot)
+        if ahead is None:
+            return None
+        setattr(self, slot, None)
+        return ahead.take(params, getattr(_forwards, "serial", 0) if key is None else key)
 
     def unshard(self):
         """Gather the split parameters now, kept for the next forward (FSDPModule.unshard)."""
@@ -216,6 +250,14 @@ class _Unit:
         return [g if h is None else h if g is None else h + g for h, g in zip(held, grads)]
 
 
+def _link(seq):
+    """The units of a finished pass learn their neighbours: the next pass prefetches along them."""
+    for unit in seq:
+        unit.next_fwd = unit.prev_fwd = None
+    for a, b in zip(seq, seq[1:]):
+        a.next_fwd, b.prev_fwd = b, a
+
+
 def _cast_outputs(out, dtype):
     """out's floating tensors (a tensor, or a tuple/list of them) cast to dtype (None: out)."""
     def cast(o):
@@ -240,7 +282,7 @@ def _gather_all(params, unit, differentiable, through):
         if differentiable:
             got = GatherGroup.apply(unit, len(through), *through, *params)
             return list(got[len(through):]), list(got[:len(through)])
-        arrays = unit.take_ready(params) or gather_arrays(params, dtype and dtype.np)
+        arrays = unit.take_ready(params) or unit.take_ahead(params) or gather_arrays(params, dtype and dtype.np)
         return [Tensor._wrap(a, Layout.of(tuple(p.shape), dtype or p.dtype, p.placement, (broadcast,)))
                 for a, p in zip(arrays, params)], through
     fulls = []
@@ -298,17 +340,22 @@ class _Regather(Function):
 
     @staticmethod
     def forward(ctx, pending, unit, *outs):
-        ctx.pending, ctx.unit = pending, unit
+        ctx.pending, ctx.unit, ctx.serial = pending, unit, getattr(_forwards, "serial", 0)
         return outs if len(outs) > 1 else outs[0]
 
     @staticmethod
     def backward(ctx, *grads):
         freed = [(full, p) for full, p in ctx.pending if full._local is _FREED]
         unit = ctx.unit
-        if freed and groupable([p for _, p in freed]):
+        params = [p for _, p in freed]
+        if freed and groupable(params):
             dtype = unit.param_dtype and unit.param_dtype.np
-            for (full, _), array in zip(freed, gather_arrays([p for _, p in freed], dtype)):
+            arrays = unit.take_ahead(params, "ahead_back", ctx.serial) or gather_arrays(params, dtype)
+            for (full, _), array in zip(freed, arrays):
                 full._local = array
+            # only the units set_modules_to_backward_prefetch names: a gather ahead here would hold a third
+            # layer (this unit's copies and full gradients, and the next one's copies) past the memory bound
+            unit._prefetch(unit.backward_prefetch, None, "ahead_back", ctx.serial)
         else:
             for full, p in freed:  # in the copy's dtype (mixed precision: the cast after _Gather)
                 full._local = _gather(p, unit.mesh_dim, full.dtype)._local

@@ -92,11 +92,11 @@ class FSDPModule:
             unit.reshard_rule = unit.reshard = _flag("reshard_after_forward", reshard_after_forward)
 
     def set_modules_to_forward_prefetch(self, modules):
-        """Accepted and checked; gathers are not prefetched here (each runs when its unit starts)."""
+        """These units' gathers start while this one's forward runs (default: the unit that ran next in the last forward)."""
         self._fsdp_unit.forward_prefetch = _fsdp_modules(modules)
 
     def set_modules_to_backward_prefetch(self, modules):
-        """Accepted and checked; as set_modules_to_forward_prefetch."""
+        """These units' gathers start while this one's backward runs (default: none, see docs/big_models.md)."""
         self._fsdp_unit.backward_prefetch = _fsdp_modules(modules)
 
     def set_is_last_backward(self, is_last_backward):

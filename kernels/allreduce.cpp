@@ -39,6 +39,11 @@ std::shared_ptr<Work> Group::all_reduce_async(const void* in, void* out, size_t 
   return worker_->submit([=] { all_reduce(in, out, count, dtype, redop); });
 }
 
+std::shared_ptr<Work> Group::all_gather_async(const void* in, size_t in_bytes, void* out, size_t out_bytes) {
+  if (!worker_) worker_ = std::make_unique<Worker>();
+  return worker_->submit([=] { all_gather(in, in_bytes, out, out_bytes); });
+}
+
 void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, int32_t redop) {
   size_t esz = dtype_size(dtype), nbytes = count * esz;
   if (k_ == 1) {  // nothing to combine with

@@ -101,6 +101,8 @@ class Group {
   // all_reduce on this group's worker thread; the buffers must live until the Work is done.
   // Every blocking op first waits for queued ones, so all ranks keep one order of collectives.
   std::shared_ptr<Work> all_reduce_async(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
+  // all_gather on this group's worker thread (fully_shard's prefetch of the next unit); as above.
+  std::shared_ptr<Work> all_gather_async(const void* in, size_t in_bytes, void* out, size_t out_bytes);
   void drain();
   // send_bytes[q]: bytes for group member q, laid out back to back in `in`; likewise recv.
   void all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes);

@@ -189,6 +189,26 @@ def all_reduce_async(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group]
     return Work(native.all_reduce_async(x, x, redop), (x,))
 
 
+def all_gather_async(x: np.ndarray, sizes: Sequence[int], group: Optional[Group] = None) -> Any:
+    """Start all_gather(x, group, sizes) on the group's worker thread: (a Work, the output it fills),
+    or None, with nothing started, where the group has no worker (a group spanning hosts): the
+    caller gathers when it needs the value. sizes: every member's length along axis 0, the same
+    on every rank. As all_reduce_async: x is left untouched until wait(), later collectives on the
+    group wait for it."""
+    _check_array(x, "all_gather_async")
+    native = _native_of(group, "all_gather")
+    if not isinstance(native, _native.Group):
+        return None
+    rows = list(sizes)
+    if len(rows) != native.size:
+        raise ValueError(f"all_gather_async: sizes needs one entry per member ({native.size}), got {len(rows)}")
+    if _observers:
+        _observe("all_gather", x.nbytes, group)
+    x = _contiguous(x)
+    out = _empty_out((sum(rows),) + x.shape[1:], x.dtype)
+    return Work(native.all_gather_async(x, out), (x, out)), out
+
+
 def all_reduce_mean(x: np.ndarray, group: Optional[Group] = None, now: bool = True) -> Any:
     """x replaced in place by its mean over the group in one pass (the sum divided by the group's
     size in the reduction kernel: the bits of a sum then `x /= size`): done on return (now), else
