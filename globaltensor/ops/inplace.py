@@ -22,10 +22,10 @@ from ..tensor import Tensor
 # --- in-place ops -------------------------------------------------------------------------------
 # An in-place op computes its result out of place with the dispatcher, from a shallow copy of
 # the tensor that takes the old version's place in the autograd graph, casts it to the tensor's
-# dtype and boxes it to the tensor's placement and SBP; the tensor then takes the result's piece
-# (and, when recorded, its node). Other tensors over the old piece (views, detach()) keep the old
-# values: the piece is replaced, never written into (a piece may be shared with a boxing source or
-# a cached autograd seed).
+# dtype and boxes it to the tensor's placement and SBP; the tensor then takes the result (and, when
+# recorded, its node): written into its piece when that is a writeable array of the same kind,
+# shape and dtype and the op was not recorded, so views, detach() and .data see it and data_ptr()
+# stays (PyTorch's storage; caches that share pieces mark them read-only); else the piece is replaced.
 
 _LEAF = "a leaf Tensor that requires grad is being used in an in-place operation"  # OneFlow's words
 
