@@ -183,13 +183,14 @@ class Tensor:
         its place in the autograd graph (the op's context names this tensor as its output). `new`
         has this tensor's shape, dtype and layout. An unrecorded result is written into the piece
         when it is a writeable array of the same kind, shape and dtype (PyTorch's storage: views,
-        detach() and .data see it, data_ptr() stays); a recorded one replaces the piece (its op
-        read the old version, which keeps it). `old` (the shallow copy holding the value
+        detach() and .data see it, data_ptr() stays); a recorded one, or one in a graph's capture,
+        replaces the piece (its op read the old version, which keeps it; a capture follows pieces). `old` (the shallow copy holding the value
         before) is kept, stamped with the autograd clock `now`, when a recorded op read this
         tensor since its last change: that op's backward sees `old`, the value it was given
         (autograd.seen_inputs)."""
         piece, kept = self._local, old is not None and self._read_at > (self._past[-1][0] if self._past else 0)
-        if new._node is None and _fits(piece, new._local):  # written into: aliases and data_ptr() see it
+        rec = _recorder()  # a graph's capture follows pieces by identity: it gets the new one
+        if new._node is None and rec is None and _fits(piece, new._local):  # written into: aliases see it
             if piece is not new._local:
                 if kept:
                     old._local = piece.copy()  # the version a recorded op read keeps its values
@@ -199,7 +200,7 @@ class Tensor:
             self._local = new._local
         if kept:
             self._past = (self._past or []) + [(now, old)]
-        if (rec := _recorder()) is not None:
+        if rec is not None:
             rec.became(self)
         node = new._node
         if node is not None:

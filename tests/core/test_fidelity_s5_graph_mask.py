@@ -1,0 +1,40 @@
+"""x[mask] = value inside nn.Graph (OneFlow's test_lazy_tensor_indexing bool_indices): a masked_fill the graph records (issue 28)."""
+import numpy as np
+import pytest
+
+import globaltensor as gt
+from conftest import run_ranks
+
+MASK = [True, False, True, True, False, False, False, True]
+
+
+def _graph_mask_fill(sbp_name):
+    sbp = {"B": gt.sbp.broadcast, "S0": gt.sbp.split(0)}[sbp_name]
+    placement = gt.placement("cpu", [0, 1])
+    v = gt.arange(1, 9, dtype=gt.float32).to_global(placement, gt.sbp.broadcast).to_global(sbp=sbp)
+    mask = gt.tensor(MASK, dtype=gt.bool).to_global(placement, gt.sbp.broadcast).to_global(sbp=sbp)
+
+    class Fill(gt.nn.Graph):
+        def build(self, x):
+            y = x * 1
+            y[mask] = 6.6  # the mask: a global tensor made before the graph, read as state
+            return y
+
+    g = Fill()
+    with gt.debug.count_collectives() as counted:
+        first = g(v)
+    again = g(v + 1)  # replayed
+    return first.numpy(), again.numpy(), first.sbp == v.sbp, dict(counted)
+
+
+@pytest.mark.parametrize("sbp_name", ["S0"])
+def test_bool_mask_assignment_in_a_graph_matches_torch(sbp_name):
+    torch = pytest.importorskip("torch")
+    want = torch.arange(1, 9, dtype=torch.float32)
+    want[torch.tensor(MASK)] = 6.6
+    want_again = torch.arange(2, 10, dtype=torch.float32)
+    want_again[torch.tensor(MASK)] = 6.6
+    for first, again, same_sbp, counted in run_ranks(_graph_mask_fill, 2, sbp_name, timeout=90):
+        np.testing.assert_allclose(first, want.numpy(), rtol=0, atol=0)
+        np.testing.assert_allclose(again, want_again.numpy(), rtol=0, atol=0)
+        assert same_sbp and not counted  # a split x and mask: each rank fills its own rows
