@@ -75,3 +75,15 @@ def test_global_data_shares_each_ranks_piece():
     x[1:] = 7
     assert x.data_ptr() == ptr == x.to_local().data_ptr()
     assert x.tolist() == [3.0, 7.0, 7.0, 7.0]
+
+
+def test_to_global_gives_a_tensor_of_its_own():
+    """A B -> S conversion slices a view of the source piece: the converted tensor copies it, so an
+    in-place write to either leaves the other alone (OneFlow's to_global makes a new tensor)."""
+    p = gt.placement("cpu", [0])
+    x = gt.arange(8.0).to_global(p, gt.sbp.broadcast)
+    y = x.to_global(sbp=gt.sbp.split(0))
+    x.add_(1)
+    y.mul_(2)
+    assert x.tolist() == [float(i + 1) for i in range(8)] and y.tolist() == [2.0 * i for i in range(8)]
+    assert x.to_local().data_ptr() == x.data_ptr()  # to_local shares, as OneFlow's
