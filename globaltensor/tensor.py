@@ -23,19 +23,20 @@ def _fits(piece, value) -> bool:
 
 
 def _keep_origin(alias, piece, now) -> None:
-    """Before `piece` of a detach() alias is written: the tensor it was detached from, when a
-    recorded op read it since its last change, keeps that version (a copy) for backward. Not a
-    tensor that requires grad (its old version could not carry its gradient): as PyTorch's .data,
-    a backward after `p.data.mul_(2)` sees the new values."""
-    ref = getattr(alias, "_origin", None)
-    origin = ref() if ref is not None else None
-    if origin is None or origin.requires_grad or origin._local is not piece or origin._read_at <= (origin._past[-1][0] if origin._past else 0):
-        return
-    before = Tensor.__new__(Tensor)
-    for name in Tensor.__slots__[:-4]:  # its place in the graph stays the origin's
-        setattr(before, name, getattr(origin, name))
-    before._local, before._past = piece.copy(), None
-    origin._past = (origin._past or []) + [(now, before)]
+    """Before `piece` of a detach() alias is written: each tensor it was detached from (x in
+    x.detach().detach()), when a recorded op read it since its last change, keeps that version (a
+    copy) for backward. Not one that requires grad (its old version could not carry its
+    gradient): as PyTorch's .data, a backward after `p.data.mul_(2)` sees the new values."""
+    ref, copied = getattr(alias, "_origin", None), None
+    while ref is not None and (origin := ref()) is not None and origin._local is piece:
+        if not origin.requires_grad and origin._read_at > (origin._past[-1][0] if origin._past else 0):
+            before = Tensor.__new__(Tensor)
+            for name in Tensor.__slots__[:-4]:  # its place in the graph stays the origin's
+                setattr(before, name, getattr(origin, name))
+            copied = piece.copy() if copied is None else copied
+            before._local, before._past = copied, None
+            origin._past = (origin._past or []) + [(now, before)]
+        ref = getattr(origin, "_origin", None)
 
 
 class Layout:

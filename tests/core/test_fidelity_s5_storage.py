@@ -87,3 +87,14 @@ def test_to_global_gives_a_tensor_of_its_own():
     y.mul_(2)
     assert x.tolist() == [float(i + 1) for i in range(8)] and y.tolist() == [2.0 * i for i in range(8)]
     assert x.to_local().data_ptr() == x.data_ptr()  # to_local shares, as OneFlow's
+
+
+def test_write_through_an_alias_of_an_alias_keeps_what_backward_saw():
+    w = gt.ones(3, requires_grad=True)
+    x = gt.tensor([1.0, 2.0, 3.0])
+    y = x.detach()
+    z = (w * x).sum() + (w * y).sum()
+    y.detach()[:] = 0  # x and y both change; both keep the version their ops read
+    assert x.tolist() == y.tolist() == [0.0, 0.0, 0.0]
+    z.backward()
+    assert w.grad.tolist() == [2.0, 4.0, 6.0]
