@@ -185,10 +185,10 @@ class Tensor:
         has this tensor's shape, dtype and layout. An unrecorded result is written into the piece
         when it is a writeable array of the same kind, shape and dtype (PyTorch's storage: views,
         detach() and .data see it, data_ptr() stays); a recorded one, or one in a graph's capture,
-        replaces the piece (its op read the old version, which keeps it; a capture follows pieces). `old` (the shallow copy holding the value
-        before) is kept, stamped with the autograd clock `now`, when a recorded op read this
-        tensor since its last change: that op's backward sees `old`, the value it was given
-        (autograd.seen_inputs)."""
+        replaces the piece (its op read the old version, which keeps it; a capture follows
+        pieces). `old` (the shallow copy holding the value before) is kept, stamped with the
+        autograd clock `now`, when a recorded op read this tensor since its last change: that
+        op's backward sees `old`, the value it was given (autograd.seen_inputs)."""
         piece, kept = self._local, old is not None and self._read_at > (self._past[-1][0] if self._past else 0)
         rec = _recorder()  # a graph's capture follows pieces by identity: it gets the new one
         if new._node is None and rec is None and _fits(piece, new._local):  # written into: aliases see it

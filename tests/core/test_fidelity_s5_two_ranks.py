@@ -1,4 +1,4 @@
-"""On 2 ranks, one spawn: x[mask] = value inside nn.Graph (OneFlow's lazy bool_indices), to_global's size check (issue 28)."""
+"""On 2 ranks, one spawn: x[mask] = v in nn.Graph (OneFlow's lazy bool_indices), to_global's size check (issue 28)."""
 import numpy as np
 import pytest
 
