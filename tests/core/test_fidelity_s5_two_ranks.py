@@ -24,7 +24,17 @@ def _graph_mask_fill(sbp_name):
     with gt.debug.count_collectives() as counted:
         first = g(v)
     again = g(v + 1)  # replayed
-    return first.numpy(), again.numpy(), first.sbp == v.sbp, dict(counted), _unbalanced_pieces(placement)
+    return first.numpy(), again.numpy(), first.sbp == v.sbp, dict(counted), _unbalanced_pieces(placement), \
+        _shared_pieces(placement)
+
+
+def _shared_pieces(placement):
+    """A split tensor's .data and detach() share each rank's piece: writes through them change it."""
+    x = gt.arange(8, dtype=gt.float32).to_global(placement, gt.sbp.broadcast).to_global(sbp=gt.sbp.split(0))
+    ptr = x.data_ptr()
+    x.data.mul_(3)
+    x.detach()[0] = -1.0  # the first element of the global value, on rank 0's piece
+    return x.numpy().tolist(), x.data_ptr() == ptr
 
 
 def _unbalanced_pieces(placement):
@@ -45,7 +55,8 @@ def test_bool_mask_assignment_in_a_graph_matches_torch_and_piece_sizes_are_check
     want[torch.tensor(MASK)] = 6.6
     want_again = torch.arange(2, 10, dtype=torch.float32)
     want_again[torch.tensor(MASK)] = 6.6
-    for first, again, same_sbp, counted, raised in run_ranks(_graph_mask_fill, 2, sbp_name, timeout=90):
+    for first, again, same_sbp, counted, raised, shared in run_ranks(_graph_mask_fill, 2, sbp_name, timeout=90):
+        assert shared == ([-1.0] + [3.0 * i for i in range(1, 8)], True)
         assert raised is not None and raised[0]
         assert raised[1].startswith("Sizes of tensors must match except in dimension 1. Expected size 2 but got size 4 "
                                     "for tensor on rank 1!")
