@@ -15,6 +15,7 @@ from ..errors import PlacementError
 from ..placement import placement as Placement
 from ..sbp import broadcast, normalize, partial_sum
 from ..sbp import sbp as _SBP
+from ..scope import recorder as _recorder
 from ..tensor import Tensor, device
 from .elementwise import cast, clone
 
@@ -43,7 +44,7 @@ def to_global(x: Tensor, placement: Optional[Placement] = None, sbp: SbpArg = No
 def _own_piece(x, out):
     """out, its piece copied when it is a view into global x's (a B -> S slice): in-place ops write
     into pieces (PyTorch's storage), and a converted tensor is a new one, as OneFlow's."""
-    if out is x or x.is_local:
+    if out is x or x.is_local or _recorder() is not None:  # a capture follows pieces (and replaces them)
         return out
     piece, source = out._local, x._local
     base = getattr(piece, "base", None)
