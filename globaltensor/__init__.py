@@ -9,7 +9,7 @@ def _load_surface():
 
 
 def __getattr__(name):
-    """gt.unittest (flow.unittest), gt.framework and gt._oneflow_internal on first use: importing the package
+    """gt.unittest (flow.unittest), gt.framework, gt.sysconfig and gt._oneflow_internal on first use: importing the package
     loads neither. In a launcher process (distributed/launcher_mode.py) any other name loads the package first."""
     if name == "unittest":
         from .unittest import TestCase  # noqa: F401 - loads the submodule, which the import system sets here
@@ -17,6 +17,9 @@ def __getattr__(name):
     if name == "framework":
         from .framework import args_tree  # noqa: F401 - as above
         return globals()["framework"]
+    if name == "sysconfig":
+        from .sysconfig import with_cuda  # noqa: F401 - as above
+        return globals()["sysconfig"]
     if name == "_oneflow_internal":
         from ._oneflow_internal import cpu_broadcast  # noqa: F401 - as above
         return globals()["_oneflow_internal"]

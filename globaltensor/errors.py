@@ -29,6 +29,10 @@ class IndexRuntimeError(RuntimeError, IndexError):
     tensor of a non-integer dtype, an index into a 0-dim tensor."""
 
 
+class IndexTypeError(TypeError, RuntimeError):
+    """An index of a type that cannot index (a float slice bound): PyTorch's TypeError, OneFlow's RuntimeError."""
+
+
 class DTypeError(TypeError, RuntimeError):
     """Dtypes that do not fit together (OneFlow: TypeError or RuntimeError, by op)."""
 

@@ -15,6 +15,30 @@ from .sbp import sbp as SBP
 from .scope import recorder as _recorder
 
 
+def _fits(piece, value) -> bool:
+    """Whether `value` can be written into `piece` in place: same array kind, shape and dtype, and
+    the piece writeable (numpy's flag; cupy has none)."""
+    return type(piece) is type(value) and hasattr(piece, "shape") and piece.shape == value.shape \
+        and piece.dtype == value.dtype and getattr(piece.flags, "writeable", True)
+
+
+def _keep_origin(alias, piece, now) -> None:
+    """Before `piece` of a detach() alias is written: each tensor it was detached from (x in
+    x.detach().detach()), when a recorded op read it since its last change, keeps that version (a
+    copy) for backward. Not one that requires grad (its old version could not carry its
+    gradient): as PyTorch's .data, a backward after `p.data.mul_(2)` sees the new values."""
+    ref, copied = getattr(alias, "_origin", None), None
+    while ref is not None and (origin := ref()) is not None and origin._local is piece:
+        if not origin.requires_grad and origin._read_at > (origin._past[-1][0] if origin._past else 0):
+            before = Tensor.__new__(Tensor)
+            for name in Tensor.__slots__[:-4]:  # its place in the graph stays the origin's
+                setattr(before, name, getattr(origin, name))
+            copied = piece.copy() if copied is None else copied
+            before._local, before._past = copied, None
+            origin._past = (origin._past or []) + [(now, before)]
+        ref = getattr(origin, "_origin", None)
+
+
 class Layout:
     """Global shape, dtype, placement and sbp; interned, so identity means equality. The table
     holds layouts weakly: one nothing refers to goes, and identity still means equality among
@@ -113,9 +137,10 @@ class Tensor:
     over `placement` as `sbp` says. Conversions live in boxing/; no op logic here."""
 
     __slots__ = ("_local", "_global_shape", "_dtype", "_placement", "_sbp", "requires_grad", "grad", "_node",
-                 "_source", "_grad_sbp", "_layout", "_read_at", "_past", "_global_id", "_retains_grad", "__weakref__")
-    # _global_id and _retains_grad are set only by global_id() and retain_grad() (never by the
-    # constructors: _wrap stays as fast); read with getattr and a default
+                 "_source", "_grad_sbp", "_layout", "_read_at", "_past", "_global_id", "_retains_grad", "_origin",
+                 "__weakref__")
+    # _global_id, _retains_grad and _origin are set only by global_id(), retain_grad() and detach()
+    # (never by the constructors: _wrap stays as fast); read with getattr and a default
 
     def __init__(self, local: Any, global_shape: Optional[tuple[int, ...]] = None, dtype: Optional[_dtype.DType] = None,
                  placement: Optional[Placement] = None, sbp: Optional[tuple[SBP, ...]] = None) -> None:
@@ -146,7 +171,7 @@ class Tensor:
         """The old version of a tensor an in-place op is about to change: another object over the
         same piece that takes this one's place in the autograd graph (so the graph has no cycle)."""
         t = Tensor.__new__(Tensor)
-        for name in Tensor.__slots__[:-3]:  # not _global_id, _retains_grad: the old version has neither
+        for name in Tensor.__slots__[:-4]:  # not _global_id, _retains_grad, _origin: the old version has none
             setattr(t, name, getattr(self, name))
         t._past = None
         if self._node is not None:
@@ -157,14 +182,26 @@ class Tensor:
     def _become(self, new, old=None, now=0):
         """End of an in-place op: this tensor takes `new`'s piece and, when the op was recorded,
         its place in the autograd graph (the op's context names this tensor as its output). `new`
-        has this tensor's shape, dtype and layout. `old` (the shallow copy holding the value
-        before) is kept, stamped with the autograd clock `now`, when a recorded op read this
-        tensor since its last change: that op's backward sees `old`, the value it was given
-        (autograd.seen_inputs)."""
-        if old is not None and self._read_at > (self._past[-1][0] if self._past else 0):
+        has this tensor's shape, dtype and layout. An unrecorded result is written into the piece
+        when it is a writeable array of the same kind, shape and dtype (PyTorch's storage: views,
+        detach() and .data see it, data_ptr() stays); a recorded one, or one in a graph's capture,
+        replaces the piece (its op read the old version, which keeps it; a capture follows
+        pieces). `old` (the shallow copy holding the value before) is kept, stamped with the
+        autograd clock `now`, when a recorded op read this tensor since its last change: that
+        op's backward sees `old`, the value it was given (autograd.seen_inputs)."""
+        piece, kept = self._local, old is not None and self._read_at > (self._past[-1][0] if self._past else 0)
+        rec = _recorder()  # a graph's capture follows pieces by identity: it gets the new one
+        if new._node is None and rec is None and _fits(piece, new._local):  # written into: aliases see it
+            if piece is not new._local:
+                if kept:
+                    old._local = piece.copy()  # the version a recorded op read keeps its values
+                _keep_origin(self, piece, now)
+                piece[...] = new._local
+        else:
+            self._local = new._local
+        if kept:
             self._past = (self._past or []) + [(now, old)]
-        self._local = new._local
-        if (rec := _recorder()) is not None:
+        if rec is not None:
             rec.became(self)
         node = new._node
         if node is not None:
@@ -253,7 +290,12 @@ class Tensor:
         return self.numpy().reshape(()).item()
 
     def detach(self) -> Tensor:
-        return Tensor(self._local, self._global_shape, self._dtype, self._placement, self._sbp)
+        """This tensor without autograd history, over the same piece (PyTorch's storage sharing):
+        an in-place op on either changes both. Changing the alias after a recorded op read this
+        tensor keeps the value that op saw for its backward (PyTorch raises there)."""
+        t = Tensor(self._local, self._global_shape, self._dtype, self._placement, self._sbp)
+        t._origin = weakref.ref(self)
+        return t
 
     @property
     def data(self) -> Tensor:

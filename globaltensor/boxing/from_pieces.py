@@ -4,7 +4,7 @@ import hashlib
 from .. import layout
 from ..backends.devices import device
 from ..env import get_rank
-from ..errors import PlacementError
+from ..errors import PlacementError, ShapeError
 from ..sbp import broadcast, normalize, split
 from ..tensor import Tensor
 from .execution import _alloc, _contiguous, _group, _redistribute
@@ -101,13 +101,17 @@ def _infer_global_shape(shapes, placement, sbp, first):
                 rank = int(placement.ranks[coord])
                 totals[key] = totals.get(key, 0) + shapes[rank][d]
             if len(set(totals.values())) > 1:
-                raise ValueError(f"to_global: the pieces split along dim {d} do not add up to one length: {totals}")
+                raise ShapeError(f"to_global: the pieces split along dim {d} do not add up to one length: {totals}")
             global_shape[d] = totals.popitem()[1]
         else:
             seen = {shapes[int(placement.ranks[c])][d] for c in reps}
             if len(seen) > 1:
-                raise ValueError(f"to_global: dim {d} is not split, so every piece needs the same length there; "
-                                 f"got {sorted(seen)} ({_shapes_text(shapes)})")
+                odd = min(int(placement.ranks[c]) for c in reps if shapes[int(placement.ranks[c])][d] != ref[d])
+                where = ", ".join(str(s.dim) for s in sbp if isinstance(s, split)) or "none"
+                raise ShapeError(f"Sizes of tensors must match except in dimension {where}. Expected size {ref[d]} but "
+                                 f"got size {shapes[odd][d]} for tensor on rank {odd}! (to_global: dim {d} is not "
+                                 f"split, so every piece needs the same length there; got {sorted(seen)} "
+                                 f"({_shapes_text(shapes)}))")
     return tuple(global_shape)
 
 

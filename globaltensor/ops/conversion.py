@@ -15,6 +15,7 @@ from ..errors import PlacementError
 from ..placement import placement as Placement
 from ..sbp import broadcast, normalize, partial_sum
 from ..sbp import sbp as _SBP
+from ..scope import recorder as _recorder
 from ..tensor import Tensor, device
 from .elementwise import cast, clone
 
@@ -36,8 +37,20 @@ def to_global(x: Tensor, placement: Optional[Placement] = None, sbp: SbpArg = No
     if grad_sbp is not None and isinstance(where, Placement):  # checked before any collective
         grad_sbp = normalize(grad_sbp, where.ndim, x.ndim)
     if grad_sbp is None and not (x.requires_grad and autograd.is_grad_enabled() and not _unchanged(x, placement, sbp)):
-        return convert(x, placement, sbp)  # nothing to record (x itself when nothing changes)
-    return _ToGlobal.apply(x, placement, sbp, grad_sbp)
+        return _own_piece(x, convert(x, placement, sbp))  # nothing to record (x itself when nothing changes)
+    return _own_piece(x, _ToGlobal.apply(x, placement, sbp, grad_sbp))
+
+
+def _own_piece(x, out):
+    """out, its piece copied when it is a view into global x's (a B -> S slice): in-place ops write
+    into pieces (PyTorch's storage), and a converted tensor is a new one, as OneFlow's."""
+    if out is x or x.is_local or _recorder() is not None:  # a capture follows pieces (and replaces them)
+        return out
+    piece, source = out._local, x._local
+    base = getattr(piece, "base", None)
+    if base is not None and (base is source or base is getattr(source, "base", None)):
+        out._local = piece.copy()
+    return out
 
 
 def _unchanged(x, placement, sbp):

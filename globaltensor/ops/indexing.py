@@ -12,7 +12,7 @@ from .elementwise import sum_to
 from ..registry import op
 from .shape import _rows
 from ..creation import zeros_like
-from ..errors import IndexRuntimeError
+from ..errors import ArgumentError, IndexRuntimeError, IndexTypeError
 
 B, P = rules.B, rules.P
 
@@ -138,6 +138,17 @@ def _setitem_add(x, update, *index, key=()):
     return flat.reshape(out.shape)
 
 
+def _slice_bounds(k):
+    """A slice's (start, stop, step), checked as OneFlow does (RuntimeError; PyTorch: ValueError for
+    a zero step, TypeError for a bound that is not an int: the classes raised subclass both)."""
+    for b in (k.start, k.stop, k.step):
+        if isinstance(b, (float, np.floating)):
+            raise IndexTypeError(f"slice indices must be integers or None or have an __index__ method, got {k}")
+    if k.step is not None and int(k.step) == 0:
+        raise ArgumentError(f"slice step cannot be zero ({k})")
+    return k.start, k.stop, k.step
+
+
 def getitem(x, key):
     """x[key] for ints, slices, None, Ellipsis and index tensors (numpy semantics). Dims kept
     whole keep their splits; index tensors make the op run on broadcast inputs. On a global
@@ -155,7 +166,7 @@ def getitem(x, key):
                 k = k.astype(np.int64) if k.size == 0 and k.dtype.kind == "f" else k  # x[[]]: no positions
             index_tensors.append(k)
         elif isinstance(k, slice):
-            encoded.append(("slice", k.start, k.stop, k.step))
+            encoded.append(("slice", *_slice_bounds(k)))
         elif k is Ellipsis:
             encoded.append("ellipsis")
         elif k is None or isinstance(k, (int, np.integer)):

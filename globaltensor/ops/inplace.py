@@ -22,10 +22,10 @@ from ..tensor import Tensor
 # --- in-place ops -------------------------------------------------------------------------------
 # An in-place op computes its result out of place with the dispatcher, from a shallow copy of
 # the tensor that takes the old version's place in the autograd graph, casts it to the tensor's
-# dtype and boxes it to the tensor's placement and SBP; the tensor then takes the result's piece
-# (and, when recorded, its node). Other tensors over the old piece (views, detach()) keep the old
-# values: the piece is replaced, never written into (a piece may be shared with a boxing source or
-# a cached autograd seed).
+# dtype and boxes it to the tensor's placement and SBP; the tensor then takes the result (and, when
+# recorded, its node): written into its piece when that is a writeable array of the same kind,
+# shape and dtype and the op was not recorded, so views, detach() and .data see it and data_ptr()
+# stays (PyTorch's storage; caches that share pieces mark them read-only); else the piece is replaced.
 
 _LEAF = "a leaf Tensor that requires grad is being used in an in-place operation"  # OneFlow's words
 
@@ -135,6 +135,9 @@ def assigned(x, key, value):
     if builtins.all(k is None or k is Ellipsis or isinstance(k, (builtins.slice, int, np.integer))
                     and not isinstance(k, (bool, np.bool_)) for k in key):
         return _assigned_basic(x, key, value, v)
+    if _mask_fill(x, key, value, v):  # by the dispatcher's ops: no collective, and a graph records it
+        mask = key[0].reshape(*key[0].shape, *(1,) * (x.ndim - key[0].ndim))  # a mask over x's leading dims
+        return elementwise.masked_fill(x, mask, value if v is None else v)
     if v is not None and x.is_global:
         v = v.to_global(placement=x.placement, sbp=(_B,) * x.placement.ndim)
     data = move(np.asarray(value) if v is None else v._local, of_array(x._local)).astype(x.dtype.np, copy=False)
@@ -143,6 +146,19 @@ def assigned(x, key, value):
     out = Tensor(piece, x.shape, x.dtype, x.placement, x.sbp)
     autograd.record("setitem", _assigned_backward, [x] if v is None else [x, v], [out], {"key": key})
     return out
+
+
+def _mask_fill(x, key, value, v):
+    """Whether x[key] = value is x.masked_fill(mask, value): one bool mask over x's leading dims (as
+    global or local as x) and a value of one element."""
+    m = key[0]
+    if len(key) != 1 or not isinstance(m, Tensor) or m.dtype.name != "bool" or m.is_global != x.is_global:
+        return False
+    if not 0 < m.ndim <= x.ndim or tuple(m.shape) != tuple(x.shape[:m.ndim]):
+        return False
+    if v is None:
+        return np.ndim(value) == 0 and np.asarray(value).dtype.kind in "biuf"
+    return v.numel() == 1 and v.ndim <= 1 and v.is_global == x.is_global
 
 
 def _assigned_basic(x, key, value, v):

@@ -24,7 +24,8 @@ LAYERS = [
     ("L7 ops", ["ops"]),
     ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "amp", "graph", "zero"]),
     ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
-                      "support", "_oneflow_internal", "printing", "framework", "_C", "ps", "fsdp", "fsdp_group", "fsdp_api"]),
+                      "support", "_oneflow_internal", "sysconfig", "printing", "framework", "_C", "ps", "fsdp", "fsdp_group",
+                      "fsdp_api"]),
     ("L10 the package", ["", "_surface"]),
     ("L11 faces", ["paddle"]),
 ]

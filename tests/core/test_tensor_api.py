@@ -282,8 +282,8 @@ def test_inplace_arithmetic_and_fills_keep_the_tensor_and_its_dtype():
         gt.tensor([1.0, 2.0]).add_(gt.tensor([[1.0, 2.0], [3.0, 4.0]]))
     view = gt.tensor(X)
     alias = view.detach()
-    view.add_(1)  # the piece is replaced, not written into: a tensor sharing the old piece keeps it
-    check(alias.numpy(), X)
+    view.add_(1)  # written into the piece, as PyTorch's storage: a detach() alias sees it
+    check(alias.numpy(), X + 1)
     if torch is not None:
         t = torch.tensor(X)
         t.add_(1).mul_(2).sub_(torch.tensor(X), alpha=0.5).div_(4)
