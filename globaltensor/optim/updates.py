@@ -127,7 +127,7 @@ def _adam(w, g, m, v, rest, betas, eps, weight_decay, amsgrad, decoupled):
     vmax = rest[0] if amsgrad else None
     arrays = (w, g, m, v) + ((vmax,) if amsgrad else ())
     scalars_weak = all(type(x) in (float, int) for x in (b1, b2, eps, weight_decay))  # numpy rounds them to w's dtype
-    if scalars_weak and w.dtype in _FUSED and w.flags.writeable and \
+    if scalars_weak and type(w) is np.ndarray and w.dtype in _FUSED and w.flags.writeable and \
             all(type(a) is np.ndarray and a.dtype == w.dtype and a.flags.c_contiguous for a in arrays):
         _native.adam_update(w, g, m, v, vmax, float(b1), float(b2), float(eps), float(weight_decay),
                             1 - lr * weight_decay, lr / (1 - b1 ** step), 1 - b2 ** step, bool(decoupled))
