@@ -40,17 +40,17 @@ SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256
 # all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
 DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
 # all_reduces under this many bytes on groups of up to PAIRS_MEMBERS go point to point: every member
-# sends its array to every other (one round of messages), then sums the copies in member order; on 4
-# ranks / 2 hosts 2.2x / 2.1x / 2.3x / 2.5x / 1.6x mpi4py's Allreduce at 1 / 16 / 64 / 256 KiB / 1 MiB, 0.69x at 4 MiB
+# sends its array to every other (one round of messages), then sums the copies in member order
 PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 20)))
 # all_gathers whose largest share reaches this many bytes go point to point whatever the group's size
 # (and checked ones with even shares under it send the sizes beside the data, at once)
 PACKED_BYTES = 64 << 10
-# all_gathers on groups of at most this many members go point to point at every size: one round of
-# messages (MPICH's Allgather takes log2(members) rounds); measured faster from 1 KiB on 4 members
-# (benchmarks/profile_multinode.py: 1.03x / 1.45x / 1.33x mpi4py's Allgather at 1 / 16 / 64 KiB,
-# against 0.92x / 0.90x / 1.02x for an Iallgather)
-PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "8"))
+# all_gathers (and all_reduces under PAIRS_BYTES) on groups of at most this many members go point to
+# point at every size: one round of messages. Off by default (0): on a loaded machine it measured
+# faster (1.03x-2.5x mpi4py's, where mpi4py's blocking calls spin on a shared core), but on the quiet
+# one slower than MPI's own collectives (benchmarks/bench_multinode.py, 2 hosts x 2 ranks: all_reduce
+# 0.33x-0.45x at 1 KiB-1 MiB against 0.62x-0.92x without; RESULTS.md "Issue 32 (s5)")
+PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "0"))
 _PAIR_TAG = 1  # the tag of a large all_gather's messages (on the all_gather communicator)
 
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
