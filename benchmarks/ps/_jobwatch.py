@@ -104,6 +104,8 @@ class Watched:
             if entry is None or entry[0] != _start_time(pid):
                 entry = self.seen[pid] = [_start_time(pid), role_of(pid) or (
                     self.default_role if pid == self.proc.pid else None), 0]
+            elif entry[1] is None:  # seen between fork and exec (the parent's environment): read it again
+                entry[1] = role_of(pid)
             entry[2] = max(entry[2], hwm)
         return self.proc.poll()
 
