@@ -150,10 +150,12 @@ def ask_fed_rows(state, feed):
         names = [fed_regs.get(r) for r in ins.ins]
         if not all(n is not None and n in feed for n in names):
             continue
-        fed = np.concatenate([lookup._checked(_fed(feed[n])) for n in names])
+        found.append((lookup.table, np.concatenate([lookup._checked(_fed(feed[n])) for n in names])))
+    asked = []  # every table's ids checked (ValueError) before any is asked for
+    for table, fed in found:
         every, inv = np.unique(fed, return_inverse=True)
-        found.append((lookup.table, fed, every, inv, state.client.pull_sparse_ask(lookup.table.name, every)))
-    return found
+        asked.append((table, fed, every, inv, state.client.pull_sparse_ask(table.name, every)))
+    return asked
 
 
 def _fed(value):
