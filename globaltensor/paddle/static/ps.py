@@ -214,7 +214,12 @@ class PSState:
         self.client.stop()
 
     def _pull_dense(self):
-        values = self.client.pull_dense(list(self.params))  # fresh arrays, assembled from the blocks: ours to keep
+        if self.mode == "async" and self.started and hasattr(self.client, "pull_dense_if_new"):
+            values = self.client.pull_dense_if_new(list(self.params))
+            if values is None:  # no refresh came since: the parameters hold its values already
+                return
+        else:
+            values = self.client.pull_dense(list(self.params))  # fresh arrays, assembled from the blocks: ours
         for name, p in self.params.items():
             p._local = np.asarray(values[name], dtype=p._local.dtype).reshape(p._local.shape)
             if self.mode == "geo":  # the base of GEO's deltas (sync and async push gradients, need none)

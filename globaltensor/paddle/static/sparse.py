@@ -100,7 +100,8 @@ class SparseLookup:
         t = self.table
         if others:
             parts = [flat] + [self._checked(o) for o in others]
-            pre = self._prepulled(state, 2, np.concatenate(parts))
+            fed = np.concatenate(parts)
+            pre = self._prepulled(state, 2, fed)
             if pre is not None:
                 every, inv, got = pre[3], pre[4], np.asarray(pre[5], dtype=np.dtype(t.dtype))
             else:
