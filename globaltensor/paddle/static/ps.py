@@ -127,7 +127,7 @@ def detach(program):
 def finish(program):
     """This trainer is done (Executor.close, fleet's stop_worker): GEO pushes the deltas of the steps
     since its last push; async and GEO wait at a barrier of the trainers and pull the servers' final
-    values (every trainer ends with them; sync trainers hold them after each step); then the client
+    values (every trainer ends with them; sync trainers take the last step's: settle); then the client
     stops. Once per attachment; None where the program is not attached."""
     state = program.ps[0]
     if state is not None:
