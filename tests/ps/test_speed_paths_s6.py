@@ -126,3 +126,21 @@ def test_the_ps_launcher_sets_glibc_malloc_thresholds_unless_the_user_set_one():
     assert env["MALLOC_MMAP_THRESHOLD_"] == str(16 << 20) and env["MALLOC_TRIM_THRESHOLD_"] == str(64 << 20)
     env = environment(plan, proc, "ab", "job", base={"MALLOC_TRIM_THRESHOLD_": "0"})
     assert env["MALLOC_TRIM_THRESHOLD_"] == "0" and "MALLOC_MMAP_THRESHOLD_" not in env  # the user's own choice
+
+
+@pytest.mark.timeout(90)
+def test_sync_runs_of_a_clone_between_steps_ask_for_no_rows_before_the_run(paddle, monkeypatch):
+    """A clone (an eval program) shares the attachment: its run takes the step's values but asks for nothing
+    from its feed (its lookups may be is_test, which create no rows)."""
+    from globaltensor.paddle.static import ps
+    asked, real = [], ps.ask_fed_rows
+    monkeypatch.setattr(ps, "ask_fed_rows", lambda state, feed: asked.append(1) or real(state, feed))
+    clones = {}
+
+    def after(t, main):
+        clone = clones.setdefault(t, main.clone(for_test=True))
+        paddle.static.Executor().run(clone, feed=_batch(50 + t), fetch_list=[])
+        assert not main.ps[0].dense_due  # the clone's run took the step's values
+    batches = [_batch(s) for s in range(3)]
+    _job_in_threads(paddle, "sync", 1, lambda t: batches, after)
+    assert asked == []  # every training run followed a clone's run: nothing was due any more

@@ -177,10 +177,11 @@ class PSState:
         self.rows = {}  # GEO: table -> HeldRows (the rows pulled since the last push, trained locally)
         self.dense_due = False  # sync: the step's dense values are asked for, not taken yet (settle() takes them)
 
-    def before_run(self, feed=None):
+    def before_run(self, feed=None, program=None):
         """The first run starts from the servers' dense values (as Paddle's trainer startup recv). Sync: the
         previous step's values are taken now, after this run's sparse rows are asked for (feed: the run's feed,
-        whose ids give them): one wait for both, and the wait for the other trainers overlapped the caller's work
+        whose ids give them; only when the run is of the attached program itself, not of a clone, whose lookups
+        may be is_test): one wait for both, and the wait for the other trainers overlapped the caller's work
         between the runs."""
         self.runs += 1
         if not self.started:
@@ -189,7 +190,7 @@ class PSState:
             self._pull_dense()
             self.started = True
         elif self.dense_due:
-            asked = ask_fed_rows(self, feed) if feed else []
+            asked = ask_fed_rows(self, feed) if feed and program is self.program else []
             self.settle()
             for table, parts, every, inv, pull in asked:
                 table.prepulled = (self, self.runs, parts, every, inv, self.client.pull_sparse_wait(pull))
