@@ -11,14 +11,13 @@ from numpy.typing import ArrayLike
 from . import wire
 from .communicator import AsyncCommunicator
 from .errors import PSError
-from .partition import job_blocks, server_of_ids
+from ._messages import dense_messages, route, sparse_messages
+from .partition import job_blocks
 from .pinger import Pinger
 from .server import job_summary, param_of
-from .tables import sum_rows_by_id
 from .spec import JobSpec
 
 POLL_MS = 100
-CHUNK_ROWS = 65536  # sparse rows a push message carries at most (4 MB at dim 16)
 
 
 class Client:
@@ -49,6 +48,7 @@ class Client:
         self._pinger: Pinger | None = None
         self._comm: AsyncCommunicator | None = None
         self._fresh = True                       # async: the next pull_dense asks the servers itself
+        self._last_dense = None                  # async: (names, the parts) of the last pull_dense
         self._fatal: PSError | None = None
         self._ctx: zmq.Context | None = None
 
@@ -180,11 +180,20 @@ class Client:
 
     def pull_dense(self, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
         """{name: full array} of the named dense tables (all by default), assembled from their blocks."""
+        return self.pull_dense_if_new(names, always=True)
+
+    def pull_dense_if_new(self, names: Iterable[str] | None = None, always: bool = False) -> dict | None:
+        """pull_dense, or None (async) where the communicator has received no dense values since the last call
+        (the caller keeps what it has: no 2 MB assembled again)."""
         names = self._dense_names(names)
         self._advance()
         got = None
         if self._comm is not None and not self._fresh:
             got = self._comm.latest(self.job.timeout)
+            last = self._last_dense
+            if not always and got is not None and last is not None and last[0] == names and \
+                    all(got[i] is last[1].get(i) for i in got):
+                return None
         if got is None:
             servers = sorted({b.server for n in names for b in self.blocks[n]})
             reqs = {i: self._prefetch.pop(i, None) or self._send(i, {"op": "pull_dense"}) for i in servers}
@@ -200,6 +209,7 @@ class Client:
                 full[b.row_start:b.row_end] = parts[(n, b.server)].reshape((b.row_end - b.row_start,) +
                                                                             tuple(spec.shape[1:]))
             out[n] = full
+        self._last_dense = (names, got) if self._comm is not None else None
         return out
 
     def push_dense(self, grads: dict[str, np.ndarray]) -> None:
@@ -227,21 +237,7 @@ class Client:
         return {i: self._send(i, h, a) for i, (h, a) in self._dense_messages(op, arrays, scale).items()}
 
     def _dense_messages(self, op: str, arrays: dict, scale) -> dict:
-        """{server: (header, block arrays)}: each array checked, cut into its blocks, copied (or scaled)."""
-        by_server: dict[int, tuple[list, list]] = {}
-        for n, a in arrays.items():
-            spec = self._dense_spec(n)
-            a = np.asarray(a)
-            if a.shape != tuple(spec.shape):
-                raise ValueError(f"{op}: {n} has shape {a.shape}, the job says {tuple(spec.shape)}")
-            a = a.astype(spec.dtype, copy=False)
-            for b in self.blocks[n]:
-                piece = a[b.row_start:b.row_end].reshape(b.shape)
-                piece = piece * piece.dtype.type(scale) if scale not in (None, 1.0) else piece.copy()
-                names, parts = by_server.setdefault(b.server, ([], []))
-                names.append(n)
-                parts.append(piece)
-        return {i: ({"op": op, "names": names}, parts) for i, (names, parts) in by_server.items()}
+        return dense_messages(self.blocks, self._dense_spec, op, arrays, scale)
 
     def _dense_spec(self, name: str):
         if name not in self.dense_specs:
@@ -262,15 +258,15 @@ class Client:
         return self.sparse_specs[table]
 
     def _route(self, ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
-        """[(server, mask or None)] for sorted unique ids: which server holds each."""
-        n = len(self.job.servers)
-        if n == 1:
-            return [(0, None)]
-        owner = server_of_ids(ids, n)
-        return [(i, owner == i) for i in range(n) if (owner == i).any()]
+        return route(ids, len(self.job.servers))
 
     def pull_sparse(self, table: str, ids: ArrayLike, is_test: bool = False) -> np.ndarray:
         """Rows of ids (any shape; result ids.shape + (dim,)): each unique id asked once, of the server holding it."""
+        return self.pull_sparse_wait(self.pull_sparse_ask(table, ids, is_test))
+
+    def pull_sparse_ask(self, table: str, ids: ArrayLike, is_test: bool = False) -> tuple:
+        """pull_sparse's requests, sent; pull_sparse_wait(what this returns) waits for the rows (in between the
+        caller may wait for other replies: sync mode's dense values of the same step, say)."""
         spec = self._sparse_spec(table)
         ids = np.asarray(ids)
         if ids.dtype.kind not in "iu":
@@ -284,14 +280,25 @@ class Client:
         routes = self._route(uniq)
         header = {"op": "pull_sparse", "table": table, "is_test": bool(is_test)}
         reqs = {i: self._send(i, header, [uniq if m is None else uniq[m]]) for i, m in routes}
+        return table, spec, ids.shape, len(uniq), inverse, routes, reqs
+
+    def pull_sparse_wait(self, asked: tuple) -> np.ndarray:
+        """The rows of a pull_sparse_ask (once; ids.shape + (dim,))."""
+        table, spec, shape, n, inverse, routes, reqs = asked
         got = self._wait(reqs, waiting_for=f"pull_sparse({table!r})")
-        rows = np.empty((len(uniq), spec.dim), dtype=spec.dtype)
+        rows = np.empty((n, spec.dim), dtype=spec.dtype)
         for i, m in routes:
             if m is None:
                 rows[...] = got[i][1][0]
             else:
                 rows[m] = got[i][1][0]
-        return (rows if inverse is None else rows[inverse]).reshape(ids.shape + (spec.dim,))
+        return (rows if inverse is None else rows[inverse]).reshape(shape + (spec.dim,))
+
+    def end_step(self) -> None:
+        """Sync: this trainer's step is over (after its pushes): tell the servers now and ask for the dense values
+        of the next step, which the next pull_dense takes (the wait for the other trainers overlaps the caller's
+        work in between). Elsewhere, and without a push since the last pull, nothing."""
+        self._advance()
 
     def push_sparse(self, table: str, ids: ArrayLike, grads: ArrayLike) -> None:
         """Gradients of ids' rows: repeated ids summed here, each server sent its unique ids once."""
@@ -322,23 +329,7 @@ class Client:
         return flat, rows
 
     def _sparse_messages(self, op: str, table: str, flat, rows, scale: float, owned: bool = True) -> list:
-        """[(server, header, [ids, rows])]: repeated ids summed (and scaled), each unique id to its server, at most
-        CHUNK_ROWS rows a message (a GEO push of every held row stays a stream of small messages on both sides).
-        owned=False: flat and rows are the caller's; what would still be them is copied (zmq sends it later)."""
-        uniq, sums = sum_rows_by_id(flat, rows)
-        if scale != 1.0:
-            sums = sums * sums.dtype.type(scale)
-        header = {"op": op, "table": table}
-        out = []
-        for i, m in self._route(uniq):
-            if m is not None:
-                ids_i, rows_i = uniq[m], sums[m]
-            else:
-                ids_i = uniq if owned or uniq is not flat else uniq.copy()
-                rows_i = sums if owned or sums is not rows else sums.copy()
-            for start in range(0, max(len(ids_i), 1), CHUNK_ROWS):
-                out.append((i, header, [ids_i[start:start + CHUNK_ROWS], rows_i[start:start + CHUNK_ROWS]]))
-        return out
+        return sparse_messages(len(self.job.servers), op, table, flat, rows, scale, owned)
 
     # ---- control ---------------------------------------------------------------------------------------
 

@@ -12,12 +12,15 @@ from .errors import PSError
 
 MAX_PENDING = 4  # pushes handed over and not yet sent: beyond this the trainer waits (memory stays bounded:
 SEND_HWM = 8  # each holds a copy of a full gradient; and at most this many messages wait in each socket)
+REFRESH_EVERY = 2  # dense pushes per refresh of the dense values (a 2 MB reply, copied and authenticated each side)
 
 
 class AsyncCommunicator:
     """Own sockets, one per server (zmq sockets stay in one thread). The trainer hands over its pushes and returns
     at once; the thread builds, signs (hashlib releases the GIL) and sends them, asks the dense-holding servers for
-    their blocks after each dense push, and keeps the newest blocks it received (verified) for pull_dense."""
+    their blocks after every REFRESH_EVERY-th dense push (and after any push while it holds none), and keeps the
+    newest blocks it received (verified) for pull_dense: the values a step reads miss at most the pushes of the
+    last REFRESH_EVERY steps and those still in flight (Paddle's async communicator never pulls them back)."""
 
     def __init__(self, ctx: zmq.Context, job, trainer_id: int, dense_servers: list, check):
         self.job, self.trainer_id, self.dense_servers = job, trainer_id, list(dense_servers)
@@ -30,6 +33,8 @@ class AsyncCommunicator:
         self._again: set[int] = set()          # servers to ask again once their pull in flight returns
         self._flushes: dict[int, tuple] = {}   # req -> (server, threading.Event)
         self._req = 0
+        self._dense_pushes = 0
+        self.refreshes = 0                     # dense replies taken (tests read it)
         self._stop = False
         self._stop_asked = threading.Event()
         self._wake_addr = f"inproc://ps-comm-{id(self)}"
@@ -134,6 +139,11 @@ class AsyncCommunicator:
                 if len(msg) > 3:
                     self._flushes[req] = msg[3]
             if then_pull:
+                self._dense_pushes += 1
+                with self._lock:
+                    holds = len(self._parts) == len(self.dense_servers)
+                if holds and self._dense_pushes % REFRESH_EVERY:
+                    continue
                 for i in self.dense_servers:
                     if i in self._asked:
                         self._again.add(i)
@@ -166,6 +176,7 @@ class AsyncCommunicator:
             del self._asked[server]
             with self._lock:
                 self._parts[server] = (header["names"], arrays)
+                self.refreshes += 1
                 self._lock.notify_all()
             if server in self._again:
                 self._again.discard(server)

@@ -295,32 +295,49 @@ class Server:
             acc["sparse"].setdefault(header["table"], []).append((arrays[0], arrays[1]))  # frames stay alive
 
     def _apply_ready(self) -> None:
+        """Apply every step all live trainers are past: the dense sums first, then the pulls of dense values that
+        waited for them are answered (a trainer's forward can start), then the sparse rows, then the rest."""
         live = [self.done[t] for t in range(self.trainers) if t not in self.dead]
         frontier = min(live) if live else math.inf
         if frontier <= self.applied:
             return
-        for step in sorted(s for s in self.pending if s <= frontier):
-            try:
-                self._apply_step(self.pending.pop(step))
-            except Exception as e:  # the step is half applied: nobody may go on
-                LOG.error("globaltensor.ps: %s failed to apply step %d", self.name, step, exc_info=True)
-                self._fail(PSError(f"{self.name} failed to apply step {step}: {type(e).__name__}: {e}"))
-                return
+        steps = sorted(s for s in self.pending if s <= frontier)
+        try:
+            for step in steps:
+                self._apply_dense(self.pending[step])
+            self._answer_deferred(frontier, dense_only=True)
+            for step in steps:
+                self._apply_sparse(self.pending.pop(step))
+        except Exception as e:  # the step is half applied: nobody may go on
+            LOG.error("globaltensor.ps: %s failed to apply steps %s", self.name, steps, exc_info=True)
+            self._fail(PSError(f"{self.name} failed to apply step {steps}: {type(e).__name__}: {e}"))
+            return
         self.applied = frontier if frontier != math.inf else max(self.applied, 2 ** 62)
-        ready = [d for d in self.deferred if int(d[1].get("step", 0)) - 1 <= self.applied]
-        self.deferred = [d for d in self.deferred if int(d[1].get("step", 0)) - 1 > self.applied]
+        self._answer_deferred(self.applied)
+
+    def _answer_deferred(self, upto, dense_only: bool = False) -> None:
+        """Run the deferred requests of steps up to `upto` (dense_only: the pulls of dense values only)."""
+        def due(d):
+            ready = int(d[1].get("step", 0)) - 1 <= upto
+            return ready and (not dense_only or d[1].get("op") in ("next", "pull_dense"))
+        ready = [d for d in self.deferred if due(d)]
+        if not ready:
+            return
+        self.deferred = [d for d in self.deferred if not due(d)]
         for ident, header, arrays in ready:
             self._guarded(self._run, ident, header, arrays, header["op"], header["trainer"])
 
-    def _apply_step(self, acc: dict) -> None:
+    def _apply_dense(self, acc: dict) -> None:
         """Each trainer's loss is the mean of its share: sum / trainers equals one process on the joined batch."""
         scale = 1.0 / self.trainers
         self.version += 1
-        for n, g in acc["dense"].items():  # g is the step's own sum (_accumulate copied the first part)
+        for n, g in acc.pop("dense").items():  # g is the step's own sum (_accumulate copied the first part)
             g *= g.dtype.type(scale)
             self.dense[n].apply(g)
+
+    def _apply_sparse(self, acc: dict) -> None:
         for table, parts in acc["sparse"].items():
-            self.sparse[table].push_parts(parts, scale)
+            self.sparse[table].push_parts(parts, 1.0 / self.trainers)
 
     def _release_barriers(self) -> None:
         live = set(range(self.trainers)) - self.stopped - set(self.dead)

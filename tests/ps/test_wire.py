@@ -192,8 +192,8 @@ def test_save_reaches_every_server_and_a_refused_request_names_its_server(tmp_pa
 
 
 def test_sparse_pushes_are_chunked_converted_and_never_alias_the_callers_arrays(monkeypatch):
-    from globaltensor.ps import client as client_module
-    monkeypatch.setattr(client_module, "CHUNK_ROWS", 4)
+    from globaltensor.ps import _messages
+    monkeypatch.setattr(_messages, "CHUNK_ROWS", 4)
     client = Client(_job(), 0)
     ids = np.arange(10, dtype=np.int32)[::-1]  # int32, unsorted: converted and summed; repeats below
     ids = np.concatenate([ids, ids[:2]])

@@ -143,7 +143,12 @@ def environment(plan, proc, secret, job_id, base=None):
         env["PADDLE_PSERVER_ID"] = str(proc.index)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("OMP_NUM_THREADS", "1")  # several processes share this host's cores
+    if not any(k in env for k in _MALLOC):  # glibc: a step's arrays (under 16 MB) reuse the heap's pages instead of
+        env.update(_MALLOC)                 # handing them back after each step and faulting them in again (s6)
     return env
+
+
+_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(16 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
 def _secret(plan):

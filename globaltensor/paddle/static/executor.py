@@ -51,7 +51,7 @@ class Executor:
             return run_by(self)
         attached = getattr(program, "ps", (None,))[0]
         if attached is not None:  # attached to a parameter server (static/ps.py): its first pull
-            attached.before_run()
+            attached.before_run(feed, program)
             self._attached[id(attached.client)] = (program, attached)  # one entry per client
         fetches = tuple(_fetch_reg(program, f) for f in (fetch_list or []))
         pruned = program._pruned.get(fetches)

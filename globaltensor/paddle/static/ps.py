@@ -112,6 +112,8 @@ def detach(program):
     """The program runs in one process again (its update local, its sparse tables local). GEO: the
     local steps not pushed yet are pushed first (fleet's stop_worker detaches, then stops)."""
     state = program.ps[0]
+    if state is not None:
+        state.settle()
     if state is not None and state.mode == "geo" and state.unpushed:
         state._push_deltas()
     program.ps[0] = None
@@ -125,12 +127,39 @@ def detach(program):
 def finish(program):
     """This trainer is done (Executor.close, fleet's stop_worker): GEO pushes the deltas of the steps
     since its last push; async and GEO wait at a barrier of the trainers and pull the servers' final
-    values (every trainer ends with them; sync trainers hold them after each step); then the client
+    values (every trainer ends with them; sync trainers take the last step's: settle); then the client
     stops. Once per attachment; None where the program is not attached."""
     state = program.ps[0]
     if state is not None:
         state.finish()
     return state
+
+
+def ask_fed_rows(state, feed):
+    """Sync mode, before a run: for each table whose first training lookup reads fed ids only, those ids
+    checked, their unique ids' rows asked for (Client.pull_sparse_ask, not waited for). Returns
+    [(table, fed ids, unique, inverse, request)]; the lookup takes the rows if its ids are these."""
+    program, found, seen = state.program, [], set()
+    fed_regs = {r: n for n, r in program.feeds.items()}
+    training = {id(lk): lk for _, lk in program.sparse_lookups if not lk.is_test}
+    for ins in program.instrs:
+        lookup = training.get(id(ins.fn))
+        if lookup is None or lookup.table.name in seen:
+            continue
+        seen.add(lookup.table.name)
+        names = [fed_regs.get(r) for r in ins.ins]
+        if not all(n is not None and n in feed for n in names):
+            continue
+        found.append((lookup.table, np.concatenate([lookup._checked(_fed(feed[n])) for n in names])))
+    asked = []  # every table's ids checked (ValueError) before any is asked for
+    for table, fed in found:
+        every, inv = np.unique(fed, return_inverse=True)
+        asked.append((table, fed, every, inv, state.client.pull_sparse_ask(table.name, every)))
+    return asked
+
+
+def _fed(value):
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
 
 
 class PSState:
@@ -146,20 +175,38 @@ class PSState:
         self.connect = False  # whether the first run connects the client
         self.base = {}  # GEO: the dense values of the last pull
         self.rows = {}  # GEO: table -> HeldRows (the rows pulled since the last push, trained locally)
+        self.dense_due = False  # sync: the step's dense values are asked for, not taken yet (settle() takes them)
 
-    def before_run(self):
-        """The first run starts from the servers' dense values (as Paddle's trainer startup recv)."""
+    def before_run(self, feed=None, program=None):
+        """The first run starts from the servers' dense values (as Paddle's trainer startup recv). Sync: the
+        previous step's values are taken now, after this run's sparse rows are asked for (feed: the run's feed,
+        whose ids give them; only when the run is of the attached program itself, not of a clone, whose lookups
+        may be is_test): one wait for both, and the wait for the other trainers overlapped the caller's work
+        between the runs."""
         self.runs += 1
         if not self.started:
             if self.connect:
                 self.client.connect()
             self._pull_dense()
             self.started = True
+        elif self.dense_due:
+            asked = ask_fed_rows(self, feed) if feed and program is self.program else []
+            self.settle()
+            for table, parts, every, inv, pull in asked:
+                table.prepulled = (self, self.runs, parts, every, inv, self.client.pull_sparse_wait(pull))
+
+    def settle(self):
+        """Sync: the dense parameters take the values of the last step (asked for by its end); elsewhere nothing.
+        Every run, Executor.close and fleet's stop_worker call it first."""
+        if self.dense_due:
+            self.dense_due = False
+            self._pull_dense()
 
     def finish(self):
         if self.finished:
             return
         self.finished = True
+        self.settle()
         if self.mode == "geo" and self.unpushed:
             self._push_deltas()
         if self.started and self.mode != "sync":
@@ -168,7 +215,12 @@ class PSState:
         self.client.stop()
 
     def _pull_dense(self):
-        values = self.client.pull_dense(list(self.params))  # fresh arrays, assembled from the blocks: ours to keep
+        if self.mode == "async" and self.started and hasattr(self.client, "pull_dense_if_new"):
+            values = self.client.pull_dense_if_new(list(self.params))
+            if values is None:  # no refresh came since: the parameters hold its values already
+                return
+        else:
+            values = self.client.pull_dense(list(self.params))  # fresh arrays, assembled from the blocks: ours
         for name, p in self.params.items():
             p._local = np.asarray(values[name], dtype=p._local.dtype).reshape(p._local.shape)
             if self.mode == "geo":  # the base of GEO's deltas (sync and async push gradients, need none)
@@ -185,7 +237,11 @@ class PSState:
             if len(ids):
                 self.client.push_sparse(name, ids, rows)
         update.optimizer.clear_grad(set_to_zero=False)
-        self._pull_dense()
+        if self.mode == "sync" and hasattr(self.client, "end_step"):
+            self.client.end_step()  # the values are taken by the next run (settle): the wait overlaps the caller
+            self.dense_due = True
+        else:
+            self._pull_dense()
 
     def _geo_step(self, update):
         update.optimizer.step()

@@ -129,7 +129,7 @@ def stop_worker():
     from ...static import ps
     try:
         ps.detach(_ps["program"])
-        if client.job.mode != "sync":  # sync: each step's pull already waited for every trainer's push
+        if client.job.mode != "sync":  # sync: detach took the last step's values (they waited for every push)
             client.barrier()  # every trainer's last push is in: the values below are the job's final ones
             _assign(client.pull_dense([d.name for d in client.job.dense]) if client.job.dense else {})
         client.stop()
