@@ -1,4 +1,4 @@
-// Row normalisation kernels (see norm.h): one row at a time, so its passes run in cache.
+// Row normalisation kernels (see norm.h): a few rows at a time, so their passes run in cache.
 #include "norm.h"
 
 #include <cmath>
@@ -46,51 +46,32 @@ void forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, size_t 
   for (; r < rows; ++r) forward_block<T, 1>(y + r * cols, mean + r, rstd + r, x + r * cols, w, b, cols, eps);
 }
 
-// R rows of the backward at once (their sums interleaved, each in column order); acc_w / acc_b
-// take the rows' terms in row order, as one row at a time would.
-template <typename T, int R>
-void backward_block(T* dx, double* acc_w, double* acc_b, T* gw, const T* g, const T* x, const T* mean, const T* rstd,
-                    const T* w, size_t cols) {
-  double sum_gw[R], sum_gwx[R];
-  for (int k = 0; k < R; ++k) sum_gw[k] = sum_gwx[k] = 0.0;
-  for (size_t c = 0; c < cols; ++c)
-    for (int k = 0; k < R; ++k) {
-      const T gv = g[k * cols + c];
-      const T xhat = (x[k * cols + c] - mean[k]) * rstd[k];
-      const T v = w ? gv * w[c] : gv;
-      gw[k * cols + c] = v;
-      sum_gw[k] += v;
-      sum_gwx[k] += static_cast<double>(v) * xhat;
-      if (acc_w) acc_w[c] += static_cast<double>(gv) * xhat;
-      if (acc_b) acc_b[c] += gv;
-    }
-  if (!dx) return;
-  for (int k = 0; k < R; ++k) {
-    const T m = mean[k], s = rstd[k];
-    const T a = static_cast<T>(cols ? sum_gw[k] / static_cast<double>(cols) : 0.0);
-    const T bb = static_cast<T>(cols ? sum_gwx[k] / static_cast<double>(cols) : 0.0);
-    const T* xr = x + k * cols;
-    const T* gr = gw + k * cols;
-    T* dr = dx + k * cols;
-    for (size_t c = 0; c < cols; ++c) dr[c] = s * (gr[c] - a - (xr[c] - m) * s * bb);
-  }
-}
-
 template <typename T>
 void backward(T* dx, T* dw, T* db, const T* g, const T* x, const T* mean, const T* rstd, const T* w, size_t rows,
               size_t cols) {
-  constexpr int R = 4;
   std::vector<double> acc_w(dw ? cols : 0, 0.0), acc_b(db ? cols : 0, 0.0);
-  std::vector<T> gw(R * cols);
-  double* pw = dw ? acc_w.data() : nullptr;
-  double* pb = db ? acc_b.data() : nullptr;
-  size_t r = 0;
-  for (; r + R <= rows; r += R)
-    backward_block<T, R>(dx ? dx + r * cols : nullptr, pw, pb, gw.data(), g + r * cols, x + r * cols, mean + r,
-                         rstd + r, w, cols);
-  for (; r < rows; ++r)
-    backward_block<T, 1>(dx ? dx + r * cols : nullptr, pw, pb, gw.data(), g + r * cols, x + r * cols, mean + r,
-                         rstd + r, w, cols);
+  std::vector<T> gw(cols);
+  for (size_t r = 0; r < rows; ++r) {
+    const T* gr = g + r * cols;
+    const T* xr = x + r * cols;
+    const T m = mean[r], s = rstd[r];
+    double sum_gw = 0.0, sum_gwx = 0.0;
+    for (size_t c = 0; c < cols; ++c) {
+      const T xhat = (xr[c] - m) * s;
+      const T v = w ? gr[c] * w[c] : gr[c];
+      gw[c] = v;
+      sum_gw += v;
+      sum_gwx += static_cast<double>(v) * xhat;
+      if (dw) acc_w[c] += static_cast<double>(gr[c]) * xhat;
+      if (db) acc_b[c] += gr[c];
+    }
+    if (dx) {
+      const T a = static_cast<T>(cols ? sum_gw / static_cast<double>(cols) : 0.0);
+      const T bb = static_cast<T>(cols ? sum_gwx / static_cast<double>(cols) : 0.0);
+      T* dr = dx + r * cols;
+      for (size_t c = 0; c < cols; ++c) dr[c] = s * (gw[c] - a - (xr[c] - m) * s * bb);
+    }
+  }
   for (size_t c = 0; c < acc_w.size(); ++c) dw[c] = static_cast<T>(acc_w[c]);
   for (size_t c = 0; c < acc_b.size(); ++c) db[c] = static_cast<T>(acc_b[c]);
 }
