@@ -7,6 +7,7 @@ import builtins
 import numpy as np
 
 from .. import _native
+from .. import sbp as sbp_mod
 from ..backends.devices import array_module
 from ..registry import rules
 from ._front import apply, c_floats, tensors
@@ -158,8 +159,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
                              f"{tuple(input.shape)}")
         s1, s2 = apply("channel_sums", [input], multi=True)
-        mean = s1 * (1.0 / count)
-        var = (s2 * (1.0 / count) - mean * mean).clip(0, None)
+        mean = _reduced(s1 * (1.0 / count))
+        var = _reduced(s2 * (1.0 / count) - mean * mean).clip(0, None)  # on the partial sums, as before: the same bits
         if running_mean is not None and running_var is not None:
             with no_grad():
                 m = momentum
@@ -173,6 +174,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         scale = scale * weight
     shift = -mean * scale if bias is None else bias - mean * scale
     return apply("channel_affine", [input, scale.astype(input.dtype), shift.astype(input.dtype)])
+
+
+def _reduced(t):
+    """t with its partial sums added up (one all_reduce of a [C] vector), so the per-channel
+    arithmetic after it needs no collective: the planner's price counts bytes, and would box each
+    partial vector as reduce_scatter + all_gather (two rendezvous) op by op."""
+    if not t.is_global or sbp_mod.partial_sum not in t.sbp:
+        return t
+    return t.to_global(placement=t.placement, sbp=sbp_mod.without_partial(t.sbp))
 
 
 def _channel_sums_meta(s, dt, st):
