@@ -159,8 +159,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
                              f"{tuple(input.shape)}")
         s1, s2 = apply("channel_sums", [input], multi=True)
-        mean = _reduced(s1 * (1.0 / count))
-        var = _reduced(s2 * (1.0 / count) - mean * mean).clip(0, None)  # on the partial sums, as before: the same bits
+        mean = _whole(s1 * (1.0 / count), input)
+        var = _whole(s2 * (1.0 / count) - mean * mean, input).clip(0, None)  # the subtraction boxed as before: its bits
         if running_mean is not None and running_var is not None:
             with no_grad():
                 m = momentum
@@ -176,13 +176,16 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return apply("channel_affine", [input, scale.astype(input.dtype), shift.astype(input.dtype)])
 
 
-def _reduced(t):
-    """t with its partial sums added up (one all_reduce of a [C] vector), so the per-channel
-    arithmetic after it needs no collective: the planner's price counts bytes, and would box each
-    partial vector as reduce_scatter + all_gather (two rendezvous) op by op."""
-    if not t.is_global or sbp_mod.partial_sum not in t.sbp:
+def _whole(t, input):
+    """The per-channel vector t whole on every rank (its partial sums added, its pieces gathered:
+    one collective of a [C] vector), unless the input's channels are split on that mesh axis: the
+    per-channel arithmetic after it then needs no collective. The planner's price counts bytes,
+    and would box such a vector as reduce_scatter + all_gather (two rendezvous) op by op."""
+    if not t.is_global:
         return t
-    return t.to_global(placement=t.placement, sbp=sbp_mod.without_partial(t.sbp))
+    keep = [s for s, x in zip(t.sbp, input.sbp) if s is not sbp_mod.partial_sum and x == sbp_mod.split(1)]
+    want = tuple(s if s in keep else sbp_mod.broadcast for s in t.sbp)
+    return t if want == tuple(t.sbp) else t.to_global(placement=t.placement, sbp=want)
 
 
 def _channel_sums_meta(s, dt, st):

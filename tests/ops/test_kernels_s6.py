@@ -1,4 +1,5 @@
-"""Issue 35 (s6) kernels: row-blocked LayerNorm against its sequential-sum twin (bits) and torch."""
+"""Issue 35 (s6): row-blocked LayerNorm against its sequential-sum twin (bits) and torch; BatchNorm's
+statistics reduced once on a split batch (collectives, values against torch)."""
 import numpy as np
 import pytest
 import torch
@@ -62,3 +63,38 @@ def test_layer_norm_blocks_have_the_sequential_bits(dtype, rows, cols, affine):
         if affine:
             np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-9, atol=1e-9)
             np.testing.assert_allclose(db, tb.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def _bn_split_batch():
+    """BatchNorm2d on a batch split over 2 ranks: its collectives, output and gradients."""
+    import globaltensor as gt
+    mesh = gt.placement("cpu", [0, 1])
+    gt.manual_seed(0)
+    x = gt.randn(6, 3, 4, 4, dtype="float64")
+    bn = gt.nn.BatchNorm2d(3).to(dtype="float64").to_global(mesh, gt.sbp.broadcast)
+    xs = x.to_global(mesh, gt.sbp.broadcast).to_global(sbp=gt.sbp.split(0))
+    xs.requires_grad = True
+    with gt.debug.count_collectives() as forward:
+        y = bn(xs)
+    (y * y).sum().backward()
+    return (dict(forward), y.numpy(), xs.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy(),
+            bn.running_var.numpy(), x.numpy())
+
+
+def test_batch_norm_reduces_its_partial_statistics_once():
+    from conftest import run_ranks
+    for forward, y, dx, dw, db, rv, x in run_ranks(_bn_split_batch, 2):
+        # the mean's all_reduce; the variance's subtraction boxed as before (its bits), then one all_gather;
+        # the vectors whole from there on: no gathers in the per-channel ops or channel_affine
+        assert sum(forward.values()) <= 3, forward
+        tx = torch.tensor(x, requires_grad=True)
+        tw = torch.ones(3, dtype=torch.float64, requires_grad=True)
+        tb = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+        trv = torch.ones(3, dtype=torch.float64)
+        ty = torch.nn.functional.batch_norm(tx, torch.zeros(3, dtype=torch.float64), trv, tw, tb, training=True)
+        (ty * ty).sum().backward()
+        np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(db, tb.grad.numpy(), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(rv, trv.numpy(), rtol=1e-12)
