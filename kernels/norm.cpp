@@ -1,4 +1,4 @@
-// Row normalisation kernels (see norm.h): one row at a time, so its passes run in cache.
+// Row normalisation kernels (see norm.h): a few rows at a time, so their passes run in cache.
 #include "norm.h"
 
 #include <cmath>
@@ -8,23 +8,27 @@ namespace gt {
 
 namespace {
 
-template <typename T>
-void forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, size_t rows, size_t cols, double eps) {
-  for (size_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    double sum = 0.0;
-    for (size_t c = 0; c < cols; ++c) sum += xr[c];
-    const double mu = cols ? sum / static_cast<double>(cols) : 0.0;
-    double sq = 0.0;
-    for (size_t c = 0; c < cols; ++c) {
-      const double d = xr[c] - mu;
-      sq += d * d;
+// Rows are taken R at a time with R independent double sums, so the sums' add latency overlaps;
+// each row's sums still run in column order: the bits of one row at a time.
+template <typename T, int R>
+void forward_block(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, size_t cols, double eps) {
+  double sum[R], sq[R], mu[R];
+  for (int k = 0; k < R; ++k) sum[k] = sq[k] = 0.0;
+  for (size_t c = 0; c < cols; ++c)
+    for (int k = 0; k < R; ++k) sum[k] += x[k * cols + c];
+  for (int k = 0; k < R; ++k) mu[k] = cols ? sum[k] / static_cast<double>(cols) : 0.0;
+  for (size_t c = 0; c < cols; ++c)
+    for (int k = 0; k < R; ++k) {
+      const double d = x[k * cols + c] - mu[k];
+      sq[k] += d * d;
     }
-    const double inv = 1.0 / std::sqrt((cols ? sq / static_cast<double>(cols) : 0.0) + eps);
-    mean[r] = static_cast<T>(mu);
-    rstd[r] = static_cast<T>(inv);
-    const T m = static_cast<T>(mu), s = static_cast<T>(inv);
+  for (int k = 0; k < R; ++k) {
+    const double inv = 1.0 / std::sqrt((cols ? sq[k] / static_cast<double>(cols) : 0.0) + eps);
+    mean[k] = static_cast<T>(mu[k]);
+    rstd[k] = static_cast<T>(inv);
+    const T m = static_cast<T>(mu[k]), s = static_cast<T>(inv);
+    const T* xr = x + k * cols;
+    T* yr = y + k * cols;
     for (size_t c = 0; c < cols; ++c) {
       T v = (xr[c] - m) * s;
       if (w) v = v * w[c];
@@ -32,6 +36,14 @@ void forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, size_t 
       yr[c] = v;
     }
   }
+}
+
+template <typename T>
+void forward(T* y, T* mean, T* rstd, const T* x, const T* w, const T* b, size_t rows, size_t cols, double eps) {
+  constexpr int R = 8;
+  size_t r = 0;
+  for (; r + R <= rows; r += R) forward_block<T, R>(y + r * cols, mean + r, rstd + r, x + r * cols, w, b, cols, eps);
+  for (; r < rows; ++r) forward_block<T, 1>(y + r * cols, mean + r, rstd + r, x + r * cols, w, b, cols, eps);
 }
 
 template <typename T>

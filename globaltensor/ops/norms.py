@@ -7,6 +7,7 @@ import builtins
 import numpy as np
 
 from .. import _native
+from .. import sbp as sbp_mod
 from ..backends.devices import array_module
 from ..registry import rules
 from ._front import apply, c_floats, tensors
@@ -158,8 +159,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
                              f"{tuple(input.shape)}")
         s1, s2 = apply("channel_sums", [input], multi=True)
-        mean = s1 * (1.0 / count)
-        var = (s2 * (1.0 / count) - mean * mean).clip(0, None)
+        mean = _whole(s1 * (1.0 / count), input)
+        var = _whole(s2 * (1.0 / count) - mean * mean, input).clip(0, None)  # the subtraction boxed as before: its bits
         if running_mean is not None and running_var is not None:
             with no_grad():
                 m = momentum
@@ -173,6 +174,18 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         scale = scale * weight
     shift = -mean * scale if bias is None else bias - mean * scale
     return apply("channel_affine", [input, scale.astype(input.dtype), shift.astype(input.dtype)])
+
+
+def _whole(t, input):
+    """The per-channel vector t whole on every rank (its partial sums added, its pieces gathered:
+    one collective of a [C] vector), unless the input's channels are split on that mesh axis: the
+    per-channel arithmetic after it then needs no collective. The planner's price counts bytes,
+    and would box such a vector as reduce_scatter + all_gather (two rendezvous) op by op."""
+    if not t.is_global:
+        return t
+    keep = [s for s, x in zip(t.sbp, input.sbp) if s is not sbp_mod.partial_sum and x == sbp_mod.split(1)]
+    want = tuple(s if s in keep else sbp_mod.broadcast for s in t.sbp)
+    return t if want == tuple(t.sbp) else t.to_global(placement=t.placement, sbp=want)
 
 
 def _channel_sums_meta(s, dt, st):
