@@ -29,8 +29,9 @@ def _observing(observer):
     _collectives._observers.append(observer)
     try:
         yield observer
-    finally:
-        _collectives._observers.remove(observer)
+    finally:  # by identity: two counters that counted the same collectives are equal
+        observers = _collectives._observers
+        del observers[next(i for i, o in enumerate(observers) if o is observer)]
 
 
 def count_collectives():
