@@ -225,7 +225,7 @@ void Group::broadcast(void* buf, size_t nbytes, int root) {
   d.in_bytes = me_ == root ? nbytes : 0;  // only the root contributes; the others only receive
   d.out_bytes = nbytes;
   d.in_off = me_ == root ? own_offset(buf, nbytes) : -1;
-  bool pre = me_ == root && d.in_off < 0 && nbytes <= opts_.stage_bytes;
+  bool pre = me_ == root && prestaged(d.in_off, nbytes);
   begin(kBroadcast, d, pre ? buf : nullptr, nbytes);
   for (int p = 0; p < k_; ++p) {
     check_all(desc(p).root == root, "the ranks named different roots");
@@ -252,7 +252,7 @@ void Group::all_gather(const void* in, size_t in_bytes, void* out, size_t out_by
   d.in_bytes = in_bytes;
   d.out_bytes = out_bytes;
   d.in_off = own_offset(in, in_bytes);
-  bool pre = d.in_off < 0 && in_bytes <= opts_.stage_bytes;
+  bool pre = prestaged(d.in_off, in_bytes);
   begin(kAllGather, d, pre ? in : nullptr, in_bytes);
   Scratch<size_t> displ(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) displ[p + 1] = displ[p] + desc(p).in_bytes;
@@ -289,7 +289,7 @@ void Group::reduce_scatter(const void* in, size_t in_count, void* out, size_t ou
   d.in_bytes = in_count * esz;
   d.out_bytes = out_count * esz;
   d.in_off = own_offset(in, d.in_bytes);
-  bool pre = d.in_off < 0 && d.in_bytes <= opts_.stage_bytes;
+  bool pre = prestaged(d.in_off, d.in_bytes);
   begin(kReduceScatter, d, pre ? in : nullptr, d.in_bytes);
   Scratch<size_t> displ(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) displ[p + 1] = displ[p] + desc(p).out_bytes;
@@ -335,7 +335,7 @@ void Group::all_to_all(const void* in, const uint64_t* send_bytes, void* out, co
     d.out_bytes += recv_bytes[q];
   }
   d.in_off = own_offset(in, d.in_bytes);
-  bool pre = d.in_off < 0 && d.in_bytes <= opts_.stage_bytes;
+  bool pre = prestaged(d.in_off, d.in_bytes);
   begin(kAllToAll, d, pre ? in : nullptr, d.in_bytes);
   for (int p = 0; p < k_; ++p)
     for (int q = 0; q < k_; ++q)

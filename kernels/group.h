@@ -64,6 +64,9 @@ struct GroupOptions {
   size_t stage_bytes = size_t(1) << 20;   // per rank, per slot
   size_t oneshot_bytes = size_t(256) << 10;  // all_reduce at most this large: one phase, from staging
   size_t nontemporal_bytes = size_t(8) << 20;  // stream stores when an output is this large
+  // An input in an arena at most this large is staged all the same: one small copy instead of
+  // the phase after the op that keeps its owner from writing it while peers still read it.
+  size_t stage_arena_bytes = size_t(32) << 10;
   double deadlock_s = 2.0;  // a cycle of waits stable this long is a deadlock; 0: never say so
 };
 
@@ -150,6 +153,10 @@ class Group {
   void all_reduce_cma(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
   bool all_direct() const;
   bool any_arena_source() const;
+  // Whether this rank stages an input of `nbytes` (at `in_off` in its arena, or -1) before the phase.
+  bool prestaged(int64_t in_off, size_t nbytes) const {
+    return nbytes <= opts_.stage_bytes && (in_off < 0 || nbytes <= opts_.stage_arena_bytes);
+  }
   int64_t own_offset(const void* ptr, size_t nbytes) const;
 
   std::shared_ptr<Node> node_;
