@@ -13,9 +13,11 @@
 // newer GCC than the libstdc++ it runs with (seen on a GPU machine) crashes in ostream's locale.
 #include "group.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "group_segment.h"
@@ -91,6 +93,10 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
   if (k_ <= 0 || me_ < 0 || me_ >= k_) throw std::invalid_argument("group index out of range");
   opts_.stage_bytes = std::max<size_t>(round_up(opts_.stage_bytes, 64), size_t(64) * size_t(k_));
   opts_.oneshot_bytes = std::min(opts_.oneshot_bytes, opts_.stage_bytes);
+  cpu_set_t cpus;
+  bool affinity = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
+  spin_s_ = affinity && k_ <= CPU_COUNT(&cpus) ? opts_.spin_s : 0;
+  if (const char* us = std::getenv("GLOBALTENSOR_SPIN_US")) spin_s_ = std::max(0.0, std::atof(us)) * 1e-6;
   slot_stride_ = round_up(sizeof(Slot), 64);
   counts_offset_ = kHeaderBytes + slot_stride_ * size_t(k_);
   stage_offset_ = round_up(counts_offset_ + 2 * size_t(k_) * 2 * size_t(k_) * sizeof(uint64_t), 4096);

@@ -67,6 +67,9 @@ struct GroupOptions {
   // An input in an arena at most this large is staged all the same: one small copy instead of
   // the phase after the op that keeps its owner from writing it while peers still read it.
   size_t stage_arena_bytes = size_t(32) << 10;
+  // How long a wait spins before it yields, when the group has no more members than this process
+  // may run on CPUs (more members: a short spin, then yield, so a peer gets the CPU).
+  double spin_s = 50e-6;
   double deadlock_s = 2.0;  // a cycle of waits stable this long is a deadlock; 0: never say so
 };
 
@@ -170,6 +173,7 @@ class Group {
   size_t slot_stride_;
   size_t counts_offset_;
   size_t stage_offset_;
+  double spin_s_ = 0;  // opts_.spin_s, or 0 with more members than CPUs
   uint32_t phase_ = 0;
   uint64_t op_seq_ = 0;
   uint64_t stage_seq_ = 0;

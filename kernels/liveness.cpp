@@ -91,6 +91,15 @@ void Group::wait_for(int p, uint32_t target) {
     if (reached()) return;
     cpu_relax();
   }
+  if (spin_s_ > 0) {  // a rank per CPU at most: keep the CPU (a yield may give it away for ms)
+    double spin_until = now_seconds() + spin_s_;
+    do {
+      for (int i = 0; i < 256; ++i) {
+        if (reached()) return;
+        cpu_relax();
+      }
+    } while (now_seconds() < spin_until);
+  }
   double yield_until = now_seconds() + kYieldSeconds;
   while (now_seconds() < yield_until) {
     if (reached()) return;
