@@ -5,22 +5,25 @@ import math
 
 from .world import SHARED_MIN_BYTES
 
-# (op, native group, input shape, dtype, sizes...) -> plan. A plan is a pure function of its key,
-# so a small call skips the checks and list-building of its first call (issue 34). Bounded: at
-# MAX_PLANS the whole cache is dropped and plans are made again as calls come.
+# Per op, (native group, input shape, dtype, sizes...) -> plan. A plan is a pure function of its
+# key, so a small call looks it up (collectives.py, inline) and skips the checks and list-building
+# of its first call (issue 34). Bounded: at MAX_PLANS a table is dropped and plans are made again.
 MAX_PLANS = 512
-_plans: dict = {}
+GATHER: dict = {}
+SCATTER: dict = {}
+TO_ALL: dict = {}
 
 
 def clear():
     """Forget every plan (gt.debug.clear_caches); results do not change."""
-    _plans.clear()
+    for table in (GATHER, SCATTER, TO_ALL):
+        table.clear()
 
 
-def _keep(key, plan):
-    if len(_plans) >= MAX_PLANS:
-        _plans.clear()
-    _plans[key] = plan
+def _keep(table, key, plan):
+    if len(table) >= MAX_PLANS:
+        table.clear()
+    table[key] = plan
     return plan
 
 
@@ -31,28 +34,20 @@ def _spans_hosts(native):
 def gather(native, shape, dtype, sizes):
     """all_gather of an input of `shape` whose members' axis-0 lengths are `sizes` (a tuple):
     (the output's shape, whether it stays on the heap, every member's bytes when the group spans
-    hosts else None). ValueError when sizes has not one entry per member."""
-    key = ("all_gather", native, shape, dtype, sizes)
-    plan = _plans.get(key)
-    if plan is not None:
-        return plan
+    hosts else None); made and kept on a miss of GATHER. ValueError when sizes has not one entry per member."""
     if len(sizes) != native.size:
         raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(sizes)}")
     tail = shape[1:]
     row_bytes = dtype.itemsize * math.prod(tail)
     out_shape = (sum(int(r) for r in sizes),) + tail
     counts = [int(r) * row_bytes for r in sizes] if _spans_hosts(native) else None
-    return _keep(key, (out_shape, out_shape[0] * row_bytes < SHARED_MIN_BYTES, counts))
+    return _keep(GATHER, (native, shape, dtype, sizes), (out_shape, out_shape[0] * row_bytes < SHARED_MIN_BYTES, counts))
 
 
 def scatter(native, shape, dtype, sizes):
     """reduce_scatter of an input of `shape` into pieces of `sizes` rows (None: the balanced
     split, the first L % k one longer): (this member's output shape, whether it stays on the heap,
     every piece's element count when the group spans hosts else None). ValueError on bad sizes."""
-    key = ("reduce_scatter", native, shape, dtype, sizes)
-    plan = _plans.get(key)
-    if plan is not None:
-        return plan
     k = native.size
     if sizes is None:
         base, extra = divmod(shape[0], k)
@@ -66,24 +61,21 @@ def scatter(native, shape, dtype, sizes):
     row = math.prod(tail)
     out_shape = (rows[native.index],) + tail
     counts = [r * row for r in rows] if _spans_hosts(native) else None
-    return _keep(key, (out_shape, out_shape[0] * row * dtype.itemsize < SHARED_MIN_BYTES, counts))
+    plan = (out_shape, out_shape[0] * row * dtype.itemsize < SHARED_MIN_BYTES, counts)
+    return _keep(SCATTER, (native, shape, dtype, sizes), plan)
 
 
 def to_all(native, shape, dtype, send_sizes, recv_sizes):
     """all_to_all of an input of `shape` sending `send_sizes` rows to each member and receiving
     `recv_sizes` (tuples): (the output's shape, whether it stays on the heap, the bytes sent to
     each member, the bytes received from each). ValueError on bad send sizes."""
-    key = ("all_to_all", native, shape, dtype, send_sizes, recv_sizes)
-    plan = _plans.get(key)
-    if plan is not None:
-        return plan
     send = check_send(native, shape, send_sizes)
     row_bytes = dtype.itemsize * math.prod(shape[1:])
     recv = [int(r) for r in recv_sizes]
     out_shape = (sum(recv),) + shape[1:]
     plan = (out_shape, out_shape[0] * row_bytes < SHARED_MIN_BYTES, [s * row_bytes for s in send],
             [r * row_bytes for r in recv])
-    return _keep(key, plan)
+    return _keep(TO_ALL, (native, shape, dtype, send_sizes, recv_sizes), plan)
 
 
 def check_send(native, shape, send_sizes):

@@ -277,12 +277,14 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     """
     if type(x) is not np.ndarray:
         _check_array(x, "all_gather")
-    native = _native_of(group, "all_gather")
+    native = _world_native if group is None and _world_native is not None else _native_of(group, "all_gather")
     if _observers:
         _observe("all_gather", x.nbytes, group)
-    x = _contiguous(x)
-    rows = _exchange_rows(native, x, "all_gather") if sizes is None else sizes
-    out_shape, on_heap, counts = call_plans.gather(native, x.shape, x.dtype, tuple(rows))
+    if not x.flags.c_contiguous:
+        x = _contiguous(x)
+    rows = tuple(_exchange_rows(native, x, "all_gather") if sizes is None else sizes)
+    plan = call_plans.GATHER.get((native, x.shape, x.dtype, rows)) or call_plans.gather(native, x.shape, x.dtype, rows)
+    out_shape, on_heap, counts = plan
     out = np.empty(out_shape, x.dtype) if on_heap else world().empty_shared(out_shape, x.dtype)
     if counts is None:
         native.all_gather(x, out)
@@ -313,11 +315,14 @@ def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] =
         if x.dtype in _NARROW:
             return reduce_scatter(x.astype(np.int32), op, group, sizes).astype(x.dtype)
         redop = _redop(x, op, "reduce_scatter")
-    native = _native_of(group, "reduce_scatter")
+    native = _world_native if group is None and _world_native is not None else _native_of(group, "reduce_scatter")
     if _observers:
         _observe("reduce_scatter", x.nbytes, group)
-    x = _contiguous(x)
-    out_shape, on_heap, counts = call_plans.scatter(native, x.shape, x.dtype, None if sizes is None else tuple(sizes))
+    if not x.flags.c_contiguous:
+        x = _contiguous(x)
+    rows = None if sizes is None else tuple(sizes)
+    plan = call_plans.SCATTER.get((native, x.shape, x.dtype, rows)) or call_plans.scatter(native, x.shape, x.dtype, rows)
+    out_shape, on_heap, counts = plan
     out = np.empty(out_shape, x.dtype) if on_heap else world().empty_shared(out_shape, x.dtype)
     if counts is None:
         native.reduce_scatter(x, out, redop)
@@ -335,17 +340,18 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
     """
     if type(x) is not np.ndarray:
         _check_array(x, "all_to_all")
-    native = _native_of(group, "all_to_all")
+    native = _world_native if group is None and _world_native is not None else _native_of(group, "all_to_all")
     if _observers:
         _observe("all_to_all", x.nbytes, group)
-    x = _contiguous(x)
+    if not x.flags.c_contiguous:
+        x = _contiguous(x)
     if recv_sizes is None:
         send = call_plans.check_send(native, x.shape, send_sizes)
         table = np.empty((native.size, native.size), dtype=np.int64)
         _gather_into(native, np.array(send, dtype=np.int64), table, [1] * native.size, 8 * native.size)
         recv_sizes = table[:, native.index].tolist()
-    out_shape, on_heap, send_bytes, recv_bytes = call_plans.to_all(native, x.shape, x.dtype, tuple(send_sizes),
-                                                                   tuple(recv_sizes))
+    key = (native, x.shape, x.dtype, tuple(send_sizes), tuple(recv_sizes))
+    out_shape, on_heap, send_bytes, recv_bytes = call_plans.TO_ALL.get(key) or call_plans.to_all(*key)
     out = np.empty(out_shape, x.dtype) if on_heap else world().empty_shared(out_shape, x.dtype)
     native.all_to_all(x, send_bytes, out, recv_bytes)
     return out

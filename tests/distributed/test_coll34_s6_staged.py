@@ -62,7 +62,7 @@ def _rewritten_at_once(n):
     r, k = gt.env.get_rank(), gt.env.get_world_size()
     x = dist.empty_shared((n,), np.float32)
     buf = dist.empty_shared((n * k,), np.float32)
-    for i in range(60):
+    for i in range(30):
         x[...] = _value(r, n, np.float32, salt=i)
         got = dist.all_gather(x, sizes=[n] * k)
         x[...] = -1
@@ -105,13 +105,12 @@ def _mixed_homes():
     return True
 
 
-@pytest.mark.parametrize("nprocs", [2, 3])
-def test_small_arena_collectives_every_dtype(nprocs):
-    assert run_ranks(_every_dtype, nprocs, timeout=120) == [True] * nprocs
+def test_small_arena_collectives_every_dtype():
+    assert run_ranks(_every_dtype, 3, timeout=120) == [True] * 3
 
 
 def test_inputs_rewritten_right_after_the_call():
-    assert run_ranks(_rewritten_at_once, 3, 5, timeout=120) == [True] * 3
+    assert run_ranks(_rewritten_at_once, 2, 5, timeout=120) == [True] * 2
 
 
 def test_mixed_homes_around_the_staging_bound():
@@ -138,5 +137,5 @@ def test_plans_are_cached_checked_and_bounded(monkeypatch):
         call_plans.to_all(g, (3,), f32, (4, 0, -1), (1, 1, 1))
     for n in range(10):
         call_plans.gather(g, (n,), f32, (n, n, n))
-        assert len(call_plans._plans) <= 4
+        assert len(call_plans.GATHER) <= 4
     call_plans.clear()
