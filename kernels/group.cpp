@@ -97,6 +97,9 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
   bool affinity = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
   spin_s_ = affinity && k_ <= CPU_COUNT(&cpus) ? opts_.spin_s : 0;
   if (const char* us = std::getenv("GLOBALTENSOR_SPIN_US")) spin_s_ = std::max(0.0, std::atof(us)) * 1e-6;
+  // Read alike on every rank (a launcher passes one environment): staging is decided per rank,
+  // and the algorithm from the published descriptors, so differing values stay correct.
+  if (const char* b = std::getenv("GLOBALTENSOR_STAGE_ARENA_BYTES")) opts_.stage_arena_bytes = size_t(std::atoll(b));
   slot_stride_ = round_up(sizeof(Slot), 64);
   counts_offset_ = kHeaderBytes + slot_stride_ * size_t(k_);
   stage_offset_ = round_up(counts_offset_ + 2 * size_t(k_) * 2 * size_t(k_) * sizeof(uint64_t), 4096);
