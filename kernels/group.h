@@ -66,7 +66,7 @@ struct GroupOptions {
   size_t nontemporal_bytes = size_t(8) << 20;  // stream stores when an output is this large
   // An input in an arena at most this large is staged all the same: one small copy instead of
   // the phase after the op that keeps its owner from writing it while peers still read it.
-  size_t stage_arena_bytes = size_t(32) << 10;
+  size_t stage_arena_bytes = size_t(8) << 10;
   // How long a wait spins before it yields, when the group has no more members than this process
   // may run on CPUs (more members: a short spin, then yield, so a peer gets the CPU).
   double spin_s = 50e-6;

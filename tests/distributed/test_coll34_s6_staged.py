@@ -91,7 +91,7 @@ def _rewritten_at_once(n):
 
 
 def _mixed_homes():
-    """Around the staging bound (32 KiB): rank 0's input in its arena, the others' on the heap, and
+    """Around the staging bound (8 KiB): rank 0's input in its arena, the others' on the heap, and
     inputs both sides of the bound in one call; and tiny arena buffers one rank does not stage."""
     r, k = gt.env.get_rank(), gt.env.get_world_size()
     if r == 1:  # read when the group is made (the first collective): rank 1 stages no arena input
@@ -99,7 +99,7 @@ def _mixed_homes():
     z = _shared(_value(r, 64, np.float32))
     assert np.array_equal(dist.all_reduce(z), sum(_value(p, 64, np.float32) for p in range(k)))
     assert np.array_equal(dist.all_gather(z, sizes=[64] * k), np.concatenate([z] * k))
-    for n in (8 << 10, (8 << 10) + 1, 8 << 12):  # float32 elements: 32 KiB, just over, 128 KiB
+    for n in (2 << 10, (2 << 10) + 1, 8 << 12):  # float32 elements: 8 KiB, just over, 128 KiB
         rows = n - r  # uneven, both sides of the bound
         x = _value(r, rows, np.float32)
         if r == 0:
