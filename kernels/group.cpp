@@ -95,8 +95,13 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
   opts_.oneshot_bytes = std::min(opts_.oneshot_bytes, opts_.stage_bytes);
   cpu_set_t cpus;
   bool affinity = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
-  spin_s_ = affinity && k_ <= CPU_COUNT(&cpus) ? opts_.spin_s : 0;
+  bool a_cpu_each = affinity && k_ <= CPU_COUNT(&cpus);
+  spin_s_ = a_cpu_each ? opts_.spin_s : 0;
+  // More members than CPUs: a late peer is waiting for a CPU, so yield almost at once (as Open
+  // MPI does when oversubscribed) instead of spinning through a few microseconds first.
+  spin_reloads_ = a_cpu_each ? 4000 : 64;
   if (const char* us = std::getenv("GLOBALTENSOR_SPIN_US")) spin_s_ = std::max(0.0, std::atof(us)) * 1e-6;
+  if (const char* n = std::getenv("GLOBALTENSOR_SPIN_RELOADS")) spin_reloads_ = std::max(0, std::atoi(n));
   // Read alike on every rank (a launcher passes one environment): staging is decided per rank,
   // and the algorithm from the published descriptors, so differing values stay correct.
   if (const char* b = std::getenv("GLOBALTENSOR_STAGE_ARENA_BYTES")) opts_.stage_arena_bytes = size_t(std::atoll(b));

@@ -174,6 +174,7 @@ class Group {
   size_t counts_offset_;
   size_t stage_offset_;
   double spin_s_ = 0;  // opts_.spin_s, or 0 with more members than CPUs
+  int spin_reloads_ = 4000;  // reloads of a peer's phase before the timed spin or the yields
   uint32_t phase_ = 0;
   uint64_t op_seq_ = 0;
   uint64_t stage_seq_ = 0;

@@ -22,7 +22,6 @@ namespace gt {
 
 namespace {
 
-constexpr int kSpinIterations = 4000;
 constexpr double kYieldSeconds = 0.002;
 constexpr double kSleepSeconds = 0.02;
 constexpr double kLivenessPeriod = 0.2;
@@ -87,7 +86,7 @@ std::vector<int> Node::known_ranks() const {
 void Group::wait_for(int p, uint32_t target) {
   Slot& s = slot(p);
   auto reached = [&] { return int32_t(s.phase.load(std::memory_order_acquire) - target) >= 0; };
-  for (int i = 0; i < kSpinIterations; ++i) {
+  for (int i = 0; i < spin_reloads_; ++i) {
     if (reached()) return;
     cpu_relax();
   }
