@@ -345,12 +345,13 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
         _observe("all_to_all", x.nbytes, group)
     if not x.flags.c_contiguous:
         x = _contiguous(x)
+    send_sizes = tuple(send_sizes)  # any iterable, read once
     if recv_sizes is None:
         send = call_plans.check_send(native, x.shape, send_sizes)
         table = np.empty((native.size, native.size), dtype=np.int64)
         _gather_into(native, np.array(send, dtype=np.int64), table, [1] * native.size, 8 * native.size)
         recv_sizes = table[:, native.index].tolist()
-    key = (native, x.shape, x.dtype, tuple(send_sizes), tuple(recv_sizes))
+    key = (native, x.shape, x.dtype, send_sizes, tuple(recv_sizes))
     out_shape, on_heap, send_bytes, recv_bytes = call_plans.TO_ALL.get(key) or call_plans.to_all(*key)
     out = np.empty(out_shape, x.dtype) if on_heap else world().empty_shared(out_shape, x.dtype)
     native.all_to_all(x, send_bytes, out, recv_bytes)
