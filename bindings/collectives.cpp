@@ -7,22 +7,23 @@
 #include <vector>
 
 #include "../kernels/group.h"
+#include "../kernels/group_segment.h"
 #include "common.h"
 
 namespace gt {
 namespace bindings {
 namespace {
 
-// all_to_all's per-member byte counts, checked: one per member, none negative.
-std::vector<uint64_t> byte_counts(const std::vector<int64_t>& counts, int k, const char* what) {
-  if (int(counts.size()) != k)
+// all_to_all's per-member byte counts, read into `out` and checked: one per member, none negative.
+// Read straight from the sequence: a small call's path builds no vector.
+void byte_counts(const py::sequence& counts, int k, const char* what, uint64_t* out) {
+  if (int(py::len(counts)) != k)
     throw py::value_error(std::string(what) + " needs one entry per group member (" + std::to_string(k) + ")");
-  std::vector<uint64_t> out;
-  for (int64_t c : counts) {
+  for (int i = 0; i < k; ++i) {
+    int64_t c = counts[size_t(i)].cast<int64_t>();
     if (c < 0) throw py::value_error(std::string(what) + " must not be negative");
-    out.push_back(uint64_t(c));
+    out[i] = uint64_t(c);
   }
-  return out;
 }
 
 // The dtype the reduction runs in, from `in` (out must match): what every reducing binding takes.
@@ -100,13 +101,17 @@ void bind_collectives(py::module_& m) {
          "all_reduce on the group's worker thread; the caller keeps the arrays alive until wait().")
       .def("drain", [](Group& g) { py::gil_scoped_release r; g.drain(); },
            "Wait until the queued asynchronous ops have run.")
-      .def("all_to_all", [](Group& g, py::array in, std::vector<int64_t> send, py::array out,
-                            std::vector<int64_t> recv) {
+      .def("all_to_all", [](Group& g, py::array in, py::sequence send, py::array out, py::sequence recv) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
-        auto s = byte_counts(send, g.size(), "send_bytes"), rc = byte_counts(recv, g.size(), "recv_bytes");
+        size_t k = size_t(g.size());
+        gt::Scratch<uint64_t> s(k), rc(k);
+        byte_counts(send, g.size(), "send_bytes", s.data());
+        byte_counts(recv, g.size(), "recv_bytes", rc.data());
         uint64_t ts = 0, tr = 0;
-        for (auto v : s) ts += v;
-        for (auto v : rc) tr += v;
+        for (size_t q = 0; q < k; ++q) {
+          ts += s[q];
+          tr += rc[q];
+        }
         if (ts != i.nbytes || tr != o.nbytes) throw py::value_error("all_to_all byte counts do not match the buffers");
         py::gil_scoped_release r;
         g.all_to_all(i.ptr, s.data(), o.ptr, rc.data());

@@ -79,14 +79,16 @@ def device_paths():
 
 def clear_caches():
     """Empty the caches of decided ops, boxing plans, attention masks, micro-batch
-    shards and gradient-bucket buffers (each is bounded; this frees them now). Results do not
+    shards, collectives' call plans and gradient-bucket buffers (each is bounded; this frees them now). Results do not
     change: each cache holds pure functions of its keys."""
     from . import dispatch, grad_buckets
     from .boxing import planning, steps
     from .ops import attention
     from .pipeline import microbatch
+    from .distributed import call_plans
     dispatch._cache.clear()
     grad_buckets._flat_cache.clear()
+    call_plans.clear()
     for cached in (planning.plan, steps.overlap_blocks, attention._future, microbatch._dim0_shards):
         cached.cache_clear()
 

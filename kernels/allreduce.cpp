@@ -60,7 +60,10 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
   d.out_addr = reinterpret_cast<uintptr_t>(out);
   bool mine_zero_copy = d.in_off >= 0 && d.out_off >= 0;
   bool small = nbytes <= opts_.oneshot_bytes;  // one-shot reads staging only, so in == out is safe
-  begin(kAllReduce, d, small && !mine_zero_copy ? in : nullptr, nbytes);
+  // Tiny arena buffers are staged too, so one phase ends the op instead of the in-arena
+  // reduction's two (when every member staged: the choice below reads the descriptors).
+  bool tiny = nbytes <= opts_.stage_arena_bytes;
+  begin(kAllReduce, d, small && (!mine_zero_copy || tiny) ? in : nullptr, nbytes);
   for (int p = 0; p < k_; ++p) {
     check_all(desc(p).dtype == dtype && desc(p).redop == redop, "the ranks passed different dtypes or ops");
     check_all(desc(p).in_bytes == nbytes, "the ranks passed buffers of different sizes");
@@ -70,7 +73,7 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
     zero_copy = zero_copy && desc(p).in_off >= 0 && desc(p).out_off >= 0;
     all_staged = all_staged && desc(p).staged;
   }
-  if (zero_copy && nbytes > 0)
+  if (zero_copy && nbytes > 0 && !all_staged)  // from the descriptors: alike on every rank
     all_reduce_in_arenas(count, dtype, redop, d.in_off != d.out_off);
   else if (!small && cma_agreed())
     all_reduce_cma(in, out, count, dtype, redop);

@@ -13,9 +13,11 @@
 // newer GCC than the libstdc++ it runs with (seen on a GPU machine) crashes in ostream's locale.
 #include "group.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "group_segment.h"
@@ -91,6 +93,18 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
   if (k_ <= 0 || me_ < 0 || me_ >= k_) throw std::invalid_argument("group index out of range");
   opts_.stage_bytes = std::max<size_t>(round_up(opts_.stage_bytes, 64), size_t(64) * size_t(k_));
   opts_.oneshot_bytes = std::min(opts_.oneshot_bytes, opts_.stage_bytes);
+  cpu_set_t cpus;
+  bool affinity = sched_getaffinity(0, sizeof(cpus), &cpus) == 0;
+  bool a_cpu_each = affinity && k_ <= CPU_COUNT(&cpus);
+  spin_s_ = a_cpu_each ? opts_.spin_s : 0;
+  // More members than CPUs: a late peer is waiting for a CPU, so yield almost at once (as Open
+  // MPI does when oversubscribed) instead of spinning through a few microseconds first.
+  spin_reloads_ = a_cpu_each ? 4000 : 64;
+  if (const char* us = std::getenv("GLOBALTENSOR_SPIN_US")) spin_s_ = std::max(0.0, std::atof(us)) * 1e-6;
+  if (const char* n = std::getenv("GLOBALTENSOR_SPIN_RELOADS")) spin_reloads_ = std::max(0, std::atoi(n));
+  // Read alike on every rank (a launcher passes one environment): staging is decided per rank,
+  // and the algorithm from the published descriptors, so differing values stay correct.
+  if (const char* b = std::getenv("GLOBALTENSOR_STAGE_ARENA_BYTES")) opts_.stage_arena_bytes = size_t(std::atoll(b));
   slot_stride_ = round_up(sizeof(Slot), 64);
   counts_offset_ = kHeaderBytes + slot_stride_ * size_t(k_);
   stage_offset_ = round_up(counts_offset_ + 2 * size_t(k_) * 2 * size_t(k_) * sizeof(uint64_t), 4096);
@@ -225,7 +239,7 @@ void Group::broadcast(void* buf, size_t nbytes, int root) {
   d.in_bytes = me_ == root ? nbytes : 0;  // only the root contributes; the others only receive
   d.out_bytes = nbytes;
   d.in_off = me_ == root ? own_offset(buf, nbytes) : -1;
-  bool pre = me_ == root && d.in_off < 0 && nbytes <= opts_.stage_bytes;
+  bool pre = me_ == root && prestaged(d.in_off, nbytes);
   begin(kBroadcast, d, pre ? buf : nullptr, nbytes);
   for (int p = 0; p < k_; ++p) {
     check_all(desc(p).root == root, "the ranks named different roots");
@@ -252,7 +266,7 @@ void Group::all_gather(const void* in, size_t in_bytes, void* out, size_t out_by
   d.in_bytes = in_bytes;
   d.out_bytes = out_bytes;
   d.in_off = own_offset(in, in_bytes);
-  bool pre = d.in_off < 0 && in_bytes <= opts_.stage_bytes;
+  bool pre = prestaged(d.in_off, in_bytes);
   begin(kAllGather, d, pre ? in : nullptr, in_bytes);
   Scratch<size_t> displ(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) displ[p + 1] = displ[p] + desc(p).in_bytes;
@@ -289,7 +303,7 @@ void Group::reduce_scatter(const void* in, size_t in_count, void* out, size_t ou
   d.in_bytes = in_count * esz;
   d.out_bytes = out_count * esz;
   d.in_off = own_offset(in, d.in_bytes);
-  bool pre = d.in_off < 0 && d.in_bytes <= opts_.stage_bytes;
+  bool pre = prestaged(d.in_off, d.in_bytes);
   begin(kReduceScatter, d, pre ? in : nullptr, d.in_bytes);
   Scratch<size_t> displ(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) displ[p + 1] = displ[p] + desc(p).out_bytes;
@@ -335,7 +349,7 @@ void Group::all_to_all(const void* in, const uint64_t* send_bytes, void* out, co
     d.out_bytes += recv_bytes[q];
   }
   d.in_off = own_offset(in, d.in_bytes);
-  bool pre = d.in_off < 0 && d.in_bytes <= opts_.stage_bytes;
+  bool pre = prestaged(d.in_off, d.in_bytes);
   begin(kAllToAll, d, pre ? in : nullptr, d.in_bytes);
   for (int p = 0; p < k_; ++p)
     for (int q = 0; q < k_; ++q)

@@ -64,6 +64,12 @@ struct GroupOptions {
   size_t stage_bytes = size_t(1) << 20;   // per rank, per slot
   size_t oneshot_bytes = size_t(256) << 10;  // all_reduce at most this large: one phase, from staging
   size_t nontemporal_bytes = size_t(8) << 20;  // stream stores when an output is this large
+  // An input in an arena at most this large is staged all the same: one small copy instead of
+  // the phase after the op that keeps its owner from writing it while peers still read it.
+  size_t stage_arena_bytes = size_t(8) << 10;
+  // How long a wait spins before it yields, when the group has no more members than this process
+  // may run on CPUs (more members: a short spin, then yield, so a peer gets the CPU).
+  double spin_s = 50e-6;
   double deadlock_s = 2.0;  // a cycle of waits stable this long is a deadlock; 0: never say so
 };
 
@@ -150,6 +156,10 @@ class Group {
   void all_reduce_cma(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
   bool all_direct() const;
   bool any_arena_source() const;
+  // Whether this rank stages an input of `nbytes` (at `in_off` in its arena, or -1) before the phase.
+  bool prestaged(int64_t in_off, size_t nbytes) const {
+    return nbytes <= opts_.stage_bytes && (in_off < 0 || nbytes <= opts_.stage_arena_bytes);
+  }
   int64_t own_offset(const void* ptr, size_t nbytes) const;
 
   std::shared_ptr<Node> node_;
@@ -163,6 +173,8 @@ class Group {
   size_t slot_stride_;
   size_t counts_offset_;
   size_t stage_offset_;
+  double spin_s_ = 0;  // opts_.spin_s, or 0 with more members than CPUs
+  int spin_reloads_ = 4000;  // reloads of a peer's phase before the timed spin or the yields
   uint32_t phase_ = 0;
   uint64_t op_seq_ = 0;
   uint64_t stage_seq_ = 0;

@@ -22,7 +22,6 @@ namespace gt {
 
 namespace {
 
-constexpr int kSpinIterations = 4000;
 constexpr double kYieldSeconds = 0.002;
 constexpr double kSleepSeconds = 0.02;
 constexpr double kLivenessPeriod = 0.2;
@@ -87,9 +86,18 @@ std::vector<int> Node::known_ranks() const {
 void Group::wait_for(int p, uint32_t target) {
   Slot& s = slot(p);
   auto reached = [&] { return int32_t(s.phase.load(std::memory_order_acquire) - target) >= 0; };
-  for (int i = 0; i < kSpinIterations; ++i) {
+  for (int i = 0; i < spin_reloads_; ++i) {
     if (reached()) return;
     cpu_relax();
+  }
+  if (spin_s_ > 0) {  // a rank per CPU at most: keep the CPU (a yield may give it away for ms)
+    double spin_until = now_seconds() + spin_s_;
+    do {
+      for (int i = 0; i < 256; ++i) {
+        if (reached()) return;
+        cpu_relax();
+      }
+    } while (now_seconds() < spin_until);
   }
   double yield_until = now_seconds() + kYieldSeconds;
   while (now_seconds() < yield_until) {

@@ -7,7 +7,6 @@ every rank before any rank communicates.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import zlib
 from typing import Any, Literal, Optional, Sequence
@@ -16,6 +15,7 @@ import numpy as np
 
 from .. import _native
 from .. import dtype as _dtype
+from . import call_plans
 from .group import Group, world_group
 from .world import SHARED_MIN_BYTES, world
 
@@ -71,9 +71,18 @@ def _group(group):
 
 def _native_of(group, name):
     """The native group of `group` (None: the world's): the member's cached one on the small path."""
+    global _world_native
+    if group is None and _world_native is not None:
+        return _world_native
     g = world_group() if group is None else group if isinstance(group, Group) else Group(group)
     native = g._native
-    return native if native is not None else g.native(name)
+    native = native if native is not None else g.native(name)
+    if group is None:
+        _world_native = native  # the world and its group are made once and never replaced
+    return native
+
+
+_world_native = None
 
 
 _NARROW = frozenset({np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8)})  # no native reduction: int32's
@@ -266,19 +275,21 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
         disagrees with its entry raises ValueError while the others time out.
     The result is placed in shared memory when large, so later collectives need no copy.
     """
-    _check_array(x, "all_gather")
-    native = _native_of(group, "all_gather")
+    if type(x) is not np.ndarray:
+        _check_array(x, "all_gather")
+    native = _world_native if group is None and _world_native is not None else _native_of(group, "all_gather")
     if _observers:
         _observe("all_gather", x.nbytes, group)
-    x = _contiguous(x)
-    if sizes is None:
-        rows = _exchange_rows(native, x, "all_gather")
+    if not x.flags.c_contiguous:
+        x = _contiguous(x)
+    rows = tuple(_exchange_rows(native, x, "all_gather") if sizes is None else sizes)
+    plan = call_plans.GATHER.get((native, x.shape, x.dtype, rows)) or call_plans.gather(native, x.shape, x.dtype, rows)
+    out_shape, on_heap, counts = plan
+    out = np.empty(out_shape, x.dtype) if on_heap else world().empty_shared(out_shape, x.dtype)
+    if counts is None:
+        native.all_gather(x, out)
     else:
-        rows = sizes if type(sizes) is list or type(sizes) is tuple else list(sizes)
-    if len(rows) != native.size:
-        raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(rows)}")
-    out = _empty_out((sum(rows),) + x.shape[1:], x.dtype)
-    _gather_into(native, x, out, rows, x.itemsize * math.prod(x.shape[1:]))
+        native.all_gather(x, out, counts)
     return out
 
 
@@ -290,12 +301,6 @@ def _gather_into(native, x, out, rows, row_bytes):
         native.all_gather(x, out, [int(r) * row_bytes for r in rows])
     else:
         native.all_gather(x, out)
-
-
-@functools.lru_cache(maxsize=256)
-def _split_sizes(length, k):
-    base, extra = divmod(length, k)
-    return tuple(base + (1 if i < extra else 0) for i in range(k))
 
 
 def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = None,
@@ -310,23 +315,19 @@ def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] =
         if x.dtype in _NARROW:
             return reduce_scatter(x.astype(np.int32), op, group, sizes).astype(x.dtype)
         redop = _redop(x, op, "reduce_scatter")
-    native = _native_of(group, "reduce_scatter")
+    native = _world_native if group is None and _world_native is not None else _native_of(group, "reduce_scatter")
     if _observers:
         _observe("reduce_scatter", x.nbytes, group)
-    if sizes is None:
-        rows = _split_sizes(x.shape[0], native.size)
-    else:
-        rows = list(sizes)
-        if len(rows) != native.size or sum(rows) != x.shape[0] or min(rows) < 0:
-            raise ValueError(f"reduce_scatter: sizes {rows} must be {native.size} non-negative lengths adding up "
-                             f"to axis 0 of the input ({x.shape[0]})")
-    x = _contiguous(x)
-    out = _empty_out((rows[native.index],) + x.shape[1:], x.dtype)
-    if getattr(native, "spans_hosts", False):  # every piece's length, alike on every rank: no exchange
-        row = math.prod(x.shape[1:])
-        native.reduce_scatter(x, out, redop, [int(r) * row for r in rows])
-    else:
+    if not x.flags.c_contiguous:
+        x = _contiguous(x)
+    rows = None if sizes is None else tuple(sizes)
+    plan = call_plans.SCATTER.get((native, x.shape, x.dtype, rows)) or call_plans.scatter(native, x.shape, x.dtype, rows)
+    out_shape, on_heap, counts = plan
+    out = np.empty(out_shape, x.dtype) if on_heap else world().empty_shared(out_shape, x.dtype)
+    if counts is None:
         native.reduce_scatter(x, out, redop)
+    else:  # across hosts: every piece's length, alike on every rank, so no exchange
+        native.reduce_scatter(x, out, redop, counts)
     return out
 
 
@@ -337,22 +338,23 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
     The result concatenates, along axis 0, the pieces from members 0, 1, ... in order.
     recv_sizes: what each member sends here, when known (saves one small exchange).
     """
-    _check_array(x, "all_to_all")
-    native = _native_of(group, "all_to_all")
+    if type(x) is not np.ndarray:
+        _check_array(x, "all_to_all")
+    native = _world_native if group is None and _world_native is not None else _native_of(group, "all_to_all")
     if _observers:
         _observe("all_to_all", x.nbytes, group)
-    x = _contiguous(x)
-    send = [int(s) for s in send_sizes]
-    if len(send) != native.size or sum(send) != x.shape[0] or min(send) < 0:
-        raise ValueError(f"all_to_all: send_sizes {send} must be {native.size} non-negative lengths adding up to "
-                         f"axis 0 of the input ({x.shape[0]})")
+    if not x.flags.c_contiguous:
+        x = _contiguous(x)
+    send_sizes = tuple(send_sizes)  # any iterable, read once
     if recv_sizes is None:
+        send = call_plans.check_send(native, x.shape, send_sizes)
         table = np.empty((native.size, native.size), dtype=np.int64)
         _gather_into(native, np.array(send, dtype=np.int64), table, [1] * native.size, 8 * native.size)
         recv_sizes = table[:, native.index].tolist()
-    row_bytes = x.itemsize * math.prod(x.shape[1:])
-    out = _empty_out((sum(recv_sizes),) + x.shape[1:], x.dtype)
-    native.all_to_all(x, [s * row_bytes for s in send], out, [int(r) * row_bytes for r in recv_sizes])
+    key = (native, x.shape, x.dtype, send_sizes, tuple(recv_sizes))
+    out_shape, on_heap, send_bytes, recv_bytes = call_plans.TO_ALL.get(key) or call_plans.to_all(*key)
+    out = np.empty(out_shape, x.dtype) if on_heap else world().empty_shared(out_shape, x.dtype)
+    native.all_to_all(x, send_bytes, out, recv_bytes)
     return out
 
 
