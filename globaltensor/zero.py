@@ -4,7 +4,7 @@ import weakref
 
 import numpy as np
 
-from . import layout
+from . import layout, zero_buckets  # noqa: F401 - registers stage 2's gradient buckets
 from .autograd import no_grad
 from .boxing.execution import _group
 from .creation import zeros
