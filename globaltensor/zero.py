@@ -67,18 +67,41 @@ class Zero:
 
     def update(self, opdef, p, states, lr, step, static):
         """One eager update of a broadcast-on-axis parameter on its shard: the op's kernel on the
-        pieces of shards(p) and the states, then w all-gathered back into p (gather_into)."""
-        w, g = self.shards(p)
-        pieces = [w._local, g._local] + [t._local for t in states]
+        pieces of shards(p) and the states, then w all-gathered back into p (gather_into); on a 1-D
+        cpu placement the shard is rows of p's own piece (updated in place) and the gathers are
+        bucketed (FlatGathers)."""
+        whole = self.whole(p)
+        rows = self.row_pieces(whole, p) if recorder() is None else None
+        w = None
+        if rows is None:
+            w, g = self.shards(p)
+            rows = (w._local, g._local)
+        pieces = list(rows) + [t._local for t in states]
         if step is None:
             opdef.kernel(*pieces, lr, **static)
         else:
             opdef.kernel(*pieces, lr, step, **static)
-        whole = self.whole(p)
-        if recorder() is None and FlatGathers.takes(whole, w):
-            self.gathers.add(whole, w)  # finish() (after the optimizer's step) lands it
-        else:
+        if w is not None:
             self.gather_into(p, w)
+        else:
+            self.gathers.add(whole, rows[0])  # finish() (after the optimizer's step) lands it
+
+    def row_pieces(self, whole, p):
+        """(this rank's rows of p's piece, a view; its gradient's rows) where the shard is rows of a
+        1-D cpu placement (FlatGathers.takes) and the gradient broadcast or that shard; else None."""
+        if not self.gathers.takes(whole) or shard_sbp(whole, self.mesh_dim, self.min_size) != (split(0),):
+            return None
+        g = self.whole_grad(p)
+        pl = whole.placement
+        lo, hi = layout.split_range(whole.shape[0], pl.hierarchy[0], pl.mesh_coord(get_rank())[0])
+        if g.placement != pl or type(g._local) is not np.ndarray:
+            return None
+        if tuple(g.sbp) == (split(0),):
+            return whole._local[lo:hi], g._local
+        return (whole._local[lo:hi], g._local[lo:hi]) if tuple(g.sbp) == (broadcast,) else None
+
+    def whole_grad(self, p):
+        return p.grad
 
     def whole(self, p):
         """The global tensor whose piece the gathered value goes into (p itself)."""
@@ -189,6 +212,9 @@ class ReplicaZero(Zero):
     def whole(self, p):
         return self._view(p) if p.is_local else p
 
+    def whole_grad(self, p):
+        return self._view(p.grad) if p.is_local else p.grad
+
     def gather_into(self, p, w):
         if recorder() is not None:
             raise RuntimeError("ZeRO stage 1 of local data-parallel parameters runs eagerly; inside a graph lay the "
@@ -219,17 +245,20 @@ class FlatGathers:
         self.filling, self.started = {}, []
 
     @staticmethod
-    def takes(p, w):
+    def takes(p):
+        """Whether p (broadcast, its shard split(0)) is on a 1-D cpu placement holding this rank, with
+        a C-contiguous writable numpy piece (alike on every rank of the placement)."""
         pl = p.placement
         piece = p._local
-        return (pl.type == "cpu" and pl.ndim == 1 and tuple(w.sbp) == (split(0),) and p.ndim > 0
+        return (pl.type == "cpu" and pl.ndim == 1 and tuple(p.sbp) == (broadcast,) and p.ndim > 0
                 and type(piece) is np.ndarray and piece.flags.c_contiguous and piece.flags.writeable
                 and pl.mesh_coord(get_rank()) is not None)
 
     def add(self, p, w):
+        """File p's updated shard w (an array: this rank's rows)."""
         key = (p.placement, p._local.dtype.str)
         bucket = self.filling.setdefault(key, [[], 0])
-        bucket[0].append((p, w._local))
+        bucket[0].append((p, w))
         bucket[1] += p._local.nbytes
         if bucket[1] >= GATHER_BUCKET_BYTES:
             del self.filling[key]
