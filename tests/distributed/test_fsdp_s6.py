@@ -7,7 +7,7 @@ import globaltensor as gt
 import globaltensor.nn as nn
 from conftest import run_ranks
 
-WIDTH, ROWS, BLOCKS, STEPS = 8, 64, 3, 3  # rows >> width: the dispatcher gathers the weights, not the batch
+WIDTH, ROWS, BLOCKS, STEPS = 8, 64, 3, 2  # rows >> width: the dispatcher gathers the weights, not the batch
 
 
 def _mlp():
