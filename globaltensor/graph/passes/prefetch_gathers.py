@@ -43,52 +43,61 @@ def _spans(positions, others):
 
 
 def run(program):
+    """Rewrite the program's parameter gathers (in place); report how many, how many ahead, how many again."""
     instrs = program.instrs
     producer = {r: i for i, ins in enumerate(instrs) for r in ins.outs}
     uses = program.uses()
     found = [i for i, ins in enumerate(instrs) if _gather_of_state(program, ins, producer) and uses.get(ins.outs[0])]
     if not found:
         return {"gathers": 0, "ahead": 0, "regathered": 0}
-    used_at = {i: sorted(set(uses[instrs[i].outs[0]])) for i in found}
-    spans = []  # (first use, box position, the uses, the register it defines)
-    for i in found:
-        others = sorted({u for j in found if j != i for u in used_at[j]})
-        for n, span in enumerate(_spans(used_at[i], others)):
-            spans.append((span[0], i, span, None if n == 0 else _new_reg(program, instrs[i].outs[0])))
+    spans = _all_spans(program, found, uses)
     units = sorted({first for first, *_ in spans})  # a unit: the gathers one instruction needs first
     barriers = [k for k, ins in enumerate(instrs) if ins.kind in BARRIERS]
-    before = {}  # position -> instructions inserted before it
+    before = {}  # (position, slot) -> instructions inserted before it: 0 own starts, 1 waits, 2 starts ahead
     renames = {}  # (use position, old register) -> new register
     ahead = 0
     for first, i, span, reg in spans:
-        box, read = instrs[i], instrs[producer[instrs[i].ins[0]]]
         k = units.index(first)
-        at = units[k - 1] if k else first  # issued before the previous unit computes
         fence = max((b + 1 for b in barriers if b < first), default=0)
-        at = max(at, fence)
+        at = max(units[k - 1] if k else first, fence)  # issued before the previous unit computes
         ahead += at < first
-        shard = _new_reg(program, read.outs[0])
-        handle = len(program.regs)
-        program.regs.append(Reg(handle, "handle", None, None, (0,), "float32"))
-        out = box.outs[0] if reg is None else reg
-        fn = _Start(box.detail, program.regs[read.outs[0]].layout.dtype)
-        before.setdefault((at, 0 if at == first else 2), []).extend([
-            Instr("read", read.name, read.fn, [], [shard]),
-            Instr("start", "all_gather", fn, [shard], [handle], plain=True, detail=f"{box.outs[0]} ahead")])
-        before.setdefault((first, 1), []).append(Instr("wait", "all_gather", _Wait(), [handle], [out], plain=True))
-        if reg is not None:
-            for u in span:
-                renames[(u, box.outs[0])] = reg
-    gone = set(found)
+        start, wait = _split(program, instrs[i], instrs[producer[instrs[i].ins[0]]], reg, at < first)
+        before.setdefault((at, 2 if at < first else 0), []).extend(start)
+        before.setdefault((first, 1), []).append(wait)
+        for u in span if reg is not None else ():
+            renames[(u, instrs[i].outs[0])] = reg
     out = []
     for k, ins in enumerate(instrs):
-        out += before.get((k, 0), []) + before.get((k, 1), []) + before.get((k, 2), [])  # own starts, waits, ahead
-        if k in gone:
-            continue
-        ins.ins = [renames.get((k, r), r) for r in ins.ins]
-        out.append(ins)
+        out += before.get((k, 0), []) + before.get((k, 1), []) + before.get((k, 2), [])
+        if k not in found:
+            ins.ins = [renames.get((k, r), r) for r in ins.ins]
+            out.append(ins)
     program.instrs = out
     return {"gathers": len(spans), "ahead": ahead, "regathered": len(spans) - len(found)}
+
+
+def _all_spans(program, found, uses):
+    """(first use, box position, the uses, the register it defines: None for the box's own) of every
+    use span of the gathered values of the boxes at positions `found`."""
+    used_at = {i: sorted(set(uses[program.instrs[i].outs[0]])) for i in found}
+    spans = []
+    for i in found:
+        others = sorted({u for j in found if j != i for u in used_at[j]})
+        for n, span in enumerate(_spans(used_at[i], others)):
+            spans.append((span[0], i, span, None if n == 0 else _new_reg(program, program.instrs[i].outs[0])))
+    return spans
+
+
+def _split(program, box, read, reg, early):
+    """([a fresh read of the shard, the gather's start], its wait) for box (into reg, or the box's own)."""
+    shard = _new_reg(program, read.outs[0])
+    handle = len(program.regs)
+    program.regs.append(Reg(handle, "handle", None, None, (0,), "float32"))
+    fn = _Start(box.detail, program.regs[read.outs[0]].layout.dtype)
+    note = f"{read.name}, one unit ahead" if early else read.name
+    start = [Instr("read", read.name, read.fn, [], [shard]),
+             Instr("start", "all_gather", fn, [shard], [handle], plain=True, detail=note)]
+    return start, Instr("wait", "all_gather", _Wait(), [handle], [box.outs[0] if reg is None else reg], plain=True)
 
 
 def _new_reg(program, like):
