@@ -1,5 +1,6 @@
-"""ZeRO-3 on 2 ranks: graph mode's gather prefetch (the replayed program starts each unit's all_gather
-one unit ahead, at most two units gathered at once, torch's losses) and a forward that raises."""
+"""ZeRO on 2 ranks: stage 3 in graph mode (the replayed program starts each unit's all_gather one unit
+ahead, at most two units gathered at once, torch's losses), a fully_shard forward that raises, and the
+flat buckets of stages 1-2 (updated shards all-gathered, stage 2's gradients reduce-scattered)."""
 import numpy as np
 import pytest
 
@@ -151,3 +152,42 @@ def test_a_forward_that_raises_leaves_fsdp_as_it_was():
         assert depth == 0 and shards
         assert served == 2, served
         np.testing.assert_allclose(losses, _torch_losses(start, batches, adamw=False), rtol=1e-5)
+
+
+def _small_buckets(batches):
+    """ZeRO stages 1 and 2 with buckets of ~300 bytes (several a step, started on the worker thread as
+    they fill): {stage: (losses, the last step's backward and step collectives)}."""
+    from globaltensor import zero, zero_buckets
+    zero.GATHER_BUCKET_BYTES = zero_buckets.SHARD_BUCKET_BYTES = 300  # this rank process only
+    pl = gt.placement("cpu", [0, 1])
+    out = {}
+    for stage in (1, 2):
+        gt.manual_seed(0)
+        model = _mlp()
+        start = [p.numpy().copy() for p in model.parameters()]
+        model.to_global(pl, gt.sbp.broadcast)
+        opt = zero.attach(gt.optim.AdamW(model.parameters(), lr=0.01), stage)
+        losses = []
+        for x in batches:
+            loss = model(gt.tensor(x).to_global(pl, gt.sbp.broadcast).to_global(sbp=gt.sbp.split(0))).square().mean()
+            with gt.debug.count_collectives() as backward:
+                loss.backward()
+            with gt.debug.count_collectives() as step:
+                opt.step()
+            opt.zero_grad()
+            losses.append(float(loss.item()))
+        out[stage] = (start, losses, dict(backward), dict(step))
+    return out
+
+
+def test_stage1_2_buckets_give_torchs_values():
+    """Stages 1-2 on a 1-D cpu mesh: the updated shards all-gathered in flat buckets (a bucket closes
+    at 300 bytes of whole values: 3 parameters here, weights 256 B, biases 32 B), stage 2's gradients
+    reduce-scattered in buckets (one a layer: a bucket stays under 300 bytes); torch AdamW's losses on
+    the joined batch, step after step (the tiny models of test_zero_stages use one bucket, on this thread)."""
+    batches = [np.random.default_rng(s).standard_normal((4, WIDTH)).astype(np.float32) for s in range(3)]
+    for got in run_ranks(_small_buckets, 2, batches, timeout=120):
+        for stage, (start, losses, backward, step) in got.items():
+            np.testing.assert_allclose(losses, _torch_losses(start, batches), rtol=1e-5, err_msg=f"stage {stage}")
+            assert step == {"all_gather": 2}, step  # (w0, b0, w1), (b1, w2, b2): each started as it filled
+            assert backward == ({"all_reduce": 1} if stage == 1 else {"reduce_scatter": 3}), backward
