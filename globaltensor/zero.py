@@ -255,7 +255,7 @@ class FlatGathers:
                 and pl.mesh_coord(get_rank()) is not None)
 
     def add(self, p, w):
-        """File p's updated shard w (an array: this rank's rows)."""
+        """File p's updated shard w (a view of this rank's rows of p's piece, updated in place)."""
         key = (p.placement, p._local.dtype.str)
         bucket = self.filling.setdefault(key, [[], 0])
         bucket[0].append((p, w))
@@ -290,12 +290,15 @@ def _start_gather(items, now):
 
 
 def _land(whole, items, per):
-    """Each parameter's piece = its rows of every rank, out of the flat buffer laid out rank by rank."""
-    at = 0
+    """Each parameter's piece = its rows of every other rank, out of the flat buffer laid out rank by
+    rank (this rank's rows were updated in place: FlatGathers.add takes views of the pieces)."""
+    at, pl = 0, items[0][0].placement
+    mine = pl.mesh_coord(get_rank())[0]
     for i in range(len(per[0])):
         for (p, _), lengths in zip(items, per):
             n, start = lengths[i], sum(lengths[:i])
-            p._local.reshape(-1)[start:start + n] = whole[at:at + n]
+            if i != mine:
+                p._local.reshape(-1)[start:start + n] = whole[at:at + n]
             at += n
 
 
