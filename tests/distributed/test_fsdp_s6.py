@@ -68,7 +68,7 @@ def _graph_stage3():
     xs = [np.random.default_rng(s).standard_normal((ROWS, WIDTH)).astype(np.float32) for s in range(STEPS)]
     losses = [step(gt.tensor(x).to_global(pl, gt.sbp.broadcast).to_global(sbp=gt.sbp.split(0))).item() for x in xs]
     program = step._cache()["last"]
-    units = [(starts, waits) for starts, waits in _units(program.instrs)]
+    units = _units(program.instrs)
     kinds = [(ins.kind, ins.name) for ins in program.instrs]
     return start, xs, losses, program.report["prefetch_gathers"], units, kinds, _most_live(program)
 
