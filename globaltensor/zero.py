@@ -263,15 +263,15 @@ class FlatGathers:
         if bucket[1] >= GATHER_BUCKET_BYTES:
             del self.filling[key]
             self.started.append(_start_gather(bucket[0], now=False))
+            while len(self.started) > 1:  # at most two buckets' gathered values alive: land the older
+                _land(*self.started.pop(0))
 
     def finish(self):
         rest, self.filling = list(self.filling.values()), {}
         started, self.started = self.started, []
         started += [_start_gather(items, now=True) for items, _ in rest]
-        for work, whole, items, per in started:
-            if work is not None:
-                work.wait()
-            _land(whole, items, per)
+        for done in started:
+            _land(*done)
 
 
 def _start_gather(items, now):
@@ -289,9 +289,11 @@ def _start_gather(items, now):
     return started[0], started[1], items, per
 
 
-def _land(whole, items, per):
-    """Each parameter's piece = its rows of every other rank, out of the flat buffer laid out rank by
-    rank (this rank's rows were updated in place: FlatGathers.add takes views of the pieces)."""
+def _land(work, whole, items, per):
+    """Once work is done: each parameter's piece = its rows of every other rank, out of the flat
+    buffer laid out rank by rank (this rank's rows were updated in place: add takes views of them)."""
+    if work is not None:
+        work.wait()
     at, pl = 0, items[0][0].placement
     mine = pl.mesh_coord(get_rank())[0]
     for i in range(len(per[0])):
