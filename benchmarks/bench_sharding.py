@@ -11,7 +11,9 @@ gradients reduce-scattered), zero3 (gt.distributed.fully_shard per block and on 
 fsdp2 (torch's fully_shard, per block and root, over gloo on the CPU: the same model in torch).
 Per rank: the resident-set high-water mark (resource.getrusage, all memory of the process),
 globaltensor's peak bytes of live arrays (gt.max_memory_allocated: the shared arena that holds
-tensor pieces; torch: none), and the median step time (forward, backward, step; barrier first).
+tensor pieces; torch: none), the median step time (forward, backward, step; barrier first) and
+the median CPU time of a step (time.process_time: all threads of the rank; on a loaded machine,
+where wall times mostly measure the others' load, the figure to compare).
 The table gives each mode's figures and its ratio to dp; the JSON goes to benchmarks/results/.
 """
 import argparse
@@ -60,11 +62,11 @@ def gt_worker(mode, cfg):
     if mode in ("zero1", "zero2"):
         zero.attach(opt, int(mode[-1]))
     gt.reset_peak_memory_stats()
-    times, losses = [], []
+    times, cpus, losses = [], [], []
     for step in range(cfg["steps"]):
         x, y = (gt.tensor(a).to_global(mesh, gt.sbp.broadcast).to_global(sbp=gt.sbp.split(0)) for a in _tokens(cfg, step))
         gt.distributed.barrier()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         logits = model(x)
         n = logits.shape[0] * logits.shape[1]
         loss = nn.functional.cross_entropy(logits.reshape(n, cfg["vocab"]), y.reshape(n))
@@ -73,9 +75,10 @@ def gt_worker(mode, cfg):
         opt.zero_grad()
         losses.append(loss.item())
         times.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
         del logits, loss  # the step's graph (its activations) goes now, not when the next forward is done
     return {"rss_mb": _rss_mb(), "live_mb": gt.max_memory_allocated() / 2**20, "step_s": _median(times),
-            "losses": losses}
+            "cpu_s": _median(cpus), "losses": losses}
 
 
 def torch_worker(cfg, port):
@@ -96,12 +99,12 @@ def torch_worker(cfg, port):
             fully_shard(block)
         fully_shard(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
-        times, losses = [], []
+        times, cpus, losses = [], [], []
         rows = slice(rank * cfg["batch"], (rank + 1) * cfg["batch"])
         for step in range(cfg["steps"]):
             x, y = (torch.tensor(a[rows]) for a in _tokens(cfg, step))
             dist.barrier()
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             logits = model(x)
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg["vocab"]), y.reshape(-1))
             loss.backward()
@@ -109,8 +112,10 @@ def torch_worker(cfg, port):
             opt.zero_grad()
             losses.append(loss.item())
             times.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
             del logits, loss
-        return {"rss_mb": _rss_mb(), "live_mb": None, "step_s": _median(times), "losses": losses}
+        return {"rss_mb": _rss_mb(), "live_mb": None, "step_s": _median(times), "cpu_s": _median(cpus),
+                "losses": losses}
     finally:
         dist.destroy_process_group()
 
@@ -172,16 +177,19 @@ def _table(cfg, figures):
         rss = max(r["rss_mb"] for r in ranks)
         live = max((r["live_mb"] or 0) for r in ranks)
         step = statistics.median(r["step_s"] for r in ranks)
+        cpu = statistics.mean(r["cpu_s"] for r in ranks)
         ratio = ""
         if base is not None:
             b_rss, b_live = max(r["rss_mb"] for r in base), max(r["live_mb"] for r in base)
             b_step = statistics.median(r["step_s"] for r in base)
+            b_cpu = statistics.mean(r["cpu_s"] for r in base)
             live_ratio = f"{live / b_live:.2f}" if live and b_live else "-"
-            ratio = f"rss x{rss / b_rss:.2f}, live x{live_ratio}, time x{step / b_step:.2f}"
-        rows.append([mode, f"{rss:.0f}", f"{live:.0f}" if live else "-", f"{step * 1e3:.1f}", ratio])
+            ratio = f"rss x{rss / b_rss:.2f}, live x{live_ratio}, time x{step / b_step:.2f}, cpu x{cpu / b_cpu:.2f}"
+        rows.append([mode, f"{rss:.0f}", f"{live:.0f}" if live else "-", f"{step * 1e3:.1f}", f"{cpu * 1e3:.1f}",
+                     ratio])
     title = (f"ZeRO on {NPROCS} ranks, GPT d_model {cfg['d_model']} x {cfg['layers']} layers, batch {cfg['batch']}"
              f"/rank x seq {cfg['seq']}, AdamW; CPU: {_cpu_name()}")
-    print_table(title, ["mode", "peak RSS MB/rank", "peak live MB/rank", "step ms", "vs dp"], rows)
+    print_table(title, ["mode", "peak RSS MB/rank", "peak live MB/rank", "step ms", "cpu ms/rank", "vs dp"], rows)
 
 
 def main():

@@ -118,6 +118,7 @@ class _Unit:
         self.next_fwd = self.prev_fwd = None  # the units before and after this one in the last pass
         self.ahead = self.ahead_back = None  # an Ahead gather started for this unit's forward / backward
         self.is_last_backward = True
+        self.entered = []  # the forward depth at each of this unit's forwards now running (nested calls)
 
     def split_params(self):
         return [p for _, _, p in self.owned if tuple(p.sbp)[self.mesh_dim] != broadcast]
@@ -131,6 +132,7 @@ class _Unit:
         if self.reshard_rule is None:  # PyTorch's None: every unit but the outermost reshards
             self.reshard = depth > 0
         _forwards.depth = depth + 1
+        self.entered.append(depth)
         self._restore()  # a forward that raised left its gathered copies in place
         args = self._cast_inputs(args)
         split_here = [(owner, name, p) for owner, name, p in self.owned if tuple(p.sbp)[self.mesh_dim] != broadcast]
@@ -159,7 +161,7 @@ class _Unit:
     def after_forward(self, module, args, out):
         if recorder() is not None:
             return None
-        _forwards.depth = max(getattr(_forwards, "depth", 1) - 1, 0)
+        _forwards.depth = self.entered.pop() if self.entered else max(getattr(_forwards, "depth", 1) - 1, 0)
         if _forwards.depth == 0:
             _link(_forwards.seq)
         gathered = self._restore()
@@ -172,6 +174,15 @@ class _Unit:
         if not pending:
             return out
         return _wrap_outputs(out, pending, self)
+
+    def forward_failed(self):
+        """A forward of this unit raised (FSDPModule.__call__): the shards back, the thread's forward
+        depth as before it, and a root pass's order forgotten (the next forward starts afresh)."""
+        self._restore()
+        if self.entered:
+            depth = _forwards.depth = self.entered.pop()
+            if depth == 0:
+                _forwards.seq = []
 
     def _restore(self):
         """The shards back in their modules; returns the (gathered copy, shard) pairs of the last forward."""

@@ -64,6 +64,13 @@ class UnshardHandle:
 class FSDPModule:
     """The methods torch's fully_shard adds to a module (its class becomes FSDP<Class>, as torch's)."""
 
+    def __call__(self, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except BaseException:  # the forward hook did not run: the unit's per-forward state undone
+            self._fsdp_unit.forward_failed()
+            raise
+
     def reshard(self):
         """Free the parameters unshard() (or set_reshard_after_backward(False)) kept gathered. Not recursive."""
         self._fsdp_unit.ready = None

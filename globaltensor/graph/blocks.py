@@ -70,6 +70,8 @@ def paddle_type(ins):
     if ins.kind == "box":
         steps = [s.kind.collective for s in getattr(ins.detail, "steps", ()) if s.kind.collective]
         return COLLECTIVE_TYPES.get(steps[0], steps[0]) if steps else "assign"
+    if ins.kind == "start":  # a bucket's all_reduce or a prefetched all_gather
+        return COLLECTIVE_TYPES.get(ins.name, KIND_TYPES["start"])
     return KIND_TYPES.get(ins.kind, ins.kind)
 
 

@@ -29,7 +29,8 @@ from .blocks import Block
 #   host     a step outside the dispatcher (a copy)      grad   leaf.grad takes a register
 #   set      a state tensor takes a register (in-place)  step   the optimizer's update (and zero_grad)
 #   reduce   a leaf's partial gradient summed (all_reduce over the mesh axes where it is partial)
-#   start    a bucket's all_reduce starts (async)       wait   it lands: one register per gradient
+#   start    a bucket's all_reduce starts (async), or   wait   it lands: one register per gradient
+#            a parameter's all_gather (name says which)         (or the gathered parameter)
 #   scalar   a number read at each replay (lr, step)    update an optimizer's update op, in place
 #   send     a piece sent to a peer rank (detail: peer, tag)  recv  a piece received from one
 EFFECTS = frozenset({"random", "grad", "set", "step", "start", "wait", "update", "send", "recv"})  # never removed
@@ -164,7 +165,9 @@ class Program:
         for ins in self.instrs:
             if ins.kind == "box":
                 found += [s.kind.collective for s in ins.detail.steps if s.kind.collective]
-            elif ins.kind in ("start", "reduce"):
+            elif ins.kind == "start":
+                found.append(ins.name)  # a bucket's all_reduce, a prefetched all_gather
+            elif ins.kind == "reduce":
                 found.append("all_reduce")
             elif ins.kind in ("send", "recv"):
                 found.append(ins.kind)
@@ -212,7 +215,7 @@ def _copied(detail):
 _FORMS = {  # how an instruction reads, by kind (ops and conversions are written out below)
     "read": "state {name}", "const": "constant {name}", "grad": "{name}.grad = {args}", "set": "{name} <- {args}",
     "step": "{name}()", "scalar": "scalar {name}", "reduce": "all_reduce({args}) over mesh axes {detail}",
-    "start": "all_reduce_start({args}) [{detail}]", "wait": "all_reduce_wait({args})",
+    "start": "{name}_start({args}) [{detail}]", "wait": "{name}_wait({args})",
     "send": "send({args}) [{detail}]", "recv": "recv() [{detail}]", "random": "{name}()",
 }
 

@@ -184,14 +184,15 @@ def _gathered_pieces(loss):
 
 def test_collectives_of_one_step_per_stage():
     """Four parameters in two fully_shard units (net1, net2; the root owns none). DP: one bucketed
-    all_reduce. Stage 1: the gradients all-reduced, each updated shard all-gathered. Stage 2: each
-    gradient reduce-scattered into its shard. Stage 3: one all_gather per unit before forward, again
+    all_reduce. Stage 1: the gradients all-reduced, the updated shards all-gathered in one flat
+    bucket. Stage 2: the gradients reduce-scattered into their shards in one bucket (zero_buckets).
+    Stage 3: one all_gather per unit before forward, again
     before its backward, one reduce_scatter of the unit's gradients; the update is local; after
     forward the graph holds no gathered piece (freed, gathered again in backward)."""
     got = {stage: run_ranks(_counted_step, 2, stage)[0] for stage in (0, 1, 2, 3)}
     assert got[0][:3] == [{}, {"all_reduce": 1}, {}]
-    assert got[1][:3] == [{}, {"all_reduce": 1}, {"all_gather": 4}]
-    assert got[2][:3] == [{}, {"reduce_scatter": 4}, {"all_gather": 4}]
+    assert got[1][:3] == [{}, {"all_reduce": 1}, {"all_gather": 1}]  # the updated shards in one flat bucket
+    assert got[2][:3] == [{}, {"reduce_scatter": 1}, {"all_gather": 1}]  # the gradients in one bucket
     assert got[3][:3] == [{"all_gather": 2}, {"all_gather": 2, "reduce_scatter": 2}, {}]
     assert got[3][3] == [0, 0, 0, 0]
 

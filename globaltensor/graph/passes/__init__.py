@@ -1,11 +1,11 @@
 """Passes: the planning passes, in the order they run (each: run(program) -> report, in place), and
 the program -> program passes that compose (prune, clone, split_by_role, insert_send_recv)."""
-from . import bucket_grads, dead_ops, fuse_boxing, liveness
+from . import bucket_grads, dead_ops, fuse_boxing, liveness, prefetch_gathers
 from .prune import clone, inference_instrs, needed_instrs, prune
 from .roles import insert_send_recv, role_of, split_by_role
 
-PASSES = [("fuse_boxing", fuse_boxing.run), ("bucket_grads", bucket_grads.run), ("dead_ops", dead_ops.run),
-          ("liveness", liveness.run)]
+PASSES = [("fuse_boxing", fuse_boxing.run), ("bucket_grads", bucket_grads.run),
+          ("prefetch_gathers", prefetch_gathers.run), ("dead_ops", dead_ops.run), ("liveness", liveness.run)]
 
 
 def plan(program):
