@@ -2,7 +2,7 @@
 statistics reduced once on a split batch (collectives, values against torch)."""
 import numpy as np
 import pytest
-import torch
+from lazy_torch import torch
 
 from globaltensor import _native
 
