@@ -270,11 +270,14 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     native = _native_of(group, "all_gather")
     if _observers:
         _observe("all_gather", x.nbytes, group)
-    x = _contiguous(x)
     if sizes is None:
+        x = _contiguous(x)
         rows = _exchange_rows(native, x, "all_gather")
     else:
         rows = sizes if type(sizes) is list or type(sizes) is tuple else list(sizes)
+        if getattr(native, "spans_hosts", False):  # across hosts: checked, allocated and sent in one step
+            return native.gather_rows(x, rows)
+        x = _contiguous(x)
     if len(rows) != native.size:
         raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(rows)}")
     out = _empty_out((sum(rows),) + x.shape[1:], x.dtype)
