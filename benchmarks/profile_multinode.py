@@ -61,7 +61,7 @@ def _variants(size, k):
 def _armed(group, call):
     """A blocking MPI call between arming and disarming the group's watchdog (as interhost.py does)."""
     def armed():
-        group.armed = ("", group.ranks)
+        group.armed = ["", group.ranks]
         try:
             call()
         finally:

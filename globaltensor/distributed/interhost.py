@@ -89,7 +89,7 @@ class InterHostGroup:
         self._in_place = self.MPI.IN_PLACE
         self._gather_comm = None  # the all_gather communicator, once made
         self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
-        self.armed = None  # (collective, ranks) while a blocking MPI call runs: mpi_wait's thread reads it
+        self.armed = None  # [collective, ranks] while a blocking MPI call runs: mpi_wait's thread reads it
         mpi_wait.watch(self)
 
     # -- the parts ------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ class InterHostGroup:
                 return self._all_reduce_other(comm, op, x, out, redop)
             send = self._in_place if out is x else x
             if nbytes < BLOCKING_BYTES:
-                self.armed = ("all_reduce", self.ranks)  # mpi_wait's thread ends the process after the timeout
+                self.armed = ["all_reduce", self.ranks]  # mpi_wait's thread ends the process after the timeout
                 try:
                     comm.Allreduce(send, out, op)
                 finally:
@@ -157,7 +157,7 @@ class InterHostGroup:
             return all_reduce_pairs(self, comm, x, out, redop, wide)
         wide = x.astype(np.float32)
         if x.nbytes < BLOCKING_BYTES:
-            self.armed = ("all_reduce", self.ranks)
+            self.armed = ["all_reduce", self.ranks]
             try:
                 comm.Allreduce(self._in_place, wide, op)
             finally:
@@ -248,8 +248,16 @@ class InterHostGroup:
         shape = (total,) + x.shape[1:]
         out = np.empty(shape, x.dtype) if total * row_bytes < SHARED_MIN_BYTES else \
             self._world.empty_shared(shape, x.dtype)
-        counts = None if rows.count(mine) == k else [int(r) * row_bytes for r in rows]
-        self._gather(self._gather_comm or self._gather_comm_first(), x, out, counts)
+        comm = self._gather_comm or self._gather_comm_first()
+        if rows.count(mine) == k and out.nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS:  # _gather's usual case
+            byte = self.MPI.BYTE
+            self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
+            try:
+                comm.Allgather([x, byte], [out, byte])
+            finally:
+                self.armed = None
+            return out
+        self._gather(comm, x, out, None if rows.count(mine) == k else [int(r) * row_bytes for r in rows])
         return out
 
     def all_gather(self, x, out, counts=None):
@@ -286,7 +294,7 @@ class InterHostGroup:
             return all_gather_pairs(self, comm, _bytes(x), _bytes(out), counts or [x.nbytes] * self.size)
         byte = self.MPI.BYTE
         if nbytes < BLOCKING_BYTES:
-            self.armed = ("all_gather", self.ranks)  # mpi_wait's thread ends the process after the timeout
+            self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
             try:
                 if counts is None:  # the usual case: arrays as they are, as MPI bytes
                     comm.Allgather([x, byte], [out, byte])

@@ -7,7 +7,7 @@ Two ways, both naming the collective, its ranks and this rank when the time is u
   caller may catch. all_reduce_async and the calls from GLOBALTENSOR_INTERHOST_BLOCKING_BYTES up
   wait this way.
 * a blocking MPI call (faster for small messages: MPI's own progress loop, no Python between
-  polls) between `group.armed = (what, ranks)` and `group.armed = None`. One daemon thread per
+  polls) between `group.armed = [what, ranks]` and `group.armed = None`. One daemon thread per
   process (started by the first group that spans hosts, never at import) looks at every such
   group a few times per timeout; a call armed for longer than the timeout cannot be interrupted,
   so the thread writes the error to stderr and ends the process with EXIT_CODE: the launcher (or
@@ -75,8 +75,9 @@ class InFlight:
 
 
 def watch(group):
-    """Watch `group.armed` (None, or (what, ranks) while a blocking MPI call runs; a fresh tuple per
-    call) from now on; the first call starts the thread."""
+    """Watch `group.armed` from now on: None, or [what, ranks] while a blocking MPI call runs, a new list
+    per call (the thread tells calls apart by identity; a tuple of constants would be one object);
+    the first call starts the thread."""
     with _lock:
         _watched.add(group)
         if not _thread:
@@ -86,7 +87,7 @@ def watch(group):
 
 
 def _run():
-    seen = {}  # id(group) -> (the armed tuple last seen, when first seen)
+    seen = {}  # id(group) -> (the armed list last seen (held: no new list takes its id), when first seen)
     while True:
         groups = list(_watched)
         tick = min([1.0] + [max(0.05, g.timeout / 10) for g in groups])
