@@ -12,10 +12,12 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
   else reduce inside each host, all-reduce between the hosts' leaders (the first member of
   each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: MPI over every member straight into the output, no copies (point to point on
-  groups of up to PAIRS_MEMBERS and for large shares, else one Allgather); the members' sizes
+* all_gather: MPI over every member straight into the output, no copies: one Allgather
+  (Allgatherv if uneven) under BLOCKING_BYTES of output, point to point from there where a share
+  reaches PACKED_BYTES, and at every size on groups of up to PAIRS_MEMBERS; the members' sizes
   come from the caller, alike on every member, so no collective exchanges them (only calls
-  without them check the sizes over MPI);
+  without them check the sizes over MPI); given the sizes, collectives.all_gather hands the
+  whole call to gather_rows (checks, output, MPI: one Python frame);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
   group's members directly (one message per pair of ranks; no hierarchy to win there);
   reduce_scatter too is told the pieces' sizes (alike on every member), so it is one collective.
@@ -47,8 +49,8 @@ DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 
 # all_reduces under this many bytes on groups of up to PAIRS_MEMBERS go point to point: every member
 # sends its array to every other (one round of messages), then sums the copies in member order
 PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 20)))
-# all_gathers whose largest share reaches this many bytes go point to point whatever the group's size
-# (and checked ones with even shares under it send the sizes beside the data, at once)
+# all_gathers from BLOCKING_BYTES of output whose largest share reaches this many bytes go point to point
+# whatever the group's size (and checked ones with even shares under it send the sizes beside the data)
 PACKED_BYTES = 64 << 10
 # all_gathers (and all_reduces under PAIRS_BYTES) on groups of at most this many members go point to
 # point at every size: one round of messages. Off by default (0): on a loaded machine it measured
