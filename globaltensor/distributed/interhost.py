@@ -39,7 +39,6 @@ from .. import dtype as _dtype
 from . import mpi_wait
 from .interhost_pairs import all_gather_pairs, all_reduce_pairs
 from .mpi_wait import Done, InFlight, poll
-from .world import SHARED_MIN_BYTES
 
 # all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
 # rank carries 1/k of the message between hosts instead of the leader carrying all of it
@@ -62,6 +61,9 @@ PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "0"))
 # by mpi_wait's thread (faster than a non-blocking call and our polling; see docs/multinode.md); 0: none
 BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str(16 << 20)))
 
+# outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put
+# those under world.SHARED_MIN_BYTES, this value, on the heap too; importing it would close a cycle)
+_HEAP_BYTES = 1 << 15
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
 
@@ -248,7 +250,7 @@ class InterHostGroup:
                              f"{total * row_bytes}, but the members' sizes say {mine * row_bytes} of "
                              f"{total * row_bytes} (the other members will time out)")
         shape = (total,) + x.shape[1:]
-        out = np.empty(shape, x.dtype) if total * row_bytes < SHARED_MIN_BYTES else \
+        out = np.empty(shape, x.dtype) if total * row_bytes < _HEAP_BYTES else \
             self._world.empty_shared(shape, x.dtype)
         comm = self._gather_comm or self._gather_comm_first()
         if rows.count(mine) == k and out.nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS:  # _gather's usual case
