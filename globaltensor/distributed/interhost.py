@@ -39,6 +39,7 @@ from .. import dtype as _dtype
 from . import mpi_wait
 from .interhost_pairs import all_gather_pairs, all_reduce_pairs
 from .mpi_wait import Done, InFlight, poll
+from .store import left_key
 
 # all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
 # rank carries 1/k of the message between hosts instead of the leader carrying all of it
@@ -52,10 +53,8 @@ PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 
 # whatever the group's size (and checked ones with even shares under it send the sizes beside the data)
 PACKED_BYTES = 64 << 10
 # all_gathers (and all_reduces under PAIRS_BYTES) on groups of at most this many members go point to
-# point at every size: one round of messages. Off by default (0): on a loaded machine it measured
-# faster (1.03x-2.5x mpi4py's, where mpi4py's blocking calls spin on a shared core), but on the quiet
-# one slower than MPI's own collectives (benchmarks/bench_multinode.py, 2 hosts x 2 ranks: all_reduce
-# 0.33x-0.45x at 1 KiB-1 MiB against 0.62x-0.92x without; RESULTS.md "Issue 32 (s5)")
+# point at every size (interhost_pairs.py). Off by default (0): faster on a loaded machine, slower on
+# a quiet one than MPI's own collectives (RESULTS.md "Issue 32 (s5)")
 PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "0"))
 # all_reduces and all_gathers (by the whole output) under this many bytes are blocking MPI calls, watched
 # by mpi_wait's thread (faster than a non-blocking call and our polling; see docs/multinode.md); 0: none
@@ -110,6 +109,12 @@ class InterHostGroup:
 
     def _comm(self):
         return self._jc.sub(self.ranks)
+
+    def ended(self, ranks):
+        """[(rank, how)] for those of `ranks` the job's store knows to have ended (for mpi_wait's errors)."""
+        store = self._world.store
+        keys = [left_key(r) for r in ranks]
+        return [(r, store.get(k, 1.0).decode(errors="replace")) for r, k, hit in zip(ranks, keys, store.check(keys)) if hit]
 
     def _op(self, redop):
         return getattr(self.MPI, _MPI_OPS[redop.name])

@@ -32,6 +32,15 @@ def _message(what, ranks, rank, limit):
             f"back to this timeout: a rank may have called a different collective, or ended")
 
 
+def _ended(group, ranks):
+    """Which of `ranks` the job's store knows to have ended, and how (group.ended), as the error's tail."""
+    try:
+        lines = group.ended(ranks)
+    except Exception:  # noqa: BLE001 - the store may be gone with the rank that hosted it
+        return ""
+    return "".join(f"\n  rank {r} ended: {how}" for r, how in lines)
+
+
 def poll(group, request, what, ranks, several=None):
     """Wait for a non-blocking MPI call (or, with `several`, for all of those requests; request is then
     MPI.Request), at most group.timeout seconds; CollectiveError after."""
@@ -45,7 +54,7 @@ def poll(group, request, what, ranks, several=None):
         # even 200 tight polls before the first yield made a 1 KiB all_reduce 2-3x slower (4 ranks, 2 cores)
         os.sched_yield()
         if time.monotonic() > deadline:
-            raise CollectiveError(_message(what, ranks, group.rank, group.timeout))
+            raise CollectiveError(_message(what, ranks, group.rank, group.timeout) + _ended(group, ranks))
 
 
 class Done:
@@ -111,8 +120,10 @@ def _expire(group, armed):
     text = (f"globaltensor: CollectiveError: {_message(what, ranks, group.rank, group.timeout)}. A blocking MPI "
             f"call cannot be interrupted, so rank {group.rank} ends here (exit code {EXIT_CODE}) instead of "
             f"raising; GLOBALTENSOR_INTERHOST_BLOCKING_BYTES=0 makes every call between hosts non-blocking, and "
-            f"then this error is an exception\n")
+            f"then this error is an exception")
     try:
         os.write(2, text.encode())
+        threading.Timer(3.0, os._exit, (EXIT_CODE,)).start()  # the store's answer is waited for 3 s at most
+        os.write(2, (_ended(group, ranks) + "\n").encode())
     finally:
         os._exit(EXIT_CODE)

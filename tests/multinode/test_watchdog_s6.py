@@ -20,6 +20,9 @@ assert threading.active_count() == 1, threading.enumerate()  # no thread at impo
 class Group:  # what mpi_wait reads of an InterHostGroup
     timeout, rank, armed = 0.3, 5, None
 
+    def ended(self, ranks):  # what the job's store knows
+        return [(6, "exited with code 0")]
+
 g = Group()
 mpi_wait.watch(g)
 mpi_wait.watch(Group())  # a second group: still one thread
@@ -45,4 +48,5 @@ def test_a_blocking_call_past_the_timeout_ends_the_process_naming_it():
     assert ("all_gather between hosts on ranks [4, 5, 6] (rank 5): not complete after 0.3 s (GLOBALTENSOR_TIMEOUT)"
             in done.stderr), done.stderr
     assert "rank 5 ends here (exit code 124)" in done.stderr, done.stderr
+    assert "\n  rank 6 ended: exited with code 0\n" in done.stderr, done.stderr  # who is missing, from the store
     assert took < 15, took  # 1 s of calls, the 0.3 s timeout, and the start-up of a loaded machine
