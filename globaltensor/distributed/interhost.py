@@ -12,9 +12,9 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
   else reduce inside each host, all-reduce between the hosts' leaders (the first member of
   each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: MPI over every member straight into the output, no copies: one Allgather
-  (Allgatherv if uneven) under BLOCKING_BYTES of output, point to point from there where a share
-  reaches PACKED_BYTES, and at every size on groups of up to PAIRS_MEMBERS; the members' sizes
+* all_gather: MPI over every member straight into the output, no copies: point to point where a
+  share reaches PAIRS_SHARE_BYTES (and at every size on groups of up to PAIRS_MEMBERS), else one
+  Allgather (Allgatherv if uneven), blocking under BLOCKING_BYTES of output; the members' sizes
   come from the caller, alike on every member, so no collective exchanges them (only calls
   without them check the sizes over MPI); given the sizes, collectives.all_gather hands the
   whole call to gather_rows (checks, output, MPI: one Python frame);
@@ -49,8 +49,10 @@ DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 
 # all_reduces under this many bytes on groups of up to PAIRS_MEMBERS go point to point: every member
 # sends its array to every other (one round of messages), then sums the copies in member order
 PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 20)))
-# all_gathers from BLOCKING_BYTES of output whose largest share reaches this many bytes go point to point
-# whatever the group's size (and checked ones with even shares under it send the sizes beside the data)
+# all_gathers whose largest share reaches this many bytes go point to point whatever the group's size:
+# 1.09x-1.12x mpi4py's Allgather at 1 MiB shares on the quiet machine (about 2x loaded), 0.62x at 64 KiB
+PAIRS_SHARE_BYTES = 1 << 20
+# all_gathers that check the sizes, with even shares under this many bytes, send them beside the data
 PACKED_BYTES = 64 << 10
 # all_gathers (and all_reduces under PAIRS_BYTES) on groups of at most this many members go point to
 # point at every size (interhost_pairs.py). Off by default (0): faster on a loaded machine, slower on
@@ -258,7 +260,8 @@ class InterHostGroup:
         out = np.empty(shape, x.dtype) if total * row_bytes < _HEAP_BYTES else \
             self._world.empty_shared(shape, x.dtype)
         comm = self._gather_comm or self._gather_comm_first()
-        if rows.count(mine) == k and out.nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS:  # _gather's usual case
+        if rows.count(mine) == k and out.nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and \
+                x.nbytes < PAIRS_SHARE_BYTES:  # _gather's usual case
             byte = self.MPI.BYTE
             self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
             try:
@@ -295,11 +298,10 @@ class InterHostGroup:
 
     def _gather(self, comm, x, out, counts):
         """x into out (C-contiguous) on every member; counts: the members' bytes, None when even. Up to
-        PAIRS_MEMBERS members: point to point; under BLOCKING_BYTES (the whole output): one blocking
-        Allgather (Allgatherv if uneven); larger, from PACKED_BYTES a share: point to point; else
-        one non-blocking Allgather(v)."""
+        PAIRS_MEMBERS members or from PAIRS_SHARE_BYTES a share: point to point; else one Allgather
+        (Allgatherv if uneven), blocking under BLOCKING_BYTES of output, else non-blocking."""
         nbytes = out.nbytes
-        if self.size <= PAIRS_MEMBERS or (nbytes >= BLOCKING_BYTES and max(counts or [nbytes // self.size]) >= PACKED_BYTES):
+        if self.size <= PAIRS_MEMBERS or max(counts or [x.nbytes]) >= PAIRS_SHARE_BYTES:
             return all_gather_pairs(self, comm, _bytes(x), _bytes(out), counts or [x.nbytes] * self.size)
         byte = self.MPI.BYTE
         if nbytes < BLOCKING_BYTES:

@@ -1,8 +1,9 @@
 """The point-to-point paths between hosts: every member sends its array to every other at once (one round of messages).
 
-Off by default (interhost.PAIRS_MEMBERS = 0, and all_gathers from interhost.PACKED_BYTES a share):
-on a loaded machine they measured faster than MPI's collectives, on a quiet one slower
-(benchmarks/RESULTS.md, issue 32). Both wait with mpi_wait.poll (CollectiveError after the timeout).
+Used by all_gathers from interhost.PAIRS_SHARE_BYTES a share, and by every all_gather (and
+all_reduce under PAIRS_BYTES) on groups of up to interhost.PAIRS_MEMBERS members (0 by default: on a
+loaded machine faster than MPI's collectives, on a quiet one slower; benchmarks/RESULTS.md, issue 32).
+Both wait with mpi_wait.poll (CollectiveError after the timeout).
 """
 import itertools
 
