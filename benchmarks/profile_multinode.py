@@ -5,8 +5,9 @@
 Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant once, in turn
 (so a busy machine slows them alike; read the ratios), each after a blocking MPI barrier, each
 `--burst` calls back to back; rank 0's median per call. The variants peel the layers:
-mpi4py's blocking call, the non-blocking call with MPI's Wait, with our bounded wait
-(InterHostGroup._wait), a persistent request (MPI 4 *_init, Start per call) with our wait, the
+mpi4py's blocking call, the same on the group's own communicator with the watchdog armed
+(mpi_wait.py), the non-blocking call with MPI's Wait, with our bounded poll (mpi_wait.poll), a
+persistent request (MPI 4 *_init, Start per call) with our poll, point to point, the
 InterHostGroup method, and the public gt.distributed call; wall and CPU (process_time) medians.
 """
 import argparse
@@ -26,6 +27,8 @@ SIZES = (1 << 10, 1 << 20)
 def _variants(size, k):
     from globaltensor import distributed as dist
     from globaltensor.distributed import collectives
+    from globaltensor.distributed.interhost_pairs import all_gather_pairs, all_reduce_pairs
+    from globaltensor.distributed.mpi_wait import poll
     from globaltensor.distributed.world import world
     jc = world()._mpi
     comm, MPI = jc.comm, jc.MPI
@@ -36,28 +39,43 @@ def _variants(size, k):
     redop = collectives._redop(x, "sum", "all_reduce")
     return comm, {
         "all_reduce mpi4py Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, x),
+        "all_reduce Allreduce armed": _armed(group, lambda: ar.Allreduce(MPI.IN_PLACE, x)),
         "all_reduce Iallreduce+Wait": lambda: ar.Iallreduce(MPI.IN_PLACE, x).Wait(),
-        "all_reduce Iallreduce+our wait": lambda: group._wait(ar.Iallreduce(MPI.IN_PLACE, x), "", group.ranks),
-        "all_reduce persistent+our wait": _persistent(group, ar.Allreduce_init(MPI.IN_PLACE, x)),
-        "all_reduce Isend/Irecv pairs+sum": lambda: group._all_reduce_pairs(ar, x, x, redop),
+        "all_reduce Iallreduce+poll": lambda: poll(group, ar.Iallreduce(MPI.IN_PLACE, x), "", group.ranks),
+        "all_reduce persistent+poll": _persistent(group, ar.Allreduce_init(MPI.IN_PLACE, x)),
+        "all_reduce Isend/Irecv pairs+sum": lambda: all_reduce_pairs(group, ar, x, x, redop, False),
         "all_reduce InterHostGroup": lambda: group.all_reduce(x, x, redop),
         "all_reduce gt.distributed": lambda: dist.all_reduce(x),
         "all_gather mpi4py Allgather": lambda: comm.Allgather(piece, gathered),
+        "all_gather Allgather armed": _armed(group, lambda: ag.Allgather(piece, gathered)),
         "all_gather Iallgather+Wait": lambda: ag.Iallgather(piece, gathered).Wait(),
-        "all_gather Iallgather+our wait": lambda: group._wait(ag.Iallgather(piece, gathered), "", group.ranks),
-        "all_gather persistent+our wait": _persistent(group, ag.Allgather_init(piece, gathered)),
-        "all_gather Isend/Irecv pairs": lambda: group._all_gather_pairs(ag, piece.view(np.uint8), gathered.view(np.uint8),
-                                                                      [piece.nbytes] * k),
+        "all_gather Iallgather+poll": lambda: poll(group, ag.Iallgather(piece, gathered), "", group.ranks),
+        "all_gather persistent+poll": _persistent(group, ag.Allgather_init(piece, gathered)),
+        "all_gather Isend/Irecv pairs": lambda: all_gather_pairs(group, ag, piece.view(np.uint8), gathered.view(np.uint8),
+                                                                 [piece.nbytes] * k),
         "all_gather InterHostGroup": lambda: group.all_gather(piece, gathered, [piece.nbytes] * k),
         "all_gather gt.distributed": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
     }
 
 
+def _armed(group, call):
+    """A blocking MPI call between arming and disarming the group's watchdog (as interhost.py does)."""
+    def armed():
+        group.armed = ["", group.ranks]
+        try:
+            call()
+        finally:
+            group.armed = None
+    return armed
+
+
 def _persistent(group, request):
     """A persistent MPI request (made once: collective, every rank alike), started and waited per call."""
+    from globaltensor.distributed.mpi_wait import poll
+
     def call():
         request.Start()
-        group._wait(request, "", group.ranks)
+        poll(group, request, "", group.ranks)
     return call
 
 

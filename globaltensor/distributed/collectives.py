@@ -280,6 +280,8 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     native = _world_native if group is None and _world_native is not None else _native_of(group, "all_gather")
     if _observers:
         _observe("all_gather", x.nbytes, group)
+    if sizes is not None and getattr(native, "spans_hosts", False):  # across hosts: checked, allocated, sent in one step
+        return native.gather_rows(x, sizes if type(sizes) is list or type(sizes) is tuple else list(sizes))
     if not x.flags.c_contiguous:
         x = _contiguous(x)
     rows = tuple(_exchange_rows(native, x, "all_gather") if sizes is None else sizes)

@@ -12,27 +12,34 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
   else reduce inside each host, all-reduce between the hosts' leaders (the first member of
   each host), broadcast inside each host;
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
-* all_gather: MPI over every member straight into the output, no copies (point to point on
-  groups of up to PAIRS_MEMBERS and for large shares, else one Allgather); the members' sizes
+* all_gather: MPI over every member straight into the output, no copies: point to point where a
+  share reaches PAIRS_SHARE_BYTES (and at every size on groups of up to PAIRS_MEMBERS), else one
+  Allgather (Allgatherv if uneven), blocking under BLOCKING_BYTES of output; the members' sizes
   come from the caller, alike on every member, so no collective exchanges them (only calls
-  without them check the sizes over MPI);
+  without them check the sizes over MPI); given the sizes, collectives.all_gather hands the
+  whole call to gather_rows (checks, output, MPI: one Python frame);
 * reduce_scatter, all_to_all, barrier (and send/recv, a broadcast on a pair): MPI over the
   group's members directly (one message per pair of ranks; no hierarchy to win there);
   reduce_scatter too is told the pieces' sizes (alike on every member), so it is one collective.
 
 float16 and bfloat16 travel between hosts as float32 (MPI has no such types), so sums
-accumulate in float32 as on one host. Every MPI call is non-blocking, waited for at most GLOBALTENSOR_TIMEOUT:
-between hosts the "ranks called different collectives" detector of shared memory does not run,
-so a mismatch or a peer that never comes surfaces as that timeout (the error says so).
+accumulate in float32 as on one host. Every MPI call waits at most GLOBALTENSOR_TIMEOUT (mpi_wait.py):
+all_reduce and all_gather under BLOCKING_BYTES are blocking MPI calls (MPI's own progress loop: faster),
+watched by a thread that ends the process after the timeout (a blocking call cannot be interrupted);
+every other call is non-blocking and raises CollectiveError after it. Between hosts the "ranks
+called different collectives" detector of shared memory does not run, so a mismatch or a peer that
+never comes surfaces as that timeout (the error says so).
 """
-import itertools
+import math
 import os
-import time
 
 import numpy as np
 
 from .. import dtype as _dtype
-from .._native import CollectiveError
+from . import mpi_wait
+from .interhost_pairs import all_gather_pairs, all_reduce_pairs
+from .mpi_wait import Done, InFlight, poll
+from .store import left_key
 
 # all_reduces of at least this many bytes, on hosts with equal member counts, go sliced: each local
 # rank carries 1/k of the message between hosts instead of the leader carrying all of it
@@ -42,46 +49,24 @@ DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 
 # all_reduces under this many bytes on groups of up to PAIRS_MEMBERS go point to point: every member
 # sends its array to every other (one round of messages), then sums the copies in member order
 PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 20)))
-# all_gathers whose largest share reaches this many bytes go point to point whatever the group's size
-# (and checked ones with even shares under it send the sizes beside the data, at once)
+# all_gathers whose largest share reaches this many bytes go point to point whatever the group's size:
+# 1.09x-1.12x mpi4py's Allgather at 1 MiB shares on the quiet machine (about 2x loaded), 0.62x at 64 KiB
+PAIRS_SHARE_BYTES = 1 << 20
+# all_gathers that check the sizes, with even shares under this many bytes, send them beside the data
 PACKED_BYTES = 64 << 10
 # all_gathers (and all_reduces under PAIRS_BYTES) on groups of at most this many members go point to
-# point at every size: one round of messages. Off by default (0): on a loaded machine it measured
-# faster (1.03x-2.5x mpi4py's, where mpi4py's blocking calls spin on a shared core), but on the quiet
-# one slower than MPI's own collectives (benchmarks/bench_multinode.py, 2 hosts x 2 ranks: all_reduce
-# 0.33x-0.45x at 1 KiB-1 MiB against 0.62x-0.92x without; RESULTS.md "Issue 32 (s5)")
+# point at every size (interhost_pairs.py). Off by default (0): faster on a loaded machine, slower on
+# a quiet one than MPI's own collectives (RESULTS.md "Issue 32 (s5)")
 PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "0"))
-_PAIR_TAG = 1  # the tag of a large all_gather's messages (on the all_gather communicator)
+# all_reduces and all_gathers (by the whole output) under this many bytes are blocking MPI calls, watched
+# by mpi_wait's thread (faster than a non-blocking call and our polling; see docs/multinode.md); 0: none
+BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str(16 << 20)))
 
+# outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put
+# those under world.SHARED_MIN_BYTES, this value, on the heap too; importing it would close a cycle)
+_HEAP_BYTES = 1 << 15
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
-_NP_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
-
-
-class _Done:
-    """What all_reduce_async returns here: the all-reduce already ran."""
-
-    def wait(self):
-        return None
-
-    def done(self):
-        return True
-
-
-class _InFlight:
-    """What all_reduce_async returns for an MPI all-reduce left in flight."""
-
-    def __init__(self, group, request):
-        self._group, self._request, self._done = group, request, False
-
-    def wait(self):
-        if not self._done:
-            self._group._wait(self._request, "all_reduce_async", self._group.ranks)
-            self._done = True
-            self._group._in_flight.remove(self)
-
-    def done(self):
-        return self._done or bool(self._request.Test())
 
 
 class InterHostGroup:
@@ -94,7 +79,8 @@ class InterHostGroup:
         self.ranks = tuple(ranks)
         self.size = len(ranks)
         self.index = self.ranks.index(world.rank)
-        self._world, self._jc, self.MPI, self._timeout = world, job_comm, job_comm.MPI, timeout
+        self._world, self._jc, self.MPI, self.timeout = world, job_comm, job_comm.MPI, timeout
+        self.rank = world.rank
         hosts = [world.host_keys[r] for r in ranks]
         self.host_order = list(dict.fromkeys(hosts))  # hosts in order of first appearance
         self.host_members = [tuple(r for r, h in zip(ranks, hosts) if h == key) for key in self.host_order]
@@ -108,6 +94,8 @@ class InterHostGroup:
         self._in_place = self.MPI.IN_PLACE
         self._gather_comm = None  # the all_gather communicator, once made
         self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
+        self.armed = None  # [collective, ranks] while a blocking MPI call runs: mpi_wait's thread reads it
+        mpi_wait.watch(self)
 
     # -- the parts ------------------------------------------------------------------------------
     def _local(self):
@@ -124,26 +112,11 @@ class InterHostGroup:
     def _comm(self):
         return self._jc.sub(self.ranks)
 
-    def _wait(self, request, what, ranks, several=None):
-        """Wait for a non-blocking MPI call (or, with `several`, for all of those requests; request is then
-        MPI.Request), at most GLOBALTENSOR_TIMEOUT seconds; CollectiveError after."""
-        limit = self._timeout
-        done = (lambda: request.Testall(several)) if several is not None else request.Test
-        if done():
-            return
-        deadline = time.monotonic() + limit
-        while not done():
-            # give the core away between polls: ranks often outnumber cores, and a peer (or this rank's
-            # MPI progress) needs one; spinning without it costs a scheduler slice (~10 ms) per call, and
-            # even 200 tight polls before the first yield made a 1 KiB all_reduce 2-3x slower (4 ranks, 2 cores).
-            # This wait is as fast as MPI's own blocking Wait here (within noise: benchmarks/profile_multinode.py)
-            os.sched_yield()
-            if time.monotonic() > deadline:
-                raise CollectiveError(
-                    f"{what} between hosts on ranks {list(ranks)} (rank {self._world.rank}): not complete after "
-                    f"{limit:g} s (GLOBALTENSOR_TIMEOUT). Between hosts the check that ranks called the same "
-                    f"collectives falls back to this timeout: a rank may have called a different collective, "
-                    f"or ended")
+    def ended(self, ranks):
+        """[(rank, how)] for those of `ranks` the job's store knows to have ended (for mpi_wait's errors)."""
+        store = self._world.store
+        keys = [left_key(r) for r in ranks]
+        return [(r, store.get(k, 1.0).decode(errors="replace")) for r, k, hit in zip(ranks, keys, store.check(keys)) if hit]
 
     def _op(self, redop):
         return getattr(self.MPI, _MPI_OPS[redop.name])
@@ -152,24 +125,24 @@ class InterHostGroup:
     def all_reduce(self, x, out, redop):
         if self._in_flight:
             self.drain()
-        if x.nbytes < PAIRS_BYTES and self.size <= PAIRS_MEMBERS:
-            last, comm, op = self._last
-            if redop is not last:
-                comm, op = self._direct_for(redop)
-            return self._all_reduce_pairs(comm, x, out, redop)
-        if x.nbytes < DIRECT_BYTES:
+        nbytes = x.nbytes
+        if nbytes < DIRECT_BYTES:
             # one MPI Allreduce over every member (what mpi4py does): fewest hops for small messages,
             # and the fewest Python steps (attribute reads cost here: redop.name alone is ~1 us)
             last, comm, op = self._last
             if redop is not last:
                 comm, op = self._direct_for(redop)
-            if x.dtype in _WIDENED:
-                wide = x.astype(np.float32)
-                self._wait(comm.Iallreduce(self._in_place, wide, op=op), "all_reduce", self.ranks)
-                out[...] = wide
+            if x.dtype in _WIDENED or (nbytes < PAIRS_BYTES and self.size <= PAIRS_MEMBERS):
+                return self._all_reduce_other(comm, op, x, out, redop)
+            send = self._in_place if out is x else x
+            if nbytes < BLOCKING_BYTES:
+                self.armed = ["all_reduce", self.ranks]  # mpi_wait's thread ends the process after the timeout
+                try:
+                    comm.Allreduce(send, out, op)
+                finally:
+                    self.armed = None
                 return out
-            req = comm.Iallreduce(self._in_place, out, op=op) if out is x else comm.Iallreduce(x, out, op=op)
-            self._wait(req, "all_reduce", self.ranks)
+            poll(self, comm.Iallreduce(send, out, op=op), "all_reduce", self.ranks)
             return out
         if self._sliced(x):
             return self._all_reduce_sliced(x, out, redop)
@@ -181,33 +154,28 @@ class InterHostGroup:
         if self.is_leader:
             wide = out.astype(np.float32) if out.dtype in _WIDENED else out
             req = self._leader_comm().Iallreduce(self.MPI.IN_PLACE, _flat(wide), op=self._op(redop))
-            self._wait(req, "all_reduce", self.leaders)
+            poll(self, req, "all_reduce", self.leaders)
             if wide is not out:
                 out[...] = wide
         if local is not None:
             local.broadcast(out, 0)
         return out
 
-    def _all_reduce_pairs(self, comm, x, out, redop):
-        """Every member sends x to every other at once (one round of messages), then each reduces the
-        k copies in member order (the same bits on every member)."""
-        k, me = self.size, self.index
+    def _all_reduce_other(self, comm, op, x, out, redop):
+        """The direct all_reduce of float16 / bfloat16 (as float32) or point to point (PAIRS_MEMBERS)."""
         wide = x.dtype in _WIDENED
-        src = x.astype(np.float32) if wide else x
-        stage = np.empty((k,) + src.shape, src.dtype)
-        rows = stage.reshape(k, -1)  # arrays even for 0-d x (stage[i] is then a read-only scalar)
-        reqs = []
-        for step in range(1, k):
-            frm, to = (me - step) % k, (me + step) % k
-            reqs.append(comm.Irecv(rows[frm], source=frm, tag=_PAIR_TAG))
-            reqs.append(comm.Isend(src, dest=to, tag=_PAIR_TAG))
-        stage[me] = src
-        self._wait(self.MPI.Request, "all_reduce", self.ranks, reqs)
-        reduce = _NP_REDUCE[redop.name].reduce
-        if wide:
-            out[...] = reduce(stage, axis=0)
-        else:  # an overflow gives inf as MPI's sum does (numpy warns, once: np.errstate costs ~2 us a call)
-            reduce(stage, axis=0, out=out)
+        if x.nbytes < PAIRS_BYTES and self.size <= PAIRS_MEMBERS:
+            return all_reduce_pairs(self, comm, x, out, redop, wide)
+        wide = x.astype(np.float32)
+        if x.nbytes < BLOCKING_BYTES:
+            self.armed = ["all_reduce", self.ranks]
+            try:
+                comm.Allreduce(self._in_place, wide, op)
+            finally:
+                self.armed = None
+        else:
+            poll(self, comm.Iallreduce(self._in_place, wide, op=op), "all_reduce", self.ranks)
+        out[...] = wide
         return out
 
     def _direct_for(self, redop):
@@ -232,7 +200,7 @@ class InterHostGroup:
         local.reduce_scatter(_flat(x), piece, redop)
         peers = self._jc.sub(tuple(members[i] for members in self.host_members))
         wide = piece.astype(np.float32) if piece.dtype in _WIDENED else piece
-        self._wait(peers.Iallreduce(self.MPI.IN_PLACE, wide, op=self._op(redop)), "all_reduce",
+        poll(self, peers.Iallreduce(self.MPI.IN_PLACE, wide, op=self._op(redop)), "all_reduce",
                    [members[i] for members in self.host_members])
         if wide is not piece:
             piece[...] = wide
@@ -246,9 +214,9 @@ class InterHostGroup:
         for those in flight, so the group keeps one order of collectives on every rank."""
         if x.nbytes >= DIRECT_BYTES or out is not x or x.dtype in _WIDENED:
             self.all_reduce(x, out, redop)
-            return _Done()
+            return Done()
         comm, op = self._direct_for(redop)
-        handle = _InFlight(self, comm.Iallreduce(self._in_place, x, op=op))
+        handle = InFlight(self, comm.Iallreduce(self._in_place, x, op=op))
         self._in_flight.append(handle)
         return handle
 
@@ -266,21 +234,52 @@ class InterHostGroup:
         if self.host_index == root_host and local is not None:
             local.broadcast(x, self.local.index(root))
         if self.is_leader:
-            self._wait(self._leader_comm().Ibcast(_bytes(x), root=root_host), "broadcast", self.leaders)
+            poll(self, self._leader_comm().Ibcast(_bytes(x), root=root_host), "broadcast", self.leaders)
         if self.host_index != root_host and local is not None:
             local.broadcast(x, 0)
         return x
 
+    def gather_rows(self, x, rows):
+        """collectives.all_gather given the sizes, in one step: every member's x (rows[i] long along axis 0,
+        the same list on every member) concatenated into a new array (in shared memory when large).
+        A rank whose x disagrees with its entry raises ValueError before it communicates."""
+        if self._in_flight:
+            self.drain()
+        k = self.size
+        if len(rows) != k:
+            raise ValueError(f"all_gather: sizes needs one entry per member ({k}), got {len(rows)}")
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        row_bytes = x.itemsize if x.ndim < 2 else x.itemsize * math.prod(x.shape[1:])
+        mine, total = rows[self.index], sum(rows)
+        if x.nbytes != mine * row_bytes:
+            raise ValueError(f"all_gather: rank {self.rank} passes {x.nbytes} bytes and an output of "
+                             f"{total * row_bytes}, but the members' sizes say {mine * row_bytes} of "
+                             f"{total * row_bytes} (the other members will time out)")
+        shape = (total,) + x.shape[1:]
+        out = np.empty(shape, x.dtype) if total * row_bytes < _HEAP_BYTES else \
+            self._world.empty_shared(shape, x.dtype)
+        comm = self._gather_comm or self._gather_comm_first()
+        if rows.count(mine) == k and out.nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and \
+                x.nbytes < PAIRS_SHARE_BYTES:  # _gather's usual case
+            byte = self.MPI.BYTE
+            self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
+            try:
+                comm.Allgather([x, byte], [out, byte])
+            finally:
+                self.armed = None
+            return out
+        self._gather(comm, x, out, None if rows.count(mine) == k else [int(r) * row_bytes for r in rows])
+        return out
+
     def all_gather(self, x, out, counts=None):
         """Every member's bytes straight into `out` with MPI over all members, in group order.
 
-        counts: every member's byte count, the same list on every member (collectives.all_gather
-        passes it: the lengths come from the caller's `sizes`, from global shape and SBP in boxing
-        and FSDP, or from its own exchange of the rows). Then one collective, no sizes exchange:
+        counts: every member's byte count, the same list on every member (collectives.py passes it:
+        the lengths come from its own exchange of the rows). Then one collective, no sizes exchange:
         a rank whose x differs from its count raises ValueError before it communicates (the
         others then time out: GLOBALTENSOR_TIMEOUT). Without counts (callers of the group itself)
-        the sizes are checked: see _gather_sizes. Up to PAIRS_MEMBERS members or from PACKED_BYTES
-        a share: point to point straight into `out`; else one MPI Allgather (Allgatherv if uneven).
+        the sizes are checked: see _gather_sizes.
         """
         if self._in_flight:
             self.drain()
@@ -294,14 +293,30 @@ class InterHostGroup:
             raise ValueError(f"all_gather: rank {self._world.rank} passes {x.nbytes} bytes and an output of "
                              f"{out.nbytes}, but the members' sizes say {counts[self.index]} of {sum(counts)} "
                              f"(the other members will time out)")
-        if self.size <= PAIRS_MEMBERS or max(counts) >= PACKED_BYTES:
-            self._all_gather_pairs(comm, _bytes(x), _bytes(out), counts)
-        elif counts.count(counts[0]) == self.size:  # the usual case: arrays as they are, as MPI bytes
-            byte = self.MPI.BYTE
-            self._wait(comm.Iallgather([x, byte], [out, byte]), "all_gather", self.ranks)
-        else:
-            self._wait(comm.Iallgatherv(_bytes(x), [_bytes(out), counts]), "all_gather", self.ranks)
+        self._gather(comm, x, out, None if counts.count(counts[0]) == self.size else counts)
         return out
+
+    def _gather(self, comm, x, out, counts):
+        """x into out (C-contiguous) on every member; counts: the members' bytes, None when even. Up to
+        PAIRS_MEMBERS members or from PAIRS_SHARE_BYTES a share: point to point; else one Allgather
+        (Allgatherv if uneven), blocking under BLOCKING_BYTES of output, else non-blocking."""
+        nbytes = out.nbytes
+        if self.size <= PAIRS_MEMBERS or max(counts or [x.nbytes]) >= PAIRS_SHARE_BYTES:
+            return all_gather_pairs(self, comm, _bytes(x), _bytes(out), counts or [x.nbytes] * self.size)
+        byte = self.MPI.BYTE
+        if nbytes < BLOCKING_BYTES:
+            self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
+            try:
+                if counts is None:  # the usual case: arrays as they are, as MPI bytes
+                    comm.Allgather([x, byte], [out, byte])
+                else:
+                    comm.Allgatherv(_bytes(x), [_bytes(out), counts])
+            finally:
+                self.armed = None
+        elif counts is None:
+            poll(self, comm.Iallgather([x, byte], [out, byte]), "all_gather", self.ranks)
+        else:
+            poll(self, comm.Iallgatherv(_bytes(x), [_bytes(out), counts]), "all_gather", self.ranks)
 
     def _gather_comm_first(self):
         self._gather_comm = self._jc.sub(self.ranks, "all_gather")
@@ -318,25 +333,12 @@ class InterHostGroup:
         if slot < PACKED_BYTES and slot * k == dst.size:
             send = mine if mine.size == slot else np.zeros(slot, np.uint8)
             reqs = [comm.Iallgather(size_here, sizes), comm.Iallgather(send, dst)]
-            self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
+            poll(self, self.MPI.Request, "all_gather", self.ranks, reqs)
             if sizes.tolist() == [slot] * k:
                 return None
         else:
-            self._wait(comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
+            poll(self, comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
         return _counts(sizes, dst.size)
-
-    def _all_gather_pairs(self, comm, mine, dst, counts):
-        """Every member sends its bytes to every other at once (point to point, straight into `out`):
-        one round of messages, which MPICH runs faster than its non-blocking Allgather's schedule."""
-        at = list(itertools.accumulate(counts, initial=0))  # np.cumsum costs microseconds on a short list
-        k, me = self.size, self.index
-        reqs = []
-        for step in range(1, k):
-            src, to = (me - step) % k, (me + step) % k
-            reqs.append(comm.Irecv(dst[at[src]:at[src + 1]], source=src, tag=_PAIR_TAG))
-            reqs.append(comm.Isend(mine, dest=to, tag=_PAIR_TAG))
-        dst[at[me]:at[me + 1]] = mine
-        self._wait(self.MPI.Request, "all_gather", self.ranks, reqs)
 
     def reduce_scatter(self, x, out, redop, counts=None):
         """counts: every member's piece in elements, alike on every member (collectives.py passes it);
@@ -346,7 +348,7 @@ class InterHostGroup:
         comm = self._comm()
         if counts is None:
             sizes = np.empty(comm.size, np.int64)
-            self._wait(comm.Iallgather(np.array([out.size], np.int64), sizes), "reduce_scatter (sizes)", self.ranks)
+            poll(self, comm.Iallgather(np.array([out.size], np.int64), sizes), "reduce_scatter (sizes)", self.ranks)
             counts = sizes.tolist()
         elif counts[self.index] != out.size or sum(counts) != x.size:
             raise ValueError(f"reduce_scatter: rank {self._world.rank}'s pieces {counts} (elements) do not match its "
@@ -354,7 +356,7 @@ class InterHostGroup:
         wide = x.dtype in _WIDENED
         send = _flat(x.astype(np.float32) if wide else x)
         recv = np.empty(out.size, np.float32) if wide else _flat(out)
-        self._wait(comm.Ireduce_scatter(send, recv, counts, op=self._op(redop)), "reduce_scatter",
+        poll(self, comm.Ireduce_scatter(send, recv, counts, op=self._op(redop)), "reduce_scatter",
                    self.ranks)
         if wide:
             _flat(out)[...] = recv
@@ -367,13 +369,13 @@ class InterHostGroup:
         recv_at = np.cumsum([0] + list(recv_bytes[:-1])).tolist()
         req = self._comm().Ialltoallv([_bytes(x), list(send_bytes), send_at, self.MPI.BYTE],
                                       [_bytes(out), list(recv_bytes), recv_at, self.MPI.BYTE])
-        self._wait(req, "all_to_all", self.ranks)
+        poll(self, req, "all_to_all", self.ranks)
         return out
 
     def barrier(self):
         if self._in_flight:
             self.drain()
-        self._wait(self._comm().Ibarrier(), "barrier", self.ranks)
+        poll(self, self._comm().Ibarrier(), "barrier", self.ranks)
 
 
 

@@ -48,7 +48,7 @@ def collectives():
         mine = np.full((r + 1, 2), r, np.int32)  # uneven lengths
         np.testing.assert_array_equal(dist.all_gather(mine, group=g),
                                       np.concatenate([np.full((q + 1, 2), q, np.int32) for q in ranks]))
-        for rows in (3, 20000):  # even shares: the size rides with the data (packed), or beside it (large)
+        for rows in (3, 20000, 140000):  # even shares: one Allgather; from 1 MiB a share point to point
             mine = _rank_value(r, (rows, 2), np.float32)
             got = dist.all_gather(mine, group=g, sizes=[rows] * len(ranks))
             np.testing.assert_array_equal(got, np.concatenate([_rank_value(q, (rows, 2), np.float32) for q in ranks]))

@@ -109,11 +109,27 @@ def test_a_checkpoint_saved_on_two_hosts_loads_in_one_process(tmp_path):
 
 
 @needs_hosts
-def test_different_collectives_on_the_two_hosts_raise_on_every_rank(tmp_path):
-    got = _two_host_job(tmp_path, "mismatch", env={**_env(), "GLOBALTENSOR_TIMEOUT": "5"})
-    assert "no error" not in got  # rank 1 waits on its leader inside host A: it may see the leader end first
-    for message in (got[0], got[2], got[3]):  # the leaders (and rank 3, in the MPI barrier) time out
-        assert "the check that ranks called the same collectives falls back to this timeout" in message, message
+def test_different_collectives_on_the_two_hosts_end_the_job_naming_them(tmp_path):
+    """Host A's ranks are in a blocking MPI Allreduce (small messages): the watchdog ends them after the
+    timeout, naming the collective and its ranks; host B's, in a non-blocking barrier, raise (or are
+    stopped by their launcher once host A's ranks failed). Non-blocking, every rank raises: test_gather_sizes_s5."""
+    with netns.TwoHosts() as hosts:
+        procs = [_launch(hosts, i, ["mismatch", str(tmp_path)], {**_env(), "GLOBALTENSOR_TIMEOUT": "5"}) for i in (0, 1)]
+        start = time.monotonic()
+        outs = [p.communicate(timeout=120) for p in procs]
+        took = time.monotonic() - start
+    assert procs[0].returncode != 0, outs[0][1][-3000:]
+    err = outs[0][1]
+    for words in ("all_reduce between hosts on ranks [0, 1, 2, 3] (rank ", "the check that ranks called the same "
+                  "collectives falls back to this timeout", "ends here (exit code 124)"):
+        assert words in err, err[-3000:]
+    for r in (2, 3):  # host B: the barrier's CollectiveError, or stopped because host A's ranks failed
+        path = tmp_path / f"rank_{r}.json"
+        if path.exists():
+            assert "falls back to this timeout" in json.load(open(path))
+        else:
+            assert "on another node failed" in outs[1][1], outs[1][1][-3000:]
+    assert took < 60, took  # the job ends (start-up included), it does not hang
 
 
 def _our_pids(marker):
