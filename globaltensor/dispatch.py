@@ -251,8 +251,11 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
             if "could not be broadcast" not in str(exc):
                 raise
             raise not_broadcast(name, [t.shape for t in tensors]) from exc
-        dev = of_array(tensors[0]._local)
-        outs = tuple(Tensor(dev.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
+        if type(result) is np.ndarray and type(tensors[0]._local) is np.ndarray:  # one numpy output: no device lookup, no generator frame
+            outs = (Tensor(result),)
+        else:
+            dev = of_array(tensors[0]._local)
+            outs = tuple(Tensor(dev.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
     else:
         outs = _apply_global(opdef, kernel, tensors, static)
     if state.grad:

@@ -49,10 +49,26 @@ def zero_in_place(t: Tensor) -> None:
     if not isinstance(piece, np.ndarray) or t._node is not None:
         t.zero_()
         return
-    zeros = np.broadcast_to(np.zeros((), piece.dtype), piece.shape)  # read-only, strides 0
+    zeros = _zeros_of(piece.dtype, piece.shape)
     t._local = zeros
     key = id(t)
     _zeroed[key] = (weakref.ref(t, lambda _, key=key: _zeroed.pop(key, None)), weakref.ref(zeros))
+
+
+_zeros_cache = {}  # (dtype, shape) -> a read-only broadcast zero; bounded (ZEROS_CACHE_SIZE)
+ZEROS_CACHE_SIZE = 256
+
+
+def _zeros_of(dtype, shape):
+    """One read-only zero broadcast to `shape` (strides 0, no memory), shared by the .grads of that
+    shape and dtype (read-only: no .grad can write through it into another)."""
+    key = (dtype, shape)
+    zeros = _zeros_cache.get(key)
+    if zeros is None:
+        if len(_zeros_cache) >= ZEROS_CACHE_SIZE:
+            _zeros_cache.clear()
+        zeros = _zeros_cache[key] = np.broadcast_to(np.zeros((), dtype), shape)
+    return zeros
 
 
 def is_zeroed(t: Optional[Tensor]) -> bool:
@@ -99,6 +115,10 @@ def _start(r, g, roots, order):
             raise RuntimeError(f"backward: grad can be implicitly created only for real scalar outputs, got "
                                f"{r.dtype.name} (take .real, abs() or pass a gradient)")
         raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
+    piece = r._local
+    if r._placement is None and type(piece) is np.ndarray and piece.dtype == r._dtype.np and \
+            _scope.get().recorder is None:  # a local numpy loss (every DataParallel step): no factory's frames
+        return Tensor(np.ones(piece.shape, piece.dtype), None, r._dtype)
     return ones_like(r, sbp=_seed_sbp(r))
 
 
@@ -280,7 +300,7 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
 
 def _is_rows(g):
     """A row gradient (ops.embedding_lookup.RowGrad: only the looked-up rows of a table)."""
-    return getattr(g, "is_rows", False)
+    return type(g) is not Tensor and g is not None and getattr(g, "is_rows", False)
 
 
 def _root(a):
@@ -299,4 +319,5 @@ def _adds_in_place(grad, g):
 
 
 def _same_layout(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and a.placement == b.placement and a.sbp == b.sbp
+    return (a._global_shape == b._global_shape and (a._dtype is b._dtype or a._dtype == b._dtype)
+            and a._placement == b._placement and a._sbp == b._sbp)
