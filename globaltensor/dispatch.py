@@ -215,6 +215,8 @@ def _decide_data_dependent(opdef, tensors, placement):
 def _check_placements(name, tensors):
     first = tensors[0]
     for t in tensors[1:]:
+        if t._placement is first._placement:  # both local, or one placement object: nothing to check
+            continue
         if t.is_global != first.is_global:
             g, loc = (first, t) if first.is_global else (t, first)
             raise RuntimeError(f"{name}: cannot mix a global tensor (placement {g.placement}) with a local tensor "
