@@ -44,12 +44,16 @@ def zero_in_place(t: Tensor) -> None:
     added into zeros, so gradient buckets may take it in place. On cpu the zeros are one read-only
     zero broadcast to t's shape (no memory, no pass over it: a gradient bucket's view is dropped
     rather than zero-filled every step; a write through numpy raises instead of being missed;
-    tensor ops replace the piece, which ends the mark); elsewhere t.zero_()."""
+    tensor ops replace the piece, which ends the mark; outside a graph's capture the .grads of one
+    shape and dtype share that zero); elsewhere t.zero_()."""
     piece = t._local
     if not isinstance(piece, np.ndarray) or t._node is not None:
         t.zero_()
         return
-    zeros = _zeros_of(piece.dtype, piece.shape)
+    if _scope.get().recorder is None:
+        zeros = _zeros_of(piece.dtype, piece.shape)
+    else:  # a graph's capture tells pieces apart by identity: one of its own
+        zeros = np.broadcast_to(np.zeros((), piece.dtype), piece.shape)
     t._local = zeros
     key = id(t)
     _zeroed[key] = (weakref.ref(t, lambda _, key=key: _zeroed.pop(key, None)), weakref.ref(zeros))
