@@ -150,7 +150,12 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
                 for o, g in zip(held, outs):
                     if g is not None and getattr(o, "_retains_grad", False):
                         on_retained(o, g)
-            if any(g is not None for g in outs):
+            live = False
+            for g in outs:  # a loop, not any(): no generator frame per context
+                if g is not None:
+                    live = True
+                    break
+            if live:
                 in_grads = ctx.backward(ctx, *outs)
                 if not isinstance(in_grads, (tuple, list)):
                     in_grads = (in_grads,)
