@@ -105,7 +105,8 @@ def _plus_bias(y, b):
     """y + b, in y's memory when the sum fits it (y is a kernel's fresh output: no second array)."""
     if b is None:
         return y
-    if y.dtype == np.result_type(y, b) and y.shape == np.broadcast_shapes(y.shape, b.shape):
+    fits = b.shape == y.shape[y.ndim - b.ndim:] if b.ndim <= y.ndim else False  # y's shape: no numpy frames
+    if y.dtype == np.result_type(y, b) and (fits or y.shape == np.broadcast_shapes(y.shape, b.shape)):
         y += b
         return y
     return y + b
