@@ -60,7 +60,10 @@ class FlatBuffer:
         return sys.getrefcount(self._owner) > self._baseline
 
     def alive(self):
-        return all(ref() is not None for ref in self._leaves)
+        for ref in self._leaves:  # a loop, not all(): this runs at every backward
+            if ref() is None:
+                return False
+        return True
 
 
 _bucket_bytes = [25 << 20]

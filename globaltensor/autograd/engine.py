@@ -126,7 +126,8 @@ def _start(r, g, roots, order):
     return ones_like(r, sbp=_seed_sbp(r))
 
 
-def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=None, create_graph=False):
+def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=None, create_graph=False,
+         finishing=None):
     """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`). With
     on_leaf, each leaf's gradient goes to on_leaf(leaf, grad_or_None) as soon as it is complete;
     with on_retained, each complete gradient of a non-leaf that retain_grad() marked goes to
@@ -141,7 +142,8 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
         _accumulate(grads, r, seed)
         if wanted is not None and id(r) in wanted and r._node is not None:
             _accumulate(result, r, seed)  # d root / d root: its own seed, plus what flows in from other roots
-    finishing = _finishing(order) if on_leaf is not None else {}
+    if finishing is None:  # backward() passes the one it made: one walk of the order fewer
+        finishing = _finishing(order) if on_leaf is not None else {}
     with scoped(grad=bool(create_graph), amp=None):  # backward runs in the forward's dtypes, autocast off
         for i, ctx in enumerate(order):
             held = ctx.alive()  # a dead output has no gradient
@@ -298,7 +300,8 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
             if g is not None:
                 run.store(leaf, fit(leaf, g))
 
-        _run([tensor], [gradient], order=order, on_leaf=on_leaf, on_retained=lambda t, g: run.store(t, fit(t, g)))
+        _run([tensor], [gradient], order=order, on_leaf=on_leaf, on_retained=lambda t, g: run.store(t, fit(t, g)),
+             finishing=finishing)
     except BaseException:
         for taker in takers:
             taker.abandon()

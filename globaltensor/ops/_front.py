@@ -78,6 +78,11 @@ def own_tensor(value, like=None):
 def tensors(*values):
     """The values as tensors, scalars placed next to the first tensor among them (no promotion:
     each keeps its dtype; see `promoted` for the ops that combine their inputs' dtypes)."""
+    for v in values:  # all tensors already (a layer's input, weight, bias): no generator frames
+        if not isinstance(v, Tensor):
+            break
+    else:
+        return list(values)
     like = next((v for v in values if isinstance(v, Tensor)), None)
     if like is None:
         return [_made(Tensor(host_array(v))) for v in values]
