@@ -60,10 +60,7 @@ class FlatBuffer:
         return sys.getrefcount(self._owner) > self._baseline
 
     def alive(self):
-        for ref in self._leaves:  # a loop, not all(): this runs at every backward
-            if ref() is None:
-                return False
-        return True
+        return all(ref() is not None for ref in self._leaves)
 
 
 _bucket_bytes = [25 << 20]
