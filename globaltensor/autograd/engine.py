@@ -44,35 +44,16 @@ def zero_in_place(t: Tensor) -> None:
     added into zeros, so gradient buckets may take it in place. On cpu the zeros are one read-only
     zero broadcast to t's shape (no memory, no pass over it: a gradient bucket's view is dropped
     rather than zero-filled every step; a write through numpy raises instead of being missed;
-    tensor ops replace the piece, which ends the mark; outside a graph's capture the .grads of one
-    shape and dtype share that zero); elsewhere t.zero_()."""
+    tensor ops replace the piece, which ends the mark); elsewhere t.zero_()."""
     piece = t._local
     if not isinstance(piece, np.ndarray) or t._node is not None:
         t.zero_()
         return
-    if _scope.get().recorder is None:
-        zeros = _zeros_of(piece.dtype, piece.shape)
-    else:  # a graph's capture tells pieces apart by identity: one of its own
-        zeros = np.broadcast_to(np.zeros((), piece.dtype), piece.shape)
+    zeros = np.ndarray(piece.shape, piece.dtype, np.zeros((), piece.dtype), 0, (0,) * piece.ndim)  # strides 0
+    zeros.flags.writeable = False  # np.broadcast_to's array, without its Python frames
     t._local = zeros
     key = id(t)
     _zeroed[key] = (weakref.ref(t, lambda _, key=key: _zeroed.pop(key, None)), weakref.ref(zeros))
-
-
-_zeros_cache = {}  # (dtype, shape) -> a read-only broadcast zero; bounded (ZEROS_CACHE_SIZE)
-ZEROS_CACHE_SIZE = 256
-
-
-def _zeros_of(dtype, shape):
-    """One read-only zero broadcast to `shape` (strides 0, no memory), shared by the .grads of that
-    shape and dtype (read-only: no .grad can write through it into another)."""
-    key = (dtype, shape)
-    zeros = _zeros_cache.get(key)
-    if zeros is None:
-        if len(_zeros_cache) >= ZEROS_CACHE_SIZE:
-            _zeros_cache.clear()
-        zeros = _zeros_cache[key] = np.broadcast_to(np.zeros((), dtype), shape)
-    return zeros
 
 
 def is_zeroed(t: Optional[Tensor]) -> bool:
