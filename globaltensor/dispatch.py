@@ -215,6 +215,8 @@ def _decide_data_dependent(opdef, tensors, placement):
 def _check_placements(name, tensors):
     first = tensors[0]
     for t in tensors[1:]:
+        if t._placement is first._placement:  # both local, or one placement object: nothing to check
+            continue
         if t.is_global != first.is_global:
             g, loc = (first, t) if first.is_global else (t, first)
             raise RuntimeError(f"{name}: cannot mix a global tensor (placement {g.placement}) with a local tensor "
@@ -251,8 +253,11 @@ def apply(name, tensors, static=None, multi=False, out=None, order=None):
             if "could not be broadcast" not in str(exc):
                 raise
             raise not_broadcast(name, [t.shape for t in tensors]) from exc
-        dev = of_array(tensors[0]._local)
-        outs = tuple(Tensor(dev.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
+        if type(result) is np.ndarray and type(tensors[0]._local) is np.ndarray:  # one numpy output: no device lookup, no generator frame
+            outs = (Tensor(result),)
+        else:
+            dev = of_array(tensors[0]._local)
+            outs = tuple(Tensor(dev.asarray(o)) for o in (result if isinstance(result, tuple) else (result,)))
     else:
         outs = _apply_global(opdef, kernel, tensors, static)
     if state.grad:

@@ -110,7 +110,8 @@ def to_dtype(value, default=None):
 
 def of_array(array):
     """The DType of a numpy array (float64 data stays float64)."""
-    return to_dtype(array.dtype)
+    found = _BY_NP.get(array.dtype)  # the common case: one lookup (every local op's output)
+    return found if found is not None else to_dtype(array.dtype)
 
 
 def from_code(code):

@@ -1,6 +1,5 @@
 """Gradient buckets: a sink of autograd's that files each finished gradient, and a bucket's
 all_reduce starts on the group's worker thread as soon as its last gradient is in."""
-import collections
 import math
 import sys
 import weakref
@@ -128,7 +127,10 @@ class Buckets:
         Taken back at finish() or abandon()."""
         if all(f is None for f in self._flats):
             return self
-        uses = collections.Counter(id(t) for ctx in order for t in ctx.inputs)
+        uses = {}
+        for ctx in order:
+            for t in ctx.inputs:
+                uses[id(t)] = uses.get(id(t), 0) + 1
         for ctx in order:
             for j, t in enumerate(ctx.inputs):
                 if id(t) in self._bucket_of and uses[id(t)] == 1 and (t.grad is None or _is_zeroed(t.grad)):

@@ -49,7 +49,8 @@ def zero_in_place(t: Tensor) -> None:
     if not isinstance(piece, np.ndarray) or t._node is not None:
         t.zero_()
         return
-    zeros = np.broadcast_to(np.zeros((), piece.dtype), piece.shape)  # read-only, strides 0
+    zeros = np.ndarray(piece.shape, piece.dtype, np.zeros((), piece.dtype), 0, (0,) * piece.ndim)  # strides 0
+    zeros.flags.writeable = False  # np.broadcast_to's array, without its Python frames
     t._local = zeros
     key = id(t)
     _zeroed[key] = (weakref.ref(t, lambda _, key=key: _zeroed.pop(key, None)), weakref.ref(zeros))
@@ -99,10 +100,15 @@ def _start(r, g, roots, order):
             raise RuntimeError(f"backward: grad can be implicitly created only for real scalar outputs, got "
                                f"{r.dtype.name} (take .real, abs() or pass a gradient)")
         raise RuntimeError(f"backward of a tensor of shape {r.shape} needs a gradient argument")
+    piece = r._local
+    if r._placement is None and type(piece) is np.ndarray and piece.dtype == r._dtype.np and \
+            _scope.get().recorder is None:  # a local numpy loss (every DataParallel step): no factory's frames
+        return Tensor(np.ones(piece.shape, piece.dtype), None, r._dtype)
     return ones_like(r, sbp=_seed_sbp(r))
 
 
-def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=None, create_graph=False):
+def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=None, create_graph=False,
+         finishing=None):
     """Propagate from roots; returns {id(tensor): grad} for leaves (or for `wanted`). With
     on_leaf, each leaf's gradient goes to on_leaf(leaf, grad_or_None) as soon as it is complete;
     with on_retained, each complete gradient of a non-leaf that retain_grad() marked goes to
@@ -117,7 +123,8 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
         _accumulate(grads, r, seed)
         if wanted is not None and id(r) in wanted and r._node is not None:
             _accumulate(result, r, seed)  # d root / d root: its own seed, plus what flows in from other roots
-    finishing = _finishing(order) if on_leaf is not None else {}
+    if finishing is None:  # backward() passes the one it made: one walk of the order fewer
+        finishing = _finishing(order) if on_leaf is not None else {}
     with scoped(grad=bool(create_graph), amp=None):  # backward runs in the forward's dtypes, autocast off
         for i, ctx in enumerate(order):
             held = ctx.alive()  # a dead output has no gradient
@@ -126,7 +133,12 @@ def _run(roots, root_grads, wanted=None, order=None, on_leaf=None, on_retained=N
                 for o, g in zip(held, outs):
                     if g is not None and getattr(o, "_retains_grad", False):
                         on_retained(o, g)
-            if any(g is not None for g in outs):
+            live = False
+            for g in outs:  # a loop, not any(): no generator frame per context
+                if g is not None:
+                    live = True
+                    break
+            if live:
                 in_grads = ctx.backward(ctx, *outs)
                 if not isinstance(in_grads, (tuple, list)):
                     in_grads = (in_grads,)
@@ -269,7 +281,8 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
             if g is not None:
                 run.store(leaf, fit(leaf, g))
 
-        _run([tensor], [gradient], order=order, on_leaf=on_leaf, on_retained=lambda t, g: run.store(t, fit(t, g)))
+        _run([tensor], [gradient], order=order, on_leaf=on_leaf, on_retained=lambda t, g: run.store(t, fit(t, g)),
+             finishing=finishing)
     except BaseException:
         for taker in takers:
             taker.abandon()
@@ -280,7 +293,7 @@ def backward(tensor: Tensor, gradient: Optional[Tensor] = None) -> None:
 
 def _is_rows(g):
     """A row gradient (ops.embedding_lookup.RowGrad: only the looked-up rows of a table)."""
-    return getattr(g, "is_rows", False)
+    return type(g) is not Tensor and g is not None and getattr(g, "is_rows", False)
 
 
 def _root(a):
@@ -299,4 +312,5 @@ def _adds_in_place(grad, g):
 
 
 def _same_layout(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and a.placement == b.placement and a.sbp == b.sbp
+    return (a._global_shape == b._global_shape and (a._dtype is b._dtype or a._dtype == b._dtype)
+            and a._placement == b._placement and a._sbp == b._sbp)

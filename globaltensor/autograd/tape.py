@@ -18,7 +18,10 @@ def seen_inputs(ctx):
     """ctx's inputs as its op saw them: a tensor changed in place since then is replaced by the
     version it had (Tensor._become keeps it), so backward uses the values forward used and
     follows the graph as it was (PyTorch raises here; we can give the right answer)."""
-    if all(t._past is None for t in ctx.inputs):
+    for t in ctx.inputs:  # a loop, not all(): this runs for every context of every backward
+        if t._past is not None:
+            break
+    else:
         return ctx.inputs
     return tuple(t if t._past is None else next((old for at, old in t._past if at >= ctx.seq), t)
                  for t in ctx.inputs)
@@ -153,5 +156,7 @@ def _topological(roots):
             continue
         stack.append((t, True))
         ctx.inputs = seen_inputs(ctx)
-        stack.extend((i, False) for i in ctx.inputs if i.requires_grad)
+        for i in ctx.inputs:
+            if i.requires_grad:
+                stack.append((i, False))
     return order[::-1]

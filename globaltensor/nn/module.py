@@ -265,18 +265,14 @@ def zero_grads(params, set_to_none=True):
 
 
 def _zero_grads(params, set_to_none):
+    from ..autograd.engine import zero_in_place  # once per call, not per parameter
     with _no_grad():
         for p in params:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
                 p.grad.requires_grad = False
-                _zero_in_place(p.grad)
-
-
-def _zero_in_place(t):
-    from ..autograd.engine import zero_in_place
-    zero_in_place(t)
+                zero_in_place(p.grad)
 
 
 def _tensor_to_global(t, placement, sbp):

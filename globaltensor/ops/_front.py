@@ -78,6 +78,11 @@ def own_tensor(value, like=None):
 def tensors(*values):
     """The values as tensors, scalars placed next to the first tensor among them (no promotion:
     each keeps its dtype; see `promoted` for the ops that combine their inputs' dtypes)."""
+    for v in values:  # all tensors already (a layer's input, weight, bias): no generator frames
+        if not isinstance(v, Tensor):
+            break
+    else:
+        return list(values)
     like = next((v for v in values if isinstance(v, Tensor)), None)
     if like is None:
         return [_made(Tensor(host_array(v))) for v in values]
@@ -216,7 +221,10 @@ def products_in_float32(kernel):
     each result rounded once to the inputs' dtype, as PyTorch's CPU kernels accumulate (numpy's
     float16 matmul has no BLAS, ml_dtypes' bfloat16 matmul returns float32). Cupy pieces pass through."""
     def run(*arrays, **static):
-        if not any(type(a) is np.ndarray and a.dtype in _HALF_NP for a in arrays):
+        for a in arrays:  # a loop, not any() over a generator: one frame fewer per product op
+            if type(a) is np.ndarray and a.dtype in _HALF_NP:
+                break
+        else:
             return kernel(*arrays, **static)
         want = np.result_type(*[a for a in arrays if a is not None])
         if static.get("out") is not None:

@@ -105,7 +105,8 @@ def _plus_bias(y, b):
     """y + b, in y's memory when the sum fits it (y is a kernel's fresh output: no second array)."""
     if b is None:
         return y
-    if y.dtype == np.result_type(y, b) and y.shape == np.broadcast_shapes(y.shape, b.shape):
+    fits = b.shape == y.shape[y.ndim - b.ndim:] if b.ndim <= y.ndim else False  # y's shape: no numpy frames
+    if y.dtype == np.result_type(y, b) and (fits or y.shape == np.broadcast_shapes(y.shape, b.shape)):
         y += b
         return y
     return y + b
@@ -128,13 +129,16 @@ def _in_out_rows(in_shapes, out_shapes, static):
 def _in_out_backward(ctx, g):
     """dx = g @ w.T (the `linear` op on w as it is); dw = x.T @ g and db = g summed over rows in one op,
     dw written into its gradient bucket when it has one."""
-    from .shape import reshape
     x, w = ctx.inputs[0], ctx.inputs[1]
     has_b = len(ctx.inputs) == 3
     dx = apply("linear", [g, w]) if x.requires_grad else None
     if not (w.requires_grad or (has_b and ctx.inputs[2].requires_grad)):
         return (dx, None, None)[:len(ctx.inputs)]
-    g2, x2 = (g, x) if g.ndim == 2 else (reshape(g, (-1, g.shape[-1])), reshape(x, (-1, x.shape[-1])))
+    if g.ndim == 2:
+        g2, x2 = g, x
+    else:
+        from .shape import reshape
+        g2, x2 = reshape(g, (-1, g.shape[-1])), reshape(x, (-1, x.shape[-1]))
     dw, db = apply("linear_in_out_grads", [x2, g2], multi=True, out=ctx.dest(1))
     return (dx, dw if w.requires_grad else None) + ((db if ctx.inputs[2].requires_grad else None,) if has_b else ())
 

@@ -9,6 +9,7 @@ from .. import hooks, scope
 from ..creation import zeros_like
 from ..registry import REGISTRY
 from ..sbp import broadcast
+from ..tensor import Tensor
 from . import row_updates, updates  # noqa: F401 - registers the update ops
 
 
@@ -84,7 +85,7 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                if getattr(p.grad, "is_rows", False):  # a sparse embedding's row gradient
+                if type(p.grad) is not Tensor and getattr(p.grad, "is_rows", False):  # a sparse embedding's rows
                     self._step_rows(group, p)
                     continue
                 if opdef is None:

@@ -118,6 +118,20 @@ def momentum_update(w, g, buf, lr, step, *, momentum, dampening=0.0, weight_deca
     return w, buf
 
 
+def _fusable(w, arrays, scalars):
+    """Whether _native.adam_update takes these: Python scalars (numpy rounds them to w's dtype) and
+    C-contiguous numpy arrays of w's float32/float64 dtype, w writeable (loops: no generator frames)."""
+    for x in scalars:
+        if type(x) not in (float, int):
+            return False
+    if type(w) is not np.ndarray or w.dtype not in _FUSED or not w.flags.writeable:
+        return False
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != w.dtype or not a.flags.c_contiguous:
+            return False
+    return True
+
+
 def _adam(w, g, m, v, rest, betas, eps, weight_decay, amsgrad, decoupled):
     """Adam's update in place; rest = ([max_exp_avg_sq,] lr, step). float32/float64 numpy arrays:
     _native.adam_update, one pass with the bits of the numpy passes below (about a dozen, with
@@ -126,9 +140,7 @@ def _adam(w, g, m, v, rest, betas, eps, weight_decay, amsgrad, decoupled):
     b1, b2 = betas
     vmax = rest[0] if amsgrad else None
     arrays = (w, g, m, v) + ((vmax,) if amsgrad else ())
-    scalars_weak = all(type(x) in (float, int) for x in (b1, b2, eps, weight_decay))  # numpy rounds them to w's dtype
-    if scalars_weak and type(w) is np.ndarray and w.dtype in _FUSED and w.flags.writeable and \
-            all(type(a) is np.ndarray and a.dtype == w.dtype and a.flags.c_contiguous for a in arrays):
+    if _fusable(w, arrays, (b1, b2, eps, weight_decay)):
         _native.adam_update(w, g, m, v, vmax, float(b1), float(b2), float(eps), float(weight_decay),
                             1 - lr * weight_decay, lr / (1 - b1 ** step), 1 - b2 ** step, bool(decoupled))
         return (w, m, v) + ((vmax,) if amsgrad else ())

@@ -61,6 +61,8 @@ def fit_grads_to_parameters(params):
     """Before an optimizer's update (which reads each gradient's piece as the parameter's): a
     Partial .grad of a replicated parameter reduced to the parameter's layout, in place of the old."""
     for p in params:
+        if p._placement is None:  # a local parameter (DataParallel): its gradient is its own layout
+            continue
         g = p.grad
         sbp = tuple(p._grad_sbp or p.sbp) if p.is_global else None  # ZeRO-2: the gradient's own shard layout
         if g is not None and p.is_global and g.is_global and (g.placement, tuple(g.sbp)) != (p.placement, sbp):
