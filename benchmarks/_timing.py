@@ -9,8 +9,8 @@ SIZES = [8, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
 ITERS = {8: 3000, 4 << 10: 2000, 64 << 10: 500, 1 << 20: 100, 16 << 20: 20, 64 << 20: 8}
 
 
-def median_seconds(fn, iters, barrier, warmup=3):
-    """Median of per-call times after a warm-up; a barrier first so ranks start together."""
+def call_seconds(fn, iters, barrier, warmup=3):
+    """Per-call times of `iters` calls after a warm-up; a barrier first so ranks start together."""
     for _ in range(warmup):
         fn()
     barrier()
@@ -19,7 +19,12 @@ def median_seconds(fn, iters, barrier, warmup=3):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(fn, iters, barrier, warmup=3):
+    """Median of per-call times after a warm-up; a barrier first so ranks start together."""
+    return statistics.median(call_seconds(fn, iters, barrier, warmup))
 
 
 def window_rate(step, iters, barrier, warmup=3, windows=5):

@@ -16,24 +16,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import call_seconds  # noqa: E402
 
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]
 ITERS = {8: 3000, 4096: 2000, 65536: 500}
 
 
 def _quantiles(fn, iters, barrier):
-    for _ in range(3):
-        fn()
-    barrier()
-    times = []
-    for _ in range(iters):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    times.sort()
+    times = sorted(call_seconds(fn, iters, barrier))
     return [times[int(len(times) * q)] for q in (0.1, 0.5)]
 
 
