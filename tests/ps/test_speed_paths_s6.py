@@ -10,16 +10,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_static_ps import STEPS, _batch, _build, _check, _layer_names_kept, _torch_reference, _touched  # noqa: E402
-
-
-@pytest.fixture
-def paddle():
-    import globaltensor.paddle as paddle
-    with _layer_names_kept():
-        paddle.enable_static()
-        yield paddle
-        paddle.disable_static()
+from test_static_ps import STEPS, _batch, _build, _check, _torch_reference, _touched  # noqa: E402
+from test_static_ps import paddle  # noqa: E402,F401  (the fixture: static mode, layer names kept)
 
 
 def _free_port():
