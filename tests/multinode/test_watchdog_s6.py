@@ -4,7 +4,6 @@ the collective, its ranks and the rank (issue 32, s6). No MPI or namespaces need
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -18,7 +17,7 @@ from globaltensor.distributed import interhost, mpi_wait
 assert threading.active_count() == 1, threading.enumerate()  # no thread at import
 
 class Group:  # what mpi_wait reads of an InterHostGroup
-    timeout, rank, armed = 0.3, 5, None
+    timeout, rank, armed = 2.0, 5, None  # far above a 0.05 s sleep, even on a loaded machine
 
     def ended(self, ranks):  # what the job's store knows
         return [(6, "exited with code 0")]
@@ -39,14 +38,11 @@ print("not ended", flush=True)
 
 
 def test_a_blocking_call_past_the_timeout_ends_the_process_naming_it():
-    start = time.monotonic()
     done = subprocess.run([sys.executable, "-c", CHILD], env={**os.environ, "PYTHONPATH": REPO},
                           capture_output=True, text=True, timeout=50)
-    took = time.monotonic() - start
     assert done.returncode == 124, done.stdout + done.stderr
     assert done.stdout.split() == ["alive"], done.stdout + done.stderr
-    assert ("all_gather between hosts on ranks [4, 5, 6] (rank 5): not complete after 0.3 s (GLOBALTENSOR_TIMEOUT)"
+    assert ("all_gather between hosts on ranks [4, 5, 6] (rank 5): not complete after 2 s (GLOBALTENSOR_TIMEOUT)"
             in done.stderr), done.stderr
     assert "rank 5 ends here (exit code 124)" in done.stderr, done.stderr
     assert "\n  rank 6 ended: exited with code 0\n" in done.stderr, done.stderr  # who is missing, from the store
-    assert took < 15, took  # 1 s of calls, the 0.3 s timeout, and the start-up of a loaded machine
