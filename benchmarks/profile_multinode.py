@@ -61,6 +61,7 @@ def _variants(size, k):
         "all_gather +np.empty out": _armed(group, lambda: ag.Allgather([piece, byte], [np.empty(gathered.shape, gathered.dtype), byte])),
         "all_gather +empty_shared out": _armed(group, lambda: ag.Allgather([piece, byte], [w.empty_shared(gathered.shape, gathered.dtype), byte])),
         "all_gather gather_rows": lambda: group.gather_rows(piece, rows),
+        "all_gather shm+Sendrecv": (lambda: group._gather_hosts(piece, gathered)) if group._hosts_fit() else None,
         "all_gather gt.distributed": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
     }
 
@@ -94,6 +95,7 @@ def worker(out_path, reps, burst, sizes, only=()):
     for size in sizes:
         comm, variants = _variants(size, gt.env.get_world_size())
         rounds = reps if size < (64 << 10) else max(10, reps // 10)
+        variants = {n: f for n, f in variants.items() if f is not None}
         if only:  # the references always run
             keep = ("mpi4py Allreduce", "mpi4py Allgather", *only)
             variants = {n: f for n, f in variants.items() if any(o in n for o in keep)}

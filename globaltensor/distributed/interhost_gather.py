@@ -27,7 +27,15 @@ BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str
 
 # outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put
 # those under world.SHARED_MIN_BYTES, this value, on the heap too; importing it would close a cycle)
+# all_gathers from this many bytes of output (and under BLOCKING_BYTES, shares under PAIRS_SHARE_BYTES) on
+# two hosts holding equal blocks of the group's members go in two steps: all_gather inside each host through
+# shared memory, then one blocking Sendrecv of the host's block with the same local index on the other host
+# (MPI's Allgather sends a host's share over loopback TCP first); 0: never (RESULTS.md "Issue 32 (s7)")
+HOSTS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES", str(64 << 10)))
+TAG = 7  # the tag of that Sendrecv (on the all_gather communicator)
+
 _HEAP_BYTES = 1 << 15
+_ALLGATHER, _HOSTS = "one blocking Allgather", "inside the hosts, then between them"  # gather_rows' ways
 _PLANS_KEPT = 64  # gather_rows' plans kept per group (a model's layouts; cleared when full)
 
 
@@ -47,22 +55,48 @@ class GatherSide:
             plan = self._rows_plan(x, rows)
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        shape, on_heap, blocking, counts = plan
+        shape, on_heap, how, counts = plan
         out = np.empty(shape, x.dtype) if on_heap else self._world.empty_shared(shape, x.dtype)
-        if blocking:  # _gather's usual case: even shares, one blocking Allgather
+        if how is _ALLGATHER:  # _gather's usual case: even shares, one blocking Allgather
             byte = self.MPI.BYTE
             self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
             try:
                 self._gather_comm.Allgather([x, byte], [out, byte])
             finally:
                 self.armed = None
-            return out
-        self._gather(self._gather_comm, x, out, counts)
+        elif how is _HOSTS:
+            self._gather_hosts(x, out)
+        else:
+            self._gather(self._gather_comm, x, out, counts)
         return out
 
+    def _gather_hosts(self, x, out):
+        """The HOSTS_BYTES path: x's bytes into out (both C-contiguous) on two hosts of equal blocks."""
+        blocks = _bytes(out).reshape(2, -1)
+        here = self.host_index
+        self._local().all_gather(_bytes(x), blocks[here])
+        peer = self._host_peer
+        self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
+        try:
+            self._gather_comm.Sendrecv(blocks[here], peer, TAG, blocks[1 - here], peer, TAG)
+        finally:
+            self.armed = None
+
+    def _hosts_fit(self):
+        """Whether the group is two hosts' equal blocks of members, k > 1 each (then _host_peer is set):
+        the same answer on every member (it depends on the group only)."""
+        hosts = self.host_members
+        if len(hosts) != 2 or len(hosts[0]) != len(hosts[1]) or len(hosts[0]) < 2 or \
+                self.ranks != hosts[0] + hosts[1]:
+            return False
+        other = hosts[1 - self.host_index]
+        self._host_peer = self.ranks.index(other[self.local.index(self.rank)])
+        return True
+
     def _rows_plan(self, x, rows):
-        """gather_rows' checked plan for x's layout and these sizes: (output shape, on the heap, one
-        blocking Allgather, the members' bytes or None when even); kept in _rows_plans (bounded)."""
+        """gather_rows' checked plan for x's layout and these sizes: (output shape, on the heap, how
+        (_ALLGATHER, _HOSTS: _gather_hosts, None: _gather), the members' bytes or None when even); kept
+        in _rows_plans (bounded)."""
         k = self.size
         if len(rows) != k:
             raise ValueError(f"all_gather: sizes needs one entry per member ({k}), got {len(rows)}")
@@ -74,10 +108,11 @@ class GatherSide:
                              f"{total * row_bytes} (the other members will time out)")
         if self._gather_comm is None:
             self._gather_comm_first()
-        even = rows.count(mine) == k
-        blocking = even and total * row_bytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and x.nbytes < PAIRS_SHARE_BYTES
-        plan = ((total,) + x.shape[1:], total * row_bytes < _HEAP_BYTES, blocking,
-                None if even else [int(r) * row_bytes for r in rows])
+        even, nbytes = rows.count(mine) == k, total * row_bytes
+        how = None
+        if even and nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and x.nbytes < PAIRS_SHARE_BYTES:
+            how = _HOSTS if 0 < HOSTS_BYTES <= nbytes and self._hosts_fit() else _ALLGATHER
+        plan = ((total,) + x.shape[1:], nbytes < _HEAP_BYTES, how, None if even else [int(r) * row_bytes for r in rows])
         if len(self._rows_plans) >= _PLANS_KEPT:
             self._rows_plans.clear()
         self._rows_plans[(x.shape, x.dtype, tuple(rows))] = plan
