@@ -37,6 +37,9 @@ def _variants(size, k):
     x = np.zeros(size // 4, np.float32)  # all_reduced in place again and again: zeros stay finite
     piece, gathered = np.ones(size // 4 // k, np.float32), np.empty(size // 4, np.float32)
     byte, w, rows = MPI.BYTE, world(), [piece.size] * k
+    two = group._host_peer is not None  # two hosts holding equal blocks of the ranks
+    if group._gather_comm is None:
+        group._gather_comm_first()
     redop = collectives._redop(x, "sum", "all_reduce")
     return comm, {
         "all_reduce mpi4py Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, x),
@@ -46,6 +49,7 @@ def _variants(size, k):
         "all_reduce Iallreduce+poll": lambda: poll(group, ar.Iallreduce(MPI.IN_PLACE, x), "", group.ranks),
         "all_reduce persistent+poll": _persistent(group, ar.Allreduce_init(MPI.IN_PLACE, x)),
         "all_reduce Isend/Irecv pairs+sum": lambda: all_reduce_pairs(group, ar, x, x, redop, False),
+        "all_reduce shm+Sendrecv": (lambda: group._all_reduce_hosts(ar, x, x, redop)) if two else None,
         "all_reduce InterHostGroup": lambda: group.all_reduce(x, x, redop),
         "all_reduce gt.distributed": lambda: dist.all_reduce(x),
         "all_gather mpi4py Allgather": lambda: comm.Allgather(piece, gathered),
@@ -61,7 +65,7 @@ def _variants(size, k):
         "all_gather +np.empty out": _armed(group, lambda: ag.Allgather([piece, byte], [np.empty(gathered.shape, gathered.dtype), byte])),
         "all_gather +empty_shared out": _armed(group, lambda: ag.Allgather([piece, byte], [w.empty_shared(gathered.shape, gathered.dtype), byte])),
         "all_gather gather_rows": lambda: group.gather_rows(piece, rows),
-        "all_gather shm+Sendrecv": (lambda: group._gather_hosts(piece, gathered)) if group._hosts_fit() else None,
+        "all_gather shm+Sendrecv": (lambda: group._gather_hosts(piece, gathered)) if two else None,
         "all_gather gt.distributed": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
     }
 

@@ -5,7 +5,9 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
 
 * all_reduce: under PAIRS_BYTES on groups of up to PAIRS_MEMBERS, point to point: every member
   sends its array to every other, then reduces the copies in member order (one round of
-  messages; the same bits on every member); else under DIRECT_BYTES one MPI Allreduce over
+  messages; the same bits on every member); else under DIRECT_BYTES, on two hosts holding equal
+  blocks of the members from HOSTS_REDUCE_BYTES: all_reduce inside each host, one Sendrecv with the
+  same local index on the other host, host 0's result op host 1's; else one MPI Allreduce over
   every member (as mpi4py: fewest hops);
   from there, where every host has k > 1 members: reduce-scatter inside each host, k
   all-reduces of 1/k between the members of equal local index, all-gather inside each host;
@@ -14,7 +16,8 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
 * all_gather: MPI over every member straight into the output, no copies: point to point where a
   share reaches PAIRS_SHARE_BYTES (and at every size on groups of up to PAIRS_MEMBERS), else one
-  Allgather (Allgatherv if uneven), blocking under BLOCKING_BYTES of output; the members' sizes
+  Allgather (Allgatherv if uneven), blocking under BLOCKING_BYTES of output (given the sizes, on two
+  hosts of equal blocks from interhost_gather.HOSTS_BYTES: inside each host, then one Sendrecv); the members' sizes
   come from the caller, alike on every member, so no collective exchanges them (only calls
   without them check the sizes over MPI); given the sizes, collectives.all_gather hands the
   whole call to gather_rows (checks, output, MPI: one Python frame);
@@ -30,6 +33,7 @@ every other call is non-blocking and raises CollectiveError after it. Between ho
 called different collectives" detector of shared memory does not run, so a mismatch or a peer that
 never comes surfaces as that timeout (the error says so).
 """
+import math
 import os
 
 import numpy as np
@@ -37,7 +41,8 @@ import numpy as np
 from .. import dtype as _dtype
 from . import mpi_wait
 from .interhost_gather import BLOCKING_BYTES, PAIRS_MEMBERS, GatherSide, _bytes
-from .interhost_pairs import all_reduce_pairs
+from .interhost_gather import TAG as HOSTS_TAG
+from .interhost_pairs import NP_REDUCE, all_reduce_pairs
 from .mpi_wait import Done, InFlight, poll
 from .store import left_key
 
@@ -46,6 +51,10 @@ from .store import left_key
 SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
 # all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
 DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
+# all_reduces from this many bytes (under DIRECT_BYTES) on two hosts holding equal blocks of the group go
+# through shared memory inside each host and one Sendrecv between them (_all_reduce_hosts); 0: never.
+# 1.25x / 1.76x mpi4py at 1 / 4 MiB, 0.33x-0.69x at 1 KiB-256 KiB (RESULTS.md "Issue 32 (s7)")
+HOSTS_REDUCE_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_REDUCE_HOSTS_BYTES", str(1 << 20)))
 # all_reduces under this many bytes on groups of up to PAIRS_MEMBERS go point to point: every member
 # sends its array to every other (one round of messages), then sums the copies in member order
 PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 20)))
@@ -80,6 +89,9 @@ class InterHostGroup(GatherSide):
         self._rows_plans = {}  # (shape, dtype, sizes) -> gather_rows' checked plan (interhost_gather.py)
         self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
         self.armed = None  # [collective, ranks] while a blocking MPI call runs: mpi_wait's thread reads it
+        self._host_peer = None  # on two hosts of equal blocks: the same local index on the other host
+        two = self._hosts_fit()
+        self._hosts_from = HOSTS_REDUCE_BYTES if two and HOSTS_REDUCE_BYTES > 0 else math.inf  # _all_reduce_hosts
         mpi_wait.watch(self)
 
     # -- the parts ------------------------------------------------------------------------------
@@ -119,6 +131,8 @@ class InterHostGroup(GatherSide):
                 comm, op = self._direct_for(redop)
             if x.dtype in _WIDENED or (nbytes < PAIRS_BYTES and self.size <= PAIRS_MEMBERS):
                 return self._all_reduce_other(comm, op, x, out, redop)
+            if nbytes >= self._hosts_from:
+                return self._all_reduce_hosts(comm, x, out, redop)
             send = self._in_place if out is x else x
             if nbytes < BLOCKING_BYTES:
                 self.armed = ["all_reduce", self.ranks]  # mpi_wait's thread ends the process after the timeout
@@ -161,6 +175,22 @@ class InterHostGroup(GatherSide):
         else:
             poll(self, comm.Iallreduce(self._in_place, wide, op=op), "all_reduce", self.ranks)
         out[...] = wide
+        return out
+
+    def _all_reduce_hosts(self, comm, x, out, redop):
+        """Two hosts of equal blocks (HOSTS_REDUCE_BYTES): all_reduce inside each host (shared memory), one
+        blocking Sendrecv of the host's result with the same local index on the other host, then host 0's
+        result op host 1's, in that order on every member (the same bits everywhere, NaNs included)."""
+        self._local().all_reduce(x, out, redop)
+        other = np.empty_like(out)
+        peer = self._host_peer
+        self.armed = ["all_reduce", self.ranks]  # mpi_wait's thread ends the process after the timeout
+        try:
+            comm.Sendrecv(_bytes(out), peer, HOSTS_TAG, _bytes(other), peer, HOSTS_TAG)
+        finally:
+            self.armed = None
+        first, second = (out, other) if self.host_index == 0 else (other, out)
+        NP_REDUCE[redop.name](first, second, out=out)
         return out
 
     def _direct_for(self, redop):

@@ -30,8 +30,10 @@ BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str
 # all_gathers from this many bytes of output (and under BLOCKING_BYTES, shares under PAIRS_SHARE_BYTES) on
 # two hosts holding equal blocks of the group's members go in two steps: all_gather inside each host through
 # shared memory, then one blocking Sendrecv of the host's block with the same local index on the other host
-# (MPI's Allgather sends a host's share over loopback TCP first); 0: never (RESULTS.md "Issue 32 (s7)")
-HOSTS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES", str(64 << 10)))
+# (MPI's Allgather sends a host's share over loopback TCP first); 0: never. From 1 MiB: 1.23x mpi4py at 1 MiB
+# on a calmer run, but 0.2x-0.5x at 1 KiB-256 KiB (the shared-memory step waits ~200 us for a peer that
+# spins in MPI on the same core), though 1.3x-1.5x there under heavy load (RESULTS.md "Issue 32 (s7)")
+HOSTS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES", str(1 << 20)))
 TAG = 7  # the tag of that Sendrecv (on the all_gather communicator)
 
 _HEAP_BYTES = 1 << 15
@@ -111,7 +113,7 @@ class GatherSide:
         even, nbytes = rows.count(mine) == k, total * row_bytes
         how = None
         if even and nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and x.nbytes < PAIRS_SHARE_BYTES:
-            how = _HOSTS if 0 < HOSTS_BYTES <= nbytes and self._hosts_fit() else _ALLGATHER
+            how = _HOSTS if 0 < HOSTS_BYTES <= nbytes and self._host_peer is not None else _ALLGATHER
         plan = ((total,) + x.shape[1:], nbytes < _HEAP_BYTES, how, None if even else [int(r) * row_bytes for r in rows])
         if len(self._rows_plans) >= _PLANS_KEPT:
             self._rows_plans.clear()
