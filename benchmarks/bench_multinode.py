@@ -109,13 +109,15 @@ def _training(smoke, batch=64):
 
 def _alternated(calls, iters, barrier, rounds=10):
     """Each call's median seconds: `rounds` rounds, each timing every call `iters // rounds` times back
-    to back after the same barrier, in turn (a busy machine slows both sides alike)."""
+    to back after the same barrier, in turn, the order rotated each round (a busy machine slows both
+    sides alike, and neither side always runs first after the other kind of call)."""
     for fn in calls.values():
         fn()
     times = {name: [] for name in calls}
     burst = max(1, iters // rounds)
-    for _ in range(rounds):
-        for name, fn in calls.items():
+    order = list(calls.items())
+    for i in range(rounds):
+        for name, fn in order[i % len(order):] + order[:i % len(order)]:  # rotated: no call always first
             barrier()
             t = time.perf_counter()
             for _ in range(burst):

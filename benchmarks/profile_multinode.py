@@ -2,7 +2,7 @@
 
     sudo python benchmarks/profile_multinode.py [--reps 300] [--burst 20] [--sizes 1024,1048576]
 
-Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant once, in turn
+Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant once, in turn (the order rotated each round, so none is always first)
 (so a busy machine slows them alike; read the ratios), each after a blocking MPI barrier, each
 `--burst` calls back to back; rank 0's median per call. The variants peel the layers:
 mpi4py's blocking call, the same on the group's own communicator with the watchdog armed
@@ -105,8 +105,9 @@ def worker(out_path, reps, burst, sizes, only=()):
             variants = {n: f for n, f in variants.items() if any(o in n for o in keep)}
         times = {name: [] for name in variants}
         cpu = {name: [] for name in variants}
-        for _ in range(rounds):
-            for name, fn in variants.items():
+        order = list(variants.items())
+        for i in range(rounds):
+            for name, fn in order[i % len(order):] + order[:i % len(order)]:  # rotated: no variant always first
                 comm.Barrier()
                 t, c = time.perf_counter(), time.process_time()
                 for _ in range(burst):
