@@ -3,8 +3,9 @@
     sudo python benchmarks/bench_multinode.py [--sizes 1024,65536,...] [--smoke] [--json out.json]
 
 Both sides run in the same job on the same 4 ranks over the same veth: "gt" is
-gt.distributed.all_reduce / all_gather (under 16 MiB one blocking MPI call over every rank, watched
-by the watchdog; from there shared memory inside a host and MPI between hosts: docs/multinode.md),
+gt.distributed.all_reduce / all_gather (under 1 MiB one blocking MPI call over every rank, watched
+by the watchdog; from 1 MiB shared memory inside each host and one Sendrecv between them, or point to
+point for 1 MiB shares; from 16 MiB sliced: docs/multinode.md),
 "mpi4py" is the job's MPI communicator's Allreduce / Allgather over all 4 ranks
 (what a user of mpi4py would call), alternated in rounds after the same MPI barrier. Sizes are the full message (the all_reduce buffer, the
 all_gather output); time is rank 0's median over rounds of the mean per call. Needs root (namespaces) and mpi4py.
@@ -108,13 +109,15 @@ def _training(smoke, batch=64):
 
 def _alternated(calls, iters, barrier, rounds=10):
     """Each call's median seconds: `rounds` rounds, each timing every call `iters // rounds` times back
-    to back after the same barrier, in turn (a busy machine slows both sides alike)."""
+    to back after the same barrier, in turn, the order rotated each round (a busy machine slows both
+    sides alike, and neither side always runs first after the other kind of call)."""
     for fn in calls.values():
         fn()
     times = {name: [] for name in calls}
     burst = max(1, iters // rounds)
-    for _ in range(rounds):
-        for name, fn in calls.items():
+    order = list(calls.items())
+    for i in range(rounds):
+        for name, fn in order[i % len(order):] + order[:i % len(order)]:  # rotated: no call always first
             barrier()
             t = time.perf_counter()
             for _ in range(burst):

@@ -2,7 +2,7 @@
 
     sudo python benchmarks/profile_multinode.py [--reps 300] [--burst 20] [--sizes 1024,1048576]
 
-Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant once, in turn
+Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant once, in turn (the order rotated each round, so none is always first)
 (so a busy machine slows them alike; read the ratios), each after a blocking MPI barrier, each
 `--burst` calls back to back; rank 0's median per call. The variants peel the layers:
 mpi4py's blocking call, the same on the group's own communicator with the watchdog armed
@@ -36,17 +36,24 @@ def _variants(size, k):
     ar, ag = jc.sub(tuple(range(k)), "all_reduce"), jc.sub(tuple(range(k)), "all_gather")
     x = np.zeros(size // 4, np.float32)  # all_reduced in place again and again: zeros stay finite
     piece, gathered = np.ones(size // 4 // k, np.float32), np.empty(size // 4, np.float32)
+    byte, w, rows = MPI.BYTE, world(), [piece.size] * k
+    two = group._host_peer is not None  # two hosts holding equal blocks of the ranks
+    if group._gather_comm is None:
+        group._gather_comm_first()
     redop = collectives._redop(x, "sum", "all_reduce")
     return comm, {
         "all_reduce mpi4py Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, x),
+        "all_reduce mpi4py again (A/A)": lambda: comm.Allreduce(MPI.IN_PLACE, x),
         "all_reduce Allreduce armed": _armed(group, lambda: ar.Allreduce(MPI.IN_PLACE, x)),
         "all_reduce Iallreduce+Wait": lambda: ar.Iallreduce(MPI.IN_PLACE, x).Wait(),
         "all_reduce Iallreduce+poll": lambda: poll(group, ar.Iallreduce(MPI.IN_PLACE, x), "", group.ranks),
         "all_reduce persistent+poll": _persistent(group, ar.Allreduce_init(MPI.IN_PLACE, x)),
         "all_reduce Isend/Irecv pairs+sum": lambda: all_reduce_pairs(group, ar, x, x, redop, False),
+        "all_reduce shm+Sendrecv": (lambda: group._all_reduce_hosts(ar, x, x, redop)) if two else None,
         "all_reduce InterHostGroup": lambda: group.all_reduce(x, x, redop),
         "all_reduce gt.distributed": lambda: dist.all_reduce(x),
         "all_gather mpi4py Allgather": lambda: comm.Allgather(piece, gathered),
+        "all_gather mpi4py again (A/A)": lambda: comm.Allgather(piece, gathered),
         "all_gather Allgather armed": _armed(group, lambda: ag.Allgather(piece, gathered)),
         "all_gather Iallgather+Wait": lambda: ag.Iallgather(piece, gathered).Wait(),
         "all_gather Iallgather+poll": lambda: poll(group, ag.Iallgather(piece, gathered), "", group.ranks),
@@ -54,6 +61,11 @@ def _variants(size, k):
         "all_gather Isend/Irecv pairs": lambda: all_gather_pairs(group, ag, piece.view(np.uint8), gathered.view(np.uint8),
                                                                  [piece.nbytes] * k),
         "all_gather InterHostGroup": lambda: group.all_gather(piece, gathered, [piece.nbytes] * k),
+        "all_gather dup+BYTE armed": _armed(group, lambda: ag.Allgather([piece, byte], [gathered, byte])),
+        "all_gather +np.empty out": _armed(group, lambda: ag.Allgather([piece, byte], [np.empty(gathered.shape, gathered.dtype), byte])),
+        "all_gather +empty_shared out": _armed(group, lambda: ag.Allgather([piece, byte], [w.empty_shared(gathered.shape, gathered.dtype), byte])),
+        "all_gather gather_rows": lambda: group.gather_rows(piece, rows),
+        "all_gather shm+Sendrecv": (lambda: group._gather_hosts(piece, gathered)) if two else None,
         "all_gather gt.distributed": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
     }
 
@@ -79,7 +91,7 @@ def _persistent(group, request):
     return call
 
 
-def worker(out_path, reps, burst, sizes):
+def worker(out_path, reps, burst, sizes, only=()):
     import globaltensor as gt
     from globaltensor import distributed as dist
     dist.barrier()
@@ -87,17 +99,26 @@ def worker(out_path, reps, burst, sizes):
     for size in sizes:
         comm, variants = _variants(size, gt.env.get_world_size())
         rounds = reps if size < (64 << 10) else max(10, reps // 10)
+        variants = {n: f for n, f in variants.items() if f is not None}
+        if only:  # the references always run
+            keep = ("mpi4py Allreduce", "mpi4py Allgather", *only)
+            variants = {n: f for n, f in variants.items() if any(o in n for o in keep)}
         times = {name: [] for name in variants}
         cpu = {name: [] for name in variants}
-        for _ in range(rounds):
-            for name, fn in variants.items():
+        order = list(variants.items())
+        for i in range(rounds):
+            for name, fn in order[i % len(order):] + order[:i % len(order)]:  # rotated: no variant always first
                 comm.Barrier()
                 t, c = time.perf_counter(), time.process_time()
                 for _ in range(burst):
                     fn()
                 times[name].append((time.perf_counter() - t) / burst)
                 cpu[name].append((time.process_time() - c) / burst)
-        results[size] = {name: [float(np.median(times[name])), float(np.median(cpu[name]))] for name in variants}
+        ref = {kind: times[f"{kind} mpi4py {'Allreduce' if kind == 'all_reduce' else 'Allgather'}"]
+               for kind in ("all_reduce", "all_gather")}
+        results[size] = {name: [float(np.median(times[name])), float(np.median(cpu[name])),
+                                float(np.median(np.array(ref[name.split()[0]]) / np.array(times[name])))]
+                         for name in variants}
     if comm.rank == 0:
         with open(out_path, "w") as f:
             json.dump(results, f, indent=1)
@@ -108,11 +129,12 @@ def main():
     p.add_argument("--reps", type=int, default=300)
     p.add_argument("--burst", type=int, default=20)
     p.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    p.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    p.add_argument("--only", default="", help="comma-separated parts of variant names to run (with mpi4py's)")
+    p.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         return worker(args.worker[0], int(args.worker[1]), int(args.worker[2]),
-                      [int(n) for n in args.worker[3].split(",")])
+                      [int(n) for n in args.worker[3].split(",")], [o for o in args.worker[4].split(",") if o])
     sys.path.insert(0, REPO)
     from globaltensor.distributed import mpi_backend, netns
     for ok, why in (netns.available(), mpi_backend.available()):
@@ -124,7 +146,7 @@ def main():
         procs = [hosts.popen(i, [sys.executable, "-m", "globaltensor.distributed.launch", "--nnodes", "2",
                                  "--node_rank", str(i), "--master_addr", hosts.addrs[0], "--master_port", "29500",
                                  "--nproc_per_node", "2", os.path.abspath(__file__), "--worker", out,
-                                 str(args.reps), str(args.burst), args.sizes], env=env) for i in (0, 1)]
+                                 str(args.reps), str(args.burst), args.sizes, args.only or ","], env=env) for i in (0, 1)]
         for proc in procs:
             proc.wait(timeout=900)
     if any(proc.returncode for proc in procs):
@@ -134,10 +156,10 @@ def main():
     for size, row in data.items():
         base = {kind: row[f"{kind} mpi4py {'Allreduce' if kind == 'all_reduce' else 'Allgather'}"]
                 for kind in ("all_reduce", "all_gather")}
-        for name, (seconds, cpu) in row.items():
+        for name, (seconds, cpu, ratio) in row.items():
             ref = base[name.split()[0]]
             print(f"{int(size):>9} B  {name:34s} {seconds * 1e6:9.1f} us  speed {ref[0] / seconds:5.2f}x   "
-                  f"cpu {cpu * 1e6:9.1f} us  cpu speed {ref[1] / max(cpu, 1e-9):5.2f}x")
+                  f"median of round ratios {ratio:5.2f}x   cpu {cpu * 1e6:9.1f} us  cpu speed {ref[1] / max(cpu, 1e-9):5.2f}x")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
 
 * all_reduce: under PAIRS_BYTES on groups of up to PAIRS_MEMBERS, point to point: every member
   sends its array to every other, then reduces the copies in member order (one round of
-  messages; the same bits on every member); else under DIRECT_BYTES one MPI Allreduce over
+  messages; the same bits on every member); else under DIRECT_BYTES, on two hosts holding equal
+  blocks of the members from HOSTS_REDUCE_BYTES: all_reduce inside each host, one Sendrecv with the
+  same local index on the other host, host 0's result op host 1's; else one MPI Allreduce over
   every member (as mpi4py: fewest hops);
   from there, where every host has k > 1 members: reduce-scatter inside each host, k
   all-reduces of 1/k between the members of equal local index, all-gather inside each host;
@@ -14,7 +16,8 @@ collectives, boxing and the gradient buckets run unchanged across hosts:
 * broadcast: inside the root's host, then between leaders, then inside the other hosts;
 * all_gather: MPI over every member straight into the output, no copies: point to point where a
   share reaches PAIRS_SHARE_BYTES (and at every size on groups of up to PAIRS_MEMBERS), else one
-  Allgather (Allgatherv if uneven), blocking under BLOCKING_BYTES of output; the members' sizes
+  Allgather (Allgatherv if uneven), blocking under BLOCKING_BYTES of output (given the sizes, on two
+  hosts of equal blocks from interhost_gather.HOSTS_BYTES: inside each host, then one Sendrecv); the members' sizes
   come from the caller, alike on every member, so no collective exchanges them (only calls
   without them check the sizes over MPI); given the sizes, collectives.all_gather hands the
   whole call to gather_rows (checks, output, MPI: one Python frame);
@@ -37,7 +40,9 @@ import numpy as np
 
 from .. import dtype as _dtype
 from . import mpi_wait
-from .interhost_pairs import all_gather_pairs, all_reduce_pairs
+from .interhost_gather import BLOCKING_BYTES, PAIRS_MEMBERS, GatherSide, _bytes
+from .interhost_gather import TAG as HOSTS_TAG
+from .interhost_pairs import NP_REDUCE, all_reduce_pairs
 from .mpi_wait import Done, InFlight, poll
 from .store import left_key
 
@@ -46,30 +51,18 @@ from .store import left_key
 SLICED_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_SLICED_BYTES", str(256 << 10)))
 # all_reduces under this many bytes run as one MPI Allreduce over every member (no shared-memory steps)
 DIRECT_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_DIRECT_BYTES", str(16 << 20)))
+# all_reduces from this many bytes (under DIRECT_BYTES) on two hosts holding equal blocks of the group go
+# through shared memory inside each host and one Sendrecv between them (_all_reduce_hosts); 0: never.
+# 1.25x / 1.76x mpi4py at 1 / 4 MiB, 0.33x-0.69x at 1 KiB-256 KiB (RESULTS.md "Issue 32 (s7)")
+HOSTS_REDUCE_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_REDUCE_HOSTS_BYTES", str(1 << 20)))
 # all_reduces under this many bytes on groups of up to PAIRS_MEMBERS go point to point: every member
 # sends its array to every other (one round of messages), then sums the copies in member order
 PAIRS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_BYTES", str(2 << 20)))
-# all_gathers whose largest share reaches this many bytes go point to point whatever the group's size:
-# 1.09x-1.12x mpi4py's Allgather at 1 MiB shares on the quiet machine (about 2x loaded), 0.62x at 64 KiB
-PAIRS_SHARE_BYTES = 1 << 20
-# all_gathers that check the sizes, with even shares under this many bytes, send them beside the data
-PACKED_BYTES = 64 << 10
-# all_gathers (and all_reduces under PAIRS_BYTES) on groups of at most this many members go point to
-# point at every size (interhost_pairs.py). Off by default (0): faster on a loaded machine, slower on
-# a quiet one than MPI's own collectives (RESULTS.md "Issue 32 (s5)")
-PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "0"))
-# all_reduces and all_gathers (by the whole output) under this many bytes are blocking MPI calls, watched
-# by mpi_wait's thread (faster than a non-blocking call and our polling; see docs/multinode.md); 0: none
-BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str(16 << 20)))
-
-# outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put
-# those under world.SHARED_MIN_BYTES, this value, on the heap too; importing it would close a cycle)
-_HEAP_BYTES = 1 << 15
 _MPI_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
 _WIDENED = {np.dtype(np.float16)} | {d.np for d in _dtype.ALL if d.name == "bfloat16"}
 
 
-class InterHostGroup:
+class InterHostGroup(GatherSide):
     """Members `ranks` (global ranks, in group order) on several hosts; host_keys[r] names r's host;
     every MPI call waits at most `timeout` seconds (GLOBALTENSOR_TIMEOUT, as the native groups)."""
 
@@ -93,8 +86,12 @@ class InterHostGroup:
         self._last = (None, None, None)  # (redop, communicator, MPI op) of the last direct all_reduce
         self._in_place = self.MPI.IN_PLACE
         self._gather_comm = None  # the all_gather communicator, once made
+        self._rows_plans = {}  # (shape, dtype, sizes) -> gather_rows' checked plan (interhost_gather.py)
         self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
         self.armed = None  # [collective, ranks] while a blocking MPI call runs: mpi_wait's thread reads it
+        self._host_peer = None  # on two hosts of equal blocks: the same local index on the other host
+        two = self._hosts_fit()
+        self._hosts_from = HOSTS_REDUCE_BYTES if two and HOSTS_REDUCE_BYTES > 0 else math.inf  # _all_reduce_hosts
         mpi_wait.watch(self)
 
     # -- the parts ------------------------------------------------------------------------------
@@ -134,6 +131,8 @@ class InterHostGroup:
                 comm, op = self._direct_for(redop)
             if x.dtype in _WIDENED or (nbytes < PAIRS_BYTES and self.size <= PAIRS_MEMBERS):
                 return self._all_reduce_other(comm, op, x, out, redop)
+            if nbytes >= self._hosts_from:
+                return self._all_reduce_hosts(comm, x, out, redop)
             send = self._in_place if out is x else x
             if nbytes < BLOCKING_BYTES:
                 self.armed = ["all_reduce", self.ranks]  # mpi_wait's thread ends the process after the timeout
@@ -176,6 +175,22 @@ class InterHostGroup:
         else:
             poll(self, comm.Iallreduce(self._in_place, wide, op=op), "all_reduce", self.ranks)
         out[...] = wide
+        return out
+
+    def _all_reduce_hosts(self, comm, x, out, redop):
+        """Two hosts of equal blocks (HOSTS_REDUCE_BYTES): all_reduce inside each host (shared memory), one
+        blocking Sendrecv of the host's result with the same local index on the other host, then host 0's
+        result op host 1's, in that order on every member (the same bits everywhere, NaNs included)."""
+        self._local().all_reduce(x, out, redop)
+        other = np.empty_like(out)
+        peer = self._host_peer
+        self.armed = ["all_reduce", self.ranks]  # mpi_wait's thread ends the process after the timeout
+        try:
+            comm.Sendrecv(_bytes(out), peer, HOSTS_TAG, _bytes(other), peer, HOSTS_TAG)
+        finally:
+            self.armed = None
+        first, second = (out, other) if self.host_index == 0 else (other, out)
+        NP_REDUCE[redop.name](first, second, out=out)
         return out
 
     def _direct_for(self, redop):
@@ -239,107 +254,6 @@ class InterHostGroup:
             local.broadcast(x, 0)
         return x
 
-    def gather_rows(self, x, rows):
-        """collectives.all_gather given the sizes, in one step: every member's x (rows[i] long along axis 0,
-        the same list on every member) concatenated into a new array (in shared memory when large).
-        A rank whose x disagrees with its entry raises ValueError before it communicates."""
-        if self._in_flight:
-            self.drain()
-        k = self.size
-        if len(rows) != k:
-            raise ValueError(f"all_gather: sizes needs one entry per member ({k}), got {len(rows)}")
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
-        row_bytes = x.itemsize if x.ndim < 2 else x.itemsize * math.prod(x.shape[1:])
-        mine, total = rows[self.index], sum(rows)
-        if x.nbytes != mine * row_bytes:
-            raise ValueError(f"all_gather: rank {self.rank} passes {x.nbytes} bytes and an output of "
-                             f"{total * row_bytes}, but the members' sizes say {mine * row_bytes} of "
-                             f"{total * row_bytes} (the other members will time out)")
-        shape = (total,) + x.shape[1:]
-        out = np.empty(shape, x.dtype) if total * row_bytes < _HEAP_BYTES else \
-            self._world.empty_shared(shape, x.dtype)
-        comm = self._gather_comm or self._gather_comm_first()
-        if rows.count(mine) == k and out.nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and \
-                x.nbytes < PAIRS_SHARE_BYTES:  # _gather's usual case
-            byte = self.MPI.BYTE
-            self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
-            try:
-                comm.Allgather([x, byte], [out, byte])
-            finally:
-                self.armed = None
-            return out
-        self._gather(comm, x, out, None if rows.count(mine) == k else [int(r) * row_bytes for r in rows])
-        return out
-
-    def all_gather(self, x, out, counts=None):
-        """Every member's bytes straight into `out` with MPI over all members, in group order.
-
-        counts: every member's byte count, the same list on every member (collectives.py passes it:
-        the lengths come from its own exchange of the rows). Then one collective, no sizes exchange:
-        a rank whose x differs from its count raises ValueError before it communicates (the
-        others then time out: GLOBALTENSOR_TIMEOUT). Without counts (callers of the group itself)
-        the sizes are checked: see _gather_sizes.
-        """
-        if self._in_flight:
-            self.drain()
-        comm = self._gather_comm or self._gather_comm_first()
-        if counts is None:
-            mine, dst = _bytes(x), _bytes(out)
-            counts = self._gather_sizes(comm, mine, dst)
-            if counts is None:
-                return out
-        elif counts[self.index] != x.nbytes or sum(counts) != out.nbytes:
-            raise ValueError(f"all_gather: rank {self._world.rank} passes {x.nbytes} bytes and an output of "
-                             f"{out.nbytes}, but the members' sizes say {counts[self.index]} of {sum(counts)} "
-                             f"(the other members will time out)")
-        self._gather(comm, x, out, None if counts.count(counts[0]) == self.size else counts)
-        return out
-
-    def _gather(self, comm, x, out, counts):
-        """x into out (C-contiguous) on every member; counts: the members' bytes, None when even. Up to
-        PAIRS_MEMBERS members or from PAIRS_SHARE_BYTES a share: point to point; else one Allgather
-        (Allgatherv if uneven), blocking under BLOCKING_BYTES of output, else non-blocking."""
-        nbytes = out.nbytes
-        if self.size <= PAIRS_MEMBERS or max(counts or [x.nbytes]) >= PAIRS_SHARE_BYTES:
-            return all_gather_pairs(self, comm, _bytes(x), _bytes(out), counts or [x.nbytes] * self.size)
-        byte = self.MPI.BYTE
-        if nbytes < BLOCKING_BYTES:
-            self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
-            try:
-                if counts is None:  # the usual case: arrays as they are, as MPI bytes
-                    comm.Allgather([x, byte], [out, byte])
-                else:
-                    comm.Allgatherv(_bytes(x), [_bytes(out), counts])
-            finally:
-                self.armed = None
-        elif counts is None:
-            poll(self, comm.Iallgather([x, byte], [out, byte]), "all_gather", self.ranks)
-        else:
-            poll(self, comm.Iallgatherv(_bytes(x), [_bytes(out), counts]), "all_gather", self.ranks)
-
-    def _gather_comm_first(self):
-        self._gather_comm = self._jc.sub(self.ranks, "all_gather")
-        return self._gather_comm
-
-    def _gather_sizes(self, comm, mine, dst):
-        """Every member's byte count, checked (ValueError on every member when they do not fill the
-        output). Small even guesses: the sizes and an Allgather of the even share (out's bytes /
-        members; a member whose share differs sends zeros, so both stay well formed) at once;
-        None when every size matched (`dst` then holds the answer)."""
-        k = self.size
-        slot = dst.size // k
-        sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
-        if slot < PACKED_BYTES and slot * k == dst.size:
-            send = mine if mine.size == slot else np.zeros(slot, np.uint8)
-            reqs = [comm.Iallgather(size_here, sizes), comm.Iallgather(send, dst)]
-            poll(self, self.MPI.Request, "all_gather", self.ranks, reqs)
-            if sizes.tolist() == [slot] * k:
-                return None
-        else:
-            poll(self, comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
-        return _counts(sizes, dst.size)
-
     def reduce_scatter(self, x, out, redop, counts=None):
         """counts: every member's piece in elements, alike on every member (collectives.py passes it);
         without it the pieces' sizes are exchanged first."""
@@ -381,18 +295,3 @@ class InterHostGroup:
 
 def _flat(a):
     return a.reshape(-1)
-
-
-def _bytes(a):
-    """A C-contiguous array's memory as a flat uint8 array (0-d arrays included)."""
-    return a.reshape(-1).view(np.uint8)
-
-
-def _counts(sizes, total):
-    """The members' byte counts; ValueError when they do not fill the output (every member sees the
-    same sizes, so all raise alike)."""
-    counts = sizes.tolist()
-    if sum(counts) != total:
-        raise ValueError(f"all_gather: the members' sizes {counts} (bytes) do not add up to the output's "
-                         f"{total} bytes")
-    return counts

@@ -12,7 +12,7 @@ import numpy as np
 from .mpi_wait import poll
 
 TAG = 1  # the tag of these messages (on the all_reduce or all_gather communicator)
-_NP_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+NP_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 
 
 def all_reduce_pairs(group, comm, x, out, redop, widened):
@@ -29,7 +29,7 @@ def all_reduce_pairs(group, comm, x, out, redop, widened):
         reqs.append(comm.Isend(src, dest=to, tag=TAG))
     stage[me] = src
     poll(group, group.MPI.Request, "all_reduce", group.ranks, reqs)
-    reduce = _NP_REDUCE[redop.name].reduce
+    reduce = NP_REDUCE[redop.name].reduce
     if widened:
         out[...] = reduce(stage, axis=0)
     else:  # an overflow gives inf as MPI's sum does (numpy warns, once: np.errstate costs ~2 us a call)

@@ -48,9 +48,11 @@ def collectives():
         mine = np.full((r + 1, 2), r, np.int32)  # uneven lengths
         np.testing.assert_array_equal(dist.all_gather(mine, group=g),
                                       np.concatenate([np.full((q + 1, 2), q, np.int32) for q in ranks]))
-        for rows in (3, 20000, 140000):  # even shares: one Allgather; from 1 MiB a share point to point
-            mine = _rank_value(r, (rows, 2), np.float32)
-            got = dist.all_gather(mine, group=g, sizes=[rows] * len(ranks))
+        for rows, again in ((3, False), (3, True), (20000, False), (140000, False)):  # even shares: one Allgather;
+            mine = _rank_value(r, (rows, 2), np.float32)  # from 1 MiB a share point to point
+            if again:  # the layout's plan is kept: a tuple of sizes and a strided array find it
+                mine = np.repeat(mine, 2, axis=1)[:, ::2]
+            got = dist.all_gather(mine, group=g, sizes=(tuple if again else list)([rows] * len(ranks)))
             np.testing.assert_array_equal(got, np.concatenate([_rank_value(q, (rows, 2), np.float32) for q in ranks]))
         mine = _rank_value(r, (20000 + r, 2), np.float32)  # uneven and large: the guess fails, redone
         np.testing.assert_array_equal(dist.all_gather(mine, group=g),

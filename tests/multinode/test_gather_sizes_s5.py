@@ -14,3 +14,61 @@ def test_an_all_gather_whose_sizes_lie_raises_on_every_rank(tmp_path):
     assert got[3].startswith("ValueError: all_gather: rank 3 passes 24 bytes"), got[3]
     for message in got[:3]:
         assert message.startswith("CollectiveError") or "rank 3" in message, message
+
+
+class _Comm:  # a stand-in all_gather communicator: every member passes the same bytes
+    def __init__(self, k):
+        self.k, self.calls = k, 0
+
+    def Allgather(self, send, recv):
+        self.calls += 1
+        recv[0].reshape(self.k, -1)[:] = send[0].reshape(1, -1).view(recv[0].dtype)
+
+
+def _stand_in(ranks, hosts, rank):
+    """An InterHostGroup's all_gather side without MPI: rank `rank` of `ranks`, the hosts' members given."""
+    from globaltensor.distributed.interhost import InterHostGroup
+    g = object.__new__(InterHostGroup)
+    g.ranks, g.size, g.index, g.rank = tuple(ranks), len(ranks), ranks.index(rank), rank
+    g.host_members = [tuple(h) for h in hosts]
+    g.host_index = next(i for i, h in enumerate(hosts) if rank in h)
+    g.local = g.host_members[g.host_index]
+    g.MPI, g.armed, g._in_flight, g._rows_plans, g._host_peer = type("MPI", (), {"BYTE": None}), None, [], {}, None
+    g._gather_comm = _Comm(len(ranks))
+    g._hosts_fit()
+    return g
+
+
+def test_a_kept_plan_still_checks_a_new_layout_and_stays_bounded():
+    """gather_rows keeps a checked plan per (shape, dtype, sizes) (s7): a layout seen before skips the checks
+    and gives the right answer (strided input too); a lying layout is new, so it still raises before MPI."""
+    import numpy as np
+    from globaltensor.distributed import interhost_gather
+    g = _stand_in([0, 1], [[0], [1]], 0)
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for sizes in ([3, 3], (3, 3), [3, 3]):
+        np.testing.assert_array_equal(g.gather_rows(x, sizes), np.concatenate([x, x]))
+    np.testing.assert_array_equal(g.gather_rows(np.repeat(x, 2, axis=1)[:, ::2], [3, 3]), np.concatenate([x, x]))
+    assert len(g._rows_plans) == 1 and g._gather_comm.calls == 4  # a list and a tuple of sizes: one plan
+    with pytest.raises(ValueError, match="rank 0 passes 32 bytes"):
+        g.gather_rows(np.zeros((4, 2), np.float32), [3, 3])
+    assert g._gather_comm.calls == 4
+    for n in range(1, 2 * interhost_gather._PLANS_KEPT):
+        g.gather_rows(np.zeros((n,), np.int8), [n, n])
+    assert len(g._rows_plans) <= interhost_gather._PLANS_KEPT
+
+
+def test_the_host_path_needs_two_hosts_of_equal_blocks():
+    """Every member decides alike from the group alone: [0, 1 | 2, 3] takes the host path from HOSTS_BYTES
+    (the peer: the same local index on the other host); interleaved or uneven hosts keep the Allgather."""
+    import numpy as np
+    from globaltensor.distributed import interhost_gather as ig
+    rows = ig.HOSTS_BYTES // 4 // 4  # float32 rows of 4 members filling HOSTS_BYTES
+    for ranks, hosts, rank, peer in (([0, 1, 2, 3], [[0, 1], [2, 3]], 2, 0), ([0, 1, 2, 3], [[0, 1], [2, 3]], 1, 3),
+                                     ([3, 0, 2, 1], [[3, 2], [0, 1]], 3, None), ([0, 1, 3], [[0, 1], [3]], 0, None)):
+        g = _stand_in(ranks, hosts, rank)
+        assert g._host_peer == peer
+        x = np.zeros(rows, np.float32)
+        how = g._rows_plan(x, [rows] * len(ranks))[2]
+        assert how == (ig._HOSTS if peer is not None and rows * len(ranks) * 4 >= ig.HOSTS_BYTES else ig._ALLGATHER)
+        assert g._rows_plan(x[:2], [2] * len(ranks))[2] == ig._ALLGATHER

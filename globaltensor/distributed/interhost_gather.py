@@ -1,0 +1,204 @@
+"""The all_gather side of a group spanning hosts (InterHostGroup's base): MPI over every member straight into the output.
+
+interhost.py's docstring says which call each case makes; here too are the limits both sides
+share (blocking calls, point to point). gather_rows, the public all_gather given the sizes, keeps a
+checked plan per layout (shape, dtype, sizes) so that a layout seen before goes straight to MPI.
+"""
+import math
+import os
+
+import numpy as np
+
+from .interhost_pairs import all_gather_pairs
+from .mpi_wait import poll
+
+# all_gathers whose largest share reaches this many bytes go point to point whatever the group's size:
+# 1.09x-1.12x mpi4py's Allgather at 1 MiB shares on the quiet machine (about 2x loaded), 0.62x at 64 KiB
+PAIRS_SHARE_BYTES = 1 << 20
+# all_gathers that check the sizes, with even shares under this many bytes, send them beside the data
+PACKED_BYTES = 64 << 10
+# all_gathers (and all_reduces under PAIRS_BYTES) on groups of at most this many members go point to
+# point at every size (interhost_pairs.py). Off by default (0): faster on a loaded machine, slower on
+# a quiet one than MPI's own collectives (RESULTS.md "Issue 32 (s5)")
+PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "0"))
+# all_reduces and all_gathers (by the whole output) under this many bytes are blocking MPI calls, watched
+# by mpi_wait's thread (faster than a non-blocking call and our polling; see docs/multinode.md); 0: none
+BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str(16 << 20)))
+
+# outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put
+# those under world.SHARED_MIN_BYTES, this value, on the heap too; importing it would close a cycle)
+# all_gathers from this many bytes of output (and under BLOCKING_BYTES, shares under PAIRS_SHARE_BYTES) on
+# two hosts holding equal blocks of the group's members go in two steps: all_gather inside each host through
+# shared memory, then one blocking Sendrecv of the host's block with the same local index on the other host
+# (MPI's Allgather sends a host's share over loopback TCP first); 0: never. From 1 MiB: 1.23x mpi4py at 1 MiB
+# on a calmer run, but 0.2x-0.5x at 1 KiB-256 KiB (the shared-memory step waits ~200 us for a peer that
+# spins in MPI on the same core), though 1.3x-1.5x there under heavy load (RESULTS.md "Issue 32 (s7)")
+HOSTS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES", str(1 << 20)))
+TAG = 7  # the tag of that Sendrecv (on the all_gather communicator)
+
+_HEAP_BYTES = 1 << 15
+_ALLGATHER, _HOSTS = "one blocking Allgather", "inside the hosts, then between them"  # gather_rows' ways
+_PLANS_KEPT = 64  # gather_rows' plans kept per group (a model's layouts; cleared when full)
+
+
+class GatherSide:
+    """InterHostGroup's all_gathers; it sets ranks, size, index, rank, MPI, _world, _jc, _in_flight, armed,
+    _gather_comm (None until first used) and _rows_plans ({})."""
+
+    def gather_rows(self, x, rows):
+        """collectives.all_gather given the sizes, in one step: every member's x (rows[i] long along axis 0,
+        the same list on every member) concatenated into a new array (in shared memory when large).
+        A rank whose x disagrees with its entry raises ValueError before it communicates. A layout
+        seen before (shape, dtype, sizes) finds its checked plan in _rows_plans and goes straight to MPI."""
+        if self._in_flight:
+            self.drain()
+        plan = self._rows_plans.get((x.shape, x.dtype, rows if type(rows) is tuple else tuple(rows)))
+        if plan is None:
+            plan = self._rows_plan(x, rows)
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        shape, on_heap, how, counts = plan
+        out = np.empty(shape, x.dtype) if on_heap else self._world.empty_shared(shape, x.dtype)
+        if how is _ALLGATHER:  # _gather's usual case: even shares, one blocking Allgather
+            byte = self.MPI.BYTE
+            self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
+            try:
+                self._gather_comm.Allgather([x, byte], [out, byte])
+            finally:
+                self.armed = None
+        elif how is _HOSTS:
+            self._gather_hosts(x, out)
+        else:
+            self._gather(self._gather_comm, x, out, counts)
+        return out
+
+    def _gather_hosts(self, x, out):
+        """The HOSTS_BYTES path: x's bytes into out (both C-contiguous) on two hosts of equal blocks."""
+        blocks = _bytes(out).reshape(2, -1)
+        here = self.host_index
+        self._local().all_gather(_bytes(x), blocks[here])
+        peer = self._host_peer
+        self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
+        try:
+            self._gather_comm.Sendrecv(blocks[here], peer, TAG, blocks[1 - here], peer, TAG)
+        finally:
+            self.armed = None
+
+    def _hosts_fit(self):
+        """Whether the group is two hosts' equal blocks of members, k > 1 each (then _host_peer is set):
+        the same answer on every member (it depends on the group only)."""
+        hosts = self.host_members
+        if len(hosts) != 2 or len(hosts[0]) != len(hosts[1]) or len(hosts[0]) < 2 or \
+                self.ranks != hosts[0] + hosts[1]:
+            return False
+        other = hosts[1 - self.host_index]
+        self._host_peer = self.ranks.index(other[self.local.index(self.rank)])
+        return True
+
+    def _rows_plan(self, x, rows):
+        """gather_rows' checked plan for x's layout and these sizes: (output shape, on the heap, how
+        (_ALLGATHER, _HOSTS: _gather_hosts, None: _gather), the members' bytes or None when even); kept
+        in _rows_plans (bounded)."""
+        k = self.size
+        if len(rows) != k:
+            raise ValueError(f"all_gather: sizes needs one entry per member ({k}), got {len(rows)}")
+        row_bytes = x.itemsize if x.ndim < 2 else x.itemsize * math.prod(x.shape[1:])
+        mine, total = rows[self.index], sum(rows)
+        if x.nbytes != mine * row_bytes:
+            raise ValueError(f"all_gather: rank {self.rank} passes {x.nbytes} bytes and an output of "
+                             f"{total * row_bytes}, but the members' sizes say {mine * row_bytes} of "
+                             f"{total * row_bytes} (the other members will time out)")
+        if self._gather_comm is None:
+            self._gather_comm_first()
+        even, nbytes = rows.count(mine) == k, total * row_bytes
+        how = None
+        if even and nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and x.nbytes < PAIRS_SHARE_BYTES:
+            how = _HOSTS if 0 < HOSTS_BYTES <= nbytes and self._host_peer is not None else _ALLGATHER
+        plan = ((total,) + x.shape[1:], nbytes < _HEAP_BYTES, how, None if even else [int(r) * row_bytes for r in rows])
+        if len(self._rows_plans) >= _PLANS_KEPT:
+            self._rows_plans.clear()
+        self._rows_plans[(x.shape, x.dtype, tuple(rows))] = plan
+        return plan
+
+    def all_gather(self, x, out, counts=None):
+        """Every member's bytes straight into `out` with MPI over all members, in group order.
+
+        counts: every member's byte count, the same list on every member (collectives.py passes it:
+        the lengths come from its own exchange of the rows). Then one collective, no sizes exchange:
+        a rank whose x differs from its count raises ValueError before it communicates (the
+        others then time out: GLOBALTENSOR_TIMEOUT). Without counts (callers of the group itself)
+        the sizes are checked: see _gather_sizes.
+        """
+        if self._in_flight:
+            self.drain()
+        comm = self._gather_comm or self._gather_comm_first()
+        if counts is None:
+            mine, dst = _bytes(x), _bytes(out)
+            counts = self._gather_sizes(comm, mine, dst)
+            if counts is None:
+                return out
+        elif counts[self.index] != x.nbytes or sum(counts) != out.nbytes:
+            raise ValueError(f"all_gather: rank {self._world.rank} passes {x.nbytes} bytes and an output of "
+                             f"{out.nbytes}, but the members' sizes say {counts[self.index]} of {sum(counts)} "
+                             f"(the other members will time out)")
+        self._gather(comm, x, out, None if counts.count(counts[0]) == self.size else counts)
+        return out
+
+    def _gather(self, comm, x, out, counts):
+        """x into out (C-contiguous) on every member; counts: the members' bytes, None when even. Up to
+        PAIRS_MEMBERS members or from PAIRS_SHARE_BYTES a share: point to point; else one Allgather
+        (Allgatherv if uneven), blocking under BLOCKING_BYTES of output, else non-blocking."""
+        nbytes = out.nbytes
+        if self.size <= PAIRS_MEMBERS or max(counts or [x.nbytes]) >= PAIRS_SHARE_BYTES:
+            return all_gather_pairs(self, comm, _bytes(x), _bytes(out), counts or [x.nbytes] * self.size)
+        byte = self.MPI.BYTE
+        if nbytes < BLOCKING_BYTES:
+            self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
+            try:
+                if counts is None:  # the usual case: arrays as they are, as MPI bytes
+                    comm.Allgather([x, byte], [out, byte])
+                else:
+                    comm.Allgatherv(_bytes(x), [_bytes(out), counts])
+            finally:
+                self.armed = None
+        elif counts is None:
+            poll(self, comm.Iallgather([x, byte], [out, byte]), "all_gather", self.ranks)
+        else:
+            poll(self, comm.Iallgatherv(_bytes(x), [_bytes(out), counts]), "all_gather", self.ranks)
+
+    def _gather_comm_first(self):
+        self._gather_comm = self._jc.sub(self.ranks, "all_gather")
+        return self._gather_comm
+
+    def _gather_sizes(self, comm, mine, dst):
+        """Every member's byte count, checked (ValueError on every member when they do not fill the
+        output). Small even guesses: the sizes and an Allgather of the even share (out's bytes /
+        members; a member whose share differs sends zeros, so both stay well formed) at once;
+        None when every size matched (`dst` then holds the answer)."""
+        k = self.size
+        slot = dst.size // k
+        sizes, size_here = np.empty(k, np.int64), np.array([mine.size], np.int64)
+        if slot < PACKED_BYTES and slot * k == dst.size:
+            send = mine if mine.size == slot else np.zeros(slot, np.uint8)
+            reqs = [comm.Iallgather(size_here, sizes), comm.Iallgather(send, dst)]
+            poll(self, self.MPI.Request, "all_gather", self.ranks, reqs)
+            if sizes.tolist() == [slot] * k:
+                return None
+        else:
+            poll(self, comm.Iallgather(size_here, sizes), "all_gather (sizes)", self.ranks)
+        return _counts(sizes, dst.size)
+
+
+def _bytes(a):
+    """A C-contiguous array's memory as a flat uint8 array (0-d arrays included)."""
+    return a.reshape(-1).view(np.uint8)
+
+
+def _counts(sizes, total):
+    """The members' byte counts; ValueError when they do not fill the output (every member sees the
+    same sizes, so all raise alike)."""
+    counts = sizes.tolist()
+    if sum(counts) != total:
+        raise ValueError(f"all_gather: the members' sizes {counts} (bytes) do not add up to the output's "
+                         f"{total} bytes")
+    return counts
