@@ -10,13 +10,18 @@ Both sides run this file's worker, whose code is the same but for the import lin
 `python -m paddle.distributed.launch --nproc_per_node 2` (CPU: gloo). Each rank gets
 OMP_NUM_THREADS (and the BLAS variables) = --threads on both sides. Iterations per second
 (forward, backward, optimizer step, clear_grad), median of 5 timed windows between barriers.
+"others' CPUs": the CPUs' worth of work other processes did during each side's run (/proc/stat's
+busy time less the side's own CPU, per second): a 2-rank step on a 2-CPU machine slows by about
+that share, so a run with it above ~0.1 did not measure a quiet machine.
 """
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import print_table, window_rate, write_json  # noqa: E402
@@ -99,8 +104,25 @@ def _env(threads):
     return env
 
 
+def _machine_cpu():
+    """(busy, steal) CPU seconds of the whole machine so far (/proc/stat), and this process's
+    waited-for children's CPU seconds (a side's launcher and its ranks)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:9]]
+    hz = os.sysconf("SC_CLK_TCK")
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (sum(ticks) - ticks[3] - ticks[4]) / hz, ticks[7] / hz, kids.ru_utime + kids.ru_stime
+
+
+def others_load(before, after, wall):
+    """CPUs' worth of work by other processes during a side's run (busy minus the side's own CPU,
+    per second of the run) and the steal, both in CPUs: what the machine's neighbours took."""
+    busy, steal, own = (b - a for a, b in zip(before, after))
+    return max(0.0, busy - own) / wall, steal / wall
+
+
 def run_side(side, case, threads, timeout=900, profile=None):
-    """it/s of one side on 2 ranks (None and the log's tail if it failed)."""
+    """(it/s, others' load) of one side on 2 ranks (it/s None and the log's tail if it failed)."""
     launcher = "paddle.distributed.launch" if side == "paddle" else "globaltensor.paddle.distributed.launch"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rate.json")
@@ -108,13 +130,15 @@ def run_side(side, case, threads, timeout=900, profile=None):
                os.path.abspath(__file__), "--worker", side, "--case", case, "--out", out]
         if profile:
             cmd += ["--profile", profile]
+        before, t0 = _machine_cpu(), time.perf_counter()
         p = subprocess.run(cmd, env=_env(threads), capture_output=True, text=True, timeout=timeout, cwd=tmp)
+        load = others_load(before, _machine_cpu(), time.perf_counter() - t0)
         if profile:
-            return None, p.stdout[-2000:] + p.stderr[-2000:]
+            return None, p.stdout[-2000:] + p.stderr[-2000:], load
         if not os.path.exists(out):
-            return None, (p.stdout + p.stderr)[-2000:]
+            return None, (p.stdout + p.stderr)[-2000:], load
         with open(out) as f:
-            return json.load(f)["it_s"], ""
+            return json.load(f)["it_s"], "", load
 
 
 def cpu_model():
@@ -145,18 +169,21 @@ def main():
     import paddle
     rows, figures = [], {}
     for case in cases:
-        ours, why_ours = run_side("ours", case, args.threads)
-        theirs, why_theirs = run_side("paddle", case, args.threads)
+        ours, why_ours, load_ours = run_side("ours", case, args.threads)
+        theirs, why_theirs, load_theirs = run_side("paddle", case, args.threads)
         for why in (why_ours, why_theirs):
             if why:
                 print(why, file=sys.stderr)
         ratio = ours / theirs if ours and theirs else None
-        figures[case] = {"ours_it_s": ours, "paddle_it_s": theirs, "ratio": ratio, "goal": GOALS[case]}
+        figures[case] = {"ours_it_s": ours, "paddle_it_s": theirs, "ratio": ratio, "goal": GOALS[case],
+                         "others_cpus": [load_ours[0], load_theirs[0]], "steal_cpus": [load_ours[1], load_theirs[1]]}
         rows.append([case, f"{ours:.2f}" if ours else "-", f"{theirs:.2f}" if theirs else "-",
-                     f"{ratio:.2f}x" if ratio else "-", f"{GOALS[case]}x"])
+                     f"{ratio:.2f}x" if ratio else "-", f"{GOALS[case]}x",
+                     f"{load_ours[0]:.2f} / {load_theirs[0]:.2f}", f"{load_ours[1]:.2f} / {load_theirs[1]:.2f}"])
     title = (f"Paddle face vs Paddle {paddle.__version__} (CPU, gloo), 2 ranks, "
              f"{args.threads} thread(s) per rank, {cpu_model()}, {os.cpu_count()} cores")
-    print_table(title, ["case", "ours it/s", "paddle it/s", "ours/paddle", "goal"], rows)
+    print_table(title, ["case", "ours it/s", "paddle it/s", "ours/paddle", "goal", "others' CPUs (ours / paddle run)",
+                        "steal CPUs"], rows)
     write_json(args.json, {"title": title, "threads_per_rank": args.threads, "cpu": cpu_model(),
                            "paddle": paddle.__version__, "cases": figures})
 
