@@ -52,15 +52,18 @@ def syncing():
     return _scope.get().sync
 
 
-def overlaps():
+def overlaps(host=True):
     """True when a bucket's all_reduce may run on the group's worker thread beside the rest of
-    backward: this process may run on at least two CPUs per rank of its host. With fewer, the
-    worker only takes turns on the CPUs backward's kernels use (and spins beside them while a
-    peer is late), so each bucket runs on the calling thread as it fills: the same collectives in
-    the same order, so ranks deciding apart stay correct. GLOBALTENSOR_BUCKET_OVERLAP=0/1 decides."""
+    backward: always for device buckets (their kernels run on the device); for host memory when
+    this process may run on at least two CPUs per rank of its host. With fewer, the worker only
+    takes turns on the CPUs backward's kernels use (and spins beside them while a peer is late),
+    so each bucket runs on the calling thread as it fills: the same collectives in the same
+    order, so ranks deciding apart stay correct. GLOBALTENSOR_BUCKET_OVERLAP=0/1 decides."""
     forced = os.environ.get("GLOBALTENSOR_BUCKET_OVERLAP")
     if forced in ("0", "1"):
         return forced == "1"
+    if not host:
+        return True
     if not _cpus:
         _cpus.append(len(os.sched_getaffinity(0)))  # one value a process: read once
     return _cpus[0] >= 2 * get_local_world_size()
@@ -83,7 +86,7 @@ class Buckets:
         self._missing = [len(bucket) for bucket in plan]
         self._started = []
         self._offered = []
-        self._overlap = overlaps()
+        self._overlap = overlaps(host=not plan or isinstance(plan[0][0]._local, np.ndarray))
 
     def offer(self, order):
         """Point each context of backward's `order` at the bucket views of its leaf inputs, so
