@@ -7,8 +7,8 @@ import numpy as np
 from . import autograd
 from .backends.devices import device
 from .distributed import collectives
-from .grad_flat import FlatBuffer, copies, fill, flat_buffers, _flat_cache  # noqa: F401 - their home was here
 from .env import get_local_world_size, get_rank, get_world_size
+from .grad_flat import FlatBuffer, copies, fill, flat_buffers, _flat_cache  # noqa: F401 - callers name them here
 from .scope import current as _scope, scoped
 from .sbp import broadcast
 from .sbp import reducible_axes as sbp_reducible_axes
