@@ -1,15 +1,14 @@
 """Gradient buckets: a sink of autograd's that files each finished gradient, and a bucket's
-all_reduce starts on the group's worker thread as soon as its last gradient is in."""
-import math
-import sys
-import weakref
+all_reduce starts as soon as its last gradient is in (on the group's worker thread where CPUs allow)."""
+import os
 
 import numpy as np
 
 from . import autograd
-from .backends.devices import device, of_array
+from .backends.devices import device
 from .distributed import collectives
-from .env import get_rank, get_world_size
+from .env import get_local_world_size, get_rank, get_world_size
+from .grad_flat import FlatBuffer, copies, fill, flat_buffers, _flat_cache  # noqa: F401 - callers name them here
 from .scope import current as _scope, scoped
 from .sbp import broadcast
 from .sbp import reducible_axes as sbp_reducible_axes
@@ -28,39 +27,6 @@ def pack(leaves, nbytes, limits):
     if current:
         buckets.append(current)
     return buckets
-
-
-class FlatBuffer:
-    """A bucket's gradient pieces side by side in one array (shared memory on cpu, GPU memory on
-    cuda), kept from step to step: backward writes a leaf's gradient straight into its view and
-    the all_reduce runs in place (no packing copy, no fresh pages). Reused only while nobody else
-    holds a view of it."""
-
-    def __init__(self, dev, shapes, dtype, leaves=()):
-        self.cuts, start = [], 0  # (start, stop, shape) of each piece in the flat array
-        for shape in shapes:
-            n = math.prod(shape)
-            self.cuts.append((start, start + n, tuple(shape)))
-            start += n
-        self.flat = dev.empty((start,), dtype)
-        self.views = [self.flat[a:b].reshape(shape) for a, b, shape in self.cuts]
-        self.index = {id(leaf): j for j, leaf in enumerate(leaves)}
-        self._leaves = [weakref.ref(leaf) for leaf in leaves]
-        self._owner = self.flat if self.flat.base is None else self.flat.base  # every view refers to it
-        self._baseline = sys.getrefcount(self._owner)
-
-    @classmethod
-    def of_leaves(cls, leaves):
-        """The buffer of these leaves' gradient pieces (their local shapes and dtype)."""
-        first = leaves[0]._local
-        return cls(of_array(first), [leaf._local.shape for leaf in leaves], first.dtype, leaves)
-
-    def in_use(self):
-        """True while a view handed out earlier (a .grad, a user's slice of one) is still alive."""
-        return sys.getrefcount(self._owner) > self._baseline
-
-    def alive(self):
-        return all(ref() is not None for ref in self._leaves)
 
 
 _bucket_bytes = [25 << 20]
@@ -86,23 +52,24 @@ def syncing():
     return _scope.get().sync
 
 
-_flat_cache = {}  # (leaf ids, local shapes, dtype) -> FlatBuffer
+def overlaps(host=True):
+    """True when a bucket's all_reduce may run on the group's worker thread beside the rest of
+    backward: always for device buckets (their kernels run on the device); for host memory when
+    this process may run on at least two CPUs per rank of its host. With fewer, the worker only
+    takes turns on the CPUs backward's kernels use (and spins beside them while a peer is late),
+    so each bucket runs on the calling thread as it fills: the same collectives in the same
+    order, so ranks deciding apart stay correct. GLOBALTENSOR_BUCKET_OVERLAP=0/1 decides."""
+    forced = os.environ.get("GLOBALTENSOR_BUCKET_OVERLAP")
+    if forced in ("0", "1"):
+        return forced == "1"
+    if not host:
+        return True
+    if not _cpus:
+        _cpus.append(len(os.sched_getaffinity(0)))  # one value a process: read once
+    return _cpus[0] >= 2 * get_local_world_size()
 
 
-def flat_buffers(plan):
-    """One FlatBuffer per bucket of the plan: the cached one when free, else a new one."""
-    flats = []
-    for bucket in plan:
-        key = (tuple(id(leaf) for leaf in bucket), tuple(leaf._local.shape for leaf in bucket),
-               bucket[0]._local.dtype.str)
-        flat = _flat_cache.get(key)
-        if flat is None or flat.in_use() or not flat.alive():
-            if flat is None and len(_flat_cache) >= 64:  # leaves of models gone: forget their buffers
-                for k in [k for k, v in _flat_cache.items() if not v.alive()]:
-                    del _flat_cache[k]
-            flat = _flat_cache[key] = FlatBuffer.of_leaves(bucket)
-        flats.append(flat)
-    return flats
+_cpus = []
 
 
 class Buckets:
@@ -119,6 +86,7 @@ class Buckets:
         self._missing = [len(bucket) for bucket in plan]
         self._started = []
         self._offered = []
+        self._overlap = overlaps(host=not plan or isinstance(plan[0][0]._local, np.ndarray))
 
     def offer(self, order):
         """Point each context of backward's `order` at the bucket views of its leaf inputs, so
@@ -177,20 +145,21 @@ class Buckets:
         self._grads[i][id(leaf)] = g
         self._missing[i] -= 1
         while len(self._started) < len(self.plan) and self._missing[len(self._started)] == 0:
-            self._start_next()
+            self._start_next(not self._overlap or not any(self._missing[len(self._started):]))
 
-    def _start_next(self):
-        """Start the next bucket: on the group's worker thread while others are to come, on this
-        thread when it is the plan's last (backward has nothing left to overlap with it; a hand-off
-        and a second thread spinning beside this one cost more than small all_reduces do)."""
+    def _start_next(self, now):
+        """Start the next bucket: on the group's worker thread while backward has gradients to
+        come, else (now) on this thread: the plan's last, every bucket once the rest are full too
+        or backward is over, every bucket where overlaps() says no. A hand-off and a second thread
+        spinning beside this one cost more than they hide when nothing runs beside them."""
         i = len(self._started)
-        now = i == len(self.plan) - 1
+        now = now or i == len(self.plan) - 1
         self._started.append(self._launch(self.plan[i], self._grads[i], self._flats[i], now=now))
 
     def finish(self):
         self._take_back()
         while len(self._started) < len(self.plan):
-            self._start_next()
+            self._start_next(True)
         for pending in self._started:
             self._land(pending)
 
@@ -268,20 +237,6 @@ def _all_reduce(collectives_module, buffer, group, now):
         collectives_module.all_reduce(buffer, group=group)
         return _Done()
     return collectives_module.all_reduce_async(buffer, group=group)
-
-
-copies = [0]  # gradient pieces fill() copied into a FlatBuffer (the others backward wrote in place)
-
-
-def fill(flat, pieces):
-    """Copy each gradient piece ({id(leaf): array}) into its view of the FlatBuffer, unless
-    backward wrote it there already."""
-    for key, piece in pieces.items():
-        view = flat.views[flat.index[key]]
-        if piece is not view:
-            np.copyto(view, piece)
-            copies[0] += 1
-    return flat.flat
 
 
 def land_global(pending):

@@ -27,9 +27,10 @@ def _means():
     return got
 
 
-def _paddle_mlp(rows):
+def _paddle_mlp(rows, bucket_mb=None):
     """The Paddle face's DP MLP (SGD, clear_grad): parameters after STEPS steps, each .grad after
-    clear_grad (zeros, read-only), whether the grads were views of one bucket buffer."""
+    clear_grad (zeros, read-only), whether the grads were views of one bucket buffer. bucket_mb:
+    both bucket sizes (tiny: a bucket per parameter, all but the last two started mid-backward)."""
     import globaltensor.paddle as paddle
     import globaltensor.paddle.distributed as dist
     import globaltensor.paddle.nn as nn
@@ -39,7 +40,8 @@ def _paddle_mlp(rows):
     paddle.seed(5)
     layer = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
     start = [p.numpy().copy() for p in layer.parameters()]
-    model = paddle.DataParallel(layer)
+    sizes = {} if bucket_mb is None else {"comm_buffer_size": bucket_mb, "last_comm_buffer_size": bucket_mb}
+    model = paddle.DataParallel(layer, **sizes)
     sgd = opt.SGD(learning_rate=0.1, parameters=model.parameters())
     for step in range(STEPS):
         x = paddle.to_tensor(rank_data(step, rank, (rows, 8), np.float32))
@@ -70,13 +72,21 @@ def _torch_reference(start, rows):
 
 
 def _both(rows):
-    return _means(), _paddle_mlp(rows)
+    import os
+    threads = []
+    for overlap in ("1", "0"):  # buckets on the worker thread beside backward, or on this one: the same bits
+        os.environ["GLOBALTENSOR_BUCKET_OVERLAP"] = overlap
+        threads.append(_paddle_mlp(rows, bucket_mb=1e-6)[1])
+    del os.environ["GLOBALTENSOR_BUCKET_OVERLAP"]
+    same = all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip(*threads))
+    return _means(), _paddle_mlp(rows), same
 
 
 def test_all_reduce_mean_bits_and_paddle_dp_sgd_with_clear_grad_against_torch():
     """One spawn for both (suite time): all_reduce_mean's bits, then the DP MLP against torch."""
-    (means0, (start, got0, cleared0)), (means1, (_, got1, cleared1)) = run_ranks(_both, 2, 6)
+    (means0, (start, got0, cleared0), same0), (means1, (_, got1, cleared1), same1) = run_ranks(_both, 2, 6)
     assert all(means0) and all(means1), (means0, means1)
+    assert same0 and same1  # GLOBALTENSOR_BUCKET_OVERLAP=1 and 0 give the same parameters
     assert cleared0 and cleared1
     want = _torch_reference(start, 6)
     for a, b, w in zip(got0, got1, want):

@@ -22,7 +22,7 @@ LAYERS = [
     ("L5 op registry", ["registry"]),
     ("L6 dispatch", ["dispatch"]),
     ("L7 ops", ["ops"]),
-    ("L8 parallel training and graphs", ["grad_buckets", "data_parallel", "pipeline", "amp", "graph", "zero",
+    ("L8 parallel training and graphs", ["grad_flat", "grad_buckets", "data_parallel", "pipeline", "amp", "graph", "zero",
                                            "zero_buckets"]),
     ("L9 libraries", ["linalg", "nn", "optim", "serialization", "debug", "utils", "memory", "jit", "comm", "unittest",
                       "support", "_oneflow_internal", "sysconfig", "printing", "framework", "_C", "ps", "fsdp", "fsdp_group",

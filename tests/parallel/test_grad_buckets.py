@@ -281,3 +281,26 @@ def test_matmul_writes_into_out_only_when_it_fits():
         assert r._local is not wrong and np.array_equal(r.numpy(), out)
     r = apply("relu", [a], out=np.empty((2, 3)))      # an op without out= ignores the hint
     assert np.array_equal(r.numpy(), np.maximum(a.numpy(), 0))
+
+
+@pytest.mark.parametrize("overlap", ["0", "1"])
+def test_buckets_run_on_the_caller_once_nothing_is_left_to_overlap(monkeypatch, overlap):
+    """A bucket goes to the worker thread (now=False) only while backward still has gradients to
+    come for later buckets and the CPUs allow overlap; else it runs on the calling thread."""
+    monkeypatch.setenv("GLOBALTENSOR_BUCKET_OVERLAP", overlap)
+    a, b, c, d, e = (gt.zeros(1) for _ in range(5))
+    nows = []
+    buckets = grad_buckets.Buckets([[a], [b], [c, d], [e]], lambda bucket, grads, flat, now: nows.append(now),
+                                   lambda pending: None)
+    buckets.ready(a, "ga")          # b, c, d, e still to come
+    buckets.ready(c, "gc")
+    buckets.ready(b, "gb")          # d, e still to come
+    buckets.ready(e, "ge")
+    buckets.ready(d, "gd")          # the rest is full: nothing of backward left to overlap it with
+    assert nows == ([False, False, True, True] if overlap == "1" else [True] * 4)
+    nows.clear()
+    buckets = grad_buckets.Buckets([[a], [b], [c]], lambda bucket, grads, flat, now: nows.append(now),
+                                   lambda pending: None)
+    buckets.ready(a, "ga")
+    buckets.finish()                # backward is over: b and c (never filled) run here
+    assert nows == [overlap == "0", True, True]
