@@ -11,6 +11,7 @@ from . import complex_ops  # noqa: F401 - x.real / x.imag (attributes), x.is_com
 from . import conversion  # noqa: F401 - binds Tensor.to_global, numpy, to, cpu, cuda, contiguous
 from . import conv  # noqa: F401 - registers unfold2d / fold2d (nn.functional has the convolutions)
 from . import attention  # noqa: F401 - registers attention / attention_backward (nn.attention calls them)
+from . import batch_norm_train  # noqa: F401 - registers BatchNorm's training ops (norms.batch_norm calls them)
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import BINARY, RAW_BINARY, UNARY, cast, clip, clone, masked_fill, where
 from .elementwise_extras import add_n, allclose, equal_all, increment, scale, shard_index

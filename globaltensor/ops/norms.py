@@ -7,7 +7,6 @@ import builtins
 import numpy as np
 
 from .. import _native
-from .. import sbp as sbp_mod
 from ..backends.devices import array_module
 from ..registry import rules
 from ._front import apply, c_floats, tensors
@@ -138,9 +137,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """Normalise each channel (dim 1) by the batch's mean and (biased) variance in training,
     updating running_mean / running_var in place (by momentum, with the unbiased variance as
     PyTorch, or with the biased one as Paddle: unbiased_running_var=False), or by the
-    running statistics otherwise; then * weight + bias (PyTorch's F.batch_norm). Two passes
-    over x: the per-channel sums (on a batch split over ranks they are partial: the statistics
-    are the global batch's, SyncBatchNorm by construction) and x * a + b per channel."""
+    running statistics otherwise; then * weight + bias (PyTorch's F.batch_norm). Training is
+    ops/batch_norm_train.py: two passes over x, the per-channel sums (on a batch split over ranks
+    they are partial and all-reduced once: the statistics are the global batch's, SyncBatchNorm by
+    construction) and x * a + b per channel."""
     from ..autograd import no_grad
     from .elementwise import rsqrt
     input = tensors(input)[0]
@@ -158,34 +158,21 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if count < 2:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
                              f"{tuple(input.shape)}")
-        s1, s2 = apply("channel_sums", [input], multi=True)
-        mean = _whole(s1 * (1.0 / count), input)
-        var = _whole(s2 * (1.0 / count) - mean * mean, input).clip(0, None)  # the subtraction boxed as before: its bits
+        from .batch_norm_train import batch_norm_train
+        y, mean, var = batch_norm_train(input, weight, bias, eps, count)
         if running_mean is not None and running_var is not None:
             with no_grad():
                 m = momentum
                 running_mean.mul_(1 - m).add_((mean * m).astype(running_mean.dtype))
                 share = m * count / builtins.max(count - 1, 1) if unbiased_running_var else m
                 running_var.mul_(1 - m).add_((var * share).astype(running_var.dtype))
-    else:
-        mean, var = running_mean, running_var
+        return y
+    mean, var = running_mean, running_var
     scale = rsqrt(var + eps)
     if weight is not None:
         scale = scale * weight
     shift = -mean * scale if bias is None else bias - mean * scale
     return apply("channel_affine", [input, scale.astype(input.dtype), shift.astype(input.dtype)])
-
-
-def _whole(t, input):
-    """The per-channel vector t whole on every rank (its partial sums added, its pieces gathered:
-    one collective of a [C] vector), unless the input's channels are split on that mesh axis: the
-    per-channel arithmetic after it then needs no collective. The planner's price counts bytes,
-    and would box such a vector as reduce_scatter + all_gather (two rendezvous) op by op."""
-    if not t.is_global:
-        return t
-    keep = [s for s, x in zip(t.sbp, input.sbp) if s is not sbp_mod.partial_sum and x == sbp_mod.split(1)]
-    want = tuple(s if s in keep else sbp_mod.broadcast for s in t.sbp)
-    return t if want == tuple(t.sbp) else t.to_global(placement=t.placement, sbp=want)
 
 
 def _channel_sums_meta(s, dt, st):
