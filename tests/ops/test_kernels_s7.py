@@ -113,3 +113,24 @@ def test_batch_norm_against_torch_and_the_composite_in_one_process(affine):
     want = [ty.detach(), tx.grad, trm, trv] + ([tw.grad, tb.grad] if affine else [])
     for got, ref in zip(new, want):
         np.testing.assert_allclose(np.frombuffer(got, np.float32).reshape(ref.shape), ref.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n, c, side, o, groups", [(4, 3, 8, 8, 1), (2, 32, 16, 64, 1), (3, 4, 7, 6, 2)])
+def test_conv2d_weight_grad_bit_for_bit_as_before_and_as_torch(n, c, side, o, groups):
+    """conv2d_backward's dw as (patches . g^T)^T: the bits of the former g . patches^T."""
+    from globaltensor.ops.conv import _conv2d_backward
+    from globaltensor.ops.conv_patches import _channel_major_patches
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, c, side, side)).astype(np.float32)
+    w = rng.standard_normal((o, c // groups, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((n, o, side, side)).astype(np.float32)
+    st = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1)}
+    dx, dw, db = _conv2d_backward(g, x, w, groups=groups, **st)
+    cols = _channel_major_patches(x, 3, 3, st)[0].reshape(groups, -1, n * side * side)
+    gm = np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
+    assert dw.tobytes() == np.matmul(gm, cols.transpose(0, 2, 1)).reshape(w.shape).tobytes()
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    torch.nn.functional.conv2d(tx, tw, padding=1, groups=groups).backward(torch.tensor(g))
+    np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
