@@ -28,6 +28,27 @@ def batch_norm_train(input, weight, bias, eps, count):
     return apply("batch_norm_apply", [input, st] + extra, static, multi=True)
 
 
+def update_running(running_mean, running_var, mean, var, momentum, share):
+    """running_mean = running_mean * (1 - momentum) + mean * momentum (in its dtype), running_var
+    likewise with var * share: one op for both, each tensor then takes its new value in place."""
+    from ..autograd import no_grad
+    from .inplace import inplace
+    static = {"keep": 1 - momentum, "momentum": momentum, "share": share}
+    with no_grad():
+        new_mean, new_var = apply("batch_norm_running", [running_mean, running_var, mean, var], static, multi=True)
+        inplace(running_mean, lambda old: new_mean, "batch_norm")
+        inplace(running_var, lambda old: new_var, "batch_norm")
+
+
+@op("batch_norm_running", lambda s, o, st: [((B,) * 4, (B, B)), ((S(0),) * 4, (S(0), S(0)))],
+    meta=lambda s, dt, st: ([tuple(s[0]), tuple(s[1])], [dt[0], dt[1]]))
+def _batch_norm_running(rm, rv, mean, var, keep=0.9, momentum=0.1, share=0.1):
+    """rm * keep + (mean * momentum) cast to rm's dtype; rv * keep + (var * share) cast to rv's
+    dtype: the in-place mul_ then add_ of the composite, in its order. Per channel: any split alike."""
+    return (rm * np.asarray(keep, rm.dtype) + (mean * np.asarray(momentum, mean.dtype)).astype(rm.dtype),
+            rv * np.asarray(keep, rv.dtype) + (var * np.asarray(share, var.dtype)).astype(rv.dtype))
+
+
 def _whole(t, input):
     """t (a per-channel vector, channels on its last dim) whole on every rank: its partial sums added
     by one all_reduce, unless the input's channels are split on that mesh axis (t stays split)."""

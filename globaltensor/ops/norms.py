@@ -141,7 +141,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     ops/batch_norm_train.py: two passes over x, the per-channel sums (on a batch split over ranks
     they are partial and all-reduced once: the statistics are the global batch's, SyncBatchNorm by
     construction) and x * a + b per channel."""
-    from ..autograd import no_grad
     from .elementwise import rsqrt
     input = tensors(input)[0]
     c = input.shape[1] if input.ndim >= 2 else 0
@@ -158,14 +157,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if count < 2:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
                              f"{tuple(input.shape)}")
-        from .batch_norm_train import batch_norm_train
+        from .batch_norm_train import batch_norm_train, update_running
         y, mean, var = batch_norm_train(input, weight, bias, eps, count)
         if running_mean is not None and running_var is not None:
-            with no_grad():
-                m = momentum
-                running_mean.mul_(1 - m).add_((mean * m).astype(running_mean.dtype))
-                share = m * count / builtins.max(count - 1, 1) if unbiased_running_var else m
-                running_var.mul_(1 - m).add_((var * share).astype(running_var.dtype))
+            share = momentum * count / builtins.max(count - 1, 1) if unbiased_running_var else momentum
+            update_running(running_mean, running_var, mean, var, momentum, share)
         return y
     mean, var = running_mean, running_var
     scale = rsqrt(var + eps)

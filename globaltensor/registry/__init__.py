@@ -39,7 +39,7 @@ REAL_ONLY = frozenset({
     "greater_equal", "greater_than", "less_equal", "less_than", "clip", "max", "min", "argmax", "argmin", "sort",
     "topk", "median", "histogram", "unique", "logaddexp", "gelu", "gelu_backward", "softmax", "layer_norm",
     "layer_norm_backward", "channel_sums", "channel_affine", "channel_affine_backward", "batch_norm_stats",
-    "batch_norm_apply", "batch_norm_backward", "batch_norm_backward_input", "max_pool2d",
+    "batch_norm_apply", "batch_norm_backward", "batch_norm_backward_input", "batch_norm_running", "max_pool2d",
     "max_pool2d_backward", "mse_mean", "attention", "attention_backward", "conv2d", "conv2d_backward", "linear",
     "linear_weight_grad", "kron", "cross", "prod", "inverse", "cholesky", "det", "linear_in_out",
     "linear_in_out_grads",

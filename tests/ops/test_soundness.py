@@ -194,6 +194,7 @@ def samples(name):
         "batch_norm_backward": [([f(4, 3, 5, 2), f(4, 3, 5, 2), _bn_stats(3), f(3), f(3)],
                                  {"eps": 1e-5, "has_weight": True, "has_bias": True}),
                                 ([f(5, 3), f(5, 3), _bn_stats(3)], {"eps": 1e-5, "has_weight": False, "has_bias": False})],
+        "batch_norm_running": [([f(3), f(3), f(3), f(3)], {"keep": 0.9, "momentum": 0.1, "share": 0.125})],
         "batch_norm_backward_input": [([f(4, 3, 5, 2), f(4, 3, 5, 2), f(2, 3), _bn_stats(3)], {"count": 40})],
         "conv2d": [([f(5, 4, 5, 6), f(6, 4, 3, 2), f(6)], {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
                                                            "groups": 1}),
