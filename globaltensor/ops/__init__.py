@@ -11,7 +11,6 @@ from . import complex_ops  # noqa: F401 - x.real / x.imag (attributes), x.is_com
 from . import conversion  # noqa: F401 - binds Tensor.to_global, numpy, to, cpu, cuda, contiguous
 from . import conv  # noqa: F401 - registers unfold2d / fold2d (nn.functional has the convolutions)
 from . import attention  # noqa: F401 - registers attention / attention_backward (nn.attention calls them)
-from . import batch_norm_train  # noqa: F401 - registers BatchNorm's training ops (norms.batch_norm calls them)
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import BINARY, RAW_BINARY, UNARY, cast, clip, clone, masked_fill, where
 from .elementwise_extras import add_n, allclose, equal_all, increment, scale, shard_index
@@ -33,7 +32,8 @@ from .data_dependent import masked_select, nonzero, unique
 from .sorting import argsort, sort, topk
 from .indexing import getitem
 from .activations import gelu, log_softmax, softmax, stanh
-from .norms import batch_norm, layer_norm
+from .batch_norm_train import batch_norm
+from .norms import layer_norm
 from .linear_layer import linear, linear_in_out
 from .embedding_lookup import embedding
 from .losses import cross_entropy, mse_loss

@@ -1,4 +1,4 @@
-"""BatchNorm's training step as three primitives: the batch's statistics, the normalisation, and its backward.
+"""batch_norm; its training step as primitives: the batch's statistics, the normalisation, its backward.
 
 Forward: batch_norm_stats (per channel sum / count and sum of squares / count, partial on a
 batch-split input) -> one all_reduce of that [2, C] vector -> batch_norm_apply. Backward:
@@ -7,14 +7,55 @@ dbias) -> one all_reduce -> batch_norm_backward_input (dx). On a channel-split i
 reduced. The kernels make the numpy calls of the per-channel composite this replaced (ops/norms.py
 before issue 35's s7), in its order, so the results are its bits (on 2 ranks: a sum of two partials
 has one order; on more ranks the collective's order can round the last bit differently)."""
+import builtins
+
 import numpy as np
 
 from .. import sbp as sbp_mod
 from ..registry import op, rules
-from ._front import apply
+from ._front import apply, tensors
 from .norms import _channel_affine, _channel_affine_backward_kernel, _channel_sums
+from .reduction import _float
 
 B, P, S = rules.B, rules.P, rules.split
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
+               unbiased_running_var=True):
+    """Normalise each channel (dim 1) by the batch's mean and (biased) variance in training,
+    updating running_mean / running_var in place (by momentum, with the unbiased variance as
+    PyTorch, or with the biased one as Paddle: unbiased_running_var=False), or by the
+    running statistics otherwise; then * weight + bias (PyTorch's F.batch_norm). Training is
+    ops/batch_norm_train.py: two passes over x, the per-channel sums (on a batch split over ranks
+    they are partial and all-reduced once: the statistics are the global batch's, SyncBatchNorm by
+    construction) and x * a + b per channel."""
+    from .elementwise import rsqrt
+    input = tensors(input)[0]
+    c = input.shape[1] if input.ndim >= 2 else 0
+    if input.ndim < 2 or c == 0:
+        raise ValueError(f"batch_norm expects [N, C, ...] input with C > 0, got shape {tuple(input.shape)}")
+    if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
+        input = _float(input)
+    count = input.numel() // c
+    if momentum is None:
+        raise ValueError("batch_norm: momentum=None (a cumulative average) is not supported; give a float")
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: evaluation (training=False) needs running_mean and running_var")
+    if training:
+        if count < 2:
+            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
+                             f"{tuple(input.shape)}")
+        y, mean, var = batch_norm_train(input, weight, bias, eps, count)
+        if running_mean is not None and running_var is not None:
+            share = momentum * count / builtins.max(count - 1, 1) if unbiased_running_var else momentum
+            update_running(running_mean, running_var, mean, var, momentum, share)
+        return y
+    mean, var = running_mean, running_var
+    scale = rsqrt(var + eps)
+    if weight is not None:
+        scale = scale * weight
+    shift = -mean * scale if bias is None else bias - mean * scale
+    return apply("channel_affine", [input, scale.astype(input.dtype), shift.astype(input.dtype)])
 
 
 def batch_norm_train(input, weight, bias, eps, count):
@@ -32,12 +73,13 @@ def update_running(running_mean, running_var, mean, var, momentum, share):
     """running_mean = running_mean * (1 - momentum) + mean * momentum (in its dtype), running_var
     likewise with var * share: one op for both, each tensor then takes its new value in place."""
     from ..autograd import no_grad
-    from .inplace import inplace
     static = {"keep": 1 - momentum, "momentum": momentum, "share": share}
     with no_grad():
         new_mean, new_var = apply("batch_norm_running", [running_mean, running_var, mean, var], static, multi=True)
-        inplace(running_mean, lambda old: new_mean, "batch_norm")
-        inplace(running_var, lambda old: new_var, "batch_norm")
+        for t, new in ((running_mean, new_mean), (running_var, new_var)):
+            if new.is_global and (new.placement != t.placement or new.sbp != t.sbp):
+                new = new.to_global(placement=t.placement, sbp=t.sbp)
+            t._become(new)  # written into its piece, as the composite's mul_ and add_ did
 
 
 @op("batch_norm_running", lambda s, o, st: [((B,) * 4, (B, B)), ((S(0),) * 4, (S(0), S(0)))],
