@@ -134,3 +134,67 @@ def test_conv2d_weight_grad_bit_for_bit_as_before_and_as_torch(n, c, side, o, gr
     torch.nn.functional.conv2d(tx, tw, padding=1, groups=groups).backward(torch.tensor(g))
     np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _attention_before(q, k, v, mask, scale, first):
+    """ops/attention.py's forward before s7: numpy's passes, the causal -inf by a copy under a mask."""
+    lq, lk = q.shape[-2], k.shape[-2]
+    if q.shape[-1] <= lk:
+        scores = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))
+    else:
+        scores = np.matmul(q, np.swapaxes(k, -1, -2))
+        scores *= scores.dtype.type(scale)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if mask is not None:
+            np.copyto(scores, -np.inf, where=~mask)
+        if first is not None:
+            np.copyto(scores, -np.inf, where=np.triu(np.ones((lq, lk), bool), first + 1))
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=-1, keepdims=True)
+    return np.matmul(scores, v), scores
+
+
+def _attention_backward_before(g, q, k, v, w, scale):
+    dv = np.matmul(np.swapaxes(w, -1, -2), g)
+    ds = np.matmul(g, np.swapaxes(v, -1, -2))
+    with np.errstate(invalid="ignore"):
+        ds -= np.einsum("...ij,...ij->...i", ds, w)[..., None]
+        ds *= w
+    dq, dk = np.matmul(ds, k), np.matmul(np.swapaxes(ds, -1, -2), q)
+    dq *= dq.dtype.type(scale)
+    dk *= dk.dtype.type(scale)
+    return dq, dk, dv
+
+
+@pytest.mark.parametrize("dtype, lq, lk, causal, diagonal, masked", [
+    (np.float32, 16, 16, True, None, False), (np.float32, 6, 9, True, 1, False), (np.float64, 7, 7, True, -2, False),
+    (np.float32, 5, 13, False, None, True), (np.float32, 9, 5, True, None, False)])
+def test_attention_row_passes_bit_for_bit_as_before(dtype, lq, lk, causal, diagonal, masked):
+    """softmax_shift / softmax_grad (kernels/softmax.cpp) against the numpy passes they replaced,
+    rows that see no key (nan) included, and the forward and backward against torch's."""
+    from globaltensor.ops.attention import _attention, _attention_backward_kernel
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(lq * lk)
+    q, k = (rng.standard_normal((2, 3, n, 8)).astype(dtype) * 4 for n in (lq, lk))
+    v = rng.standard_normal((2, 3, lk, 5)).astype(dtype)
+    mask = rng.random((2, 1, lq, lk)) > 0.3 if masked else None
+    if masked:
+        mask[0, 0, 1] = False  # a row with no key
+    first = (lk - lq if diagonal is None else diagonal) if causal else None
+    out, w = _attention(q, k, v, mask, scale=0.35, is_causal=causal, diagonal=diagonal)
+    want_out, want_w = _attention_before(q, k, v, mask, 0.35, first)
+    assert out.tobytes() == want_out.tobytes() and w.tobytes() == want_w.tobytes()
+    g = rng.standard_normal(out.shape).astype(dtype)
+    got = _attention_backward_kernel(g, q, k, v, w, scale=0.35)
+    assert [a.tobytes() for a in got] == [a.tobytes() for a in _attention_backward_before(g, q, k, v, w, 0.35)]
+    if masked or (causal and first < 0):  # rows that see no key: nan here (softmax of -inf), 0 in torch
+        return
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    t_mask = torch.tensor(np.tril(np.ones((lq, lk), bool), first)) if causal else None
+    t_out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=t_mask, scale=0.35)
+    t_out.backward(torch.tensor(g))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(out, t_out.detach().numpy(), rtol=tol, atol=tol)
+    for a, t in zip(got, (tq, tk, tv)):
+        np.testing.assert_allclose(a, t.grad.numpy(), rtol=tol, atol=tol)
