@@ -87,8 +87,8 @@ def update_running(running_mean, running_var, mean, var, momentum, share):
 def _batch_norm_running(rm, rv, mean, var, keep=0.9, momentum=0.1, share=0.1):
     """rm * keep + (mean * momentum) cast to rm's dtype; rv * keep + (var * share) cast to rv's
     dtype: the in-place mul_ then add_ of the composite, in its order. Per channel: any split alike."""
-    return (rm * np.asarray(keep, rm.dtype) + (mean * np.asarray(momentum, mean.dtype)).astype(rm.dtype),
-            rv * np.asarray(keep, rv.dtype) + (var * np.asarray(share, var.dtype)).astype(rv.dtype))
+    return (rm * rm.dtype.type(keep) + (mean * mean.dtype.type(momentum)).astype(rm.dtype),
+            rv * rv.dtype.type(keep) + (var * var.dtype.type(share)).astype(rv.dtype))
 
 
 def _whole(t, input):
