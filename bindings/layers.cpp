@@ -6,6 +6,7 @@
 
 #include "../kernels/conv.h"
 #include "../kernels/norm.h"
+#include "../kernels/softmax.h"
 #include "common.h"
 
 namespace gt {
@@ -193,6 +194,27 @@ void bind_layers(py::module_& m) {
     gt::max_pool_backward(vd.ptr, vg.ptr, reinterpret_cast<const int64_t*>(vt.ptr), g, dtype);
   }, py::arg("dx"), py::arg("grad"), py::arg("tap"), py::arg("kernel"), py::arg("stride"),
      "Max pooling's backward: each window's gradient added at its tap.");
+
+  m.def("softmax_shift", [](py::array scores, bool causal, int64_t first) {
+    View vs = contiguous(scores, "scores", true);
+    gt::DType dtype = float_dtype(scores, "softmax_shift");
+    if (scores.ndim() < 2) throw py::value_error("softmax_shift: scores need 2 dims at least [..., Lq, Lk]");
+    size_t lq = size_t(scores.shape(scores.ndim() - 2)), lk = size_t(scores.shape(scores.ndim() - 1));
+    size_t rows = vs.nbytes / gt::dtype_size(dtype) / (lk ? lk : 1);
+    py::gil_scoped_release release;
+    gt::softmax_shift(vs.ptr, lq ? rows / lq : 0, lq, lk, causal, first, dtype);
+  }, py::arg("scores"), py::arg("causal"), py::arg("first"),
+     "In place over scores [..., Lq, Lk]: -inf at keys j > i + first of row i when causal, then each row minus its max.");
+  m.def("softmax_grad", [](py::array ds, py::array rowsum, py::array w) {
+    View vd = contiguous(ds, "ds", true), vr = contiguous(rowsum, "rowsum", false), vw = contiguous(w, "w", false);
+    gt::DType dtype = float_dtype(ds, "softmax_grad");
+    if (ds.ndim() < 1 || !w.dtype().equal(ds.dtype()) || !rowsum.dtype().equal(ds.dtype()) || vw.nbytes != vd.nbytes)
+      throw py::value_error("softmax_grad: w like ds, rowsum one value per row of ds, all of one dtype");
+    size_t cols = size_t(ds.shape(ds.ndim() - 1)), rows = vr.nbytes / gt::dtype_size(dtype);
+    if (rows * cols * gt::dtype_size(dtype) != vd.nbytes) throw py::value_error("softmax_grad: rowsum must hold one value per row");
+    py::gil_scoped_release release;
+    gt::softmax_grad(vd.ptr, vr.ptr, vw.ptr, rows, cols, dtype);
+  }, py::arg("ds"), py::arg("rowsum"), py::arg("w"), "In place: ds = (ds - rowsum[row]) * w.");
 }
 
 }  // namespace bindings

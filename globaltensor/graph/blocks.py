@@ -13,7 +13,8 @@ PADDLE_TYPES = {
     "argmin": "arg_min", "topk": "top_k_v2", "sort": "argsort", "tril": "tril_triu", "triu": "tril_triu",
     "neg": "scale", "greater_than": "greater_than", "less_than": "less_than", "equal": "equal",
     "conv2d": "conv2d", "index_select": "index_select", "layer_norm": "layer_norm",
-    "channel_affine": "batch_norm", "channel_sums": "reduce_sum",
+    "channel_affine": "batch_norm", "channel_sums": "reduce_sum", "batch_norm_apply": "batch_norm",
+    "batch_norm_stats": "reduce_sum",
     "sgd_update": "sgd", "momentum_update": "momentum", "adam_update": "adam", "adamw_update": "adamw",
     "diag": "diag_v2", "square": "square",
 }

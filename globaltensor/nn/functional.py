@@ -20,7 +20,7 @@ from .loss_fns import binary_cross_entropy, cosine_embedding_loss, gaussian_nll_
     triplet_margin_with_distance_loss
 from .distance import cosine_similarity, pairwise_distance
 from .ctc import ctc_loss
-from ..ops.norms import batch_norm
+from ..ops.batch_norm_train import batch_norm
 
 __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "relu",
            "sigmoid", "softmax", "tanh", "silu", "leaky_relu", "l1_loss", "smooth_l1_loss", "nll_loss",

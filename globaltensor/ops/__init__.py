@@ -32,7 +32,8 @@ from .data_dependent import masked_select, nonzero, unique
 from .sorting import argsort, sort, topk
 from .indexing import getitem
 from .activations import gelu, log_softmax, softmax, stanh
-from .norms import batch_norm, layer_norm
+from .batch_norm_train import batch_norm
+from .norms import layer_norm
 from .linear_layer import linear, linear_in_out
 from .embedding_lookup import embedding
 from .losses import cross_entropy, mse_loss

@@ -3,9 +3,10 @@ import functools
 
 import numpy as np
 
+from .. import _native
 from ..backends.devices import array_module
 from ..registry import rules
-from ._front import apply
+from ._front import apply, c_floats
 from ..registry import op
 
 B, P, S = rules.B, rules.P, rules.split
@@ -93,13 +94,22 @@ def _attention_backward(ctx, g, gw=None):
     return tuple(gr if want else None for gr, want in zip(grads, wanted)) + ((None,) if len(ctx.inputs) == 4 else ())
 
 
+def _first(lq, lk, diagonal, offsets, q_index):
+    """The causal diagonal of this piece: query row i sees the keys j <= i + first."""
+    return (lk - lq if diagonal is None else diagonal) + (0 if offsets is None else offsets[q_index][-2])
+
+
 def _future_of(xp, lq, lk, is_causal, diagonal, offsets, q_index):
     """The causal [lq, lk] bool mask of this piece (True: a key after the query's position), or None."""
     if not is_causal:
         return None
-    first = (lk - lq if diagonal is None else diagonal) + (0 if offsets is None else offsets[q_index][-2])
-    future = _future(lq, lk, first)
+    future = _future(lq, lk, _first(lq, lk, diagonal, offsets, q_index))
     return future if xp is np else xp.asarray(future)
+
+
+def _native_rows(*arrays):
+    """Whether the C++ row passes take these pieces: C-contiguous numpy arrays of one dtype, float32/float64."""
+    return c_floats(*arrays) and all(a.flags.c_contiguous for a in arrays)
 
 
 @op("attention", _attention_rows, _attention_backward, meta=_attention_meta, takes_offsets=True)
@@ -108,7 +118,8 @@ def _attention(q, k, v, mask=None, scale=1.0, is_causal=False, diagonal=None, of
     of numpy per step, in place: scale (on q when it is the smaller), add the mask (a bool mask:
     -inf where it is False), -inf above the causal diagonal (keys after the query's position,
     lk - lq past its row: `diagonal`, from the global shapes; the piece's offset along Lq places
-    its rows), then softmax (max, subtract, exp, sum, divide). A row with every key masked is
+    its rows), then softmax (max, subtract, exp, sum, divide; the causal -inf, max and subtraction
+    one C++ pass for float32/float64 pieces, exp and the sum numpy's, whose bits they define). A row with every key masked is
     nan, as softmax of -inf everywhere."""
     xp = array_module(q)
     lq, lk = q.shape[-2], k.shape[-2]
@@ -123,10 +134,13 @@ def _attention(q, k, v, mask=None, scale=1.0, is_causal=False, diagonal=None, of
                 xp.copyto(scores, -np.inf, where=~mask)
             else:
                 scores += mask
-        future = _future_of(xp, lq, lk, is_causal, diagonal, offsets, 0)
-        if future is not None:
-            xp.copyto(scores, -np.inf, where=future)
-        scores -= scores.max(axis=-1, keepdims=True)
+        if _native_rows(scores):  # the causal -inf and the max's subtraction in one C++ pass: numpy's bits
+            _native.softmax_shift(scores, is_causal, _first(lq, lk, diagonal, offsets, 0) if is_causal else 0)
+        else:
+            future = _future_of(xp, lq, lk, is_causal, diagonal, offsets, 0)
+            if future is not None:
+                xp.copyto(scores, -np.inf, where=future)
+            scores -= scores.max(axis=-1, keepdims=True)
         xp.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
         return xp.matmul(scores, v), scores
@@ -170,8 +184,11 @@ def _attention_backward_kernel(g, q, k, v, w, mask=None, scale=1.0, is_causal=Fa
     ds = xp.matmul(g, xp.swapaxes(v, -1, -2))
     with np.errstate(invalid="ignore"):
         rowsum = xp.einsum("...ij,...ij->...i", ds, w)
-        ds -= rowsum[..., None]
-        ds *= w
+        if _native_rows(ds, w, rowsum):  # one C++ pass of numpy's two in-place ops: the same bits
+            _native.softmax_grad(ds, rowsum, w)
+        else:
+            ds -= rowsum[..., None]
+            ds *= w
         if (mask is not None or is_causal) and not bool(xp.isfinite(rowsum).all()):
             if mask is not None:
                 xp.copyto(ds, 0, where=~mask)

@@ -1,13 +1,10 @@
-"""Normalisations: layer_norm and batch_norm (per-channel sums, then one affine pass), with backwards.
+"""Normalisations: layer_norm, and BatchNorm's per-channel passes (sums, affine), with backwards.
 
 Each is one primitive forward and one backward, with a C++ pass per row (layer_norm) or per
-channel (batch_norm) for float32/float64 pieces on the CPU."""
-import builtins
-
+channel (BatchNorm's) for float32/float64 pieces on the CPU; batch_norm itself is ops/batch_norm_train.py."""
 import numpy as np
 
 from .. import _native
-from .. import sbp as sbp_mod
 from ..backends.devices import array_module
 from ..registry import rules
 from ._front import apply, c_floats, tensors
@@ -131,61 +128,6 @@ def _layer_norm_backward_kernel(g, x, mean, rstd, w=None, ndims=1):
     gw = g if w is None else g * w.astype(wide)
     dx = rstd * (gw - gw.mean(axis=dims, keepdims=True) - xhat * (gw * xhat).mean(axis=dims, keepdims=True))
     return dx.astype(x.dtype), (g * xhat).sum(axis=lead).astype(x.dtype), g.sum(axis=lead).astype(x.dtype)
-
-
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
-               unbiased_running_var=True):
-    """Normalise each channel (dim 1) by the batch's mean and (biased) variance in training,
-    updating running_mean / running_var in place (by momentum, with the unbiased variance as
-    PyTorch, or with the biased one as Paddle: unbiased_running_var=False), or by the
-    running statistics otherwise; then * weight + bias (PyTorch's F.batch_norm). Two passes
-    over x: the per-channel sums (on a batch split over ranks they are partial: the statistics
-    are the global batch's, SyncBatchNorm by construction) and x * a + b per channel."""
-    from ..autograd import no_grad
-    from .elementwise import rsqrt
-    input = tensors(input)[0]
-    c = input.shape[1] if input.ndim >= 2 else 0
-    if input.ndim < 2 or c == 0:
-        raise ValueError(f"batch_norm expects [N, C, ...] input with C > 0, got shape {tuple(input.shape)}")
-    if not input.dtype.is_floating and not input.dtype.is_complex:  # complex: the op refuses it
-        input = _float(input)
-    count = input.numel() // c
-    if momentum is None:
-        raise ValueError("batch_norm: momentum=None (a cumulative average) is not supported; give a float")
-    if not training and (running_mean is None or running_var is None):
-        raise ValueError("batch_norm: evaluation (training=False) needs running_mean and running_var")
-    if training:
-        if count < 2:
-            raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input size "
-                             f"{tuple(input.shape)}")
-        s1, s2 = apply("channel_sums", [input], multi=True)
-        mean = _whole(s1 * (1.0 / count), input)
-        var = _whole(s2 * (1.0 / count) - mean * mean, input).clip(0, None)  # the subtraction boxed as before: its bits
-        if running_mean is not None and running_var is not None:
-            with no_grad():
-                m = momentum
-                running_mean.mul_(1 - m).add_((mean * m).astype(running_mean.dtype))
-                share = m * count / builtins.max(count - 1, 1) if unbiased_running_var else m
-                running_var.mul_(1 - m).add_((var * share).astype(running_var.dtype))
-    else:
-        mean, var = running_mean, running_var
-    scale = rsqrt(var + eps)
-    if weight is not None:
-        scale = scale * weight
-    shift = -mean * scale if bias is None else bias - mean * scale
-    return apply("channel_affine", [input, scale.astype(input.dtype), shift.astype(input.dtype)])
-
-
-def _whole(t, input):
-    """The per-channel vector t whole on every rank (its partial sums added, its pieces gathered:
-    one collective of a [C] vector), unless the input's channels are split on that mesh axis: the
-    per-channel arithmetic after it then needs no collective. The planner's price counts bytes,
-    and would box such a vector as reduce_scatter + all_gather (two rendezvous) op by op."""
-    if not t.is_global:
-        return t
-    keep = [s for s, x in zip(t.sbp, input.sbp) if s is not sbp_mod.partial_sum and x == sbp_mod.split(1)]
-    want = tuple(s if s in keep else sbp_mod.broadcast for s in t.sbp)
-    return t if want == tuple(t.sbp) else t.to_global(placement=t.placement, sbp=want)
 
 
 def _channel_sums_meta(s, dt, st):

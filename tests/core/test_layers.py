@@ -358,7 +358,7 @@ OP_FAMILIES = ["ops._front", "ops.elementwise", "ops.elementwise_extras", "ops.c
                "ops.bitwise", "ops.shape", "ops.concat_split", "ops.meshgrid", "ops.slicing",
                "ops.triangles", "ops.reduction", "ops.reduction_composites", "ops.activations", "ops.linalg",
                "ops.gather_scatter", "ops.gather_scatter_nd", "ops.data_dependent", "ops.sorting", "ops.indexing",
-               "ops.norms", "ops.linear_layer", "ops.row_grad", "ops.embedding_lookup", "ops.losses", "ops.attention_heads", "ops.conv_patches", "ops.conv",
+               "ops.norms", "ops.batch_norm_train", "ops.linear_layer", "ops.row_grad", "ops.embedding_lookup", "ops.losses", "ops.attention_heads", "ops.conv_patches", "ops.conv",
                "ops.attention", "ops.random_ops", "ops.everyday", "ops.everyday_shape", "ops.einsum", "ops.tensor_methods",
                "ops.oneflow_only", "ops.sampling", "ops.adaptive_mean", "ops.resize", "ops.pooling", "ops.conv3d", "ops.extras", "ops.setitem", "ops.inplace",
                "ops.conversion", "ops.oneflow_functional", "ops.oneflow_losses"]

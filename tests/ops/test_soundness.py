@@ -187,6 +187,15 @@ def samples(name):
         "channel_sums": [([f(4, 3, 5, 2)], {}), ([f(5, 3)], {})],
         "channel_affine": [([f(4, 3, 5, 2), f(3), f(3)], {}), ([f(5, 3), f(3), f(3)], {})],
         "channel_affine_backward": [([f(4, 3, 5, 2), f(4, 3, 5, 2), f(3)], {}), ([f(5, 3), f(5, 3), f(3)], {})],
+        "batch_norm_stats": [([f(4, 3, 5, 2)], {"count": 40}), ([f(5, 3)], {"count": 5})],
+        "batch_norm_apply": [([f(4, 3, 5, 2), _bn_stats(3), f(3), f(3)],
+                              {"eps": 1e-5, "count": 40, "has_weight": True, "has_bias": True}),
+                             ([f(5, 3), _bn_stats(3)], {"eps": 1e-5, "count": 5, "has_weight": False, "has_bias": False})],
+        "batch_norm_backward": [([f(4, 3, 5, 2), f(4, 3, 5, 2), _bn_stats(3), f(3), f(3)],
+                                 {"eps": 1e-5, "has_weight": True, "has_bias": True}),
+                                ([f(5, 3), f(5, 3), _bn_stats(3)], {"eps": 1e-5, "has_weight": False, "has_bias": False})],
+        "batch_norm_running": [([f(3), f(3), f(3), f(3)], {"keep": 0.9, "momentum": 0.1, "share": 0.125})],
+        "batch_norm_backward_input": [([f(4, 3, 5, 2), f(4, 3, 5, 2), f(2, 3), _bn_stats(3)], {"count": 40})],
         "conv2d": [([f(5, 4, 5, 6), f(6, 4, 3, 2), f(6)], {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 2),
                                                            "groups": 1}),
                    ([f(5, 4, 5, 6), f(6, 2, 3, 3)], {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 2})],
@@ -253,6 +262,12 @@ def assemble(outs, sbp, full_shape):
     if sbp is P:
         return sum(wide(o) for o in outs[1:]) + wide(outs[0])
     return np.concatenate(outs, axis=sbp.dim)
+
+
+def _bn_stats(c):
+    """BatchNorm's [mean, mean of squares] per channel: the second at least the first squared."""
+    mean = f(c)
+    return np.stack([mean, mean * mean + f(c, lo=0.1, hi=1.0)])
 
 
 def _fresh(arrays):
