@@ -111,6 +111,9 @@ class Group {
   // all_gather on this group's worker thread (fully_shard's prefetch of the next unit); as above.
   std::shared_ptr<Work> all_gather_async(const void* in, size_t in_bytes, void* out, size_t out_bytes);
   void drain();
+  // Whether broadcast(nbytes, root) would return without waiting (posted, its slot or its message
+  // ready, no queued op): the binding then keeps the GIL (posts.cpp).
+  bool broadcast_now(size_t nbytes, int root) const;
   // send_bytes[q]: bytes for group member q, laid out back to back in `in`; likewise recv.
   void all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes);
 

@@ -101,6 +101,16 @@ void Group::ack_post(int p) {
   if (ack.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&ack.value);
 }
 
+bool Group::broadcast_now(size_t nbytes, int root) const {
+  if (nbytes > kPostBytes || root < 0 || root >= k_ || worker_) return false;
+  if (me_ != root)
+    return int32_t(post_word(root).value.load(std::memory_order_acquire) - (posts_[root] + 1)) >= 0;
+  uint32_t reused = posts_[me_] + 1 - kPostSlots;
+  for (int q = 0; q < k_; ++q)
+    if (q != me_ && int32_t(ack_word(me_, q).value.load(std::memory_order_acquire) - reused) < 0) return false;
+  return true;
+}
+
 void Group::broadcast(void* buf, size_t nbytes, int root) {
   if (root < 0 || root >= k_) throw std::invalid_argument("broadcast root is not a member of the group");
   if (nbytes <= kPostBytes)
