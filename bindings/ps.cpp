@@ -1,5 +1,4 @@
-// Bindings of the parameter server's kernels: the id -> row map over its numpy slot arrays (globaltensor/ps/_idindex.py),
-// the new rows' seeded values and SGD on a batch of rows (globaltensor/ps/tables.py).
+// Bindings of the parameter server's kernels: the id -> row map (ps/_idindex.py) and the row kernels (ps_rows.h).
 #include "../kernels/ps_index.h"
 #include "../kernels/ps_rows.h"
 #include "common.h"
@@ -100,6 +99,24 @@ void bind_ps(py::module_& m) {
     gt::ps_sgd_rows(ps, stride, pr, n, pg, dim, lr);
   }, py::arg("store"), py::arg("rows"), py::arg("grads"), py::arg("lr"),
      "store[rows[i], :dim] -= lr * grads[i] (float32, numpy's rounding; rows distinct).");
+
+  m.def("ps_add_rows", [](py::array out_a, py::array index_a, py::array rows_a) {
+    F32 out = checked_f32(out_a, "out", true), rows = checked_f32(rows_a, "rows", false);
+    if (!py::isinstance<I64>(index_a)) throw py::type_error("ps_add_rows: index must be C-contiguous int64");
+    I64 index = py::reinterpret_borrow<I64>(index_a);
+    if (rows.shape(0) != index.size() || rows.shape(1) != out.shape(1))
+      throw py::value_error("ps_add_rows: rows must be (len(index), out's columns)");
+    const int64_t* pi = index.data();
+    const int64_t n_out = int64_t(out.shape(0));
+    for (py::ssize_t i = 0; i < index.size(); ++i)
+      if (pi[i] < 0 || pi[i] >= n_out) throw py::value_error("ps_add_rows: an index outside out");
+    float* po = out.mutable_data();
+    const float* pr = rows.data();
+    size_t n = size_t(index.size()), dim = size_t(out.shape(1));
+    py::gil_scoped_release release;
+    gt::ps_add_rows(po, pi, n, pr, dim);
+  }, py::arg("out"), py::arg("index"), py::arg("rows"),
+     "out[index[i]] += rows[i], in order (np.add.at's bits).");
 }
 
 }  // namespace bindings

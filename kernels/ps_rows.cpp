@@ -44,4 +44,12 @@ void ps_sgd_rows(float* store, size_t stride, const int64_t* rows, size_t n, con
   }
 }
 
+void ps_add_rows(float* out, const int64_t* index, size_t n, const float* rows, size_t dim) {
+  for (size_t i = 0; i < n; ++i) {
+    float* sum = out + size_t(index[i]) * dim;
+    const float* row = rows + i * dim;
+    for (size_t c = 0; c < dim; ++c) sum[c] += row[c];
+  }
+}
+
 }  // namespace gt

@@ -1,4 +1,5 @@
-// The parameter server's row kernels (globaltensor/ps/tables.py): new rows' seeded values, SGD on a batch of rows.
+// The parameter server's row kernels: new rows' seeded values, SGD on rows, a run's row gradients summed by position.
+// Callers: globaltensor/ps/init.py, ps/tables.py (servers), paddle/static/row_grads.py (trainers).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -13,5 +14,8 @@ void ps_uniform_rows(const int64_t* ids, size_t n, uint64_t table_key, size_t di
 // store[rows[i], c] -= lr * grads[i, c] for c < dim (float32 product, then the difference, as numpy's
 // `value -= lr * grad`); rows distinct, each < the store's row count; store rows `stride` floats apart.
 void ps_sgd_rows(float* store, size_t stride, const int64_t* rows, size_t n, const float* grads, size_t dim, float lr);
+
+// out[index[i], c] += rows[i, c] for c < dim, i in order (numpy's np.add.at(out, index, rows)); index < out's rows.
+void ps_add_rows(float* out, const int64_t* index, size_t n, const float* rows, size_t dim);
 
 }  // namespace gt

@@ -54,3 +54,25 @@ def test_sgd_rows_refuse_bad_input():
         _native.ps_sgd_rows(store.astype(np.float64), np.array([0], np.int64), np.ones((1, 3), np.float32), 0.1)
     with pytest.raises(ValueError, match="len\\(rows\\)"):
         _native.ps_sgd_rows(store, np.array([0, 1], np.int64), np.ones((1, 3), np.float32), 0.1)
+
+
+def test_add_rows_equal_np_add_at_and_a_fused_runs_sum_equals_the_sorted_one(monkeypatch):
+    from globaltensor.paddle.static import row_grads
+    rng = np.random.default_rng(2)
+    every = np.unique(rng.integers(0, 10 ** 6, 300))
+    parts = [(every, rng.integers(0, every.size, 512), rng.standard_normal((512, 4)).astype(np.float32))
+             for _ in range(3)]
+    parts.append((every, np.arange(0, every.size, 2), np.ones((len(range(0, every.size, 2)), 4), np.float32)))
+    out = np.zeros((every.size, 4), np.float32)
+    twin = out.copy()
+    for _, at, rows in parts:
+        _native.ps_add_rows(out, at, rows)
+        np.add.at(twin, at, rows)
+    np.testing.assert_array_equal(out, twin)
+    ids, sums = row_grads.summed(parts, 4, "float32")
+    want_ids, want = tables.sum_rows_by_id(np.concatenate([every[at] for _, at, _ in parts]),
+                                           np.concatenate([r for _, _, r in parts]).astype(np.float64))
+    np.testing.assert_array_equal(ids, want_ids)  # only the ids some lookup touched, sorted
+    np.testing.assert_allclose(sums, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="outside out"):
+        _native.ps_add_rows(out, np.array([every.size], np.int64), np.ones((1, 4), np.float32))
