@@ -1,16 +1,13 @@
 """Issue 30 (s7): static.nn's parameters are initialized when the startup program runs (as Paddle's startup
 ops), with the values and random stream of an eager fill at build; a table made a sparse table of a PS job is
 never filled on a trainer; a server's initial values (no startup run) are the initializers'."""
+import sys
+from pathlib import Path
+
 import numpy as np
-import pytest
 
-
-@pytest.fixture
-def paddle():
-    import globaltensor.paddle as paddle
-    paddle.enable_static()
-    yield paddle
-    paddle.disable_static()
+sys.path.insert(0, str(Path(__file__).parent))
+from test_static_ps import paddle  # noqa: E402,F401  (the fixture: static mode, layer names kept)
 
 
 def _inits(paddle):
