@@ -47,7 +47,7 @@ void bind_kernels(py::module_& m);      // kernels.cpp: reductions, copies, erf/
 void bind_layers(py::module_& m);       // layers.cpp: LayerNorm, BatchNorm's channel passes, conv patches, pooling
 void bind_node(py::module_& m);         // node.cpp: Node, ShmBuffer, numpy's arena allocator
 void bind_collectives(py::module_& m);  // collectives.cpp: Group and Work (needs Node)
-void bind_ps(py::module_& m);           // ps.cpp: the parameter server's id -> row map
+void bind_ps(py::module_& m);           // ps.cpp: the parameter server's id -> row map and row kernels
 void bind_cuda(py::module_& m);         // cuda.cpp: the _native.cuda submodule (only with GLOBALTENSOR_WITH_CUDA)
 
 }  // namespace bindings

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _native
 from ._mix import as_u64, name_hash, splitmix64, unit_floats32
 from .spec import SparseSpec
 
 _COLUMN_STEP = np.uint64(0xD1B54A32D192ED03)  # odd: distinct columns give distinct counters
+_UNIFORM_ROWS = getattr(_native, "ps_uniform_rows", None)  # kernels/ps_rows.cpp: the same bits in one pass
 
 
 def row_keys(spec: SparseSpec, ids: np.ndarray, purpose: str = "init") -> np.ndarray:
@@ -35,9 +37,14 @@ def seeded_rows(spec: SparseSpec, ids: np.ndarray) -> np.ndarray:
         rows = np.full((ids.size, dim), spec.init[1], dtype=spec.dtype)
     elif kind == "uniform":
         lo, hi = float(spec.init[1]), float(spec.init[2])
-        rows = unit_floats32(column_bits(row_keys(spec, ids), (dim + 1) // 2), dim)
-        rows *= np.float32(hi - lo)
-        rows += np.float32(lo)
+        if _UNIFORM_ROWS is not None:
+            rows = np.empty((ids.size, dim), dtype=np.float32)
+            _UNIFORM_ROWS(ids, int(name_hash("init", int(spec.seed), spec.name)), np.float32(hi - lo),
+                          np.float32(lo), rows)
+        else:
+            rows = unit_floats32(column_bits(row_keys(spec, ids), (dim + 1) // 2), dim)
+            rows *= np.float32(hi - lo)
+            rows += np.float32(lo)
     elif kind == "normal":
         mean, std = float(spec.init[1]), float(spec.init[2])
         u = unit_floats32(column_bits(row_keys(spec, ids), dim), 2 * dim)

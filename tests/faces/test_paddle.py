@@ -430,9 +430,9 @@ def _static_mlp(steps=3, layers="fc"):
         opt = fleet.distributed_optimizer(paddle.optimizer.SGD(learning_rate=0.5))
         opt.minimize(cost)
         program = paddle.static.default_main_program()
-        before = [p.numpy().copy() for p in program.all_parameters()]
         exe = paddle.static.Executor(paddle.CPUPlace())
-        exe.run(paddle.static.default_startup_program())
+        exe.run(paddle.static.default_startup_program())  # static.nn's initializers run here, as Paddle's
+        before = [p.numpy().copy() for p in program.all_parameters()]
         losses = []
         for step in range(steps):
             rng = np.random.default_rng([step, dist.get_rank()])

@@ -135,11 +135,12 @@ def test_startup_program_initializes_and_clone_for_test_drops_backward_and_updat
     test = main.clone(for_test=True)
     paddle.optimizer.SGD(0.1).minimize(loss)
     params = main.all_parameters()
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(startup)  # the initializers run here (as Paddle's startup ops), not when fc is built
     initial = [p.numpy().copy() for p in params]
     for p in params:
         p._local = np.full(p._local.shape, 7.0, p._local.dtype)
-    exe = paddle.static.Executor(paddle.CPUPlace())
-    exe.run(startup)
+    exe.run(startup)  # again: the same initial values
     for p, want in zip(params, initial):
         np.testing.assert_array_equal(p.numpy(), want)
     feed = {"x": np.ones((4, 13), np.float32), "y": np.zeros((4, 1), np.float32)}

@@ -6,6 +6,7 @@ from ... import ops as _ops
 from ..nn.parameter import create_parameter as _create_parameter
 from ..toplevel import ParamAttr
 from .norm import record_batch_norm
+from .param_init import create_deferred
 from .program import default_main_program
 
 __all__ = ["fc", "embedding", "sparse_embedding", "conv2d", "batch_norm"]
@@ -31,8 +32,7 @@ def _parameter(shape, attr, name, is_bias, default_initializer=None):
                              f"{tuple(found.shape)}, the new shape is {tuple(int(n) for n in shape)}. They are not "
                              f"matched. (a ParamAttr name is one parameter of the program)")
         return found
-    p = _create_parameter(shape, attr=attr, name=attr.name or name, is_bias=is_bias,
-                          default_initializer=default_initializer)
+    p = create_deferred(_create_parameter, shape, attr, name, is_bias, default_initializer)  # filled at startup
     if getattr(attr, "name", None):
         named[attr.name] = p
     return p

@@ -10,6 +10,7 @@ from ...graph.program import Instr
 from ...registry import REGISTRY
 from .block import Block, paddle_type
 from .dyn import check_folded
+from .param_init import SetInitial, pending
 from .recorder import SENTINELS, StaticRecorder, _Kernel, Variable, meta_array, new_reg, recording, set_instr
 
 STATIC = [False]  # paddle.enable_static() sets it
@@ -135,7 +136,14 @@ class Program:
         self.instrs.append(Instr("set", "buffer", _BufferSetter(t), [r_new], []))
 
     def _add_initializer(self, t, name):
+        """The startup program's instructions that give t its initial value: its initializer's draw
+        (static.nn's layers: param_init.py, run only when the startup program runs) or a copy of
+        its value now (any other parameter)."""
         startup = default_startup_program() if self._startup_of is None else self._startup_of
+        deferred = pending(t)
+        if deferred is not None:
+            startup.instrs.append(Instr("set", name, SetInitial(t, deferred), [], [], detail={"type": deferred.paddle_type}))
+            return
         value = np.array(t._local, copy=True)
         r = startup._reg("const", value)
         kind = "fill_constant" if np.all(value == value.reshape(-1)[:1]) else "uniform_random"

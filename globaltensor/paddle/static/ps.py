@@ -80,10 +80,15 @@ def job_spec(program, optimizer, mode, k_steps=0, servers=(), trainers=1, secret
 
 
 def initial_values(program, copy=True):
-    """{name: array}: the dense parameters' values now (after the startup program has run). copy=False: the
+    """{name: array}: the dense parameters' values now (after the startup program has run, or their
+    initializers' values where it has not: a server's). copy=False: the
     arrays themselves, for a caller that copies what it keeps (a Server copies its blocks)."""
+    from .param_init import materialize
     take = (lambda a: np.array(a, copy=True)) if copy else np.asarray
-    return {_name(p): take(p._local) for p in dense_parameters(program)}
+    params = dense_parameters(program)
+    for p in params:  # a server that never runs the startup program: its initializers run now
+        materialize(p)
+    return {_name(p): take(p._local) for p in params}
 
 
 def attach(program, client, mode=None, k_steps=None, ops=None, connect=False):

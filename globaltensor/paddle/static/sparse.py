@@ -4,6 +4,7 @@ import itertools
 import numpy as np
 
 from .recorder import Variable, meta_array
+from .row_grads import SparseGradSink, summed
 from .sparse_init import init_spec
 
 _TABLE_CLASSES = ("CommonSparseTable", "SSDSparseTable", "MemorySparseTable")
@@ -18,7 +19,7 @@ class SparseTableState:
     def __init__(self, name, vocab, dim, init, seed, entry, padding_idx, dtype):
         self.name, self.vocab, self.dim, self.init, self.seed = name, vocab, dim, init, seed
         self.entry, self.padding_idx, self.dtype = entry, padding_idx, dtype
-        self.pending = []  # (unique ids, summed row gradients) of this run's lookups
+        self.pending = []  # this run's lookups' gradients: (unique ids, sums), or fused (every, positions, rows)
         self.local = None  # globaltensor.ps.tables.SparseTable of a run without a client
         self.prefetched = None  # (PS state, its run, ids, rows): the fused pull of this run's lookups
         self.prepulled = None  # (PS state, its run, fed ids, unique, inverse, rows): sync's pull before the run
@@ -43,12 +44,7 @@ class SparseTableState:
     def take_grads(self):
         """The run's (unique ids, summed gradients) over every lookup of the table; cleared."""
         found, self.pending = self.pending, []
-        if not found:
-            return np.zeros(0, np.int64), np.zeros((0, self.dim), np.dtype(self.dtype))
-        from ...ps.tables import sum_rows_by_id  # one sort and segmented sum (np.add.at is ~6x slower)
-        if len(found) == 1:
-            return sum_rows_by_id(*found[0])  # (a fused lookup's ids may repeat)
-        return sum_rows_by_id(np.concatenate([i for i, _ in found]), np.concatenate([g for _, g in found]))
+        return summed(found, self.dim, self.dtype)
 
 
 class SparseLookup:
@@ -57,7 +53,7 @@ class SparseLookup:
 
     def __init__(self, program, table, is_test):
         self.program, self.table, self.is_test = program, table, is_test
-        self.last = None  # (unique ids, inverse) of the last run: the gradient sums by them (fused: ids, None)
+        self.last = None  # (unique ids, inverse, None, None) of the last run (fused: ids, None, positions, every)
 
     def __call__(self, ids, *others):
         """others: the ids of the table's later lookups in this run (fuse_lookups gave the first
@@ -66,11 +62,12 @@ class SparseLookup:
         flat = self._checked(ids)
         state = self.program.ps[0]
         if state is not None and not self.is_test:
-            rows = self._fused_rows(state, ids, flat, others)
-            if rows is not None:  # one unique over every lookup of the run: no sort of its own
+            fused = self._fused_rows(state, ids, flat, others)
+            if fused is not None:  # one unique over every lookup of the run: no sort of its own
+                rows, every, at = fused
                 if t.padding_idx is not None:
                     rows[flat == t.padding_idx] = 0
-                self.last = (flat, None)
+                self.last = (flat, None, at, every)
                 return (rows.reshape(tuple(np.shape(ids)) + (t.dim,)),)
         uniq, inv = np.unique(flat, return_inverse=True)
         if state is not None and not self.is_test:
@@ -82,7 +79,7 @@ class SparseLookup:
         rows = np.array(rows, dtype=np.dtype(t.dtype), copy=True)
         if t.padding_idx is not None:
             rows[uniq == t.padding_idx] = 0
-        self.last = (uniq, inv)
+        self.last = (uniq, inv, None, None)
         return (rows[inv].reshape(tuple(np.shape(ids)) + (t.dim,)),)
 
     def _checked(self, ids):
@@ -95,8 +92,9 @@ class SparseLookup:
         return flat
 
     def _fused_rows(self, state, ids, flat, others):
-        """Rows of flat (fresh, in its order) from the run's fused pull, or None where this lookup has no part in
-        one. With others: np.unique of every lookup's ids, one pull, each lookup's positions kept by its ids."""
+        """(rows of flat, fresh, in its order; the run's unique ids; flat's positions in them) from the run's fused
+        pull, or None where this lookup has no part in one. With others: np.unique of every lookup's ids, one pull,
+        each lookup's positions kept by its ids."""
         t = self.table
         if others:
             parts = [flat] + [self._checked(o) for o in others]
@@ -109,12 +107,12 @@ class SparseLookup:
                 got = np.asarray(self._pull(state, every), dtype=np.dtype(t.dtype))
             pieces = np.split(inv, np.cumsum([len(p) for p in parts])[:-1])
             t.prefetched = (state, state.runs, every, got, {id(o): (o, at) for o, at in zip(others, pieces[1:])})
-            return got[pieces[0]]
+            return got[pieces[0]], every, pieces[0]
         found = t.prefetched
         if found is not None and found[0] is state and found[1] == state.runs and len(found) > 4:
             mine = found[4].get(id(ids))
             if mine is not None and mine[0] is ids:
-                return found[3][mine[1]]
+                return found[3][mine[1]], found[2], mine[1]
         return None
 
     def _prepulled(self, state, at, ids):
@@ -142,30 +140,6 @@ class SparseLookup:
         if state.mode == "geo":
             return state.geo_rows(name, ids, lambda fresh: state.client.pull_sparse(name, fresh))
         return np.asarray(state.client.pull_sparse(name, ids))
-
-
-class SparseGradSink:
-    """A `grad` instruction: the lookup's output gradient summed per unique id (padding dropped)
-    joins the table's pending gradients."""
-
-    def __init__(self, lookup):
-        self.lookup = lookup
-
-    def __call__(self, grad):
-        t, (uniq, inv) = self.lookup.table, self.lookup.last
-        if inv is None:  # a fused lookup: its ids as they came (take_grads sums repeats)
-            grad = np.array(grad, copy=True).reshape(-1, t.dim)
-            keep = uniq != t.padding_idx if t.padding_idx is not None else slice(None)
-            t.pending.append((uniq[keep], grad[keep]))
-            return
-        grad = np.asarray(grad).reshape(-1, t.dim)
-        sums = np.zeros((len(uniq), t.dim), grad.dtype)
-        if len(uniq) == len(inv):  # no id repeats (a large vocabulary): inv is a permutation
-            sums[inv] = grad
-        else:
-            np.add.at(sums, inv, grad)
-        keep = uniq != t.padding_idx if t.padding_idx is not None else slice(None)
-        t.pending.append((uniq[keep], sums[keep]))
 
 
 def local_rule(program):
