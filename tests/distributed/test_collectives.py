@@ -8,6 +8,7 @@ import pytest
 
 import globaltensor as gt
 from globaltensor import distributed as dist
+from globaltensor.distributed.world import world
 from conftest import rank_data, run_ranks
 
 REDUCE_DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int64]
@@ -352,9 +353,10 @@ def _late_rank(done_flag):
         while not os.path.exists(done_flag) and time.monotonic() < deadline:
             time.sleep(0.05)
         return None
-    start = time.monotonic()
     x = np.zeros(1)
-    dist.barrier()  # joining the job works (the store waits)
+    dist.barrier()  # joining the job works (the store waits, under the default timeout: a late start is no failure)
+    world().group((0, 1)).timeout = 1.5  # as GLOBALTENSOR_TIMEOUT=1.5 would, from here on
+    start = time.monotonic()
     try:
         dist.all_reduce(x)
     except dist.CollectiveTimeoutError as exc:
@@ -371,7 +373,7 @@ def _late_rank_wrapper(done_flag):
 
 
 def test_rank_that_never_arrives_times_out_with_names(tmp_path):
-    results = run_ranks(_late_rank_wrapper, 2, str(tmp_path / "done"), env={"GLOBALTENSOR_TIMEOUT": "1.5"}, timeout=60)
+    results = run_ranks(_late_rank_wrapper, 2, str(tmp_path / "done"), timeout=60)
     message, elapsed = results[0]
     assert "all_reduce" in message and "timed out" in message and "rank(s) [1] did not arrive" in message
     assert "GLOBALTENSOR_TIMEOUT" in message and 1.4 < elapsed < 6  # room for a loaded machine
