@@ -5,6 +5,7 @@ import signal
 import sys
 import tempfile
 
+from . import _fork_server
 from ._procs import Supervisor, describe_exit, exit_code, remove_shared_memory
 from .store import StoreServer, left_key, new_secret
 
@@ -55,10 +56,11 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
         with open(payload, "wb") as f:
             pickle.dump((list(sys.path), cloudpickle.dumps((fn, tuple(args)))), f)
         sup = Supervisor(_notebook_write)
+        popen = _fork_server.popen if _fork_server.enabled() else None  # docs/testing.md, "The fork server"
         for rank in range(nprocs):
             cmd = [sys.executable, "-m", "globaltensor.distributed._spawn_child", payload,
                    os.path.join(tmp, f"result_{rank}.pkl")]
-            sup.start(rank, cmd, rank_env(rank, nprocs, server.port, secret, job_id, env))
+            sup.start(rank, cmd, rank_env(rank, nprocs, server.port, secret, job_id, env), popen=popen)
         server.start()
         sup.start_streaming()
         try:

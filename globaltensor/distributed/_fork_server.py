@@ -1,0 +1,233 @@
+"""spawn's fork server: rank processes forked from one that has imported numpy and globaltensor already.
+
+A fresh rank costs a Python start and `import globaltensor` (~0.4 s of CPU each, twice per 2-rank
+spawn); a forked one costs a fork. The server is started once per environment (the ranks' environment
+less the per-job keys in JOB_KEYS, so whatever an import reads is what a fresh process would have read:
+GLOBALTENSOR_*, OMP_NUM_THREADS for OpenBLAS, ...) and lives as long as the process that called spawn
+(PR_SET_PDEATHSIG). Each child, before running anything of the caller's: its own session, stdio, cwd and
+full environment, numpy's global RandomState reseeded, and the job joined as `import globaltensor`
+would have joined it (WORLD_SIZE > 1). Then it runs _spawn_child.main and exits as `python -m
+globaltensor.distributed._spawn_child` does. GLOBALTENSOR_SPAWN_FORKSERVER=0 turns it off.
+"""
+import array
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+# what spawn sets per job or per rank: never read at import (checked by tests/distributed/test_fork_server.py)
+JOB_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT", "GLOBALTENSOR_SECRET",
+            "GLOBALTENSOR_JOB_ID")
+MAX_SERVERS = 4  # one per distinct environment; the oldest is stopped beyond this
+_MAX_REQUEST = 1 << 20
+_INT = struct.Struct("i")
+
+
+def enabled():
+    """Whether spawn forks its ranks from a server (not under mpirun, whose variables an import reads)."""
+    if os.environ.get("GLOBALTENSOR_SPAWN_FORKSERVER", "1").lower() in ("0", "false", "no", "off"):
+        return False
+    from .. import env
+    return env._mpi_launcher_env() is None
+
+
+class ForkedProcess:
+    """The part of subprocess.Popen that Supervisor uses, for a child of the fork server."""
+
+    def __init__(self, pid, reply, stdout, stderr):
+        self.pid, self._reply, self.stdout, self.stderr = pid, reply, stdout, stderr
+        self.returncode = None
+
+    def poll(self):
+        return self.wait(timeout=0)
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            self._reply.settimeout(timeout)
+            try:
+                data = self._reply.recv(_INT.size, socket.MSG_WAITALL)
+            except (BlockingIOError, socket.timeout):
+                if timeout is None:
+                    raise
+                return None
+            # the server gone (it died with its parent or was killed): so were its children (PDEATHSIG)
+            self.returncode = (os.waitstatus_to_exitcode(_INT.unpack(data)[0]) if len(data) == _INT.size
+                               else -signal.SIGKILL)
+            self._reply.close()
+        return self.returncode
+
+
+class _Server:
+    """One server process and the control socket to it."""
+
+    def __init__(self, env, die_with_parent):
+        self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen([sys.executable, "-m", "globaltensor.distributed._spawn_child",
+                                      "--fork-server", str(theirs.fileno())], env=env, pass_fds=[theirs.fileno()],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     start_new_session=True, preexec_fn=die_with_parent)
+        theirs.close()
+
+    def start(self, argv, env, stdio):
+        """Fork a child running _spawn_child with argv; stdio: its stdin, stdout and stderr fds."""
+        ours, theirs = socket.socketpair()
+        request = repr((list(argv), dict(env), os.getcwd())).encode()
+        try:
+            with self.lock:
+                self.control.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                                  array.array("i", [theirs.fileno(), *stdio]))])
+        finally:
+            theirs.close()
+        ours.settimeout(120.0)  # the first request waits for the server's imports
+        data = ours.recv(_INT.size, socket.MSG_WAITALL)
+        if len(data) != _INT.size:
+            ours.close()
+            raise OSError("the fork server ended before starting the rank")
+        return _INT.unpack(data)[0], ours
+
+    def close(self):
+        self.control.close()  # the server exits when its control socket closes
+        try:
+            self.proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+_servers = {}  # environment (less JOB_KEYS) -> _Server, oldest first
+_servers_lock = threading.Lock()
+
+
+def popen(cmd, env, die_with_parent):
+    """Start `cmd` (python -m globaltensor.distributed._spawn_child PAYLOAD RESULT) forked from the server
+    for `env`; returns a ForkedProcess whose stdout and stderr are pipes, as Popen(stdout=PIPE, ...), or None
+    (start it as a fresh process) where no server runs for `env` and this is not the main thread: a server
+    dies with the thread that started it (PR_SET_PDEATHSIG)."""
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in JOB_KEYS))
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is not None and server.proc.poll() is not None:
+            del _servers[key]
+            server = None
+        if server is None:
+            if threading.current_thread() is not threading.main_thread():
+                return None
+            while len(_servers) >= MAX_SERVERS:
+                _servers.pop(next(iter(_servers))).close()
+            server = _servers[key] = _Server({k: v for k, v in env.items() if k not in JOB_KEYS}, die_with_parent)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    try:
+        pid, reply = server.start(cmd[3:], env, [stdin, out_w, err_w])
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        for fd in (stdin, out_w, err_w):
+            os.close(fd)
+    return ForkedProcess(pid, reply, os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0))
+
+
+# ---- the server process ----
+
+def _serve(control_fd):
+    """Fork a child per request until the control socket closes; returns (in the child only) its request."""
+    import numpy  # noqa: F401  the preload: what every rank imports first
+    import cloudpickle  # noqa: F401
+    import globaltensor  # noqa: F401
+    control = socket.socket(fileno=control_fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    replies = {}  # pid -> the socket its exit status goes to
+    sel = selectors.DefaultSelector()
+    sel.register(control, selectors.EVENT_READ)
+    sel.register(wake_r, selectors.EVENT_READ)
+    while True:
+        for key, _ in sel.select():
+            if key.fileobj is control:
+                fds = array.array("i")
+                data, ancdata, _, _ = control.recvmsg(_MAX_REQUEST, socket.CMSG_SPACE(4 * fds.itemsize))
+                if not data:
+                    return None  # the parent closed it, or is gone
+                for level, kind, cdata in ancdata:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                        fds.frombytes(cdata[:len(cdata) - len(cdata) % fds.itemsize])
+                reply, stdio = socket.socket(fileno=fds[0]), list(fds[1:])
+                server_pid = os.getpid()
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for s in (control, reply, *replies.values()):
+                        s.close()
+                    sel.close()
+                    os.close(wake_r)
+                    os.close(wake_w)
+                    return data, stdio, server_pid
+                for fd in stdio:
+                    os.close(fd)
+                replies[pid] = reply
+                reply.sendall(_INT.pack(pid))
+            else:
+                while os.read(wake_r, 4096) == 4096:
+                    pass
+                _reap(replies)
+
+
+def _reap(replies):
+    while replies:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        reply = replies.pop(pid, None)
+        if reply is not None:
+            try:
+                reply.sendall(_INT.pack(status))
+            except OSError:
+                pass  # its spawn is gone
+            reply.close()
+
+
+def _become_child(data, stdio, server_pid):
+    """Set this forked process up as a fresh `python -m globaltensor.distributed._spawn_child` would be."""
+    import ast
+    argv, env, cwd = ast.literal_eval(data.decode())
+    os.setsid()
+    from ._procs import _die_with_parent
+    _die_with_parent()
+    if os.getppid() != server_pid:  # the server died before PDEATHSIG was set: no orphan
+        os._exit(1)
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.path[0] = cwd
+    sys.argv = [os.path.join(os.path.dirname(__file__), "_spawn_child.py"), *argv]
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()  # a fresh process seeds numpy's global RandomState from the OS
+    from .. import env as gt_env
+    if gt_env.get_world_size() > 1:  # what `import globaltensor` does in a rank (globaltensor/_surface.py)
+        from . import world
+        world.world()
+    return argv
+
+
+def serve(control_fd):
+    """The server's main (`python -m globaltensor.distributed._spawn_child --fork-server FD`): returns None
+    in the server when its parent closes the control socket; in each child, the argv to run main with."""
+    request = _serve(control_fd)
+    return None if request is None else _become_child(*request)
