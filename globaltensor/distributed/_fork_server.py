@@ -1,15 +1,17 @@
 """spawn's fork server: rank processes forked from one that has imported numpy and globaltensor already.
 
-A fresh rank costs a Python start and `import globaltensor` (~0.4 s of CPU each, twice per 2-rank
-spawn); a forked one costs a fork. The server is started once per environment (the ranks' environment
-less the per-job keys in JOB_KEYS, so whatever an import reads is what a fresh process would have read:
-GLOBALTENSOR_*, OMP_NUM_THREADS for OpenBLAS, ...) and lives as long as the process that called spawn
-(PR_SET_PDEATHSIG). Each child, before running anything of the caller's: its own session, stdio, cwd and
-full environment, numpy's global RandomState reseeded, and the job joined as `import globaltensor`
-would have joined it (WORLD_SIZE > 1). Then it runs _spawn_child.main and exits as `python -m
-globaltensor.distributed._spawn_child` does. GLOBALTENSOR_SPAWN_FORKSERVER=0 turns it off.
+A fresh rank costs a Python start, `import globaltensor` and the teardown at exit (~0.4 s of CPU each, twice
+per 2-rank spawn); a forked one costs a fork. A server is started per environment (the ranks' one less
+UNREAD, the per-job keys no import reads, so whatever an import reads is what a fresh process would have
+read: GLOBALTENSOR_*, OMP_NUM_THREADS for OpenBLAS, ...) and lives as long as the process that called
+spawn (PR_SET_PDEATHSIG). Each child, before running anything of the caller's: its own session, stdio,
+cwd and full environment, numpy's global RandomState reseeded, and the job joined as `import globaltensor`
+would have joined it (WORLD_SIZE > 1). Then it runs _spawn_child.main and exits (exit_now).
+GLOBALTENSOR_SPAWN_FORKSERVER=0 turns it off; docs/testing.md, "The fork server".
 """
 import array
+import atexit
+import contextlib
 import os
 import selectors
 import signal
@@ -18,10 +20,14 @@ import struct
 import subprocess
 import sys
 import threading
+import traceback
 
-# what spawn sets per job or per rank: never read at import (checked by tests/distributed/test_fork_server.py)
+# what spawn sets per job or per rank; of these an import reads WORLD_SIZE only, whose join _become_child
+# replays (tests/distributed/test_fork_server.py checks it)
 JOB_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT", "GLOBALTENSOR_SECRET",
             "GLOBALTENSOR_JOB_ID")
+# ... and variables that change between calls but no import reads: pytest's name of the running test
+UNREAD = JOB_KEYS + ("PYTEST_CURRENT_TEST",)
 MAX_SERVERS = 4  # one per distinct environment; the oldest is stopped beyond this
 _MAX_REQUEST = 1 << 20
 _INT = struct.Struct("i")
@@ -108,7 +114,7 @@ def popen(cmd, env, die_with_parent):
     for `env`; returns a ForkedProcess whose stdout and stderr are pipes, as Popen(stdout=PIPE, ...), or None
     (start it as a fresh process) where no server runs for `env` and this is not the main thread: a server
     dies with the thread that started it (PR_SET_PDEATHSIG)."""
-    key = tuple(sorted((k, v) for k, v in env.items() if k not in JOB_KEYS))
+    key = tuple(sorted((k, v) for k, v in env.items() if k not in UNREAD))
     with _servers_lock:
         server = _servers.get(key)
         if server is not None and server.proc.poll() is not None:
@@ -119,7 +125,7 @@ def popen(cmd, env, die_with_parent):
                 return None
             while len(_servers) >= MAX_SERVERS:
                 _servers.pop(next(iter(_servers))).close()
-            server = _servers[key] = _Server({k: v for k, v in env.items() if k not in JOB_KEYS}, die_with_parent)
+            server = _servers[key] = _Server(dict(key), die_with_parent)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     stdin = os.open(os.devnull, os.O_RDONLY)
@@ -142,6 +148,8 @@ def _serve(control_fd):
     import numpy  # noqa: F401  the preload: what every rank imports first
     import cloudpickle  # noqa: F401
     import globaltensor  # noqa: F401
+    import gc
+    gc.freeze()  # the preloaded objects: a child's collections leave their pages shared
     control = socket.socket(fileno=control_fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -224,6 +232,33 @@ def _become_child(data, stdio, server_pid):
         from . import world
         world.world()
     return argv
+
+
+@contextlib.contextmanager
+def exit_now():
+    """End a forked child as the interpreter ends a process, less the teardown of every module and object
+    (a fork's teardown writes to each page it shares with the server: ~0.3 s): its non-daemon threads
+    joined, atexit's functions run, stdout and stderr flushed, then os._exit with the code."""
+    code = 0
+    try:
+        yield
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        getattr(threading, "_shutdown", lambda: None)()  # what the interpreter calls first at exit
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        os._exit(code)
 
 
 def serve(control_fd):

@@ -69,8 +69,8 @@ def test_the_import_reads_no_per_job_variable_but_world_size():
         os.environ = Spy(e._data, e.encodekey, e.decodekey, e.encodevalue, e.decodevalue)
         os.getenv = lambda k, d=None: os.environ.get(k, d)
         import globaltensor
-        from globaltensor.distributed._fork_server import JOB_KEYS
-        print(sorted(reads & set(JOB_KEYS)))
+        from globaltensor.distributed._fork_server import UNREAD
+        print(sorted(reads & set(UNREAD)))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split("\n")[-2] == "['WORLD_SIZE']"
