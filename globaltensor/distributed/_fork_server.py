@@ -7,11 +7,13 @@ read: GLOBALTENSOR_*, OMP_NUM_THREADS for OpenBLAS, ...) and lives as long as th
 spawn (PR_SET_PDEATHSIG). Each child, before running anything of the caller's: its own session, stdio,
 cwd and full environment, numpy's global RandomState reseeded, and the job joined as `import globaltensor`
 would have joined it (WORLD_SIZE > 1). Then it runs _spawn_child.main and exits (exit_now).
-GLOBALTENSOR_SPAWN_FORKSERVER=0 turns it off; docs/testing.md, "The fork server".
+GLOBALTENSOR_SPAWN_PRELOAD=torch,... adds modules to the preload; GLOBALTENSOR_SPAWN_FORKSERVER=0 turns
+the server off; docs/testing.md, "The fork server".
 """
 import array
 import atexit
 import contextlib
+import importlib
 import os
 import selectors
 import signal
@@ -97,12 +99,10 @@ class _Server:
         return _INT.unpack(data)[0], ours
 
     def close(self):
-        self.control.close()  # the server exits when its control socket closes
-        try:
-            self.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        """Stop the server (its children, if any are left, die with it)."""
+        self.control.close()
+        self.proc.kill()
+        self.proc.wait()
 
 
 _servers = {}  # environment (less JOB_KEYS) -> _Server, oldest first
@@ -123,6 +123,8 @@ def popen(cmd, env, die_with_parent):
         if server is None:
             if threading.current_thread() is not threading.main_thread():
                 return None
+            atexit.unregister(_close_all)
+            atexit.register(_close_all)  # once, however many servers
             while len(_servers) >= MAX_SERVERS:
                 _servers.pop(next(iter(_servers))).close()
             server = _servers[key] = _Server(dict(key), die_with_parent)
@@ -141,6 +143,13 @@ def popen(cmd, env, die_with_parent):
     return ForkedProcess(pid, reply, os.fdopen(out_r, "rb", buffering=0), os.fdopen(err_r, "rb", buffering=0))
 
 
+def _close_all():
+    with _servers_lock:
+        while _servers:
+            _servers.popitem()[1].close()
+        atexit.unregister(_close_all)
+
+
 # ---- the server process ----
 
 def _serve(control_fd):
@@ -148,6 +157,12 @@ def _serve(control_fd):
     import numpy  # noqa: F401  the preload: what every rank imports first
     import cloudpickle  # noqa: F401
     import globaltensor  # noqa: F401
+    for name in os.environ.get("GLOBALTENSOR_SPAWN_PRELOAD", "").split(","):  # e.g. "torch", for the references
+        if name.strip():
+            try:
+                importlib.import_module(name.strip())
+            except ImportError:
+                pass  # a rank that imports it raises there, as a fresh one would
     import gc
     gc.freeze()  # the preloaded objects: a child's collections leave their pages shared
     control = socket.socket(fileno=control_fd)
