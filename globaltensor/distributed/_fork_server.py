@@ -30,7 +30,11 @@ JOB_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT
             "GLOBALTENSOR_JOB_ID")
 # ... and variables that change between calls but no import reads: pytest's name of the running test
 UNREAD = JOB_KEYS + ("PYTEST_CURRENT_TEST",)
-MAX_SERVERS = 4  # one per distinct environment; the oldest is stopped beyond this
+# Two servers per environment, even ranks forked from one and odd ones from the other: a fork keeps its
+# server's hash seed (str hashes, set order), so the ranks of a job differ in it as fresh processes do
+# and a rank-dependent set order still shows in tests.
+SEEDS = 2
+MAX_SERVERS = 4 * SEEDS  # the oldest is stopped beyond this
 _MAX_REQUEST = 1 << 20
 _INT = struct.Struct("i")
 
@@ -105,7 +109,7 @@ class _Server:
         self.proc.wait()
 
 
-_servers = {}  # environment (less JOB_KEYS) -> _Server, oldest first
+_servers = {}  # (environment less UNREAD, rank % SEEDS) -> _Server, oldest first
 _servers_lock = threading.Lock()
 
 
@@ -114,20 +118,24 @@ def popen(cmd, env, die_with_parent):
     for `env`; returns a ForkedProcess whose stdout and stderr are pipes, as Popen(stdout=PIPE, ...), or None
     (start it as a fresh process) where no server runs for `env` and this is not the main thread: a server
     dies with the thread that started it (PR_SET_PDEATHSIG)."""
-    key = tuple(sorted((k, v) for k, v in env.items() if k not in UNREAD))
+    env_key = tuple(sorted((k, v) for k, v in env.items() if k not in UNREAD))
+    key = (env_key, int(env.get("RANK", "0")) % SEEDS)
     with _servers_lock:
-        server = _servers.get(key)
+        server = _servers.pop(key, None)  # put back last: the least recently used goes first
         if server is not None and server.proc.poll() is not None:
-            del _servers[key]
             server = None
         if server is None:
             if threading.current_thread() is not threading.main_thread():
                 return None
             atexit.unregister(_close_all)
             atexit.register(_close_all)  # once, however many servers
-            while len(_servers) >= MAX_SERVERS:
-                _servers.pop(next(iter(_servers))).close()
-            server = _servers[key] = _Server(dict(key), die_with_parent)
+            for slot in range(SEEDS):  # all of an environment's together: their imports overlap
+                if slot != key[1] and (env_key, slot) not in _servers:
+                    _servers[env_key, slot] = _Server(dict(env_key), die_with_parent)
+            server = _Server(dict(env_key), die_with_parent)
+        _servers[key] = server
+        while len(_servers) > MAX_SERVERS:
+            _servers.pop(next(iter(_servers))).close()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     stdin = os.open(os.devnull, os.O_RDONLY)

@@ -28,12 +28,14 @@ def _probe():
     import globaltensor as gt
     job = set(_fork_server.JOB_KEYS)
     return ({k: v for k, v in os.environ.items() if k not in job}, os.getcwd(), sys.path, sys.argv[0],
-            _blas_threads(), float(np.random.rand()), gt.distributed.world._world is not None, os.getpid())
+            _blas_threads(), float(np.random.rand()), gt.distributed.world._world is not None, os.getpid(),
+            hash("a string"))
 
 
 def test_a_forked_rank_sees_what_a_fresh_one_sees(monkeypatch, tmp_path):
     """Environment (a variable set after the server started, spawn's env=, OMP_NUM_THREADS), cwd, sys.path,
-    OpenBLAS's threads and the joined world match a fresh process's; numpy's global seed differs per rank."""
+    OpenBLAS's threads and the joined world match a fresh process's; numpy's global seed and the hash seed
+    differ between ranks."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GT_PROBE_SET_LATE", "1")
     forked = spawn(_probe, nprocs=2, timeout=60, env={"GT_PROBE_EXTRA": "x"})
@@ -50,6 +52,8 @@ def test_a_forked_rank_sees_what_a_fresh_one_sees(monkeypatch, tmp_path):
         assert a[4] == b[4] == 1  # OMP_NUM_THREADS=1 in a job of 2 ranks
         assert a[6] and b[6]
     assert forked[0][5] != forked[1][5] and forked[0][7] != forked[1][7]
+    if "PYTHONHASHSEED" not in os.environ:  # the ranks' str hashes differ, as fresh processes' do
+        assert forked[0][8] != forked[1][8] and fresh[0][8] != fresh[1][8]
 
 
 def test_the_import_reads_no_per_job_variable_but_world_size():
