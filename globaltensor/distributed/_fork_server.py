@@ -7,13 +7,12 @@ read: GLOBALTENSOR_*, OMP_NUM_THREADS for OpenBLAS, ...) and lives as long as th
 spawn (PR_SET_PDEATHSIG). Each child, before running anything of the caller's: its own session, stdio,
 cwd and full environment, numpy's global RandomState reseeded, and the job joined as `import globaltensor`
 would have joined it (WORLD_SIZE > 1). Then it runs _spawn_child.main and exits (exit_now).
-GLOBALTENSOR_SPAWN_PRELOAD=torch,... adds modules to the preload; GLOBALTENSOR_SPAWN_FORKSERVER=0 turns
+GLOBALTENSOR_SPAWN_PRELOAD=torch adds torch to the preload; GLOBALTENSOR_SPAWN_FORKSERVER=0 turns
 the server off; docs/testing.md, "The fork server".
 """
 import array
 import atexit
 import contextlib
-import importlib
 import os
 import selectors
 import signal
@@ -39,8 +38,19 @@ _MAX_REQUEST = 1 << 20
 _INT = struct.Struct("i")
 
 
-def enabled():
-    """Whether spawn forks its ranks from a server (not under mpirun, whose variables an import reads)."""
+PRELOADABLE = ("torch",)  # what GLOBALTENSOR_SPAWN_PRELOAD may name
+
+
+def _preload(env):
+    return [name.strip() for name in env.get("GLOBALTENSOR_SPAWN_PRELOAD", "").split(",") if name.strip()]
+
+
+def enabled(env=None):
+    """Whether spawn forks its ranks from a server (not under mpirun, whose variables an import reads);
+    env: spawn's env=. A GLOBALTENSOR_SPAWN_PRELOAD naming something else than PRELOADABLE raises here."""
+    unknown = [name for name in _preload({**os.environ, **(env or {})}) if name not in PRELOADABLE]
+    if unknown:
+        raise ValueError(f"GLOBALTENSOR_SPAWN_PRELOAD names {unknown}; it may name {list(PRELOADABLE)}")
     if os.environ.get("GLOBALTENSOR_SPAWN_FORKSERVER", "1").lower() in ("0", "false", "no", "off"):
         return False
     from .. import env
@@ -162,15 +172,13 @@ def _close_all():
 
 def _serve(control_fd):
     """Fork a child per request until the control socket closes; returns (in the child only) its request."""
-    import numpy  # noqa: F401  the preload: what every rank imports first
+    # the preload: `python -m globaltensor.distributed._spawn_child` has imported the package (numpy with it)
     import cloudpickle  # noqa: F401
-    import globaltensor  # noqa: F401
-    for name in os.environ.get("GLOBALTENSOR_SPAWN_PRELOAD", "").split(","):  # e.g. "torch", for the references
-        if name.strip():
-            try:
-                importlib.import_module(name.strip())
-            except ImportError:
-                pass  # a rank that imports it raises there, as a fresh one would
+    if "torch" in _preload(os.environ):
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            pass  # a rank that imports it raises there, as a fresh one would
     import gc
     gc.freeze()  # the preloaded objects: a child's collections leave their pages shared
     control = socket.socket(fileno=control_fd)

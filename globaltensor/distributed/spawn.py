@@ -47,6 +47,7 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
     """
     if int(nprocs) < 1:
         raise ValueError(f"nprocs must be at least 1, got {nprocs}")
+    popen = _fork_server.popen if _fork_server.enabled(env) else None  # docs/testing.md, "The fork server"
     secret = new_secret()
     server = StoreServer("127.0.0.1", 0, bytes.fromhex(secret), start=False)
     job_id = os.urandom(6).hex()
@@ -56,7 +57,6 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
         with open(payload, "wb") as f:
             pickle.dump((list(sys.path), cloudpickle.dumps((fn, tuple(args)))), f)
         sup = Supervisor(_notebook_write)
-        popen = _fork_server.popen if _fork_server.enabled() else None  # docs/testing.md, "The fork server"
         for rank in range(nprocs):
             cmd = [sys.executable, "-m", "globaltensor.distributed._spawn_child", payload,
                    os.path.join(tmp, f"result_{rank}.pkl")]

@@ -8,6 +8,7 @@ import textwrap
 import time
 
 import numpy as np
+import pytest
 
 from globaltensor.distributed import _fork_server, spawn
 
@@ -111,3 +112,8 @@ def _alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_preload_other_than_torch_raises_before_any_rank_starts():
+    with pytest.raises(ValueError, match=r"GLOBALTENSOR_SPAWN_PRELOAD names \['os'\]; it may name \['torch'\]"):
+        spawn(print, nprocs=2, env={"GLOBALTENSOR_SPAWN_PRELOAD": "os"})
