@@ -29,9 +29,9 @@ JOB_KEYS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT
             "GLOBALTENSOR_JOB_ID")
 # ... and variables that change between calls but no import reads: pytest's name of the running test
 UNREAD = JOB_KEYS + ("PYTEST_CURRENT_TEST",)
-# Two servers per environment, even ranks forked from one and odd ones from the other: a fork keeps its
-# server's hash seed (str hashes, set order), so the ranks of a job differ in it as fresh processes do
-# and a rank-dependent set order still shows in tests.
+# Two servers per environment, the ranks of a job forked from each in turn (rank 0 from either): a fork
+# keeps its server's hash seed (str hashes, set order), so neighbouring ranks of a job differ in it, and a
+# rank from one job to the next, as fresh processes do: a set order that differs shows in tests.
 SEEDS = 2
 MAX_SERVERS = 4 * SEEDS  # the oldest is stopped beyond this
 _MAX_REQUEST = 1 << 20
@@ -47,11 +47,12 @@ def _preload(env):
 
 def enabled(env=None):
     """Whether spawn forks its ranks from a server (not under mpirun, whose variables an import reads);
-    env: spawn's env=. A GLOBALTENSOR_SPAWN_PRELOAD naming something else than PRELOADABLE raises here."""
-    unknown = [name for name in _preload({**os.environ, **(env or {})}) if name not in PRELOADABLE]
+    env: spawn's env= (GLOBALTENSOR_SPAWN_FORKSERVER=0 there too starts fresh processes). A GLOBALTENSOR_SPAWN_PRELOAD naming something else than PRELOADABLE raises here."""
+    env = {**os.environ, **(env or {})}
+    unknown = [name for name in _preload(env) if name not in PRELOADABLE]
     if unknown:
         raise ValueError(f"GLOBALTENSOR_SPAWN_PRELOAD names {unknown}; it may name {list(PRELOADABLE)}")
-    if os.environ.get("GLOBALTENSOR_SPAWN_FORKSERVER", "1").lower() in ("0", "false", "no", "off"):
+    if env.get("GLOBALTENSOR_SPAWN_FORKSERVER", "1").lower() in ("0", "false", "no", "off"):
         return False
     from .. import env
     return env._mpi_launcher_env() is None
@@ -129,7 +130,9 @@ def popen(cmd, env, die_with_parent):
     (start it as a fresh process) where no server runs for `env` and this is not the main thread: a server
     dies with the thread that started it (PR_SET_PDEATHSIG)."""
     env_key = tuple(sorted((k, v) for k, v in env.items() if k not in UNREAD))
-    key = (env_key, int(env.get("RANK", "0")) % SEEDS)
+    # which rank gets which server changes from job to job (the job id is random), as a fresh rank's seed does
+    turn = int(env.get("GLOBALTENSOR_JOB_ID", "0") or "0", 16)
+    key = (env_key, (int(env.get("RANK", "0")) + turn) % SEEDS)
     with _servers_lock:
         server = _servers.pop(key, None)  # put back last: the least recently used goes first
         if server is not None and server.proc.poll() is not None:
