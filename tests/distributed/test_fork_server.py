@@ -39,13 +39,14 @@ def test_a_forked_rank_sees_what_a_fresh_one_sees(monkeypatch, tmp_path):
     differ between ranks."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("GT_PROBE_SET_LATE", "1")
+    monkeypatch.setenv("GLOBALTENSOR_SPAWN_FORKSERVER", "1")  # a run of the suite with it off tests it too
     forked = spawn(_probe, nprocs=2, timeout=60, env={"GT_PROBE_EXTRA": "x"})
     monkeypatch.setenv("GLOBALTENSOR_SPAWN_FORKSERVER", "0")
     fresh = spawn(_probe, nprocs=2, timeout=60, env={"GT_PROBE_EXTRA": "x"})
     monkeypatch.delenv("GLOBALTENSOR_SPAWN_FORKSERVER")
     for a, b in zip(forked, fresh):
         env_a, env_b = a[0], dict(b[0])
-        assert env_b.pop("GLOBALTENSOR_SPAWN_FORKSERVER") == "0"
+        assert env_a.pop("GLOBALTENSOR_SPAWN_FORKSERVER") == "1" and env_b.pop("GLOBALTENSOR_SPAWN_FORKSERVER") == "0"
         assert env_a == env_b and env_a["GT_PROBE_SET_LATE"] == "1" and env_a["GT_PROBE_EXTRA"] == "x"
         assert a[1] == b[1] == str(tmp_path)
         assert a[2][0] == b[2][0] and set(a[2]) == set(b[2])
@@ -90,7 +91,8 @@ def test_a_killed_caller_leaves_no_rank_and_no_server(tmp_path):
             time.sleep(60)
         spawn(f, nprocs=2, timeout=60)
     """)
-    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    caller = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, GLOBALTENSOR_SPAWN_FORKSERVER="1"))
     deadline = time.monotonic() + 30
     while len(os.listdir(tmp_path)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
