@@ -18,7 +18,9 @@ sys.path[1:1] = [os.path.join(TESTS, d) for d in SUBSYSTEMS]
 
 
 def run_ranks(fn, nprocs, *args, timeout=120, env=None):
-    """Run fn(*args) on nprocs ranks; a failing rank's traceback is raised here; never hangs."""
+    """Run fn(*args) on nprocs ranks; a failing rank's traceback is raised here; never hangs. The ranks
+    are forked from a server that has imported torch too (the references), once per test session."""
+    env = {"GLOBALTENSOR_SPAWN_PRELOAD": "torch", **(env or {})}
     return spawn(fn, args=args, nprocs=nprocs, timeout=timeout, env=env)
 
 

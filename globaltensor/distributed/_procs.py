@@ -89,13 +89,16 @@ class Supervisor:
         if log_dir:
             os.makedirs(log_dir, exist_ok=True)
 
-    def start(self, rank, cmd, env, name=None, log_name=None):
+    def start(self, rank, cmd, env, name=None, log_name=None, popen=None):
         """name: the prefix of its output lines (default "rank N"); log_name: its file in log_dir
-        (default rank_N.log)."""
+        (default rank_N.log); popen(cmd, env, die_with_parent): another way to start it (spawn's fork
+        server), which returns a Popen-like process in its own session with piped stdout and stderr, or None."""
         log_name = log_name or f"rank_{rank}.log"
         log = open(os.path.join(self.log_dir, log_name), "wb") if self.log_dir else None
-        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)
+        proc = popen(cmd, env, _die_with_parent) if popen is not None else None
+        if proc is None:
+            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent)
         self.ranks.append(Rank(rank, proc, log, name))
 
     def start_streaming(self):

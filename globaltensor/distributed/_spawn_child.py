@@ -34,4 +34,11 @@ def _write(path, data):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "--fork-server":  # spawn's fork server: each child returns here with its own argv
+        from globaltensor.distributed._fork_server import exit_now, serve
+        argv = serve(int(sys.argv[2]))
+        if argv is not None:
+            with exit_now():
+                main(*argv)
+    else:
+        main(sys.argv[1], sys.argv[2])

@@ -5,6 +5,7 @@ import signal
 import sys
 import tempfile
 
+from . import _fork_server
 from ._procs import Supervisor, describe_exit, exit_code, remove_shared_memory
 from .store import StoreServer, left_key, new_secret
 
@@ -46,6 +47,7 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
     """
     if int(nprocs) < 1:
         raise ValueError(f"nprocs must be at least 1, got {nprocs}")
+    popen = _fork_server.popen if _fork_server.enabled(env) else None  # docs/testing.md, "The fork server"
     secret = new_secret()
     server = StoreServer("127.0.0.1", 0, bytes.fromhex(secret), start=False)
     job_id = os.urandom(6).hex()
@@ -58,7 +60,7 @@ def spawn(fn, args=(), nprocs=2, timeout=None, env=None, grace=3.0):
         for rank in range(nprocs):
             cmd = [sys.executable, "-m", "globaltensor.distributed._spawn_child", payload,
                    os.path.join(tmp, f"result_{rank}.pkl")]
-            sup.start(rank, cmd, rank_env(rank, nprocs, server.port, secret, job_id, env))
+            sup.start(rank, cmd, rank_env(rank, nprocs, server.port, secret, job_id, env), popen=popen)
         server.start()
         sup.start_streaming()
         try:
