@@ -65,7 +65,6 @@ void bind_collectives(py::module_& m) {
       .def("barrier", [](Group& g) { py::gil_scoped_release r; g.barrier(); })
       .def("broadcast", [](Group& g, py::array buf, int root) {
         View v = contiguous(buf, "buffer", true);
-        if (g.broadcast_now(v.nbytes, root)) return g.broadcast(v.ptr, v.nbytes, root);  // no wait: keep the GIL
         py::gil_scoped_release r;
         g.broadcast(v.ptr, v.nbytes, root);
       }, py::arg("buf"), py::arg("root"))

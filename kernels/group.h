@@ -87,7 +87,6 @@ struct Desc {
   uint32_t cma;     // all_reduce's one-time probe: this rank can read and write its peers' memory
   uint64_t in_addr;   // the buffers' addresses in the owner's process, for cross-memory attach
   uint64_t out_addr;
-  uint64_t call;      // how many collectives this rank started in the group (posts.cpp checks it)
 };
 
 class Group {
@@ -111,9 +110,6 @@ class Group {
   // all_gather on this group's worker thread (fully_shard's prefetch of the next unit); as above.
   std::shared_ptr<Work> all_gather_async(const void* in, size_t in_bytes, void* out, size_t out_bytes);
   void drain();
-  // Whether broadcast(nbytes, root) would return without waiting (posted, its slot or its message
-  // ready, no queued op): the binding then keeps the GIL (posts.cpp).
-  bool broadcast_now(size_t nbytes, int root) const;
   // send_bytes[q]: bytes for group member q, laid out back to back in `in`; likewise recv.
   void all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes);
 
@@ -133,28 +129,11 @@ class Group {
   char* stage(int p, uint64_t slot_seq) const;
   const char* source(int p, uint64_t pre_slot) const;  // staged or arena input of member p
 
-  void start(uint32_t op);  // every collective's first step: queued ops drained, the group usable
   void begin(uint32_t op, Desc d, const void* prestage, size_t prestage_bytes);
   void sync();
-  // Posted small collectives (posts.cpp): a member copies its message into the next of its own
-  // slots with a sequence number and goes on; readers copy it once the number appears and
-  // acknowledge; a poster waits only to reuse a slot some reader has not acknowledged.
-  struct PostWord;
-  PostWord& post_word(int p) const;
-  PostWord& ack_word(int p, int q) const;  // how many of member p's posts member q has read
-  char* post_slot(int p, uint32_t seq) const;
-  void post(Desc d, const void* data, size_t nbytes);
-  const char* await_post(int p, const Desc& mine);  // the payload of p's next post, its Desc checked
-  void ack_post(int p);
-  void broadcast_posted(void* buf, size_t nbytes, int root);
-  void broadcast_phased(void* buf, size_t nbytes, int root);
   // The liveness protocol (liveness.cpp): waiting for a member's phase while checking that it
   // lives, has not finished or given up, and is not in a cycle of waits; the errors that say so.
   void wait_for(int p, uint32_t target);
-  // The same wait on any word of the segment: a phase (phase: true), or a post or acknowledgement
-  // of member p, where p going on to a later phase means the ranks called different collectives.
-  void wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, uint32_t target, bool phase);
-  [[noreturn]] void fail_post_wait(int p, bool timed_out);
   [[noreturn]] void fail_waiting(uint32_t target, bool timed_out);
   void check_peers(int p, uint32_t target);  // every 0.2 s of waiting for member p
   void check_cycle(int p);                    // ranks waiting for each other in other collectives
@@ -200,9 +179,6 @@ class Group {
   uint64_t op_seq_ = 0;
   uint64_t stage_seq_ = 0;
   uint64_t pre_slot_ = 0;
-  uint64_t calls_ = 0;             // collectives started here: the same count on every member
-  std::vector<uint32_t> posts_;    // posts made by each member so far, as this member counts them
-  size_t post_offset_ = 0;         // the post and acknowledgement words, then the post slots
   const char* op_name_ = "";
   double op_start_ = 0;
   double next_liveness_check_ = 0;

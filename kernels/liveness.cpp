@@ -85,11 +85,7 @@ std::vector<int> Node::known_ranks() const {
 
 void Group::wait_for(int p, uint32_t target) {
   Slot& s = slot(p);
-  wait_on(p, s.phase, s.waiters, target, true);
-}
-
-void Group::wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, uint32_t target, bool phase) {
-  auto reached = [&] { return int32_t(word.load(std::memory_order_acquire) - target) >= 0; };
+  auto reached = [&] { return int32_t(s.phase.load(std::memory_order_acquire) - target) >= 0; };
   for (int i = 0; i < spin_reloads_; ++i) {
     if (reached()) return;
     cpu_relax();
@@ -108,8 +104,8 @@ void Group::wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
     if (reached()) return;
     sched_yield();
   }
-  waiters.fetch_add(1, std::memory_order_seq_cst);
-  struct Leave { std::atomic<uint32_t>& w; ~Leave() { w.fetch_sub(1); } } leave{waiters};
+  s.waiters.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave { std::atomic<uint32_t>& w; ~Leave() { w.fetch_sub(1); } } leave{s.waiters};
   // The program's thread says what it waits for (peers follow such waits to find a cycle);
   // worker threads run queued all_reduces, which every rank drains before its next collective.
   RankStatus* mine = node_->status(node_->rank());
@@ -117,7 +113,7 @@ void Group::wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
   if (mine) {
     if (doing_.empty()) doing_ = " on ranks " + ranks_text(all_members());
     copy_text(mine->doing, sizeof(mine->doing), op_name_ + doing_);
-    mine->group_key.store(phase ? key_ : 0, std::memory_order_relaxed);  // 0: no phase of ours to check
+    mine->group_key.store(key_, std::memory_order_relaxed);
     mine->target.store(target, std::memory_order_relaxed);
     mine->waiting_for.store(ranks_[p], std::memory_order_relaxed);
     mine->epoch.fetch_add(1, std::memory_order_release);
@@ -131,45 +127,17 @@ void Group::wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
     }
   } stop{mine};
   while (true) {
-    uint32_t v = word.load(std::memory_order_seq_cst);
+    uint32_t v = s.phase.load(std::memory_order_seq_cst);
     if (int32_t(v - target) >= 0) return;
-    futex_wait(&word, v, kSleepSeconds);
+    futex_wait(&s.phase, v, kSleepSeconds);
     double t = now_seconds();
-    if (t - op_start_ >= opts_.timeout_s) phase ? fail_waiting(target, true) : fail_post_wait(p, true);
+    if (t - op_start_ >= opts_.timeout_s) fail_waiting(target, true);
     if (t >= next_liveness_check_) {
       next_liveness_check_ = t + kLivenessPeriod;
-      if (!phase) {
-        // p posts before it goes on, so p past this rank's phase with no post is p in another collective
-        uint32_t theirs = slot(p).phase.load(std::memory_order_acquire);
-        if (reached()) return;
-        RankStatus* st = node_->status(ranks_[p]);
-        if (int32_t(theirs - phase_) > 0 || !process_alive(slot(p).pid.load()) ||
-            (st && (st->finished.load(std::memory_order_acquire) || gave_up(st))))
-          fail_post_wait(p, false);
-      } else {
-        check_peers(p, target);
-      }
+      check_peers(p, target);
       if (mine && opts_.deadlock_s > 0) check_cycle(p);
     }
   }
-}
-
-void Group::fail_post_wait(int p, bool timed_out) {
-  std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members()) + ": rank " +
-                     std::to_string(ranks_[me_]) + " waited " + seconds_text(now_seconds() - op_start_) +
-                     " s for rank " + std::to_string(ranks_[p]);
-  if (timed_out) text += " and timed out (the timeout is " + seconds_text(opts_.timeout_s) + " s, set by GLOBALTENSOR_TIMEOUT)";
-  std::string state = peer_state(ranks_[p], 0);
-  if (state.empty())
-    state = process_alive(slot(p).pid.load()) ? "running, not in this collective (it may have called another one)"
-                                              : "exited before the end of its script (killed, crashed, or os._exit)";
-  text += ". The ranks were:\n  rank " + std::to_string(ranks_[me_]) + ": in " + op_name_ + " on ranks " +
-          ranks_text(all_members()) + "\n  rank " + std::to_string(ranks_[p]) + ": " + state + "\n" + collective_hint();
-  broken_ = true;
-  broken_reason_ = text;
-  publish_failure(text);
-  if (timed_out) throw CollectiveTimeout(text);
-  throw CollectiveError(text);
 }
 
 void Group::check_peers(int p, uint32_t target) {

@@ -71,19 +71,18 @@ def _group(group):
 
 def _native_of(group, name):
     """The native group of `group` (None: the world's): the member's cached one on the small path."""
-    global _world_native, _world_size
+    global _world_native
     if group is None and _world_native is not None:
         return _world_native
     g = world_group() if group is None else group if isinstance(group, Group) else Group(group)
     native = g._native
     native = native if native is not None else g.native(name)
     if group is None:
-        _world_native, _world_size = native, native.size  # the world and its group are made once, never replaced
+        _world_native = native  # the world and its group are made once and never replaced
     return native
 
 
 _world_native = None
-_world_size = 0
 
 
 _NARROW = frozenset({np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8)})  # no native reduction: int32's
@@ -240,21 +239,14 @@ def all_reduce_mean(x: np.ndarray, group: Optional[Group] = None, now: bool = Tr
 
 
 def broadcast(x: np.ndarray, src: int = 0, group: Optional[Group] = None) -> np.ndarray:
-    """Copy the array of global rank `src` into x on every member, in place; returns x.
-
-    A small message (16 KiB at most, on one node) is posted: src returns once it is written, and
-    a member whose call does not match (size, root) raises while src has returned."""
-    native = _world_native if group is None else None
-    if native is not None and type(x) is np.ndarray and type(src) is int and 0 <= src < _world_size:
-        root = src  # the world: member i is global rank i
-    else:
-        _check_array(x, "broadcast")
-        g = _group(group)
-        try:
-            root = g.ranks.index(src)
-        except ValueError:
-            raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}") from None
-        native = _native_of(None if group is None else g, "broadcast")
+    """Copy the array of global rank `src` into x on every member, in place; returns x."""
+    _check_array(x, "broadcast")
+    g = _group(group)
+    try:
+        root = g.ranks.index(src)
+    except ValueError:
+        raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}") from None
+    native = g._native if g._native is not None else g.native("broadcast")
     if _observers:
         _observe("broadcast", x.nbytes, group)
     tmp = x if x.flags.c_contiguous else _contiguous(x)
