@@ -49,6 +49,11 @@ def _fans(shape):
     return shape[1] * receptive, shape[0] * receptive
 
 
+_DRAWS = {"constant": lambda param, a, b: _creation.full(tuple(param.shape), a, **_where(param)),
+          "uniform": lambda param, a, b: _creation.uniform(tuple(param.shape), a, b, **_where(param)),
+          "normal": lambda param, a, b: _creation.normal(a, b, tuple(param.shape), **_where(param))}
+
+
 class Initializer:
     """A callable that fills a parameter in place (init(param) returns None, as Paddle's dygraph)."""
 
@@ -58,8 +63,17 @@ class Initializer:
     def forward(self, param, block=None):
         return self(param, block)
 
+    def _draw(self, param):
+        """(kind, a, b) when the fill is one draw of the sharding-invariant generator: ("constant",
+        value, 0), ("uniform", low, high), ("normal", mean, std); None for any other fill. Static
+        mode defers such a draw to the startup program (paddle/static/param_init.py)."""
+        return None
+
     def _value(self, param):
-        raise NotImplementedError
+        spec = self._draw(param)
+        if spec is None:
+            raise NotImplementedError
+        return _DRAWS[spec[0]](param, *spec[1:])
 
     def __repr__(self):
         args = ", ".join(f"{k.lstrip('_')}={v!r}" for k, v in vars(self).items() if not k.startswith("__"))
@@ -72,8 +86,8 @@ class Constant(Initializer):
     def __init__(self, value=0.0):
         self._value_ = float(value)
 
-    def _value(self, param):
-        return _creation.full(tuple(param.shape), self._value_, **_where(param))
+    def _draw(self, param):
+        return "constant", self._value_, 0.0
 
 
 class Normal(Initializer):
@@ -82,8 +96,8 @@ class Normal(Initializer):
     def __init__(self, mean=0.0, std=1.0, name=None):
         self._mean, self._std = float(mean), float(std)
 
-    def _value(self, param):
-        return _creation.normal(self._mean, self._std, tuple(param.shape), **_where(param))
+    def _draw(self, param):
+        return "normal", self._mean, self._std
 
 
 class TruncatedNormal(Normal):
@@ -94,13 +108,16 @@ class TruncatedNormal(Normal):
         super().__init__(mean, std)
         self._a, self._b = float(a), float(b)
 
+    def _draw(self, param):
+        return None  # draws again by value
+
     def _value(self, param):
-        x = super()._value(param)
+        x = _DRAWS["normal"](param, self._mean, self._std)
         for _ in range(64):
             outside = (x < self._a) | (x > self._b)
             if not bool(outside.any()):
                 return x
-            x = _ops.where(outside, super()._value(param), x)
+            x = _ops.where(outside, _DRAWS["normal"](param, self._mean, self._std), x)
         return _ops.clip(x, self._a, self._b)
 
 
@@ -112,8 +129,8 @@ class Uniform(Initializer):
             raise ValueError(f"Uniform: low ({low}) must not be greater than high ({high})")
         self._low, self._high = float(low), float(high)
 
-    def _value(self, param):
-        return _creation.uniform(tuple(param.shape), self._low, self._high, **_where(param))
+    def _draw(self, param):
+        return "uniform", self._low, self._high
 
 
 class XavierUniform(Initializer):
@@ -128,16 +145,16 @@ class XavierUniform(Initializer):
         fan_out = fan_out if self._fan_out is None else self._fan_out
         return self._gain * math.sqrt(numerator / (fan_in + fan_out)) if fan_in + fan_out else 0.0
 
-    def _value(self, param):
+    def _draw(self, param):
         limit = self._scale(param, 6.0)
-        return _creation.uniform(tuple(param.shape), -limit, limit, **_where(param))
+        return "uniform", -limit, limit
 
 
 class XavierNormal(XavierUniform):
     """N(0, std^2), std = gain sqrt(2 / (fan_in + fan_out))."""
 
-    def _value(self, param):
-        return _creation.normal(0.0, self._scale(param, 2.0), tuple(param.shape), **_where(param))
+    def _draw(self, param):
+        return "normal", 0.0, self._scale(param, 2.0)
 
 
 class KaimingNormal(Initializer):
@@ -157,18 +174,18 @@ class KaimingNormal(Initializer):
         fan = fan_out if self._mode == "fan_out" else fan_in if self._fan_in is None else self._fan_in
         return fan, calculate_gain(self._nonlinearity, self._negative_slope)
 
-    def _value(self, param):
+    def _draw(self, param):
         fan, gain = self._fan_and_gain(param)
-        return _creation.normal(0.0, gain / math.sqrt(fan) if fan else 0.0, tuple(param.shape), **_where(param))
+        return "normal", 0.0, gain / math.sqrt(fan) if fan else 0.0
 
 
 class KaimingUniform(KaimingNormal):
     """U[-l, l), l = gain sqrt(3 / fan_in)."""
 
-    def _value(self, param):
+    def _draw(self, param):
         fan, gain = self._fan_and_gain(param)
         limit = gain * math.sqrt(3.0 / fan) if fan else 0.0
-        return _creation.uniform(tuple(param.shape), -limit, limit, **_where(param))
+        return "uniform", -limit, limit
 
 
 class Assign(Initializer):

@@ -1,6 +1,4 @@
 """Static mode's parameter initializers run when the startup program runs, not when a layer is built."""
-import math
-
 import numpy as np
 
 from ... import random as _random
@@ -51,29 +49,15 @@ class SetInitial:
 
 
 def _spec(initializer, param):
-    """(kind, a, b) of the initializers whose eager fill is one draw (or a constant) computed as
-    here; None for any other (TruncatedNormal redraws by value, Assign, Orthogonal, a callable):
-    those fill at build as before."""
-    from ..nn import initializer as init
+    """(kind, a, b) of an initializer whose fill is its declared one draw (Initializer._draw); None for
+    any other (TruncatedNormal redraws by value, Assign, Orthogonal, a callable, a subclass with a fill
+    of its own): those fill at build as before."""
+    from ..nn.initializer import Initializer
     kind = type(initializer)
-    if kind is init.Constant:
-        return "constant", initializer._value_, 0.0
-    if kind is init.Uniform:
-        return "uniform", initializer._low, initializer._high
-    if kind is init.Normal:
-        return "normal", initializer._mean, initializer._std
-    if kind is init.XavierUniform:
-        limit = initializer._scale(param, 6.0)
-        return "uniform", -limit, limit
-    if kind is init.XavierNormal:
-        return "normal", 0.0, initializer._scale(param, 2.0)
-    if kind in (init.KaimingNormal, init.KaimingUniform):
-        fan, gain = initializer._fan_and_gain(param)
-        if kind is init.KaimingNormal:
-            return "normal", 0.0, gain / math.sqrt(fan) if fan else 0.0
-        limit = gain * math.sqrt(3.0 / fan) if fan else 0.0
-        return "uniform", -limit, limit
-    return None
+    if not isinstance(initializer, Initializer) or kind.__call__ is not Initializer.__call__ \
+            or kind._value is not Initializer._value:
+        return None
+    return initializer._draw(param)
 
 
 class _Deferring:
