@@ -117,7 +117,8 @@ def test_batch_norm_against_torch_and_the_composite_in_one_process(affine):
 
 @pytest.mark.parametrize("n, c, side, o, groups", [(4, 3, 8, 8, 1), (2, 32, 16, 64, 1), (3, 4, 7, 6, 2)])
 def test_conv2d_weight_grad_bit_for_bit_as_before_and_as_torch(n, c, side, o, groups):
-    """conv2d_backward's dw as (patches . g^T)^T: the bits of the former g . patches^T."""
+    """conv2d_backward's dw: the bits of g . patches^T on every OpenBLAS kernel (OPENBLAS_CORETYPE=Zen
+    or Haswell showed that the turned product (patches . g^T)^T differs in the last bit there)."""
     from globaltensor.ops.conv import _conv2d_backward
     from globaltensor.ops.conv_patches import _channel_major_patches
     torch = pytest.importorskip("torch")
