@@ -25,8 +25,6 @@ PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "0"))
 # by mpi_wait's thread (faster than a non-blocking call and our polling; see docs/multinode.md); 0: none
 BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str(16 << 20)))
 
-# outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put
-# those under world.SHARED_MIN_BYTES, this value, on the heap too; importing it would close a cycle)
 # all_gathers from this many bytes of output (and under BLOCKING_BYTES, shares under PAIRS_SHARE_BYTES) on
 # two hosts holding equal blocks of the group's members go in two steps: all_gather inside each host through
 # shared memory, then one blocking Sendrecv of the host's block with the same local index on the other host
@@ -36,6 +34,8 @@ BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str
 HOSTS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES", str(1 << 20)))
 TAG = 7  # the tag of that Sendrecv (on the all_gather communicator)
 
+# outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put
+# those under world.SHARED_MIN_BYTES, this value, on the heap too; importing it would close a cycle)
 _HEAP_BYTES = 1 << 15
 _ALLGATHER, _HOSTS = "one blocking Allgather", "inside the hosts, then between them"  # gather_rows' ways
 _PLANS_KEPT = 64  # gather_rows' plans kept per group (a model's layouts; cleared when full)
