@@ -179,3 +179,21 @@ def test_async_and_geo_train(mode, kind):
         assert rec["sparse"] == [TABLE] and TABLE not in rec["dense"] and rec["n_params_named"] == 0
         losses = np.array(rec["losses"])
         assert np.isfinite(losses).all() and losses[-10:].mean() < losses[:10].mean(), losses
+
+
+def test_sparse_rows_use_the_dense_fills_bounds(paddle):
+    """A sparse table's Kaiming / Xavier bounds are the dense initializer's own (one formula: the
+    initializer's declared draw), to the last bit."""
+    from globaltensor.paddle.nn import initializer as init
+    from globaltensor.paddle.static.sparse import init_spec
+
+    class P:
+        shape = (1000, 4)
+
+    for made in (init.KaimingUniform(), init.KaimingNormal(), init.XavierUniform(), init.XavierNormal(),
+                 init.KaimingUniform(nonlinearity="leaky_relu", negative_slope=0.2)):
+        kind, a, b = made._draw(P())
+        assert init_spec(made, (1000, 4), "t") == (kind, float(a), float(b))
+    assert init_spec(init.Uniform(-0.1, 0.2), None, "t") == ("uniform", -0.1, 0.2)
+    with pytest.raises(ValueError, match="XavierUniform"):
+        init_spec(init.XavierUniform(), None, "t")
