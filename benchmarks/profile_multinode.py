@@ -24,6 +24,16 @@ REPO = os.path.dirname(HERE)
 SIZES = (1 << 10, 1 << 20)
 
 
+def _in_turn(comm, piece, gathered, byte):
+    """Allgather into two preallocated outputs in turn (a new address each call, no allocation)."""
+    outs, turn = [gathered, np.empty_like(gathered)], [0]
+
+    def call():
+        turn[0] ^= 1
+        comm.Allgather([piece, byte], [outs[turn[0]], byte])
+    return call
+
+
 def _variants(size, k):
     from globaltensor import distributed as dist
     from globaltensor.distributed import collectives
@@ -63,6 +73,10 @@ def _variants(size, k):
         "all_gather InterHostGroup": lambda: group.all_gather(piece, gathered, [piece.nbytes] * k),
         "all_gather dup+BYTE armed": _armed(group, lambda: ag.Allgather([piece, byte], [gathered, byte])),
         "all_gather +np.empty out": _armed(group, lambda: ag.Allgather([piece, byte], [np.empty(gathered.shape, gathered.dtype), byte])),
+        "all_gather np.empty beside":
+            _armed(group, lambda: (np.empty(gathered.shape, gathered.dtype), ag.Allgather([piece, byte], [gathered, byte]))),
+        "all_gather np.empty alone": lambda: np.empty(gathered.shape, gathered.dtype),
+        "all_gather two outs in turn": _armed(group, _in_turn(ag, piece, gathered, byte)),
         "all_gather +empty_shared out": _armed(group, lambda: ag.Allgather([piece, byte], [w.empty_shared(gathered.shape, gathered.dtype), byte])),
         "all_gather gather_rows": lambda: group.gather_rows(piece, rows),
         "all_gather shm+Sendrecv": (lambda: group._gather_hosts(piece, gathered)) if two else None,

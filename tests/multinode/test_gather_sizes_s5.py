@@ -72,3 +72,31 @@ def test_the_host_path_needs_two_hosts_of_equal_blocks():
         how = g._rows_plan(x, [rows] * len(ranks))[2]
         assert how == (ig._HOSTS if peer is not None and rows * len(ranks) * 4 >= ig.HOSTS_BYTES else ig._ALLGATHER)
         assert g._rows_plan(x[:2], [2] * len(ranks))[2] == ig._ALLGATHER
+
+
+def test_an_output_nobody_holds_is_written_again_and_a_held_one_never():
+    """gather_rows keeps its last small output per layout (s8): the next call writes into it only when no
+    name, view or container holds it any more; a held output keeps its values."""
+    import numpy as np
+    g = _stand_in([0, 1], [[0], [1]], 0)
+    x = np.arange(4, dtype=np.float32)
+    first = g.gather_rows(x, [4, 4])
+    second = g.gather_rows(x + 1, [4, 4])
+    assert second.ctypes.data != first.ctypes.data  # first is held by its name
+    view, address = second[2:], second.ctypes.data
+    del second
+    third = g.gather_rows(x + 2, [4, 4])
+    assert third.ctypes.data != address  # a view holds second
+    held = [third]
+    address = third.ctypes.data
+    del third
+    fourth = g.gather_rows(x + 3, [4, 4])
+    assert fourth.ctypes.data != address  # a list holds third
+    address = fourth.ctypes.data
+    del fourth
+    fifth = g.gather_rows(x + 4, [4, 4])
+    assert fifth.ctypes.data == address  # nothing held fourth: written again
+    np.testing.assert_array_equal(first, np.concatenate([x, x]))
+    np.testing.assert_array_equal(view, np.concatenate([x + 1, x + 1])[2:])
+    np.testing.assert_array_equal(held[0], np.concatenate([x + 2, x + 2]))
+    np.testing.assert_array_equal(fifth, np.concatenate([x + 4, x + 4]))
