@@ -8,6 +8,8 @@ from .world import SHARED_MIN_BYTES
 # Per op, (native group, input shape, dtype, sizes...) -> plan. A plan is a pure function of its
 # key, so a small call looks it up (collectives.py, inline) and skips the checks and list-building
 # of its first call (issue 34). Bounded: at MAX_PLANS a table is dropped and plans are made again.
+# A plan whose output stays on the heap ends with [the last output] (else None): collectives.py writes
+# into it again once nothing else holds it, so a small call allocates nothing (s8).
 MAX_PLANS = 512
 GATHER: dict = {}
 SCATTER: dict = {}
@@ -34,20 +36,23 @@ def _spans_hosts(native):
 def gather(native, shape, dtype, sizes):
     """all_gather of an input of `shape` whose members' axis-0 lengths are `sizes` (a tuple):
     (the output's shape, whether it stays on the heap, every member's bytes when the group spans
-    hosts else None); made and kept on a miss of GATHER. ValueError when sizes has not one entry per member."""
+    hosts else None, the kept output); made and kept on a miss of GATHER. ValueError when sizes has
+    not one entry per member."""
     if len(sizes) != native.size:
         raise ValueError(f"all_gather: sizes needs one entry per member ({native.size}), got {len(sizes)}")
     tail = shape[1:]
     row_bytes = dtype.itemsize * math.prod(tail)
     out_shape = (sum(int(r) for r in sizes),) + tail
     counts = [int(r) * row_bytes for r in sizes] if _spans_hosts(native) else None
-    return _keep(GATHER, (native, shape, dtype, sizes), (out_shape, out_shape[0] * row_bytes < SHARED_MIN_BYTES, counts))
+    on_heap = out_shape[0] * row_bytes < SHARED_MIN_BYTES
+    return _keep(GATHER, (native, shape, dtype, sizes), (out_shape, on_heap, counts, [None] if on_heap else None))
 
 
 def scatter(native, shape, dtype, sizes):
     """reduce_scatter of an input of `shape` into pieces of `sizes` rows (None: the balanced
     split, the first L % k one longer): (this member's output shape, whether it stays on the heap,
-    every piece's element count when the group spans hosts else None). ValueError on bad sizes."""
+    every piece's element count when the group spans hosts else None, the kept output). ValueError on
+    bad sizes."""
     k = native.size
     if sizes is None:
         base, extra = divmod(shape[0], k)
@@ -61,20 +66,22 @@ def scatter(native, shape, dtype, sizes):
     row = math.prod(tail)
     out_shape = (rows[native.index],) + tail
     counts = [r * row for r in rows] if _spans_hosts(native) else None
-    plan = (out_shape, out_shape[0] * row * dtype.itemsize < SHARED_MIN_BYTES, counts)
+    on_heap = out_shape[0] * row * dtype.itemsize < SHARED_MIN_BYTES
+    plan = (out_shape, on_heap, counts, [None] if on_heap else None)
     return _keep(SCATTER, (native, shape, dtype, sizes), plan)
 
 
 def to_all(native, shape, dtype, send_sizes, recv_sizes):
     """all_to_all of an input of `shape` sending `send_sizes` rows to each member and receiving
     `recv_sizes` (tuples): (the output's shape, whether it stays on the heap, the bytes sent to
-    each member, the bytes received from each). ValueError on bad send sizes."""
+    each member, the bytes received from each, the kept output). ValueError on bad send sizes."""
     send = check_send(native, shape, send_sizes)
     row_bytes = dtype.itemsize * math.prod(shape[1:])
     recv = [int(r) for r in recv_sizes]
     out_shape = (sum(recv),) + shape[1:]
-    plan = (out_shape, out_shape[0] * row_bytes < SHARED_MIN_BYTES, [s * row_bytes for s in send],
-            [r * row_bytes for r in recv])
+    on_heap = out_shape[0] * row_bytes < SHARED_MIN_BYTES
+    plan = (out_shape, on_heap, [s * row_bytes for s in send], [r * row_bytes for r in recv],
+            [None] if on_heap else None)
     return _keep(TO_ALL, (native, shape, dtype, send_sizes, recv_sizes), plan)
 
 

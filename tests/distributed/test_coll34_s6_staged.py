@@ -132,9 +132,9 @@ def test_plans_are_cached_checked_and_bounded(monkeypatch):
     monkeypatch.setattr(call_plans, "MAX_PLANS", 4)
     call_plans.clear()
     g, f32 = _FakeGroup(), np.dtype(np.float32)
-    assert call_plans.gather(g, (2, 3), f32, (1, 2, 3)) == ((6, 3), True, None)
-    assert call_plans.scatter(g, (7, 2), f32, None) == ((2, 2), True, None)  # 3, 2, 2: member 1 gets 2
-    assert call_plans.to_all(g, (3,), f32, (1, 0, 2), (2, 2, 2)) == ((6,), True, [4, 0, 8], [8, 8, 8])
+    assert call_plans.gather(g, (2, 3), f32, (1, 2, 3))[:3] == ((6, 3), True, None)
+    assert call_plans.scatter(g, (7, 2), f32, None)[:3] == ((2, 2), True, None)  # 3, 2, 2: member 1 gets 2
+    assert call_plans.to_all(g, (3,), f32, (1, 0, 2), (2, 2, 2))[:4] == ((6,), True, [4, 0, 8], [8, 8, 8])
     assert call_plans.gather(g, (1 << 14,), f32, (1 << 14,) * 3)[1] is False  # 192 KiB: shared memory
     with pytest.raises(ValueError, match="one entry per member"):
         call_plans.gather(g, (2, 3), f32, (1, 2))
