@@ -286,7 +286,8 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     sizes: each member's length along axis 0, when known (saves one small exchange); the same list
         on every rank (as MPI's Allgatherv counts): across hosts it is trusted, and a rank whose x
         disagrees with its entry raises ValueError while the others time out.
-    The result is placed in shared memory when large, so later collectives need no copy.
+    The result is placed in shared memory when large, so later collectives need no copy; a small
+    one may be the memory of an earlier call's result that nothing holds any more (call_plans.py).
     """
     if type(x) is not np.ndarray:
         _check_array(x, "all_gather")
