@@ -253,13 +253,17 @@ def all_reduce_mean(x: np.ndarray, group: Optional[Group] = None, now: bool = Tr
 
 def broadcast(x: np.ndarray, src: int = 0, group: Optional[Group] = None) -> np.ndarray:
     """Copy the array of global rank `src` into x on every member, in place; returns x."""
-    _check_array(x, "broadcast")
-    g = _group(group)
-    try:
-        root = g.ranks.index(src)
-    except ValueError:
-        raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}") from None
-    native = g._native if g._native is not None else g.native("broadcast")
+    native = _world_native if group is None else None
+    if native is not None and type(x) is np.ndarray and type(src) is int and 0 <= src < native.size:
+        root = src  # the world's member i is global rank i
+    else:
+        _check_array(x, "broadcast")
+        g = _group(group)
+        try:
+            root = g.ranks.index(src)
+        except ValueError:
+            raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}") from None
+        native = _native_of(None if group is None else g, "broadcast")
     if _observers:
         _observe("broadcast", x.nbytes, group)
     tmp = x if x.flags.c_contiguous else _contiguous(x)
