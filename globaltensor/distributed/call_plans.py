@@ -1,14 +1,18 @@
-"""Per-call plans of the collectives that allocate their output: its shape and the byte counts, by input layout and sizes (bounded cache)."""
+"""Per-call plans of the collectives that allocate their output: its shape and the byte counts, by input layout and sizes (bounded cache), and the last small output."""
 from __future__ import annotations
 
 import math
+import sys
 
-from .world import SHARED_MIN_BYTES
+import numpy as np
+
+from .world import SHARED_MIN_BYTES, world
 
 # Per op, (native group, input shape, dtype, sizes...) -> plan. A plan is a pure function of its
 # key, so a small call looks it up (collectives.py, inline) and skips the checks and list-building
 # of its first call (issue 34). Bounded: at MAX_PLANS a table is dropped and plans are made again.
-# A plan whose output stays on the heap ends with [the last output] (else None): collectives.py writes
+# A plan whose output stays on the heap ends with [the last output, its own reference count] (else
+# None): collectives.py writes
 # into it again once nothing else holds it, so a small call allocates nothing (s8).
 MAX_PLANS = 512
 GATHER: dict = {}
@@ -29,6 +33,19 @@ def _keep(table, key, plan):
     return plan
 
 
+def output(kept, shape, dtype):
+    """A planned call's output: its plan's last one when nothing else holds it (no name, view or
+    container: what the caller dropped is written again, as a caching allocator would), else a new
+    array, kept (small, on the heap); kept None: a new array in shared memory."""
+    if kept is None:
+        return world().empty_shared(shape, dtype)
+    out = kept[0]
+    if out is None or sys.getrefcount(out) > kept[1]:  # more than kept[0], out and the argument: held
+        out = kept[0] = np.empty(shape, dtype)
+        kept[1] = sys.getrefcount(out)  # the same references, counted as this Python counts them
+    return out
+
+
 def _spans_hosts(native):
     return bool(getattr(native, "spans_hosts", False))
 
@@ -45,7 +62,7 @@ def gather(native, shape, dtype, sizes):
     out_shape = (sum(int(r) for r in sizes),) + tail
     counts = [int(r) * row_bytes for r in sizes] if _spans_hosts(native) else None
     on_heap = out_shape[0] * row_bytes < SHARED_MIN_BYTES
-    return _keep(GATHER, (native, shape, dtype, sizes), (out_shape, on_heap, counts, [None] if on_heap else None))
+    return _keep(GATHER, (native, shape, dtype, sizes), (out_shape, on_heap, counts, [None, 0] if on_heap else None))
 
 
 def scatter(native, shape, dtype, sizes):
@@ -67,7 +84,7 @@ def scatter(native, shape, dtype, sizes):
     out_shape = (rows[native.index],) + tail
     counts = [r * row for r in rows] if _spans_hosts(native) else None
     on_heap = out_shape[0] * row * dtype.itemsize < SHARED_MIN_BYTES
-    plan = (out_shape, on_heap, counts, [None] if on_heap else None)
+    plan = (out_shape, on_heap, counts, [None, 0] if on_heap else None)
     return _keep(SCATTER, (native, shape, dtype, sizes), plan)
 
 
@@ -81,7 +98,7 @@ def to_all(native, shape, dtype, send_sizes, recv_sizes):
     out_shape = (sum(recv),) + shape[1:]
     on_heap = out_shape[0] * row_bytes < SHARED_MIN_BYTES
     plan = (out_shape, on_heap, [s * row_bytes for s in send], [r * row_bytes for r in recv],
-            [None] if on_heap else None)
+            [None, 0] if on_heap else None)
     return _keep(TO_ALL, (native, shape, dtype, send_sizes, recv_sizes), plan)
 
 

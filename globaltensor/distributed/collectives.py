@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import zlib
 from typing import Any, Literal, Optional, Sequence
 
@@ -111,18 +110,6 @@ def _check_array(x, name):
 def empty_shared(shape: Sequence[int], dtype: Any = np.float32) -> np.ndarray:
     """An uninitialised array in shared memory: collectives read it from peers without a copy."""
     return world().empty_shared(shape, dtype)
-
-
-def _planned_out(kept, shape, dtype):
-    """A planned call's output: its plan's last one when nothing else holds it (no name, view or
-    container: what the caller dropped is written again, as a caching allocator would), else a new
-    array, kept (small, on the heap); kept None: a new array in shared memory."""
-    if kept is None:
-        return world().empty_shared(shape, dtype)
-    out = kept[0]
-    if out is None or sys.getrefcount(out) > 3:  # kept[0], out and the argument: nobody else
-        out = kept[0] = np.empty(shape, dtype)
-    return out
 
 
 def _empty_out(shape, dtype):
@@ -305,7 +292,7 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     rows = tuple(_exchange_rows(native, x, "all_gather") if sizes is None else sizes)
     plan = call_plans.GATHER.get((native, x.shape, x.dtype, rows)) or call_plans.gather(native, x.shape, x.dtype, rows)
     out_shape, on_heap, counts, kept = plan
-    out = _planned_out(kept, out_shape, x.dtype)
+    out = call_plans.output(kept, out_shape, x.dtype)
     if counts is None:
         native.all_gather(x, out)
     else:
@@ -343,7 +330,7 @@ def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] =
     rows = None if sizes is None else tuple(sizes)
     plan = call_plans.SCATTER.get((native, x.shape, x.dtype, rows)) or call_plans.scatter(native, x.shape, x.dtype, rows)
     out_shape, on_heap, counts, kept = plan
-    out = _planned_out(kept, out_shape, x.dtype)
+    out = call_plans.output(kept, out_shape, x.dtype)
     if counts is None:
         native.reduce_scatter(x, out, redop)
     else:  # across hosts: every piece's length, alike on every rank, so no exchange
@@ -373,7 +360,7 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
         recv_sizes = table[:, native.index].tolist()
     key = (native, x.shape, x.dtype, send_sizes, tuple(recv_sizes))
     out_shape, on_heap, send_bytes, recv_bytes, kept = call_plans.TO_ALL.get(key) or call_plans.to_all(*key)
-    out = _planned_out(kept, out_shape, x.dtype)
+    out = call_plans.output(kept, out_shape, x.dtype)
     native.all_to_all(x, send_bytes, out, recv_bytes)
     return out
 

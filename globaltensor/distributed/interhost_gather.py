@@ -42,7 +42,7 @@ _ALLGATHER, _HOSTS = "one blocking Allgather", "inside the hosts, then between t
 _PLANS_KEPT = 64  # gather_rows' plans kept per group (a model's layouts; cleared when full)
 # gather_rows' outputs under this many bytes are kept by their plan and written again by the next call of
 # that layout once nothing else holds them (no view, no name): across hosts a fresh output per call (any
-# allocation beside the MPI call) cost 0.78x-0.84x mpi4py's Allgather at 1 KiB (RESULTS.md "Issue 32 (s8)")
+# allocation beside the MPI call) cost 0.78x-0.84x mpi4py's Allgather at 1 KiB (RESULTS.md "End of stop (s8)")
 KEEP_BYTES = 1 << 20
 
 
@@ -64,10 +64,11 @@ class GatherSide:
             x = np.ascontiguousarray(x)
         shape, on_heap, how, counts, kept = plan
         out = kept[0] if kept else None
-        if out is None or sys.getrefcount(out) > 3:  # held by kept, out and the call: reused, as nobody sees it
+        if out is None or sys.getrefcount(out) > kept[1]:  # more than kept, out and the call: held elsewhere
             out = np.empty(shape, x.dtype) if on_heap else self._world.empty_shared(shape, x.dtype)
             if kept:
                 kept[0] = out
+                kept[1] = sys.getrefcount(out)  # the same references, counted as this Python counts them
         if how is _ALLGATHER:  # _gather's usual case: even shares, one blocking Allgather
             byte = self.MPI.BYTE
             self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
@@ -107,7 +108,8 @@ class GatherSide:
     def _rows_plan(self, x, rows):
         """gather_rows' checked plan for x's layout and these sizes: (output shape, on the heap, how
         (_ALLGATHER, _HOSTS: _gather_hosts, None: _gather), the members' bytes or None when even, [the last
-        output] under KEEP_BYTES else None); kept in _rows_plans (bounded)."""
+        output, its reference count] under KEEP_BYTES else None); kept in _rows_plans (bounded: at most
+        _PLANS_KEPT outputs under KEEP_BYTES per group)."""
         k = self.size
         if len(rows) != k:
             raise ValueError(f"all_gather: sizes needs one entry per member ({k}), got {len(rows)}")
@@ -124,7 +126,7 @@ class GatherSide:
         if even and nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and x.nbytes < PAIRS_SHARE_BYTES:
             how = _HOSTS if 0 < HOSTS_BYTES <= nbytes and self._host_peer is not None else _ALLGATHER
         plan = ((total,) + x.shape[1:], nbytes < _HEAP_BYTES, how, None if even else [int(r) * row_bytes for r in rows],
-                [None] if nbytes < KEEP_BYTES else None)
+                [None, 0] if nbytes < KEEP_BYTES else None)
         if len(self._rows_plans) >= _PLANS_KEPT:
             self._rows_plans.clear()
         self._rows_plans[(x.shape, x.dtype, tuple(rows))] = plan
