@@ -8,12 +8,12 @@ import numpy as np
 
 from .world import SHARED_MIN_BYTES, world
 
-# Per op, (native group, input shape, dtype, sizes...) -> plan. A plan is a pure function of its
-# key, so a small call looks it up (collectives.py, inline) and skips the checks and list-building
-# of its first call (issue 34). Bounded: at MAX_PLANS a table is dropped and plans are made again.
-# A plan whose output stays on the heap ends with [the last output, its own reference count] (else
-# None): collectives.py writes
-# into it again once nothing else holds it, so a small call allocates nothing (s8).
+# Per op, (native group, input shape, dtype, sizes...) -> plan. A plan's shapes and counts are a pure
+# function of its key, so a small call looks it up (collectives.py, inline) and skips the checks and
+# list-building of its first call (issue 34). Bounded: at MAX_PLANS a table is dropped and plans are
+# made again. A plan whose output stays on the heap ends with [the last output, its reference count]
+# (else None): `output` writes into it again once nothing else holds it, so a small call allocates
+# nothing (s8).
 MAX_PLANS = 512
 GATHER: dict = {}
 SCATTER: dict = {}
