@@ -51,6 +51,7 @@ def _variants(size, k):
     if group._gather_comm is None:
         group._gather_comm_first()
     redop = collectives._redop(x, "sum", "all_reduce")
+    kept_out = group.gather_rows(piece, rows) if group._gather_direct is not None else None  # a plan's kept output
     return comm, {
         "all_reduce mpi4py Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, x),
         "all_reduce mpi4py again (A/A)": lambda: comm.Allreduce(MPI.IN_PLACE, x),
@@ -79,9 +80,54 @@ def _variants(size, k):
         "all_gather two outs in turn": _armed(group, _in_turn(ag, piece, gathered, byte)),
         "all_gather +empty_shared out": _armed(group, lambda: ag.Allgather([piece, byte], [w.empty_shared(gathered.shape, gathered.dtype), byte])),
         "all_gather gather_rows": lambda: group.gather_rows(piece, rows),
+        "all_gather C++ Allgather armed": _armed(group, lambda: group._gather_direct(piece, gathered))
+        if group._gather_direct is not None else None,
+        "all_gather C++ Allgather": (lambda: group._gather_direct(piece, gathered)) if group._gather_direct is not None else None,
+        "all_gather C++ armed, returned": _armed(group, lambda: (group._gather_direct(piece, gathered), gathered)[1])
+        if group._gather_direct is not None else None,
+        "all_gather gather_rows tuple": lambda: group.gather_rows(piece, tuple(rows)),
+        "all_gather C++ one frame": (lambda: _one_frame(group, piece, gathered)) if group._gather_direct is not None else None,
+        "all_gather C++ one frame kept out": (lambda: _one_frame(group, piece, kept_out)) if group._gather_direct is not None else None,
+        "all_gather C++ +lookup": (lambda: _lookup_frame(group, piece, rows, False)) if group._gather_direct is not None else None,
+        "all_gather C++ +lookup+refcount": (lambda: _lookup_frame(group, piece, rows, True)) if group._gather_direct is not None else None,
         "all_gather shm+Sendrecv": (lambda: group._gather_hosts(piece, gathered)) if two else None,
         "all_gather gt.distributed": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
     }
+
+
+def _one_frame(group, x, out):
+    """The C++ Allgather armed inside one function frame (gather_rows' frame, less its plan and output)."""
+    if group._in_flight:
+        group.drain()
+    group.armed = ["all_gather", group.ranks]
+    try:
+        rc = group._gather_direct(x, out)
+    finally:
+        group.armed = None
+    if rc:
+        raise RuntimeError(rc)
+    return out
+
+
+def _lookup_frame(group, x, rows, count):
+    """_one_frame with gather_rows' plan lookup (and its kept output's reference count)."""
+    if group._in_flight:
+        group.drain()
+    plan = group._rows_plans.get((x.shape, x.dtype, rows if type(rows) is tuple else tuple(rows)))
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    shape, on_heap, how, counts, kept = plan
+    out = kept[0]
+    if count and (out is None or sys.getrefcount(out) > kept[1]):
+        raise RuntimeError("held")
+    group.armed = ["all_gather", group.ranks]
+    try:
+        rc = group._gather_direct(x, out)
+    finally:
+        group.armed = None
+    if rc:
+        raise RuntimeError(rc)
+    return out
 
 
 def _armed(group, call):

@@ -48,6 +48,7 @@ void bind_layers(py::module_& m);       // layers.cpp: LayerNorm, BatchNorm's ch
 void bind_node(py::module_& m);         // node.cpp: Node, ShmBuffer, numpy's arena allocator
 void bind_collectives(py::module_& m);  // collectives.cpp: Group and Work (needs Node)
 void bind_ps(py::module_& m);           // ps.cpp: the parameter server's id -> row map and row kernels
+void bind_mpi(py::module_& m);          // mpi.cpp: MPI's Allgather / Allreduce called from C++ (MpiAllgather, MpiAllreduce)
 void bind_cuda(py::module_& m);         // cuda.cpp: the _native.cuda submodule (only with GLOBALTENSOR_WITH_CUDA)
 
 }  // namespace bindings

@@ -38,6 +38,7 @@ PYBIND11_MODULE(_native, m) {
   bind_node(m);
   bind_collectives(m);
   bind_ps(m);
+  bind_mpi(m);
 #ifdef GLOBALTENSOR_WITH_CUDA
   bind_cuda(m);
   m.attr("with_cuda") = true;

@@ -71,7 +71,7 @@ def _group(group):
 
 def _native_of(group, name):
     """The native group of `group` (None: the world's): the member's cached one on the small path."""
-    global _world_native
+    global _world_native, _world_across_hosts
     if group is None and _world_native is not None:
         return _world_native
     g = world_group() if group is None else group if isinstance(group, Group) else Group(group)
@@ -79,10 +79,12 @@ def _native_of(group, name):
     native = native if native is not None else g.native(name)
     if group is None:
         _world_native = native  # the world and its group are made once and never replaced
+        _world_across_hosts = getattr(native, "spans_hosts", False)
     return native
 
 
 _world_native = None
+_world_across_hosts = False  # whether _world_native spans hosts (all_gather's shortest path)
 
 
 _NARROW = frozenset({np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8)})  # no native reduction: int32's
@@ -146,7 +148,7 @@ def all_reduce(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = Non
             target[...] = all_reduce(x.astype(np.int32), op, group).astype(x.dtype)
             return target
         redop = _redop(x, op, "all_reduce")
-    native = _native_of(group, "all_reduce")
+    native = _world_native if group is None and _world_native is not None else _native_of(group, "all_reduce")
     if _observers:
         _observe("all_reduce", x.nbytes, group)
     if out is not None:
@@ -280,13 +282,15 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     The result is placed in shared memory when large, so later collectives need no copy; a small
     one may be the memory of an earlier call's result that nothing holds any more (call_plans.py).
     """
+    if _world_across_hosts and group is None and sizes is not None and type(x) is np.ndarray and not _observers:
+        return _world_native.gather_rows(x, sizes)  # the world across hosts: checks, output, MPI in one C++ call
     if type(x) is not np.ndarray:
         _check_array(x, "all_gather")
     native = _world_native if group is None and _world_native is not None else _native_of(group, "all_gather")
     if _observers:
         _observe("all_gather", x.nbytes, group)
     if sizes is not None and getattr(native, "spans_hosts", False):  # across hosts: checked, allocated, sent in one step
-        return native.gather_rows(x, sizes if type(sizes) is list or type(sizes) is tuple else list(sizes))
+        return native.gather_rows(x, sizes)
     if not x.flags.c_contiguous:
         x = _contiguous(x)
     rows = tuple(_exchange_rows(native, x, "all_gather") if sizes is None else sizes)

@@ -33,13 +33,16 @@ every other call is non-blocking and raises CollectiveError after it. Between ho
 called different collectives" detector of shared memory does not run, so a mismatch or a peer that
 never comes surfaces as that timeout (the error says so).
 """
+import functools
 import math
 import os
+import types
 
 import numpy as np
 
+from .. import _native
 from .. import dtype as _dtype
-from . import mpi_wait
+from . import mpi_direct, mpi_wait
 from .interhost_gather import BLOCKING_BYTES, PAIRS_MEMBERS, GatherSide, _bytes
 from .interhost_gather import TAG as HOSTS_TAG
 from .interhost_pairs import NP_REDUCE, all_reduce_pairs
@@ -82,10 +85,10 @@ class InterHostGroup(GatherSide):
         self.leaders = tuple(m[0] for m in self.host_members)
         self.is_leader = world.rank == self.local[0]
         self._local_native = None
-        self._direct = {}  # op name -> (all_reduce communicator, MPI op) of _all_reduce_direct
-        self._last = (None, None, None)  # (redop, communicator, MPI op) of the last direct all_reduce
+        self._direct = {}  # op name -> (all_reduce communicator, MPI op, {dtype: its C++ call}) of a direct all_reduce
+        self._last = (None, None, None, None)  # (redop, communicator, MPI op, C++ calls) of the last direct all_reduce
         self._in_place = self.MPI.IN_PLACE
-        self._gather_comm = None  # the all_gather communicator, once made
+        self._gather_comm = self._gather_direct = None  # the all_gather communicator and its C++ call, once made
         self._rows_plans = {}  # (shape, dtype, sizes) -> gather_rows' checked plan (interhost_gather.py)
         self._in_flight = []  # all_reduce_async's handles not yet waited for, oldest first
         self.armed = None  # [collective, ranks] while a blocking MPI call runs: mpi_wait's thread reads it
@@ -126,20 +129,26 @@ class InterHostGroup(GatherSide):
         if nbytes < DIRECT_BYTES:
             # one MPI Allreduce over every member (what mpi4py does): fewest hops for small messages,
             # and the fewest Python steps (attribute reads cost here: redop.name alone is ~1 us)
-            last, comm, op = self._last
+            last, comm, op, direct = self._last
             if redop is not last:
-                comm, op = self._direct_for(redop)
+                comm, op, direct = self._direct_for(redop)
             if x.dtype in _WIDENED or (nbytes < PAIRS_BYTES and self.size <= PAIRS_MEMBERS):
                 return self._all_reduce_other(comm, op, x, out, redop)
             if nbytes >= self._hosts_from:
                 return self._all_reduce_hosts(comm, x, out, redop)
             send = self._in_place if out is x else x
             if nbytes < BLOCKING_BYTES:
+                call, rc = direct.get(x.dtype), 0  # from C++ (mpi_direct.py) for the usual dtypes
                 self.armed = ["all_reduce", self.ranks]  # mpi_wait's thread ends the process after the timeout
                 try:
-                    comm.Allreduce(send, out, op)
+                    if call is not None:
+                        rc = call(x, out)
+                    else:
+                        comm.Allreduce(send, out, op)
                 finally:
                     self.armed = None
+                if rc:
+                    mpi_direct.check(self.MPI, rc)
                 return out
             poll(self, comm.Iallreduce(send, out, op=op), "all_reduce", self.ranks)
             return out
@@ -194,12 +203,30 @@ class InterHostGroup(GatherSide):
         return out
 
     def _direct_for(self, redop):
-        """(communicator, MPI op) of a direct all_reduce with `redop`; remembered as the last one."""
+        """(communicator, MPI op, {dtype: C++ call}) of a direct all_reduce with `redop`; remembered as the last one."""
         found = self._direct.get(redop.name)
         if found is None:
-            found = self._direct[redop.name] = (self._jc.sub(self.ranks, "all_reduce"), self._op(redop))
+            comm, op = self._jc.sub(self.ranks, "all_reduce"), self._op(redop)
+            calls = {d: mpi_direct.allreduce(self.MPI, comm, d, op) for d in mpi_direct.DTYPES}
+            found = self._direct[redop.name] = (comm, op, {d: c for d, c in calls.items() if c is not None})
+            self._fast_all_reduce(redop, found[2])
         self._last = (redop, *found)
         return found
+
+    def _fast_all_reduce(self, redop, calls):
+        """Where the C++ calls exist (mpi_direct.py), the instance's all_reduce becomes _native.MpiAllreduceFast
+        (made once; this redop's dtypes added): the small direct case in one C++ call (no Python frame:
+        across hosts every us before a rank enters MPI delays its peers too), else this class's method."""
+        limit = min(DIRECT_BYTES, BLOCKING_BYTES, self._hosts_from, 1 << 62)
+        if not calls or self.size <= PAIRS_MEMBERS or limit <= 0:
+            return
+        fast = self.__dict__.get("all_reduce")
+        if fast is None:
+            fast = self.all_reduce = _native.MpiAllreduceFast(self, self.ranks, int(limit),
+                                                              types.MethodType(InterHostGroup.all_reduce, self),
+                                                              functools.partial(mpi_direct.check, self.MPI))
+        for dtype, call in calls.items():
+            fast.add(redop, dtype, call)
 
     def _sliced(self, x):
         """The same answer on every member: it depends on the message size and the group only."""
@@ -230,7 +257,7 @@ class InterHostGroup(GatherSide):
         if x.nbytes >= DIRECT_BYTES or out is not x or x.dtype in _WIDENED:
             self.all_reduce(x, out, redop)
             return Done()
-        comm, op = self._direct_for(redop)
+        comm, op, _ = self._direct_for(redop)
         handle = InFlight(self, comm.Iallreduce(self._in_place, x, op=op))
         self._in_flight.append(handle)
         return handle

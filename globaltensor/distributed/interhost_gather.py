@@ -4,12 +4,16 @@ interhost.py's docstring says which call each case makes; here too are the limit
 share (blocking calls, point to point). gather_rows, the public all_gather given the sizes, keeps a
 checked plan per layout (shape, dtype, sizes) so that a layout seen before goes straight to MPI.
 """
+import functools
 import math
 import os
 import sys
+import types
 
 import numpy as np
 
+from .. import _native
+from . import mpi_direct
 from .interhost_pairs import all_gather_pairs
 from .mpi_wait import poll
 
@@ -38,7 +42,8 @@ TAG = 7  # the tag of that Sendrecv (on the all_gather communicator)
 # outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put
 # those under world.SHARED_MIN_BYTES, this value, on the heap too; importing it would close a cycle)
 _HEAP_BYTES = 1 << 15
-_ALLGATHER, _HOSTS = "one blocking Allgather", "inside the hosts, then between them"  # gather_rows' ways
+_DIRECT, _ALLGATHER = "one blocking Allgather from C++", "one blocking Allgather"  # gather_rows' ways
+_HOSTS = "inside the hosts, then between them"
 _PLANS_KEPT = 64  # gather_rows' plans kept per group (a model's layouts; cleared when full)
 # gather_rows' outputs under this many bytes are kept by their plan and written again by the next call of
 # that layout once nothing else holds them (no view, no name): across hosts a fresh output per call (any
@@ -48,7 +53,7 @@ KEEP_BYTES = 1 << 20
 
 class GatherSide:
     """InterHostGroup's all_gathers; it sets ranks, size, index, rank, MPI, _world, _jc, _in_flight, armed,
-    _gather_comm (None until first used) and _rows_plans ({})."""
+    _gather_comm and _gather_direct (None until first used) and _rows_plans ({})."""
 
     def gather_rows(self, x, rows):
         """collectives.all_gather given the sizes, in one step: every member's x (rows[i] long along axis 0,
@@ -57,21 +62,31 @@ class GatherSide:
         seen before (shape, dtype, sizes) finds its checked plan in _rows_plans and goes straight to MPI."""
         if self._in_flight:
             self.drain()
-        plan = self._rows_plans.get((x.shape, x.dtype, rows if type(rows) is tuple else tuple(rows)))
+        if type(rows) is not list and type(rows) is not tuple:
+            rows = list(rows)
+        plan = self._rows_plans.get((x.shape, x.dtype, tuple(rows)))
         if plan is None:
             plan = self._rows_plan(x, rows)
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        shape, on_heap, how, counts, kept = plan
+        shape, how, counts, kept = plan
         out = kept[0] if kept else None
         if out is None or sys.getrefcount(out) > kept[1]:  # more than kept, out and the call: held elsewhere
-            out = np.empty(shape, x.dtype) if on_heap else self._world.empty_shared(shape, x.dtype)
+            out = self._new_output(shape, x.dtype)
             if kept:
                 kept[0] = out
                 kept[1] = sys.getrefcount(out)  # the same references, counted as this Python counts them
-        if how is _ALLGATHER:  # _gather's usual case: even shares, one blocking Allgather
-            byte = self.MPI.BYTE
+        if how is _DIRECT:  # _gather's usual case: even shares, one blocking Allgather (from C++: mpi_direct.py)
             self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
+            try:
+                rc = self._gather_direct(x, out)
+            finally:
+                self.armed = None
+            if rc:
+                mpi_direct.check(self.MPI, rc)
+        elif how is _ALLGATHER:  # the same through mpi4py, where mpi_direct found no functions
+            byte = self.MPI.BYTE
+            self.armed = ["all_gather", self.ranks]
             try:
                 self._gather_comm.Allgather([x, byte], [out, byte])
             finally:
@@ -106,7 +121,7 @@ class GatherSide:
         return True
 
     def _rows_plan(self, x, rows):
-        """gather_rows' checked plan for x's layout and these sizes: (output shape, on the heap, how
+        """gather_rows' checked plan for x's layout and these sizes: (output shape, how
         (_ALLGATHER, _HOSTS: _gather_hosts, None: _gather), the members' bytes or None when even, [the last
         output, its reference count] under KEEP_BYTES else None); kept in _rows_plans (bounded: at most
         _PLANS_KEPT outputs under KEEP_BYTES per group)."""
@@ -124,8 +139,9 @@ class GatherSide:
         even, nbytes = rows.count(mine) == k, total * row_bytes
         how = None
         if even and nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and x.nbytes < PAIRS_SHARE_BYTES:
-            how = _HOSTS if 0 < HOSTS_BYTES <= nbytes and self._host_peer is not None else _ALLGATHER
-        plan = ((total,) + x.shape[1:], nbytes < _HEAP_BYTES, how, None if even else [int(r) * row_bytes for r in rows],
+            how = _HOSTS if 0 < HOSTS_BYTES <= nbytes and self._host_peer is not None else \
+                _ALLGATHER if self._gather_direct is None else _DIRECT
+        plan = ((total,) + x.shape[1:], how, None if even else [int(r) * row_bytes for r in rows],
                 [None, 0] if nbytes < KEEP_BYTES else None)
         if len(self._rows_plans) >= _PLANS_KEPT:
             self._rows_plans.clear()
@@ -167,7 +183,9 @@ class GatherSide:
         if nbytes < BLOCKING_BYTES:
             self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
             try:
-                if counts is None:  # the usual case: arrays as they are, as MPI bytes
+                if counts is None and comm is self._gather_comm and self._gather_direct is not None:
+                    mpi_direct.check(self.MPI, self._gather_direct(x, out))
+                elif counts is None:  # the usual case: arrays as they are, as MPI bytes
                     comm.Allgather([x, byte], [out, byte])
                 else:
                     comm.Allgatherv(_bytes(x), [_bytes(out), counts])
@@ -179,8 +197,23 @@ class GatherSide:
             poll(self, comm.Iallgatherv(_bytes(x), [_bytes(out), counts]), "all_gather", self.ranks)
 
     def _gather_comm_first(self):
+        """Make the all_gather communicator and its C++ Allgather; where that exists, the instance's
+        gather_rows becomes _native.MpiGatherRows: the small even case in one C++ call (no Python frame:
+        across hosts every us before a rank enters MPI delays its peers too), else this class's method."""
         self._gather_comm = self._jc.sub(self.ranks, "all_gather")
+        self._gather_direct = mpi_direct.allgather(self.MPI, self._gather_comm)
+        if self._gather_direct is not None and self.size > PAIRS_MEMBERS:
+            hosts = HOSTS_BYTES if HOSTS_BYTES > 0 and self._host_peer is not None else KEEP_BYTES
+            self.gather_rows = _native.MpiGatherRows(
+                self._gather_direct, self, self.ranks, max(0, min(KEEP_BYTES, BLOCKING_BYTES, hosts)), self._new_output,
+                types.MethodType(GatherSide.gather_rows, self), functools.partial(mpi_direct.check, self.MPI))
         return self._gather_comm
+
+    def _new_output(self, shape, dtype):
+        """A new output of gather_rows: on the heap when small, else in shared memory."""
+        if math.prod(shape) * dtype.itemsize < _HEAP_BYTES:
+            return np.empty(shape, dtype)
+        return self._world.empty_shared(shape, dtype)
 
     def _gather_sizes(self, comm, mine, dst):
         """Every member's byte count, checked (ValueError on every member when they do not fill the

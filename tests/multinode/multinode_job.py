@@ -228,6 +228,46 @@ def gather_lie():
     return "no error"
 
 
+def direct(expect):
+    """The small all_gather / all_reduce called from C++ (mpi_direct.py; expect "on") or through mpi4py ("off"):
+    values against numpy for each dtype and op, in place and not; a kept output is written again only when
+    nothing holds it."""
+    r, ranks = gt.env.get_rank(), [0, 1, 2, 3]
+    checked = 0
+    for g in (None, dist.new_group([3, 0, 2, 1])):
+        members = ranks if g is None else [3, 0, 2, 1]
+        for dtype in (np.float32, np.float64, np.int32, np.int64, np.float16):
+            for op, fold in (("sum", np.sum), ("max", np.max), ("min", np.min)):
+                values = [_rank_value(q, (3, 5), dtype) for q in members]
+                want = fold(np.stack([v.astype(np.float64) for v in values]), 0).astype(dtype)
+                x = _rank_value(r, (3, 5), dtype)
+                np.testing.assert_array_equal(dist.all_reduce(x, op=op, group=g), want)
+                out = np.empty_like(x)
+                np.testing.assert_array_equal(dist.all_reduce(_rank_value(r, (3, 5), dtype), op=op, group=g, out=out), want)
+                checked += 1
+        native = dist.collectives._native_of(g, "all_reduce")
+        pieces = [_rank_value(q, (4, 3), np.float32) for q in members]
+        want = np.concatenate(pieces)
+        held = dist.all_gather(pieces[members.index(r)], group=g, sizes=[4] * 4)
+        second = dist.all_gather(pieces[members.index(r)] + 1, group=g, sizes=(4, 4, 4, 4))
+        view = second[1:]
+        address = second.ctypes.data
+        del second
+        third = dist.all_gather(np.repeat(pieces[members.index(r)] + 2, 2, axis=1)[:, ::2], group=g, sizes=np.array([4] * 4))
+        assert third.ctypes.data != address  # a view holds second
+        address = third.ctypes.data
+        del third
+        fourth = dist.all_gather(pieces[members.index(r)] + 3, group=g, sizes=[4] * 4)
+        assert fourth.ctypes.data == address  # nothing held third: written again
+        np.testing.assert_array_equal(held, want)
+        np.testing.assert_array_equal(view, (want + 1)[1:])
+        np.testing.assert_array_equal(fourth, want + 3)
+        names = (type(native.__dict__.get("all_reduce")).__name__, type(native.__dict__.get("gather_rows")).__name__)
+        assert names == (("MpiAllreduceFast", "MpiGatherRows") if expect == "on" else ("NoneType", "NoneType")), names
+        checked += 1
+    return checked
+
+
 def die(victim):
     """Rank `victim` kills itself after a first collective; the others keep calling collectives."""
     x = np.ones(4, np.float32)
@@ -245,7 +285,7 @@ def die(victim):
 def main():
     kind, out_dir, *rest = sys.argv[1:]
     result = {"collectives": collectives, "boxing": boxing, "toy": toy, "die": die, "checkpoint": checkpoint,
-              "pipeline": pipeline, "mismatch": mismatch, "gather_lie": gather_lie}[kind](*rest)
+              "pipeline": pipeline, "mismatch": mismatch, "gather_lie": gather_lie, "direct": direct}[kind](*rest)
     with open(os.path.join(out_dir, f"rank_{gt.env.get_rank()}.json"), "w") as f:
         json.dump(result, f)
 

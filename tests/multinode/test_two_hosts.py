@@ -58,6 +58,14 @@ def test_collectives_across_hosts_match_numpy(tmp_path, mixed):
 
 
 @needs_hosts
+@pytest.mark.parametrize("direct", ["on", "off"])
+def test_small_calls_from_cpp_and_through_mpi4py_match_numpy(tmp_path, direct):
+    """s9: small all_reduce / all_gather across hosts call MPI from C++ (GLOBALTENSOR_MPI_DIRECT=0: mpi4py)."""
+    env = {**_env(), "GLOBALTENSOR_MPI_DIRECT": "1" if direct == "on" else "0"}
+    assert _two_host_job(tmp_path, "direct", direct, env=env) == [2 * 5 * 3 + 2] * 4
+
+
+@needs_hosts
 def test_every_sbp_pair_across_hosts(tmp_path):
     assert _two_host_job(tmp_path, "boxing") == [3 * 16 + 256] * 4
 
