@@ -9,6 +9,7 @@
 #include "../kernels/group.h"
 #include "../kernels/group_segment.h"
 #include "common.h"
+#include "kept.h"
 
 namespace gt {
 namespace bindings {
@@ -37,6 +38,74 @@ gt::DType reduce_dtype(const py::array& in, const py::array& out, gt::RedOp redo
                          dtype_text(in) + ")");
   return dtype;
 }
+
+// collectives.all_gather(x, sizes=...) on a group of one host in one C++ call: `sizes` (alike on every member)
+// give the output's rows; an output under max_bytes is its layout's kept one (kept.h) and the group's
+// all_gather fills it. Anything else (a larger output, a 0-d x, not an array, sizes not k ints) goes to
+// fallback(x, sizes), collectives.py's own way.
+struct GatherRows {
+  std::shared_ptr<Group> group;
+  size_t max_bytes;
+  py::object fallback, alloc;
+  KeptOutputs kept;
+
+  py::object operator()(py::object xo, py::object sizes) {
+    if (!py::isinstance<py::array>(xo)) return fallback(xo, sizes);
+    py::array x = py::reinterpret_borrow<py::array>(xo);
+    if (!(x.flags() & py::array::c_style)) x = py::array::ensure(x, py::array::c_style);  // a C-contiguous copy
+    if (!x || x.ndim() == 0) return fallback(xo, sizes);
+    Group& g = *group;
+    gt::Scratch<int64_t> rows(size_t(g.size()));
+    int64_t total = read_rows(sizes, g.size(), rows.data());
+    size_t row_bytes = size_t(x.itemsize());
+    for (py::ssize_t d = 1; d < x.ndim(); ++d) row_bytes *= size_t(x.shape(d));
+    if (total < 0 || size_t(total) * row_bytes >= max_bytes) return fallback(xo, sizes);
+    py::object out = kept.get(x, total, alloc);
+    View i = contiguous(x, "input", false), o = contiguous(py::reinterpret_borrow<py::array>(out), "output", true);
+    {
+      py::gil_scoped_release r;
+      g.all_gather(i.ptr, i.nbytes, o.ptr, o.nbytes);
+    }
+    return out;
+  }
+};
+
+// collectives.all_to_all(x, send_sizes, recv_sizes=...) on a group of one host in one C++ call, as GatherRows:
+// an output under max_bytes is its layout's kept one. Anything else (recv_sizes None, send sizes that do not
+// add up to x's rows, a larger output) goes to fallback(x, send_sizes, recv_sizes).
+struct AllToAllRows {
+  std::shared_ptr<Group> group;
+  size_t max_bytes;
+  py::object fallback, alloc;
+  KeptOutputs kept;
+
+  py::object operator()(py::object xo, py::object send_sizes, py::object recv_sizes) {
+    if (!py::isinstance<py::array>(xo)) return fallback(xo, send_sizes, recv_sizes);
+    py::array x = py::reinterpret_borrow<py::array>(xo);
+    if (!(x.flags() & py::array::c_style)) x = py::array::ensure(x, py::array::c_style);  // a C-contiguous copy
+    if (!x || x.ndim() == 0) return fallback(xo, send_sizes, recv_sizes);
+    Group& g = *group;
+    size_t k = size_t(g.size());
+    gt::Scratch<int64_t> send(k), recv(k);
+    int64_t sent = read_rows(send_sizes, g.size(), send.data());
+    int64_t got = sent == int64_t(x.shape(0)) ? read_rows(recv_sizes, g.size(), recv.data()) : -1;
+    size_t row_bytes = size_t(x.itemsize());
+    for (py::ssize_t d = 1; d < x.ndim(); ++d) row_bytes *= size_t(x.shape(d));
+    if (got < 0 || size_t(got) * row_bytes >= max_bytes) return fallback(xo, send_sizes, recv_sizes);
+    gt::Scratch<uint64_t> send_bytes(k), recv_bytes(k);
+    for (size_t q = 0; q < k; ++q) {
+      send_bytes[q] = uint64_t(send[q]) * row_bytes;
+      recv_bytes[q] = uint64_t(recv[q]) * row_bytes;
+    }
+    py::object out = kept.get(x, got, alloc);
+    View i = contiguous(x, "input", false), o = contiguous(py::reinterpret_borrow<py::array>(out), "output", true);
+    {
+      py::gil_scoped_release r;
+      g.all_to_all(i.ptr, send_bytes.data(), o.ptr, recv_bytes.data());
+    }
+    return out;
+  }
+};
 
 }  // namespace
 
@@ -120,6 +189,23 @@ void bind_collectives(py::module_& m) {
       .def_property_readonly("size", &Group::size)
       .def_property_readonly("index", &Group::index)
       .def_property_readonly("ranks", &Group::ranks);
+
+  py::class_<GatherRows>(m, "GatherRows", "collectives.all_gather given the sizes, on one host, in one C++ call.")
+      .def(py::init([](std::shared_ptr<Group> group, size_t max_bytes, py::object fallback) {
+             return GatherRows{std::move(group), max_bytes, std::move(fallback), py::module_::import("numpy").attr("empty"), {}};
+           }),
+           py::arg("group"), py::arg("max_bytes"), py::arg("fallback"))
+      .def("__call__", &GatherRows::operator(), py::arg("x"), py::arg("sizes"),
+           "Every member's x concatenated along axis 0 (sizes: every member's length, alike on every member).")
+      .def_property_readonly("kept", [](const GatherRows& g) { return g.kept.size(); },
+                             "How many layouts' outputs are kept (at most 16).");
+  py::class_<AllToAllRows>(m, "AllToAllRows", "collectives.all_to_all given both sizes, on one host, in one C++ call.")
+      .def(py::init([](std::shared_ptr<Group> group, size_t max_bytes, py::object fallback) {
+             return AllToAllRows{std::move(group), max_bytes, std::move(fallback), py::module_::import("numpy").attr("empty"), {}};
+           }),
+           py::arg("group"), py::arg("max_bytes"), py::arg("fallback"))
+      .def("__call__", &AllToAllRows::operator(), py::arg("x"), py::arg("send_sizes"), py::arg("recv_sizes"),
+           "What every member sends here (recv_sizes rows from each), in member order.");
 }
 
 }  // namespace bindings

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/group_segment.h"
 #include "common.h"
+#include "kept.h"
 
 namespace gt {
 namespace bindings {
@@ -74,13 +76,6 @@ struct MpiAllreduce {
   }
 };
 
-// The output of a gather kept by MpiGatherRows: written again once nothing but the keeper holds it.
-struct Kept {
-  py::object dtype;
-  std::vector<py::ssize_t> shape;
-  py::object out;
-};
-
 // InterHostGroup.gather_rows' common case in one C++ call: even shares (`rows`, a list or tuple of ints
 // alike on every member) of a C-contiguous x under `max_bytes` of output, no all_reduce in flight on the
 // group; the output is the last one of that layout when nothing else holds it (an allocator's reuse of a
@@ -90,80 +85,24 @@ struct MpiGatherRows {
   MpiAllgather call;
   py::object group, ranks, alloc, fallback, on_error;
   size_t max_bytes;
-  std::vector<Kept> kept;
-  size_t next = 0;  // the entry a new layout replaces once kept is full (round robin)
-  static constexpr size_t kKept = 16;
-
-  // The even share of rows (each entry equal: a list, tuple or other sequence of ints), or -1 when they are
-  // not even, not ints or not one per member (the Python method then says which).
-  int64_t even_share(const py::handle& rows) const {
-    PyObject* seq = PySequence_Fast(rows.ptr(), "sizes");  // the list or tuple itself (new reference)
-    if (seq == nullptr) {
-      PyErr_Clear();
-      return -1;
-    }
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
-    int64_t share = k == Py_ssize_t(call.size) ? 0 : -1;
-    for (Py_ssize_t i = 0; i < k && share >= 0; ++i) {
-      PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
-      PyObject* index = PyLong_CheckExact(item) ? (Py_INCREF(item), item) : PyNumber_Index(item);
-      if (index == nullptr) {
-        PyErr_Clear();
-        share = -1;
-        break;
-      }
-      int overflow = 0;
-      long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
-      Py_DECREF(index);
-      share = overflow || v < 0 || (i > 0 && v != share) ? -1 : v;
-    }
-    Py_DECREF(seq);
-    return share;
-  }
-
+  KeptOutputs kept;
   py::list in_flight;  // group._in_flight (one list for the group's life): all_reduces not yet waited for
   py::str what = py::str("all_gather"), armed = py::str("armed");
-
-  static py::tuple as_tuple(const py::array& x, int64_t total) {
-    py::tuple t(x.ndim());
-    for (py::ssize_t i = 0; i < x.ndim(); ++i) t[i] = py::int_(i == 0 ? py::ssize_t(total) : x.shape(i));
-    return t;
-  }
-
-  // Whether a kept output fits x's gather: its dtype and shape, total rows along axis 0.
-  static bool fits(const Kept& k, const py::array& x, PyObject* dtype, int64_t total) {
-    if (py::ssize_t(k.shape.size()) != x.ndim() || k.shape[0] != total) return false;
-    for (py::ssize_t i = 1; i < x.ndim(); ++i)
-      if (k.shape[size_t(i)] != x.shape(i)) return false;
-    return k.dtype.ptr() == dtype || PyObject_RichCompareBool(k.dtype.ptr(), dtype, Py_EQ) == 1;
-  }
-
-  py::object output(const py::array& x, int64_t total) {
-    PyObject* dtype = reinterpret_cast<PyObject*>(py::detail::array_proxy(x.ptr())->descr);
-    for (Kept& k : kept) {
-      if (!fits(k, x, dtype, total)) continue;
-      if (Py_REFCNT(k.out.ptr()) == 1) return k.out;  // only kept holds it: no name, view or container
-      k.out = alloc(as_tuple(x, total), py::handle(dtype));
-      return k.out;
-    }
-    py::object out = alloc(as_tuple(x, total), py::handle(dtype));
-    std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
-    shape[0] = py::ssize_t(total);
-    Kept entry{py::reinterpret_borrow<py::object>(dtype), std::move(shape), out};
-    if (kept.size() < kKept) kept.push_back(std::move(entry));
-    else kept[next++ % kKept] = std::move(entry);
-    return out;
-  }
 
   py::object operator()(py::object xo, py::object rows) {
     if (!py::isinstance<py::array>(xo)) return fallback(xo, rows);
     py::array x = py::reinterpret_borrow<py::array>(xo);
     if (!(x.flags() & py::array::c_style)) x = py::array::ensure(x, py::array::c_style);  // a C-contiguous copy
-    int64_t share = x && x.ndim() > 0 ? even_share(rows) : -1;
+    if (!x || x.ndim() == 0) return fallback(xo, rows);
+    gt::Scratch<int64_t> sizes(size_t(call.size));
+    int64_t total = read_rows(rows, call.size, sizes.data());
+    int64_t share = total >= 0 && total == sizes[0] * call.size ? sizes[0] : -1;
+    for (int i = 1; i < call.size && share >= 0; ++i)
+      if (sizes[size_t(i)] != share) share = -1;
     size_t total_bytes = size_t(x.nbytes()) * size_t(call.size);
     if (share < 0 || x.shape(0) != share || total_bytes >= max_bytes) return fallback(xo, rows);
     if (PyList_GET_SIZE(in_flight.ptr()) != 0) return fallback(xo, rows);  // in flight: the method drains them
-    py::object out = output(x, share * int64_t(call.size));
+    py::object out = kept.get(x, total, alloc);
     py::array o = py::reinterpret_borrow<py::array>(out);
     py::list marker(2);  // a new list per call: mpi_wait's watchdog tells calls apart by identity
     marker[0] = what;
@@ -241,7 +180,7 @@ void bind_mpi(py::module_& m) {
       .def(py::init([](const MpiAllgather& call, py::object group, py::object ranks, size_t max_bytes, py::object alloc,
                        py::object fallback, py::object on_error) {
              py::list in_flight = group.attr("_in_flight");
-             return MpiGatherRows{call, group, ranks, alloc, fallback, on_error, max_bytes, {}, 0, in_flight};
+             return MpiGatherRows{call, group, ranks, alloc, fallback, on_error, max_bytes, {}, in_flight};
            }),
            py::arg("call"), py::arg("group"), py::arg("ranks"), py::arg("max_bytes"), py::arg("alloc"),
            py::arg("fallback"), py::arg("on_error"))

@@ -1,8 +1,9 @@
-"""Per-call plans of the collectives that allocate their output: its shape and the byte counts, by input layout and sizes (bounded cache), and the last small output."""
+"""Per-call plans of the collectives that allocate their output: its shape and the byte counts, by input layout and sizes (bounded cache), the last small output, and the rows exchange of calls without sizes."""
 from __future__ import annotations
 
 import math
 import sys
+import zlib
 
 import numpy as np
 
@@ -109,3 +110,24 @@ def check_send(native, shape, send_sizes):
         raise ValueError(f"all_to_all: send_sizes {send} must be {native.size} non-negative lengths adding up to "
                          f"axis 0 of the input ({shape[0]})")
     return send
+
+
+def exchange_rows(native, x, name):
+    """Every member's length along axis 0, checking the other dims and dtype agree."""
+    meta = np.array([x.shape[0] if x.ndim else 1, zlib.crc32(repr((x.shape[1:], x.dtype.str)).encode())],
+                    dtype=np.int64)
+    table = np.empty((native.size, 2), dtype=np.int64)
+    gather_into(native, meta, table, [1] * native.size, meta.nbytes)
+    if len(set(table[:, 1].tolist())) != 1:
+        raise ValueError(f"{name}: the ranks passed arrays whose shapes beyond axis 0 or dtypes differ")
+    return table[:, 0].tolist()
+
+
+def gather_into(native, x, out, rows, row_bytes):
+    """native.all_gather(x, out); a group across hosts is told every member's bytes (`rows` of
+    `row_bytes`, alike on every rank), so it needs no collective to learn them (one host's shared
+    memory reads them anyway)."""
+    if getattr(native, "spans_hosts", False):
+        native.all_gather(x, out, [int(r) * row_bytes for r in rows])
+    else:
+        native.all_gather(x, out)

@@ -7,8 +7,8 @@ every rank before any rank communicates.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
-import zlib
 from typing import Any, Literal, Optional, Sequence
 
 import numpy as np
@@ -71,7 +71,7 @@ def _group(group):
 
 def _native_of(group, name):
     """The native group of `group` (None: the world's): the member's cached one on the small path."""
-    global _world_native, _world_across_hosts
+    global _world_native, _world_across_hosts, _world_rows, _world_to_all
     if group is None and _world_native is not None:
         return _world_native
     g = world_group() if group is None else group if isinstance(group, Group) else Group(group)
@@ -80,10 +80,14 @@ def _native_of(group, name):
     if group is None:
         _world_native = native  # the world and its group are made once and never replaced
         _world_across_hosts = getattr(native, "spans_hosts", False)
+        if isinstance(native, _native.Group):
+            _world_rows = _native.GatherRows(native, SHARED_MIN_BYTES, functools.partial(_gather, native))
+            _world_to_all = _native.AllToAllRows(native, SHARED_MIN_BYTES, functools.partial(_to_all, native))
     return native
 
 
-_world_native = None
+_world_native = _world_rows = _world_to_all = None  # the world's native group; on one host its all_gather / all_to_all
+# given the sizes (C++: _native.GatherRows, AllToAllRows)
 _world_across_hosts = False  # whether _world_native spans hosts (all_gather's shortest path)
 
 
@@ -262,17 +266,6 @@ def broadcast(x: np.ndarray, src: int = 0, group: Optional[Group] = None) -> np.
     return x
 
 
-def _exchange_rows(native, x, name):
-    """Every member's length along axis 0, checking the other dims and dtype agree."""
-    meta = np.array([x.shape[0] if x.ndim else 1, zlib.crc32(repr((x.shape[1:], x.dtype.str)).encode())],
-                    dtype=np.int64)
-    table = np.empty((native.size, 2), dtype=np.int64)
-    _gather_into(native, meta, table, [1] * native.size, meta.nbytes)
-    if len(set(table[:, 1].tolist())) != 1:
-        raise ValueError(f"{name}: the ranks passed arrays whose shapes beyond axis 0 or dtypes differ")
-    return table[:, 0].tolist()
-
-
 def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Sequence[int]] = None) -> np.ndarray:
     """Concatenate every member's x along axis 0 (lengths may differ) into a new array.
 
@@ -282,18 +275,26 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     The result is placed in shared memory when large, so later collectives need no copy; a small
     one may be the memory of an earlier call's result that nothing holds any more (call_plans.py).
     """
-    if _world_across_hosts and group is None and sizes is not None and type(x) is np.ndarray and not _observers:
-        return _world_native.gather_rows(x, sizes)  # the world across hosts: checks, output, MPI in one C++ call
+    if group is None and sizes is not None and type(x) is np.ndarray and not _observers:
+        if _world_rows is not None:  # the world on one host: sizes, kept output, the native call in one C++ call
+            return _world_rows(x, sizes)
+        if _world_across_hosts:  # across hosts: checks, output, MPI in one C++ call (mpi_direct.py)
+            return _world_native.gather_rows(x, sizes)
     if type(x) is not np.ndarray:
         _check_array(x, "all_gather")
     native = _world_native if group is None and _world_native is not None else _native_of(group, "all_gather")
     if _observers:
         _observe("all_gather", x.nbytes, group)
+    return _gather(native, x, sizes)
+
+
+def _gather(native, x, sizes):
+    """all_gather after its checks (and _native.GatherRows' way for what it does not take)."""
     if sizes is not None and getattr(native, "spans_hosts", False):  # across hosts: checked, allocated, sent in one step
         return native.gather_rows(x, sizes)
     if not x.flags.c_contiguous:
         x = _contiguous(x)
-    rows = tuple(_exchange_rows(native, x, "all_gather") if sizes is None else sizes)
+    rows = tuple(call_plans.exchange_rows(native, x, "all_gather") if sizes is None else sizes)
     plan = call_plans.GATHER.get((native, x.shape, x.dtype, rows)) or call_plans.gather(native, x.shape, x.dtype, rows)
     out_shape, on_heap, counts, kept = plan
     out = call_plans.output(kept, out_shape, x.dtype)
@@ -302,16 +303,6 @@ def all_gather(x: np.ndarray, group: Optional[Group] = None, sizes: Optional[Seq
     else:
         native.all_gather(x, out, counts)
     return out
-
-
-def _gather_into(native, x, out, rows, row_bytes):
-    """native.all_gather(x, out); a group across hosts is told every member's bytes (`rows` of
-    `row_bytes`, alike on every rank), so it needs no collective to learn them (one host's shared
-    memory reads them anyway)."""
-    if getattr(native, "spans_hosts", False):
-        native.all_gather(x, out, [int(r) * row_bytes for r in rows])
-    else:
-        native.all_gather(x, out)
 
 
 def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = None,
@@ -349,18 +340,25 @@ def all_to_all(x: np.ndarray, send_sizes: Sequence[int], group: Optional[Group] 
     The result concatenates, along axis 0, the pieces from members 0, 1, ... in order.
     recv_sizes: what each member sends here, when known (saves one small exchange).
     """
+    if _world_to_all is not None and group is None and recv_sizes is not None and type(x) is np.ndarray and not _observers:
+        return _world_to_all(x, send_sizes, recv_sizes)  # the world on one host: one C++ call
     if type(x) is not np.ndarray:
         _check_array(x, "all_to_all")
     native = _world_native if group is None and _world_native is not None else _native_of(group, "all_to_all")
     if _observers:
         _observe("all_to_all", x.nbytes, group)
+    return _to_all(native, x, send_sizes, recv_sizes)
+
+
+def _to_all(native, x, send_sizes, recv_sizes):
+    """all_to_all after its checks (and _native.AllToAllRows' way for what it does not take)."""
     if not x.flags.c_contiguous:
         x = _contiguous(x)
     send_sizes = tuple(send_sizes)  # any iterable, read once
     if recv_sizes is None:
         send = call_plans.check_send(native, x.shape, send_sizes)
         table = np.empty((native.size, native.size), dtype=np.int64)
-        _gather_into(native, np.array(send, dtype=np.int64), table, [1] * native.size, 8 * native.size)
+        call_plans.gather_into(native, np.array(send, dtype=np.int64), table, [1] * native.size, 8 * native.size)
         recv_sizes = table[:, native.index].tolist()
     key = (native, x.shape, x.dtype, send_sizes, tuple(recv_sizes))
     out_shape, on_heap, send_bytes, recv_bytes, kept = call_plans.TO_ALL.get(key) or call_plans.to_all(*key)

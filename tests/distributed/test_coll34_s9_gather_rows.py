@@ -1,0 +1,68 @@
+"""all_gather / all_to_all given the sizes on one host in one C++ call (_native.GatherRows, AllToAllRows; issue 34
+s9): values against numpy for even and uneven sizes, strided inputs, sizes of any int sequence (an iterator
+too), large outputs (shared memory, collectives.py's way) and bad sizes (ValueError on every rank, before any
+collective)."""
+import numpy as np
+import pytest
+
+import globaltensor as gt
+from globaltensor import distributed as dist
+from conftest import run_ranks
+
+
+def _piece(q, rows, dtype=np.float32):
+    return (np.arange(rows * 3).reshape(rows, 3) + 100 * q).astype(dtype)
+
+
+def _gathers():
+    from globaltensor.distributed import collectives
+    r, k = gt.env.get_rank(), gt.env.get_world_size()
+    for rows_of, dtype in ((lambda q: 2, np.float32), (lambda q: q + 1, np.int64), (lambda q: 0 if q == 1 else 3, np.float64),
+                           (lambda q: 3000, np.float32)):  # the last: 36 KiB per rank, an output in shared memory
+        sizes = [rows_of(q) for q in range(k)]
+        want = np.concatenate([_piece(q, rows_of(q), dtype) for q in range(k)])
+        mine = _piece(r, rows_of(r), dtype)
+        for given in (sizes, tuple(sizes), np.array(sizes), [np.int64(s) for s in sizes]):
+            np.testing.assert_array_equal(dist.all_gather(mine, sizes=given), want)
+        strided = np.repeat(mine, 2, axis=1)[:, ::2]
+        np.testing.assert_array_equal(dist.all_gather(strided, sizes=sizes), want)
+    for bad in ([2] * (k + 1), [2] * (k - 1)):
+        with pytest.raises(ValueError, match="one entry per member"):
+            dist.all_gather(_piece(r, 2), sizes=bad)
+    np.testing.assert_array_equal(dist.all_gather(_piece(r, 2), sizes=[2] * k),  # still in step afterwards
+                                  np.concatenate([_piece(q, 2) for q in range(k)]))
+    assert type(collectives._world_rows).__name__ == "GatherRows"  # made by the world's first collective
+    return collectives._world_rows.kept
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("k", [2, 3])
+def test_all_gather_given_sizes_in_cpp_matches_numpy(k):
+    kept = run_ranks(_gathers, k, timeout=100)
+    assert all(1 <= n <= 16 for n in kept), kept
+
+
+def _to_alls():
+    from globaltensor.distributed import collectives
+    r, k = gt.env.get_rank(), gt.env.get_world_size()
+    for rows_of, dtype in ((lambda p, q: 1, np.float32), (lambda p, q: p + 2 * q, np.int64),
+                           (lambda p, q: 1500 + p, np.float32)):  # the last: outputs of 18-36 KiB (shared memory)
+        send = [rows_of(r, q) for q in range(k)]
+        recv = [rows_of(p, r) for p in range(k)]
+        x = np.concatenate([np.full((rows_of(r, q), 3), 10 * r + q, dtype) for q in range(k)])
+        want = np.concatenate([np.full((rows_of(p, r), 3), 10 * p + r, dtype) for p in range(k)])
+        for s, v in ((send, recv), (tuple(send), np.array(recv)), (iter(send), recv), (send, None)):
+            np.testing.assert_array_equal(dist.all_to_all(x, s, recv_sizes=v), want)
+        np.testing.assert_array_equal(dist.all_to_all(np.repeat(x, 2, axis=1)[:, ::2], send, recv_sizes=recv), want)
+    with pytest.raises(ValueError, match="send_sizes"):
+        dist.all_to_all(np.zeros((k + 1, 3), np.float32), [1] * k, recv_sizes=[1] * k)
+    x = np.full((k, 3), r, np.float32)  # still in step afterwards
+    np.testing.assert_array_equal(dist.all_to_all(x, [1] * k, recv_sizes=[1] * k),
+                                  np.repeat(np.arange(k, dtype=np.float32), 3).reshape(k, 3))
+    return type(collectives._world_to_all).__name__
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("k", [2, 3])
+def test_all_to_all_given_sizes_in_cpp_matches_numpy(k):
+    assert run_ranks(_to_alls, k, timeout=100) == ["AllToAllRows"] * k
