@@ -30,12 +30,13 @@ PAIRS_MEMBERS = int(os.environ.get("GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS", "0"))
 # by mpi_wait's thread (faster than a non-blocking call and our polling; see docs/multinode.md); 0: none
 BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str(16 << 20)))
 
-# all_gathers from this many bytes of output (and under BLOCKING_BYTES, shares under PAIRS_SHARE_BYTES) on
-# two hosts holding equal blocks of the group's members go in two steps: all_gather inside each host through
-# shared memory, then one blocking Sendrecv of the host's block with the same local index on the other host
-# (MPI's Allgather sends a host's share over loopback TCP first); 0: never. From 1 MiB: 1.23x mpi4py at 1 MiB
-# on a calmer run, but 0.2x-0.5x at 1 KiB-256 KiB (the shared-memory step waits ~200 us for a peer that
-# spins in MPI on the same core), though 1.3x-1.5x there under heavy load (RESULTS.md "Issue 32 (s7)")
+# all_gathers from this many bytes of output on two hosts holding equal blocks of the group's members go in
+# two steps: all_gather inside each host through shared memory, then one Sendrecv of the host's block with the
+# same local index on the other host (blocking under BLOCKING_BYTES, else polled; MPI's Allgather sends a
+# host's share over loopback TCP first); 0: never. From 1 MiB: 1.23x mpi4py at 1 MiB on a calmer run, but
+# 0.2x-0.5x at 1 KiB-256 KiB (the shared-memory step waits ~200 us for a peer that spins in MPI on the same
+# core), though 1.3x-1.5x there under heavy load (RESULTS.md "Issue 32 (s7)"); at 16 MiB 1.29x where MPI's
+# Allgather and point to point were 0.97-1.02x (s9: before, it stopped at 16 MiB and 1 MiB shares)
 HOSTS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES", str(1 << 20)))
 TAG = 7  # the tag of that Sendrecv (on the all_gather communicator)
 
@@ -98,14 +99,17 @@ class GatherSide:
         return out
 
     def _gather_hosts(self, x, out):
-        """The HOSTS_BYTES path: x's bytes into out (both C-contiguous) on two hosts of equal blocks."""
+        """The HOSTS_BYTES path: x's bytes into out (both C-contiguous) on two hosts of equal blocks; the
+        exchange between the hosts is a blocking Sendrecv under BLOCKING_BYTES of output, else polled."""
         blocks = _bytes(out).reshape(2, -1)
-        here = self.host_index
+        here, peer, comm = self.host_index, self._host_peer, self._gather_comm
         self._local().all_gather(_bytes(x), blocks[here])
-        peer = self._host_peer
+        if out.nbytes >= BLOCKING_BYTES:
+            reqs = [comm.Irecv(blocks[1 - here], peer, TAG), comm.Isend(blocks[here], peer, TAG)]
+            return poll(self, self.MPI.Request, "all_gather", self.ranks, reqs)
         self.armed = ["all_gather", self.ranks]  # mpi_wait's thread ends the process after the timeout
         try:
-            self._gather_comm.Sendrecv(blocks[here], peer, TAG, blocks[1 - here], peer, TAG)
+            comm.Sendrecv(blocks[here], peer, TAG, blocks[1 - here], peer, TAG)
         finally:
             self.armed = None
 
@@ -138,9 +142,11 @@ class GatherSide:
             self._gather_comm_first()
         even, nbytes = rows.count(mine) == k, total * row_bytes
         how = None
-        if even and nbytes < BLOCKING_BYTES and k > PAIRS_MEMBERS and x.nbytes < PAIRS_SHARE_BYTES:
-            how = _HOSTS if 0 < HOSTS_BYTES <= nbytes and self._host_peer is not None else \
-                _ALLGATHER if self._gather_direct is None else _DIRECT
+        if even and k > PAIRS_MEMBERS:
+            if 0 < HOSTS_BYTES <= nbytes and self._host_peer is not None:
+                how = _HOSTS
+            elif nbytes < BLOCKING_BYTES and x.nbytes < PAIRS_SHARE_BYTES:
+                how = _ALLGATHER if self._gather_direct is None else _DIRECT
         plan = ((total,) + x.shape[1:], how, None if even else [int(r) * row_bytes for r in rows],
                 [None, 0] if nbytes < KEEP_BYTES else None)
         if len(self._rows_plans) >= _PLANS_KEPT:

@@ -50,10 +50,12 @@ def test_collectives_across_hosts_match_numpy(tmp_path, mixed):
     """Default: small all_reduces go point to point on these small groups. mixed: only groups of 2 do;
     the others' all_reduces under 300000 bytes are one MPI Allreduce, larger ones go through shared
     memory and the hosts (sliced on the 4 ranks, leaders on [0, 1, 3]); from 100000 bytes on the 4 ranks
-    (two hosts of equal blocks) all_reduce and all_gather go inside each host, then one Sendrecv."""
+    (two hosts of equal blocks) all_reduce and all_gather go inside each host, then one Sendrecv (polled from
+    2 MB, blocking below)."""
     env = {**_env(), "GLOBALTENSOR_INTERHOST_PAIRS_MEMBERS": "2", "GLOBALTENSOR_INTERHOST_DIRECT_BYTES": "300000",
            "GLOBALTENSOR_INTERHOST_REDUCE_HOSTS_BYTES": "100000",
-           "GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES": "100000"} if mixed else None
+           "GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES": "100000",
+           "GLOBALTENSOR_INTERHOST_BLOCKING_BYTES": "2000000"} if mixed else None
     assert all(n > 0 for n in _two_host_job(tmp_path, "collectives", env=env))
 
 
