@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../kernels/group.h"
@@ -107,6 +108,50 @@ struct AllToAllRows {
   }
 };
 
+// collectives.reduce_scatter(x, op, sizes=...) of the world on one host in one C++ call, as GatherRows: op one of
+// `ops` (name -> _native.RedOp), x of an arithmetic dtype, sizes None (the balanced split) or k lengths adding up
+// to x's rows; an output under max_bytes is its layout's kept one. Anything else goes to
+// fallback(x, op, group, sizes) with the world's Group (collectives.py's own way: its checks and errors).
+struct ScatterRows {
+  std::shared_ptr<Group> group;
+  size_t max_bytes;
+  py::object fallback, world, alloc;
+  std::vector<std::pair<py::object, gt::RedOp>> ops;
+  KeptOutputs kept;
+
+  py::object operator()(py::object xo, py::object op, py::object sizes) {
+    const gt::RedOp* redop = nullptr;
+    for (const auto& [name, r] : ops)
+      if (name.is(op) || (PyUnicode_Check(op.ptr()) && PyUnicode_Compare(name.ptr(), op.ptr()) == 0)) redop = &r;
+    if (redop == nullptr || !py::isinstance<py::array>(xo)) return fallback(xo, op, world, sizes);
+    py::array x = py::reinterpret_borrow<py::array>(xo);
+    int32_t dtype = dtype_code(x);
+    if (!gt::is_arithmetic(dtype) || x.ndim() == 0) return fallback(xo, op, world, sizes);
+    if (!(x.flags() & py::array::c_style)) x = py::array::ensure(x, py::array::c_style);  // a C-contiguous copy
+    if (!x) return fallback(xo, op, world, sizes);
+    Group& g = *group;
+    size_t k = size_t(g.size());
+    gt::Scratch<int64_t> rows(k);
+    int64_t total = int64_t(x.shape(0));
+    if (sizes.is_none()) {
+      for (size_t q = 0; q < k; ++q) rows[q] = total / int64_t(k) + (int64_t(q) < total % int64_t(k) ? 1 : 0);
+    } else if (read_rows(sizes, g.size(), rows.data()) != total) {
+      return fallback(xo, op, world, sizes);
+    }
+    size_t row_count = 1;  // elements per row
+    for (py::ssize_t d = 1; d < x.ndim(); ++d) row_count *= size_t(x.shape(d));
+    int64_t mine = rows[size_t(g.index())];
+    if (size_t(mine) * row_count * size_t(x.itemsize()) >= max_bytes) return fallback(xo, op, world, sizes);
+    py::object out = kept.get(x, mine, alloc);
+    View i = contiguous(x, "input", false), o = contiguous(py::reinterpret_borrow<py::array>(out), "output", true);
+    {
+      py::gil_scoped_release r;
+      g.reduce_scatter(i.ptr, size_t(total) * row_count, o.ptr, size_t(mine) * row_count, dtype, *redop);
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
 void bind_collectives(py::module_& m) {
@@ -199,13 +244,25 @@ void bind_collectives(py::module_& m) {
            "Every member's x concatenated along axis 0 (sizes: every member's length, alike on every member).")
       .def_property_readonly("kept", [](const GatherRows& g) { return g.kept.size(); },
                              "How many layouts' outputs are kept (at most 16).");
+  py::class_<ScatterRows>(m, "ScatterRows", "collectives.reduce_scatter of the world, on one host, in one C++ call.")
+      .def(py::init([](std::shared_ptr<Group> group, size_t max_bytes, py::object fallback, py::object world, py::dict ops) {
+             std::vector<std::pair<py::object, gt::RedOp>> table;
+             for (auto item : ops) table.emplace_back(py::reinterpret_borrow<py::object>(item.first), item.second.cast<gt::RedOp>());
+             return ScatterRows{std::move(group), max_bytes, std::move(fallback), std::move(world),
+                                py::module_::import("numpy").attr("empty"), std::move(table), {}};
+           }),
+           py::arg("group"), py::arg("max_bytes"), py::arg("fallback"), py::arg("world"), py::arg("ops"))
+      .def("__call__", &ScatterRows::operator(), py::arg("x"), py::arg("op"), py::arg("sizes"),
+           "x reduced over the members with op; this member's piece along axis 0 (sizes: the pieces' lengths).")
+      .def_property_readonly("kept", [](const ScatterRows& g) { return g.kept.size(); }, "Layouts whose outputs are kept.");
   py::class_<AllToAllRows>(m, "AllToAllRows", "collectives.all_to_all given both sizes, on one host, in one C++ call.")
       .def(py::init([](std::shared_ptr<Group> group, size_t max_bytes, py::object fallback) {
              return AllToAllRows{std::move(group), max_bytes, std::move(fallback), py::module_::import("numpy").attr("empty"), {}};
            }),
            py::arg("group"), py::arg("max_bytes"), py::arg("fallback"))
       .def("__call__", &AllToAllRows::operator(), py::arg("x"), py::arg("send_sizes"), py::arg("recv_sizes"),
-           "What every member sends here (recv_sizes rows from each), in member order.");
+           "What every member sends here (recv_sizes rows from each), in member order.")
+      .def_property_readonly("kept", [](const AllToAllRows& g) { return g.kept.size(); }, "Layouts whose outputs are kept.");
 }
 
 }  // namespace bindings

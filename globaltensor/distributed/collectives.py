@@ -71,7 +71,7 @@ def _group(group):
 
 def _native_of(group, name):
     """The native group of `group` (None: the world's): the member's cached one on the small path."""
-    global _world_native, _world_across_hosts, _world_rows, _world_to_all
+    global _world_native, _world_across_hosts, _world_rows, _world_to_all, _world_scatter
     if group is None and _world_native is not None:
         return _world_native
     g = world_group() if group is None else group if isinstance(group, Group) else Group(group)
@@ -83,11 +83,12 @@ def _native_of(group, name):
         if isinstance(native, _native.Group):
             _world_rows = _native.GatherRows(native, SHARED_MIN_BYTES, functools.partial(_gather, native))
             _world_to_all = _native.AllToAllRows(native, SHARED_MIN_BYTES, functools.partial(_to_all, native))
+            _world_scatter = _native.ScatterRows(native, SHARED_MIN_BYTES, reduce_scatter, world_group(), _REDOPS)
     return native
 
 
-_world_native = _world_rows = _world_to_all = None  # the world's native group; on one host its all_gather / all_to_all
-# given the sizes (C++: _native.GatherRows, AllToAllRows)
+_world_native = _world_rows = _world_to_all = _world_scatter = None  # the world's native group; on one host its
+# all_gather / all_to_all given the sizes and its reduce_scatter (C++: _native.GatherRows, AllToAllRows, ScatterRows)
 _world_across_hosts = False  # whether _world_native spans hosts (all_gather's shortest path)
 
 
@@ -311,6 +312,8 @@ def reduce_scatter(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] =
 
     sizes: the pieces' lengths; default the balanced split (the first L % k get one more).
     """
+    if _world_scatter is not None and group is None and type(x) is np.ndarray and not _observers:
+        return _world_scatter(x, op, sizes)  # the world on one host: one C++ call (else this with group=world)
     redop = _REDOP_OF.get(op, _NO_REDOP).get(x.dtype) if type(x) is np.ndarray else None
     if redop is None:  # not an ndarray, a narrow dtype, or an error to raise
         _check_array(x, "reduce_scatter")

@@ -1,7 +1,7 @@
-"""all_gather / all_to_all given the sizes on one host in one C++ call (_native.GatherRows, AllToAllRows; issue 34
-s9): values against numpy for even and uneven sizes, strided inputs, sizes of any int sequence (an iterator
-too), large outputs (shared memory, collectives.py's way) and bad sizes (ValueError on every rank, before any
-collective)."""
+"""all_gather / all_to_all given the sizes and reduce_scatter on one host in one C++ call (_native.GatherRows,
+AllToAllRows, ScatterRows; issue 34 s9): values against numpy for even and uneven sizes, strided inputs, sizes
+of any int sequence (an iterator too), large outputs (shared memory, collectives.py's way), other dtypes and
+bad sizes (ValueError on every rank, before any collective)."""
 import numpy as np
 import pytest
 
@@ -59,6 +59,7 @@ def _to_alls():
     x = np.full((k, 3), r, np.float32)  # still in step afterwards
     np.testing.assert_array_equal(dist.all_to_all(x, [1] * k, recv_sizes=[1] * k),
                                   np.repeat(np.arange(k, dtype=np.float32), 3).reshape(k, 3))
+    assert collectives._world_to_all.kept > 0  # the C++ path ran
     return type(collectives._world_to_all).__name__
 
 
@@ -66,3 +67,36 @@ def _to_alls():
 @pytest.mark.parametrize("k", [2, 3])
 def test_all_to_all_given_sizes_in_cpp_matches_numpy(k):
     assert run_ranks(_to_alls, k, timeout=100) == ["AllToAllRows"] * k
+
+
+def _scatters():
+    from globaltensor.distributed import collectives
+    r, k = gt.env.get_rank(), gt.env.get_world_size()
+    for dtype in (np.float32, np.float64, np.int32, np.int64, np.float16, np.int8, np.complex64):
+        for op, fold in (("sum", np.sum), ("max", np.max), ("min", np.min)):
+            if op != "sum" and dtype == np.complex64:
+                continue
+            for rows, sizes in ((2 * k + 1, None), (5, [5 - (k - 1)] + [1] * (k - 1)), (3000 * k, None)):
+                values = [((np.arange(rows * 3).reshape(rows, 3) % 5) * (q + 1) - q).astype(dtype) for q in range(k)]
+                total = fold(np.stack(values), 0).astype(dtype)
+                pieces = np.split(total, np.cumsum(sizes)[:-1]) if sizes else np.array_split(total, k)
+                got = dist.reduce_scatter(values[r], op, sizes=sizes)
+                np.testing.assert_array_equal(got, pieces[r], err_msg=f"{dtype} {op} {rows}")
+                if sizes:
+                    np.testing.assert_array_equal(dist.reduce_scatter(values[r], op, sizes=np.array(sizes)), pieces[r])
+            strided = np.repeat(values[r], 2, axis=1)[:, ::2]
+            np.testing.assert_array_equal(dist.reduce_scatter(strided, op), np.array_split(total, k)[r])
+    with pytest.raises(ValueError, match="sizes"):
+        dist.reduce_scatter(np.zeros((4, 2), np.float32), sizes=[1] * k)
+    with pytest.raises(ValueError):
+        dist.reduce_scatter(np.zeros((4, 2), np.float32), "prod")
+    x = np.full((k, 2), r + 1, np.float32)  # still in step afterwards
+    np.testing.assert_array_equal(dist.reduce_scatter(x), np.full((1, 2), k * (k + 1) / 2, np.float32))
+    assert collectives._world_scatter.kept > 0  # the C++ path ran
+    return type(collectives._world_scatter).__name__
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("k", [2, 3])
+def test_reduce_scatter_in_cpp_matches_numpy(k):
+    assert run_ranks(_scatters, k, timeout=100) == ["ScatterRows"] * k
