@@ -8,7 +8,9 @@ Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant
 mpi4py's blocking call, the same on the group's own communicator with the watchdog armed
 (mpi_wait.py), the non-blocking call with MPI's Wait, with our bounded poll (mpi_wait.poll), a
 persistent request (MPI 4 *_init, Start per call) with our poll, point to point, the
-InterHostGroup method, and the public gt.distributed call; wall and CPU (process_time) medians.
+InterHostGroup method, MPI's Allgather called from C++ (mpi_direct.py) alone, in one Python frame and
+after gather_rows' plan lookup, gather_rows (C++ since s9), and the public gt.distributed call; wall
+and CPU (process_time) medians.
 """
 import argparse
 import json
@@ -51,7 +53,8 @@ def _variants(size, k):
     if group._gather_comm is None:
         group._gather_comm_first()
     redop = collectives._redop(x, "sum", "all_reduce")
-    kept_out = group.gather_rows(piece, rows) if group._gather_direct is not None else None  # a plan's kept output
+    from globaltensor.distributed.interhost_gather import GatherSide  # the Python method: its plan, its kept output
+    kept_out = GatherSide.gather_rows(group, piece, rows) if group._gather_direct is not None else None
     return comm, {
         "all_reduce mpi4py Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, x),
         "all_reduce mpi4py again (A/A)": lambda: comm.Allreduce(MPI.IN_PLACE, x),
@@ -110,24 +113,12 @@ def _one_frame(group, x, out):
 
 
 def _lookup_frame(group, x, rows, count):
-    """_one_frame with gather_rows' plan lookup (and its kept output's reference count)."""
-    if group._in_flight:
-        group.drain()
+    """_one_frame after gather_rows' plan lookup (and its kept output's reference count): one frame more."""
     plan = group._rows_plans.get((x.shape, x.dtype, rows if type(rows) is tuple else tuple(rows)))
-    if not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x)
-    shape, on_heap, how, counts, kept = plan
-    out = kept[0]
-    if count and (out is None or sys.getrefcount(out) > kept[1]):
+    out = plan[3][0]
+    if count and sys.getrefcount(out) > plan[3][1] + 99:  # the check's cost only (kept_out holds it)
         raise RuntimeError("held")
-    group.armed = ["all_gather", group.ranks]
-    try:
-        rc = group._gather_direct(x, out)
-    finally:
-        group.armed = None
-    if rc:
-        raise RuntimeError(rc)
-    return out
+    return _one_frame(group, x, out)
 
 
 def _armed(group, call):

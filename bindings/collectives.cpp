@@ -40,6 +40,16 @@ gt::DType reduce_dtype(const py::array& in, const py::array& out, gt::RedOp redo
   return dtype;
 }
 
+// xo as a C-contiguous array of at least one dimension (a copy when strided), else a null handle: the
+// caller's Python way then takes it, with its errors.
+py::array rows_input(const py::object& xo) {
+  py::array none = py::reinterpret_steal<py::array>(py::handle());  // no numpy call: a small call's path
+  if (!py::isinstance<py::array>(xo)) return none;
+  py::array x = py::reinterpret_borrow<py::array>(xo);
+  if (!(x.flags() & py::array::c_style)) x = py::array::ensure(x, py::array::c_style);
+  return x && x.ndim() > 0 ? x : none;
+}
+
 // collectives.all_gather(x, sizes=...) on a group of one host in one C++ call: `sizes` (alike on every member)
 // give the output's rows; an output under max_bytes is its layout's kept one (kept.h) and the group's
 // all_gather fills it. Anything else (a larger output, a 0-d x, not an array, sizes not k ints) goes to
@@ -51,10 +61,8 @@ struct GatherRows {
   KeptOutputs kept;
 
   py::object operator()(py::object xo, py::object sizes) {
-    if (!py::isinstance<py::array>(xo)) return fallback(xo, sizes);
-    py::array x = py::reinterpret_borrow<py::array>(xo);
-    if (!(x.flags() & py::array::c_style)) x = py::array::ensure(x, py::array::c_style);  // a C-contiguous copy
-    if (!x || x.ndim() == 0) return fallback(xo, sizes);
+    py::array x = rows_input(xo);
+    if (!x) return fallback(xo, sizes);
     Group& g = *group;
     gt::Scratch<int64_t> rows(size_t(g.size()));
     int64_t total = read_rows(sizes, g.size(), rows.data());
@@ -81,10 +89,8 @@ struct AllToAllRows {
   KeptOutputs kept;
 
   py::object operator()(py::object xo, py::object send_sizes, py::object recv_sizes) {
-    if (!py::isinstance<py::array>(xo)) return fallback(xo, send_sizes, recv_sizes);
-    py::array x = py::reinterpret_borrow<py::array>(xo);
-    if (!(x.flags() & py::array::c_style)) x = py::array::ensure(x, py::array::c_style);  // a C-contiguous copy
-    if (!x || x.ndim() == 0) return fallback(xo, send_sizes, recv_sizes);
+    py::array x = rows_input(xo);
+    if (!x) return fallback(xo, send_sizes, recv_sizes);
     Group& g = *group;
     size_t k = size_t(g.size());
     gt::Scratch<int64_t> send(k), recv(k);
@@ -123,12 +129,9 @@ struct ScatterRows {
     const gt::RedOp* redop = nullptr;
     for (const auto& [name, r] : ops)
       if (name.is(op) || (PyUnicode_Check(op.ptr()) && PyUnicode_Compare(name.ptr(), op.ptr()) == 0)) redop = &r;
-    if (redop == nullptr || !py::isinstance<py::array>(xo)) return fallback(xo, op, world, sizes);
-    py::array x = py::reinterpret_borrow<py::array>(xo);
-    int32_t dtype = dtype_code(x);
-    if (!gt::is_arithmetic(dtype) || x.ndim() == 0) return fallback(xo, op, world, sizes);
-    if (!(x.flags() & py::array::c_style)) x = py::array::ensure(x, py::array::c_style);  // a C-contiguous copy
-    if (!x) return fallback(xo, op, world, sizes);
+    py::array x = redop != nullptr ? rows_input(xo) : rows_input(py::none());
+    int32_t dtype = x ? dtype_code(x) : -1;
+    if (!gt::is_arithmetic(dtype)) return fallback(xo, op, world, sizes);
     Group& g = *group;
     size_t k = size_t(g.size());
     gt::Scratch<int64_t> rows(k);

@@ -76,6 +76,26 @@ struct MpiAllreduce {
   }
 };
 
+// call() between setting group.armed to [what, ranks] (a new list per call: mpi_wait's watchdog tells calls
+// apart by identity, and ends the process if one lasts past the timeout) and back to None; its result.
+template <typename Call>
+int armed_call(const py::object& group, const py::str& what, const py::object& ranks, Call call) {
+  static PyObject* armed = PyUnicode_InternFromString("armed");
+  py::list marker(2);
+  marker[0] = what;
+  marker[1] = ranks;
+  if (PyObject_SetAttr(group.ptr(), armed, marker.ptr()) != 0) throw py::error_already_set();
+  int rc;
+  try {
+    rc = call();
+  } catch (...) {
+    PyObject_SetAttr(group.ptr(), armed, Py_None);
+    throw;
+  }
+  if (PyObject_SetAttr(group.ptr(), armed, Py_None) != 0) throw py::error_already_set();
+  return rc;
+}
+
 // InterHostGroup.gather_rows' common case in one C++ call: even shares (`rows`, a list or tuple of ints
 // alike on every member) of a C-contiguous x under `max_bytes` of output, no all_reduce in flight on the
 // group; the output is the last one of that layout when nothing else holds it (an allocator's reuse of a
@@ -87,7 +107,7 @@ struct MpiGatherRows {
   size_t max_bytes;
   KeptOutputs kept;
   py::list in_flight;  // group._in_flight (one list for the group's life): all_reduces not yet waited for
-  py::str what = py::str("all_gather"), armed = py::str("armed");
+  py::str what = py::str("all_gather");
 
   py::object operator()(py::object xo, py::object rows) {
     if (!py::isinstance<py::array>(xo)) return fallback(xo, rows);
@@ -104,18 +124,7 @@ struct MpiGatherRows {
     if (PyList_GET_SIZE(in_flight.ptr()) != 0) return fallback(xo, rows);  // in flight: the method drains them
     py::object out = kept.get(x, total, alloc);
     py::array o = py::reinterpret_borrow<py::array>(out);
-    py::list marker(2);  // a new list per call: mpi_wait's watchdog tells calls apart by identity
-    marker[0] = what;
-    marker[1] = ranks;
-    if (PyObject_SetAttr(group.ptr(), armed.ptr(), marker.ptr()) != 0) throw py::error_already_set();
-    int rc;
-    try {
-      rc = call(x, o);
-    } catch (...) {
-      PyObject_SetAttr(group.ptr(), armed.ptr(), Py_None);
-      throw;
-    }
-    if (PyObject_SetAttr(group.ptr(), armed.ptr(), Py_None) != 0) throw py::error_already_set();
+    int rc = armed_call(group, what, ranks, [&] { return call(x, o); });
     if (rc != 0) on_error(rc);
     return out;
   }
@@ -134,7 +143,7 @@ struct MpiAllreduceFast {
   size_t max_bytes;
   std::vector<Entry> entries;
   py::list in_flight;  // group._in_flight (one list for the group's life): all_reduces not yet waited for
-  py::str what = py::str("all_reduce"), armed = py::str("armed");
+  py::str what = py::str("all_reduce");
 
   py::object operator()(py::object xo, py::object outo, py::object redop) {
     if (!py::isinstance<py::array>(xo) || !py::isinstance<py::array>(outo)) return fallback(xo, outo, redop);
@@ -147,18 +156,7 @@ struct MpiAllreduceFast {
         !(out.flags() & py::array::c_style) || !out.writeable())
       return fallback(xo, outo, redop);
     if (PyList_GET_SIZE(in_flight.ptr()) != 0) return fallback(xo, outo, redop);  // in flight: the method drains them
-    py::list marker(2);  // a new list per call: mpi_wait's watchdog tells calls apart by identity
-    marker[0] = what;
-    marker[1] = ranks;
-    if (PyObject_SetAttr(group.ptr(), armed.ptr(), marker.ptr()) != 0) throw py::error_already_set();
-    int rc;
-    try {
-      rc = found->call(x, out);
-    } catch (...) {
-      PyObject_SetAttr(group.ptr(), armed.ptr(), Py_None);
-      throw;
-    }
-    if (PyObject_SetAttr(group.ptr(), armed.ptr(), Py_None) != 0) throw py::error_already_set();
+    int rc = armed_call(group, what, ranks, [&] { return found->call(x, out); });
     if (rc != 0) on_error(rc);
     return outo;
   }
