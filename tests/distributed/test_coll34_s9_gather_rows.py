@@ -31,15 +31,8 @@ def _gathers():
             dist.all_gather(_piece(r, 2), sizes=bad)
     np.testing.assert_array_equal(dist.all_gather(_piece(r, 2), sizes=[2] * k),  # still in step afterwards
                                   np.concatenate([_piece(q, 2) for q in range(k)]))
-    assert type(collectives._world_rows).__name__ == "GatherRows"  # made by the world's first collective
-    return collectives._world_rows.kept
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("k", [2, 3])
-def test_all_gather_given_sizes_in_cpp_matches_numpy(k):
-    kept = run_ranks(_gathers, k, timeout=100)
-    assert all(1 <= n <= 16 for n in kept), kept
+    assert 1 <= collectives._world_rows.kept <= 16  # the C++ path ran; at most 16 layouts kept
+    return type(collectives._world_rows).__name__
 
 
 def _to_alls():
@@ -61,12 +54,6 @@ def _to_alls():
                                   np.repeat(np.arange(k, dtype=np.float32), 3).reshape(k, 3))
     assert collectives._world_to_all.kept > 0  # the C++ path ran
     return type(collectives._world_to_all).__name__
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("k", [2, 3])
-def test_all_to_all_given_sizes_in_cpp_matches_numpy(k):
-    assert run_ranks(_to_alls, k, timeout=100) == ["AllToAllRows"] * k
 
 
 def _scatters():
@@ -98,5 +85,6 @@ def _scatters():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("k", [2, 3])
-def test_reduce_scatter_in_cpp_matches_numpy(k):
-    assert run_ranks(_scatters, k, timeout=100) == ["ScatterRows"] * k
+@pytest.mark.parametrize("work, kind", [(_gathers, "GatherRows"), (_to_alls, "AllToAllRows"), (_scatters, "ScatterRows")])
+def test_small_calls_in_cpp_match_numpy(work, kind, k):
+    assert run_ranks(work, k, timeout=100) == [kind] * k
