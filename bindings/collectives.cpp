@@ -50,6 +50,67 @@ py::array rows_input(const py::object& xo) {
   return x && x.ndim() > 0 ? x : none;
 }
 
+// The _native.RedOp named `op` (a str) in `ops`, or nullptr.
+const gt::RedOp* find_op(const std::vector<std::pair<py::object, gt::RedOp>>& ops, const py::object& op) {
+  for (const auto& [name, r] : ops)
+    if (name.is(op) || (PyUnicode_Check(op.ptr()) && PyUnicode_Compare(name.ptr(), op.ptr()) == 0)) return &r;
+  return nullptr;
+}
+
+// The ops table of ScatterRows / AllReduceCall from collectives.py's {name: _native.RedOp}.
+std::vector<std::pair<py::object, gt::RedOp>> op_table(const py::dict& ops) {
+  std::vector<std::pair<py::object, gt::RedOp>> table;
+  for (auto item : ops) table.emplace_back(py::reinterpret_borrow<py::object>(item.first), item.second.cast<gt::RedOp>());
+  return table;
+}
+
+// collectives.all_reduce(x, op) of the world on one host, in place, in one C++ call: op one of `ops`, x a writable
+// C-contiguous array of an arithmetic dtype; anything else goes to fallback(x, op, world) (collectives.py's way).
+struct AllReduceCall {
+  std::shared_ptr<Group> group;
+  py::object fallback, world;
+  std::vector<std::pair<py::object, gt::RedOp>> ops;
+
+  py::object operator()(py::object xo, py::object op) {
+    const gt::RedOp* redop = find_op(ops, op);
+    if (redop != nullptr && py::isinstance<py::array>(xo)) {
+      py::array x = py::reinterpret_borrow<py::array>(xo);
+      int32_t dtype = dtype_code(x);
+      if (gt::is_arithmetic(dtype) && (x.flags() & py::array::c_style) && x.writeable()) {
+        char* p = static_cast<char*>(x.mutable_data());
+        size_t count = size_t(x.nbytes()) / gt::dtype_size(dtype);
+        py::gil_scoped_release r;
+        group->all_reduce(p, p, count, dtype, *redop);
+        return xo;
+      }
+    }
+    return fallback(xo, op, world);
+  }
+};
+
+// collectives.broadcast(x, src) of the world on one host in one C++ call: x a writable C-contiguous array, src an
+// int member (the world's member i is global rank i); anything else goes to fallback(x, src, world).
+struct BroadcastCall {
+  std::shared_ptr<Group> group;
+  py::object fallback, world;
+
+  py::object operator()(py::object xo, py::object src) {
+    if (py::isinstance<py::array>(xo) && PyLong_CheckExact(src.ptr())) {
+      py::array x = py::reinterpret_borrow<py::array>(xo);
+      int overflow = 0;
+      long long root = PyLong_AsLongLongAndOverflow(src.ptr(), &overflow);
+      if (!overflow && root >= 0 && root < group->size() && (x.flags() & py::array::c_style) && x.writeable()) {
+        void* p = x.mutable_data();
+        size_t nbytes = size_t(x.nbytes());
+        py::gil_scoped_release r;
+        group->broadcast(p, nbytes, int(root));
+        return xo;
+      }
+    }
+    return fallback(xo, src, world);
+  }
+};
+
 // collectives.all_gather(x, sizes=...) on a group of one host in one C++ call: `sizes` (alike on every member)
 // give the output's rows; an output under max_bytes is its layout's kept one (kept.h) and the group's
 // all_gather fills it. Anything else (a larger output, a 0-d x, not an array, sizes not k ints) goes to
@@ -126,9 +187,7 @@ struct ScatterRows {
   KeptOutputs kept;
 
   py::object operator()(py::object xo, py::object op, py::object sizes) {
-    const gt::RedOp* redop = nullptr;
-    for (const auto& [name, r] : ops)
-      if (name.is(op) || (PyUnicode_Check(op.ptr()) && PyUnicode_Compare(name.ptr(), op.ptr()) == 0)) redop = &r;
+    const gt::RedOp* redop = find_op(ops, op);
     py::array x = redop != nullptr ? rows_input(xo) : rows_input(py::none());
     int32_t dtype = x ? dtype_code(x) : -1;
     if (!gt::is_arithmetic(dtype)) return fallback(xo, op, world, sizes);
@@ -247,12 +306,22 @@ void bind_collectives(py::module_& m) {
            "Every member's x concatenated along axis 0 (sizes: every member's length, alike on every member).")
       .def_property_readonly("kept", [](const GatherRows& g) { return g.kept.size(); },
                              "How many layouts' outputs are kept (at most 16).");
+  py::class_<BroadcastCall>(m, "BroadcastCall", "collectives.broadcast of the world, on one host, in one C++ call.")
+      .def(py::init([](std::shared_ptr<Group> group, py::object fallback, py::object world) {
+             return BroadcastCall{std::move(group), std::move(fallback), std::move(world)};
+           }),
+           py::arg("group"), py::arg("fallback"), py::arg("world"))
+      .def("__call__", &BroadcastCall::operator(), py::arg("x"), py::arg("src"), "x from member src, in place, on every member.");
+  py::class_<AllReduceCall>(m, "AllReduceCall", "collectives.all_reduce of the world in place, on one host, in one C++ call.")
+      .def(py::init([](std::shared_ptr<Group> group, py::object fallback, py::object world, py::dict ops) {
+             return AllReduceCall{std::move(group), std::move(fallback), std::move(world), op_table(ops)};
+           }),
+           py::arg("group"), py::arg("fallback"), py::arg("world"), py::arg("ops"))
+      .def("__call__", &AllReduceCall::operator(), py::arg("x"), py::arg("op"), "x reduced over the members with op, in place.");
   py::class_<ScatterRows>(m, "ScatterRows", "collectives.reduce_scatter of the world, on one host, in one C++ call.")
       .def(py::init([](std::shared_ptr<Group> group, size_t max_bytes, py::object fallback, py::object world, py::dict ops) {
-             std::vector<std::pair<py::object, gt::RedOp>> table;
-             for (auto item : ops) table.emplace_back(py::reinterpret_borrow<py::object>(item.first), item.second.cast<gt::RedOp>());
              return ScatterRows{std::move(group), max_bytes, std::move(fallback), std::move(world),
-                                py::module_::import("numpy").attr("empty"), std::move(table), {}};
+                                py::module_::import("numpy").attr("empty"), op_table(ops), {}};
            }),
            py::arg("group"), py::arg("max_bytes"), py::arg("fallback"), py::arg("world"), py::arg("ops"))
       .def("__call__", &ScatterRows::operator(), py::arg("x"), py::arg("op"), py::arg("sizes"),

@@ -71,7 +71,7 @@ def _group(group):
 
 def _native_of(group, name):
     """The native group of `group` (None: the world's): the member's cached one on the small path."""
-    global _world_native, _world_across_hosts, _world_rows, _world_to_all, _world_scatter
+    global _world_native, _world_across_hosts, _world_rows, _world_to_all, _world_scatter, _world_reduce, _world_bcast
     if group is None and _world_native is not None:
         return _world_native
     g = world_group() if group is None else group if isinstance(group, Group) else Group(group)
@@ -84,13 +84,14 @@ def _native_of(group, name):
             _world_rows = _native.GatherRows(native, SHARED_MIN_BYTES, functools.partial(_gather, native))
             _world_to_all = _native.AllToAllRows(native, SHARED_MIN_BYTES, functools.partial(_to_all, native))
             _world_scatter = _native.ScatterRows(native, SHARED_MIN_BYTES, reduce_scatter, world_group(), _REDOPS)
+            _world_reduce = _native.AllReduceCall(native, all_reduce, world_group(), _REDOPS)
+            _world_bcast = _native.BroadcastCall(native, broadcast, world_group())
     return native
 
 
-_world_native = _world_rows = _world_to_all = _world_scatter = None  # the world's native group; on one host its
-# all_gather / all_to_all given the sizes and its reduce_scatter (C++: _native.GatherRows, AllToAllRows, ScatterRows)
+# the world's native group, and on one host its small calls in C++ (_native.GatherRows, AllReduceCall, ...)
+_world_native = _world_rows = _world_to_all = _world_scatter = _world_reduce = _world_bcast = None
 _world_across_hosts = False  # whether _world_native spans hosts (all_gather's shortest path)
-
 
 _NARROW = frozenset({np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8)})  # no native reduction: int32's
 
@@ -145,6 +146,8 @@ def all_reduce(x: np.ndarray, op: ReduceOp = "sum", group: Optional[Group] = Non
         >>> x = np.full(4, float(gt.env.get_rank()), np.float32)
         >>> gt.distributed.all_reduce(x)        # on 2 ranks: [1., 1., 1., 1.] on both
     """
+    if _world_reduce is not None and group is None and out is None and not _observers:
+        return _world_reduce(x, op)  # the world on one host, in place: one C++ call (else this with group=world)
     redop = _REDOP_OF.get(op, _NO_REDOP).get(x.dtype) if type(x) is np.ndarray else None
     if redop is None:  # not an ndarray, a narrow dtype, or an error to raise
         _check_array(x, "all_reduce")
@@ -247,17 +250,15 @@ def all_reduce_mean(x: np.ndarray, group: Optional[Group] = None, now: bool = Tr
 
 def broadcast(x: np.ndarray, src: int = 0, group: Optional[Group] = None) -> np.ndarray:
     """Copy the array of global rank `src` into x on every member, in place; returns x."""
-    native = _world_native if group is None else None
-    if native is not None and type(x) is np.ndarray and type(src) is int and 0 <= src < native.size:
-        root = src  # the world's member i is global rank i
-    else:
-        _check_array(x, "broadcast")
-        g = _group(group)
-        try:
-            root = g.ranks.index(src)
-        except ValueError:
-            raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}") from None
-        native = _native_of(None if group is None else g, "broadcast")
+    if _world_bcast is not None and group is None and not _observers:
+        return _world_bcast(x, src)  # the world on one host: one C++ call (else this with group=world)
+    _check_array(x, "broadcast")
+    g = _group(group)
+    try:
+        root = g.ranks.index(src)
+    except ValueError:
+        raise ValueError(f"broadcast: src rank {src} is not in the group of ranks {list(g.ranks)}") from None
+    native = _native_of(None if group is None else g, "broadcast")
     if _observers:
         _observe("broadcast", x.nbytes, group)
     tmp = x if x.flags.c_contiguous else _contiguous(x)

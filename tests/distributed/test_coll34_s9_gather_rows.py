@@ -1,7 +1,8 @@
-"""all_gather / all_to_all given the sizes and reduce_scatter on one host in one C++ call (_native.GatherRows,
-AllToAllRows, ScatterRows; issue 34 s9): values against numpy for even and uneven sizes, strided inputs, sizes
-of any int sequence (an iterator too), large outputs (shared memory, collectives.py's way), other dtypes and
-bad sizes (ValueError on every rank, before any collective)."""
+"""all_gather / all_to_all given the sizes, reduce_scatter, all_reduce and broadcast on one host in one C++ call
+(_native.GatherRows, AllToAllRows, ScatterRows, AllReduceCall, BroadcastCall; issue 34 s9): values against
+numpy for even and uneven sizes, strided inputs, sizes of any int sequence (an iterator too), large outputs
+(shared memory, collectives.py's way), every dtype and op, and bad arguments (an error on every rank, before
+any collective)."""
 import numpy as np
 import pytest
 
@@ -83,8 +84,43 @@ def _scatters():
     return type(collectives._world_scatter).__name__
 
 
+def _reduces_and_broadcasts():
+    from globaltensor.distributed import collectives
+    r, k = gt.env.get_rank(), gt.env.get_world_size()
+    for dtype in (np.float32, np.float64, np.int32, np.int64, np.float16, np.int8, np.bool_, np.complex64):
+        for op, fold in (("sum", np.sum), ("max", np.max), ("min", np.min)):
+            if op != "sum" and dtype == np.complex64:
+                continue
+            for shape in ((), (5,), (3, 4)):
+                values = [np.asarray(((np.arange(int(np.prod(shape))).reshape(shape) % 3) * (q + 1) - q).astype(dtype)) for q in range(k)]
+                want = fold(np.stack(values), 0)
+                want = want.astype(dtype) if dtype != np.bool_ else (want if op != "sum" else np.any(np.stack(values), 0))
+                x = values[r].copy()
+                assert dist.all_reduce(x, op) is x
+                np.testing.assert_array_equal(x, want, err_msg=f"{dtype} {op} {shape}")
+        base = (np.arange(6).reshape(3, 2) % 2 + 1).astype(dtype)
+        for src in (0, k - 1, np.int64(1)):
+            mine = np.repeat(base if r == int(src) else np.zeros_like(base), 2, axis=1)[:, ::2]  # strided: Python's way
+            np.testing.assert_array_equal(dist.broadcast(mine, src), base)
+            flat = np.full(4, r, dtype)
+            assert dist.broadcast(flat, src) is flat
+            np.testing.assert_array_equal(flat, np.full(4, int(src), dtype))
+    frozen = np.zeros(3, np.float32)
+    frozen.flags.writeable = False
+    for bad, error in ((lambda: dist.broadcast(np.zeros(3, np.float32), k), ValueError),
+                       (lambda: dist.broadcast(frozen, 0), ValueError),
+                       (lambda: dist.all_reduce(frozen), ValueError),
+                       (lambda: dist.all_reduce(np.zeros(3, np.float32), "prod"), ValueError)):
+        with pytest.raises(error):
+            bad()
+    x = np.full(2, r + 1, np.float32)  # still in step afterwards
+    np.testing.assert_array_equal(dist.all_reduce(x), np.full(2, k * (k + 1) / 2, np.float32))
+    return f"{type(collectives._world_reduce).__name__} {type(collectives._world_bcast).__name__}"
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("k", [2, 3])
-@pytest.mark.parametrize("work, kind", [(_gathers, "GatherRows"), (_to_alls, "AllToAllRows"), (_scatters, "ScatterRows")])
+@pytest.mark.parametrize("work, kind", [(_gathers, "GatherRows"), (_to_alls, "AllToAllRows"), (_scatters, "ScatterRows"),
+                                        (_reduces_and_broadcasts, "AllReduceCall BroadcastCall")])
 def test_small_calls_in_cpp_match_numpy(work, kind, k):
     assert run_ranks(work, k, timeout=100) == [kind] * k
