@@ -20,8 +20,10 @@ def report(outdir, extra=None):
     index = os.environ["PADDLE_PSERVER_ID" if server else "PADDLE_TRAINER_ID"]
     info = {k: os.environ.get(k) for k in KEYS}
     info.update(pid=os.getpid(), **(extra or {}))
-    with open(os.path.join(outdir, f"{'server' if server else 'trainer'}{index}.json"), "w") as f:
+    path = os.path.join(outdir, f"{'server' if server else 'trainer'}{index}.json")
+    with open(path + ".tmp", "w") as f:  # then renamed: a process stopped mid-write leaves no half report
         json.dump(info, f)
+    os.replace(path + ".tmp", path)
     return server, int(index)
 
 
