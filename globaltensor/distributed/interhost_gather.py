@@ -126,7 +126,8 @@ class GatherSide:
 
     def _rows_plan(self, x, rows):
         """gather_rows' checked plan for x's layout and these sizes: (output shape, how
-        (_ALLGATHER, _HOSTS: _gather_hosts, None: _gather), the members' bytes or None when even, [the last
+        (_DIRECT / _ALLGATHER: one Allgather from C++ / through mpi4py, _HOSTS: _gather_hosts, None: _gather),
+        the members' bytes or None when even, [the last
         output, its reference count] under KEEP_BYTES else None); kept in _rows_plans (bounded: at most
         _PLANS_KEPT outputs under KEEP_BYTES per group)."""
         k = self.size
