@@ -111,6 +111,13 @@ struct BroadcastCall {
   }
 };
 
+// The elements of one row of x along axis 0 (the product of its other dims).
+size_t row_elements(const py::array& x) {
+  size_t n = 1;
+  for (py::ssize_t d = 1; d < x.ndim(); ++d) n *= size_t(x.shape(d));
+  return n;
+}
+
 // collectives.all_gather(x, sizes=...) on a group of one host in one C++ call: `sizes` (alike on every member)
 // give the output's rows; an output under max_bytes is its layout's kept one (kept.h) and the group's
 // all_gather fills it. Anything else (a larger output, a 0-d x, not an array, sizes not k ints) goes to
@@ -127,8 +134,7 @@ struct GatherRows {
     Group& g = *group;
     gt::Scratch<int64_t> rows(size_t(g.size()));
     int64_t total = read_rows(sizes, g.size(), rows.data());
-    size_t row_bytes = size_t(x.itemsize());
-    for (py::ssize_t d = 1; d < x.ndim(); ++d) row_bytes *= size_t(x.shape(d));
+    size_t row_bytes = row_elements(x) * size_t(x.itemsize());
     if (total < 0 || size_t(total) * row_bytes >= max_bytes) return fallback(xo, sizes);
     py::object out = kept.get(x, total, alloc);
     View i = contiguous(x, "input", false), o = contiguous(py::reinterpret_borrow<py::array>(out), "output", true);
@@ -157,8 +163,7 @@ struct AllToAllRows {
     gt::Scratch<int64_t> send(k), recv(k);
     int64_t sent = read_rows(send_sizes, g.size(), send.data());
     int64_t got = sent == int64_t(x.shape(0)) ? read_rows(recv_sizes, g.size(), recv.data()) : -1;
-    size_t row_bytes = size_t(x.itemsize());
-    for (py::ssize_t d = 1; d < x.ndim(); ++d) row_bytes *= size_t(x.shape(d));
+    size_t row_bytes = row_elements(x) * size_t(x.itemsize());
     if (got < 0 || size_t(got) * row_bytes >= max_bytes) return fallback(xo, send_sizes, recv_sizes);
     gt::Scratch<uint64_t> send_bytes(k), recv_bytes(k);
     for (size_t q = 0; q < k; ++q) {
@@ -200,8 +205,7 @@ struct ScatterRows {
     } else if (read_rows(sizes, g.size(), rows.data()) != total) {
       return fallback(xo, op, world, sizes);
     }
-    size_t row_count = 1;  // elements per row
-    for (py::ssize_t d = 1; d < x.ndim(); ++d) row_count *= size_t(x.shape(d));
+    size_t row_count = row_elements(x);
     int64_t mine = rows[size_t(g.index())];
     if (size_t(mine) * row_count * size_t(x.itemsize()) >= max_bytes) return fallback(xo, op, world, sizes);
     py::object out = kept.get(x, mine, alloc);

@@ -22,24 +22,23 @@ ENABLED = os.environ.get("GLOBALTENSOR_MPI_DIRECT", "1") not in ("0", "false", "
 _MPI_TYPES = {np.dtype(np.float32): "FLOAT", np.dtype(np.float64): "DOUBLE",
               np.dtype(np.int32): "INT32_T", np.dtype(np.int64): "INT64_T"}
 DTYPES = tuple(_MPI_TYPES)
-_found = {}  # id(MPI module) -> (Allgather, Allreduce function addresses, handle bytes) or None: looked up once
+_found = []  # [(Allgather's and Allreduce's addresses, the bytes of a handle) or None]: looked up once
 
 
 def _functions(MPI):
     """(MPI_Allgather's address, MPI_Allreduce's, the bytes of a handle), or None where not found."""
-    key = id(MPI)
-    if key not in _found:
-        _found[key] = None
+    if not _found:
+        _found.append(None)
         if ENABLED:
             try:
                 lib = ctypes.CDLL(MPI.__file__)  # mpi4py's module, already loaded: its dependencies are searched
                 addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in ("MPI_Allgather", "MPI_Allreduce")]
                 width = MPI._sizeof(MPI.Comm)
                 if all(addr) and width in (4, ctypes.sizeof(ctypes.c_void_p)):
-                    _found[key] = (addr[0], addr[1], width)
+                    _found[0] = (addr[0], addr[1], width)
             except (OSError, AttributeError, TypeError):
                 pass
-    return _found[key]
+    return _found[0]
 
 
 def allgather(MPI, comm):
