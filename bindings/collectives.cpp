@@ -102,6 +102,10 @@ struct BroadcastCall {
       if (!overflow && root >= 0 && root < group->size() && (x.flags() & py::array::c_style) && x.writeable()) {
         void* p = x.mutable_data();
         size_t nbytes = size_t(x.nbytes());
+        if (group->broadcast_now(nbytes, int(root))) {  // posted, no wait: keep the GIL
+          group->broadcast(p, nbytes, int(root));
+          return xo;
+        }
         py::gil_scoped_release r;
         group->broadcast(p, nbytes, int(root));
         return xo;
@@ -245,9 +249,15 @@ void bind_collectives(py::module_& m) {
       .def("barrier", [](Group& g) { py::gil_scoped_release r; g.barrier(); })
       .def("broadcast", [](Group& g, py::array buf, int root) {
         View v = contiguous(buf, "buffer", true);
+        if (g.broadcast_now(v.nbytes, root)) return g.broadcast(v.ptr, v.nbytes, root);  // no wait: keep the GIL
         py::gil_scoped_release r;
         g.broadcast(v.ptr, v.nbytes, root);
-      }, py::arg("buf"), py::arg("root"))
+      }, py::arg("buf"), py::arg("root"), "Copy member root's buf into every member's; a small one is posted.")
+      .def("transfer", [](Group& g, py::array buf, int root) {
+        View v = contiguous(buf, "buffer", true);
+        py::gil_scoped_release r;
+        g.transfer(v.ptr, v.nbytes, root);
+      }, py::arg("buf"), py::arg("root"), "A broadcast that meets at phases at every size (send/recv: a rendezvous).")
       .def("all_gather", [](Group& g, py::array in, py::array out) {
         View i = contiguous(in, "input", false), o = contiguous(out, "output", true);
         py::gil_scoped_release r;

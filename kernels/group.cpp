@@ -108,7 +108,9 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
   slot_stride_ = round_up(sizeof(Slot), 64);
   counts_offset_ = kHeaderBytes + slot_stride_ * size_t(k_);
   stage_offset_ = round_up(counts_offset_ + 2 * size_t(k_) * 2 * size_t(k_) * sizeof(uint64_t), 4096);
-  size_t total = stage_offset_ + size_t(k_) * 2 * 2 * opts_.stage_bytes;
+  post_offset_ = stage_offset_ + size_t(k_) * 2 * 2 * opts_.stage_bytes;
+  size_t total = post_offset_ + posts_bytes(k_);
+  posts_.assign(size_t(k_), 0);
   for (int r : ranks_) {
     node_->map_peer(r);
     bases_.push_back(node_->base_of(r));
@@ -166,22 +168,29 @@ std::string Group::ranks_text(const std::vector<int>& members) const {
   return text + "]";
 }
 
-std::string Group::describe(int p) const {
-  const Desc& d = desc(p);
+std::string Group::describe(int p) const { return describe_call(desc(p), ranks_); }
+
+std::string describe_call(const Desc& d, const std::vector<int>& ranks) {
   std::string text = std::string(op_name(d.op)) + "(";
   if (d.op == kAllReduce || d.op == kReduceScatter)
     text += std::string(redop_name(d.redop)) + ", " + dtype_name(d.dtype) + ", ";
   text += std::to_string(d.in_bytes) + " bytes in, " + std::to_string(d.out_bytes) + " bytes out";
-  if (d.op == kBroadcast) text += ", root rank " + std::to_string(ranks_[d.root]);
+  if (d.op == kBroadcast && d.root >= 0 && size_t(d.root) < ranks.size())
+    text += ", root rank " + std::to_string(ranks[d.root]);
   return text + ")";
 }
 
-void Group::check_all(bool ok, const char* what) {
-  if (ok) return;
+std::string Group::calls_text(const char* what) const {
   std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members()) + ": " + what + "; the ranks called:";
   for (int p = 0; p < k_; ++p) text += "\n  rank " + std::to_string(ranks_[p]) + ": " + describe(p);
-  throw CollectiveError(text + "\n" + collective_hint());
+  return text + "\n" + collective_hint();
 }
+
+void Group::check_all(bool ok, const char* what) {
+  if (!ok) throw CollectiveError(calls_text(what));
+}
+
+void Group::fail_all(const char* what) { fail(calls_text(what)); }
 
 void Group::sync() {
   ++phase_;
@@ -192,7 +201,7 @@ void Group::sync() {
     if (p != me_) wait_for(p, phase_);
 }
 
-void Group::begin(uint32_t op, Desc d, const void* prestage, size_t prestage_bytes) {
+void Group::start(uint32_t op) {
   drain();  // queued asynchronous ops come first, on every rank
   if (broken_)
     throw CollectiveError(std::string("this group can no longer be used after an earlier failure: ") + broken_reason_);
@@ -201,12 +210,19 @@ void Group::begin(uint32_t op, Desc d, const void* prestage, size_t prestage_byt
     RankStatus* mine = node_->status(node_->rank());  // a new collective: no longer "gave up"
     if (mine->failed_epoch.load(std::memory_order_relaxed) != 0) mine->failed_epoch.store(0, std::memory_order_release);
   }
-  ++op_seq_;  // descriptors of op n live at parity n; readers of n - 2 are done
+  ++calls_;
   op_name_ = op_name(op);
   op_start_ = now_seconds();
   next_liveness_check_ = op_start_;
+}
+
+void Group::begin(uint32_t op, Desc d, const void* prestage, size_t prestage_bytes) {
+  start(op);
+  ++op_seq_;  // descriptors of op n live at parity n; readers of n - 2 are done
   pre_slot_ = stage_seq_++;
   d.op = op;
+  d.call = calls_;
+  d.posts = posts_digest_;
   d.staged = 0;
   if (prestage) {
     copy_bytes(stage(me_, pre_slot_), prestage, prestage_bytes, false);
@@ -214,8 +230,13 @@ void Group::begin(uint32_t op, Desc d, const void* prestage, size_t prestage_byt
   }
   desc(me_) = d;
   sync();
-  for (int p = 0; p < k_; ++p)
+  for (int p = 0; p < k_; ++p) {
     check_all(desc(p).op == op, "the ranks called different collectives");
+    if (desc(p).call != d.call || desc(p).posts != d.posts)  // out of step for good: the group is broken
+      fail_all(desc(p).call != d.call ? "the ranks called different collectives (some rank skipped one before)"
+                                      : "the ranks called different small broadcasts before (other roots, or some "
+                                        "rank skipped one)");
+  }
 }
 
 bool Group::all_direct() const {
@@ -231,35 +252,6 @@ bool Group::any_arena_source() const {
 }
 
 void Group::barrier() { begin(kBarrier, Desc{}, nullptr, 0); }
-
-void Group::broadcast(void* buf, size_t nbytes, int root) {
-  if (root < 0 || root >= k_) throw std::invalid_argument("broadcast root is not a member of the group");
-  Desc d{};
-  d.root = root;
-  d.in_bytes = me_ == root ? nbytes : 0;  // only the root contributes; the others only receive
-  d.out_bytes = nbytes;
-  d.in_off = me_ == root ? own_offset(buf, nbytes) : -1;
-  bool pre = me_ == root && prestaged(d.in_off, nbytes);
-  begin(kBroadcast, d, pre ? buf : nullptr, nbytes);
-  for (int p = 0; p < k_; ++p) {
-    check_all(desc(p).root == root, "the ranks named different roots");
-    check_all(desc(p).out_bytes == nbytes, "the ranks passed buffers of different sizes");
-  }
-  char* out = static_cast<char*>(buf);
-  bool nt = nbytes >= opts_.nontemporal_bytes;
-  if (all_direct()) {
-    if (me_ != root) copy_bytes(out, source(root, pre_slot_), nbytes, nt);
-    if (any_arena_source()) sync();
-    return;
-  }
-  for (size_t lo = 0; lo < nbytes; lo += opts_.stage_bytes) {
-    uint64_t s = stage_seq_++;
-    size_t len = std::min(opts_.stage_bytes, nbytes - lo);
-    if (me_ == root) copy_bytes(stage(me_, s), out + lo, len, false);
-    sync();
-    if (me_ != root) copy_bytes(out + lo, stage(root, s), len, nt);
-  }
-}
 
 void Group::all_gather(const void* in, size_t in_bytes, void* out, size_t out_bytes) {
   Desc d{};

@@ -87,6 +87,8 @@ struct Desc {
   uint32_t cma;     // all_reduce's one-time probe: this rank can read and write its peers' memory
   uint64_t in_addr;   // the buffers' addresses in the owner's process, for cross-memory attach
   uint64_t out_addr;
+  uint64_t call;      // how many collectives this rank has started in the group, this one included
+  uint64_t posts;     // a digest of the posted broadcasts this rank has made or read (broadcast.cpp)
 };
 
 class Group {
@@ -99,7 +101,13 @@ class Group {
   Group& operator=(const Group&) = delete;
 
   void barrier();
+  // A small broadcast is posted (broadcast.cpp): the root returns once its message is written; a large
+  // one, and transfer() (send/recv: a rendezvous, so crossed sends raise at once), meet at phases.
   void broadcast(void* buf, size_t nbytes, int root_index);
+  void transfer(void* buf, size_t nbytes, int root_index);
+  // Whether broadcast(nbytes, root) returns without waiting (posted, its slot free or its message
+  // there, no queued op): the binding then keeps the GIL.
+  bool broadcast_now(size_t nbytes, int root) const;
   void all_gather(const void* in, size_t in_bytes, void* out, size_t out_bytes);
   void reduce_scatter(const void* in, size_t in_count, void* out, size_t out_count, int32_t dtype,
                       int32_t redop);
@@ -129,11 +137,33 @@ class Group {
   char* stage(int p, uint64_t slot_seq) const;
   const char* source(int p, uint64_t pre_slot) const;  // staged or arena input of member p
 
+  void start(uint32_t op);  // every collective's first step: queued ops drained, the group usable, counted
   void begin(uint32_t op, Desc d, const void* prestage, size_t prestage_bytes);
   void sync();
+  void broadcast_phased(void* buf, size_t nbytes, int root);
+  // Posted small broadcasts (broadcast.cpp): the root copies its message into the next of its own
+  // slots, numbers it and goes on; readers copy it once the number appears and acknowledge; a root
+  // waits only to reuse a slot that some reader has not acknowledged.
+  struct PostWord;
+  PostWord& post_word(int p) const;
+  PostWord& ack_word(int p, int q) const;  // how many of member p's posts member q has read
+  char* post_slot(int p, uint32_t seq) const;
+  void post(const void* data, size_t nbytes, int root);
+  const char* await_post(int p, size_t nbytes);  // the payload of p's next post, its header checked
+  void ack_post(int p);
+  // Every 0.2 s of any wait: a member that posted a broadcast this rank has not read (beyond the
+  // one it awaits from `awaited`, or -1) called a collective this rank did not: fail naming it.
+  void check_posts(int awaited);
   // The liveness protocol (liveness.cpp): waiting for a member's phase while checking that it
   // lives, has not finished or given up, and is not in a cycle of waits; the errors that say so.
   void wait_for(int p, uint32_t target);
+  // The same wait on any word of member p: its phase, its post word, or its acknowledgement of this
+  // rank's posts; on the last two, p going on to a later phase, or awaiting a post itself in this
+  // call, means the ranks called different collectives (or named different roots).
+  enum class Word { phase, post, ack };
+  void wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, uint32_t target, Word kind);
+  void check_post_wait(int p);
+  [[noreturn]] void fail_post_wait(int p, bool timed_out, const std::string& state);
   [[noreturn]] void fail_waiting(uint32_t target, bool timed_out);
   void check_peers(int p, uint32_t target);  // every 0.2 s of waiting for member p
   void check_cycle(int p);                    // ranks waiting for each other in other collectives
@@ -142,6 +172,8 @@ class Group {
   static bool gave_up(const RankStatus* st);  // it raised in a wait and has not waited since
   void publish_failure(const std::string& what);
   void check_all(bool ok, const char* what);  // a literal: no string is built unless it fails
+  [[noreturn]] void fail_all(const char* what);  // as check_all, and the group is broken (counts out of step)
+  std::string calls_text(const char* what) const;
   std::string describe(int p) const;
   std::vector<int> all_members() const;
   std::string ranks_text(const std::vector<int>& members) const;
@@ -179,6 +211,10 @@ class Group {
   uint64_t op_seq_ = 0;
   uint64_t stage_seq_ = 0;
   uint64_t pre_slot_ = 0;
+  uint64_t calls_ = 0;             // collectives started here: the same count on every member
+  std::vector<uint32_t> posts_;    // posts made by each member so far, as this member counts them
+  uint64_t posts_digest_ = 0;      // a digest of posts_ (Desc::posts): ranks out of step differ
+  size_t post_offset_ = 0;         // the post and acknowledgement words, then the post slots
   const char* op_name_ = "";
   double op_start_ = 0;
   double next_liveness_check_ = 0;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "group.h"
@@ -16,7 +17,8 @@ struct Group::Slot {
   std::atomic<uint32_t> phase;
   std::atomic<uint32_t> waiters;
   std::atomic<int32_t> pid;
-  uint32_t pad[13];
+  std::atomic<uint32_t> awaiting;  // the call (low bits) in which this member awaits a post, 0 none
+  uint32_t pad[12];
   Desc desc[2];
 };
 
@@ -39,6 +41,12 @@ class Scratch {
   std::vector<T> heap_;
   T* p_;
 };
+
+// "broadcast(8 bytes in, 8 bytes out, root rank 1)": one rank's call, for the errors that compare them.
+std::string describe_call(const Desc& d, const std::vector<int>& ranks);
+
+// The bytes of a group's post words, acknowledgement words and post slots (broadcast.cpp), k members.
+size_t posts_bytes(int k);
 
 // Balanced split of `count` elements over k parts, boundaries on multiples of `align`: part i.
 void split_range(size_t count, int k, int i, size_t align, size_t* lo, size_t* hi);

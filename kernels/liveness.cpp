@@ -85,7 +85,12 @@ std::vector<int> Node::known_ranks() const {
 
 void Group::wait_for(int p, uint32_t target) {
   Slot& s = slot(p);
-  auto reached = [&] { return int32_t(s.phase.load(std::memory_order_acquire) - target) >= 0; };
+  wait_on(p, s.phase, s.waiters, target, Word::phase);
+}
+
+void Group::wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, uint32_t target, Word kind) {
+  bool phase = kind == Word::phase;
+  auto reached = [&] { return int32_t(word.load(std::memory_order_acquire) - target) >= 0; };
   for (int i = 0; i < spin_reloads_; ++i) {
     if (reached()) return;
     cpu_relax();
@@ -104,8 +109,8 @@ void Group::wait_for(int p, uint32_t target) {
     if (reached()) return;
     sched_yield();
   }
-  s.waiters.fetch_add(1, std::memory_order_seq_cst);
-  struct Leave { std::atomic<uint32_t>& w; ~Leave() { w.fetch_sub(1); } } leave{s.waiters};
+  waiters.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave { std::atomic<uint32_t>& w; ~Leave() { w.fetch_sub(1); } } leave{waiters};
   // The program's thread says what it waits for (peers follow such waits to find a cycle);
   // worker threads run queued all_reduces, which every rank drains before its next collective.
   RankStatus* mine = node_->status(node_->rank());
@@ -113,7 +118,7 @@ void Group::wait_for(int p, uint32_t target) {
   if (mine) {
     if (doing_.empty()) doing_ = " on ranks " + ranks_text(all_members());
     copy_text(mine->doing, sizeof(mine->doing), op_name_ + doing_);
-    mine->group_key.store(key_, std::memory_order_relaxed);
+    mine->group_key.store(phase ? key_ : 0, std::memory_order_relaxed);  // 0: no phase of ours to check
     mine->target.store(target, std::memory_order_relaxed);
     mine->waiting_for.store(ranks_[p], std::memory_order_relaxed);
     mine->epoch.fetch_add(1, std::memory_order_release);
@@ -127,17 +132,51 @@ void Group::wait_for(int p, uint32_t target) {
     }
   } stop{mine};
   while (true) {
-    uint32_t v = s.phase.load(std::memory_order_seq_cst);
+    uint32_t v = word.load(std::memory_order_seq_cst);
     if (int32_t(v - target) >= 0) return;
-    futex_wait(&s.phase, v, kSleepSeconds);
+    futex_wait(&word, v, kSleepSeconds);
     double t = now_seconds();
-    if (t - op_start_ >= opts_.timeout_s) fail_waiting(target, true);
+    if (t - op_start_ >= opts_.timeout_s) phase ? fail_waiting(target, true) : fail_post_wait(p, true, "");
     if (t >= next_liveness_check_) {
       next_liveness_check_ = t + kLivenessPeriod;
-      check_peers(p, target);
+      if (reached()) return;
+      if (phase) check_peers(p, target); else check_post_wait(p);
+      check_posts(kind == Word::post ? p : -1);
       if (mine && opts_.deadlock_s > 0) check_cycle(p);
     }
   }
+}
+
+void Group::check_post_wait(int p) {
+  // p posts (or acknowledges) before it goes on: p at a later phase than this rank, or awaiting a
+  // post itself in this very call, is p in another collective than this rank's.
+  const Slot& s = slot(p);
+  uint32_t awaiting = s.awaiting.load(std::memory_order_acquire);
+  RankStatus* st = node_->status(ranks_[p]);
+  if (int32_t(s.phase.load(std::memory_order_acquire) - phase_) > 0)
+    fail_post_wait(p, false, "in a later collective than this rank's (it called another one)");
+  if (awaiting == (uint32_t(calls_ & 0x7fffffffu) | 0x80000000u))
+    fail_post_wait(p, false, "awaiting a broadcast from another root in the same call (the ranks named different roots)");
+  if (!process_alive(s.pid.load()) || (st && (st->finished.load(std::memory_order_acquire) || gave_up(st))))
+    fail_post_wait(p, false, "");
+}
+
+void Group::fail_post_wait(int p, bool timed_out, const std::string& how) {
+  std::string text = std::string(op_name_) + " on ranks " + ranks_text(all_members()) + ": rank " +
+                     std::to_string(ranks_[me_]) + " waited " + seconds_text(now_seconds() - op_start_) +
+                     " s for rank " + std::to_string(ranks_[p]);
+  if (timed_out) text += " and timed out (the timeout is " + seconds_text(opts_.timeout_s) + " s, set by GLOBALTENSOR_TIMEOUT)";
+  std::string state = how.empty() ? peer_state(ranks_[p], 0) : how;
+  if (state.empty())
+    state = process_alive(slot(p).pid.load()) ? "running, not in this collective (it may have called another one)"
+                                              : "exited before the end of its script (killed, crashed, or os._exit)";
+  text += ". The ranks were:\n  rank " + std::to_string(ranks_[me_]) + ": in " + op_name_ + " on ranks " +
+          ranks_text(all_members()) + "\n  rank " + std::to_string(ranks_[p]) + ": " + state + "\n" + collective_hint();
+  broken_ = true;
+  broken_reason_ = text;
+  publish_failure(text);
+  if (timed_out) throw CollectiveTimeout(text);
+  throw CollectiveError(text);
 }
 
 void Group::check_peers(int p, uint32_t target) {

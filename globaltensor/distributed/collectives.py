@@ -384,7 +384,7 @@ def send(x: np.ndarray, dst: int) -> None:
     g = _pair(dst, "send")
     if _observers:
         _observe("send", x.nbytes, g)
-    g.native("send").broadcast(_contiguous(x), g.ranks.index(world().rank))
+    g.native("send").transfer(_contiguous(x), g.ranks.index(world().rank))
 
 
 def recv(x: np.ndarray, src: int) -> np.ndarray:
@@ -392,7 +392,7 @@ def recv(x: np.ndarray, src: int) -> np.ndarray:
     _check_array(x, "recv")
     g = _pair(src, "recv")
     tmp = x if x.flags.c_contiguous else _contiguous(x)
-    g.native("recv").broadcast(tmp, g.ranks.index(src))
+    g.native("recv").transfer(tmp, g.ranks.index(src))
     if tmp is not x:
         x[...] = tmp
     return x

@@ -281,6 +281,10 @@ class InterHostGroup(GatherSide):
             local.broadcast(x, 0)
         return x
 
+    def transfer(self, x, root_index):
+        """send/recv on a pair: the broadcast above (MPI's between hosts)."""
+        return self.broadcast(x, root_index)
+
     def reduce_scatter(self, x, out, redop, counts=None):
         """counts: every member's piece in elements, alike on every member (collectives.py passes it);
         without it the pieces' sizes are exchanged first."""

@@ -1,0 +1,139 @@
+"""Posted small broadcasts (issue 34 s10): the root writes its message into a numbered slot and returns.
+Values against numpy on 2 and 3 ranks (every dtype, sizes around the posting bound, roots rewriting their
+buffer at once, roots running ahead of a slow reader, mixed with the phased collectives), and every way
+ranks can disagree raising within seconds on every rank (the timeout is the default 300 s): sizes across
+the bound, two ranks naming themselves root, readers naming each other, a post met by a phased
+collective, a root whose script ended; send/recv stay a rendezvous (crossed sends raise at once)."""
+import time
+
+import numpy as np
+import pytest
+
+import globaltensor as gt
+from globaltensor import distributed as dist
+from globaltensor import dtype as _dtype
+from conftest import run_ranks
+
+_DTYPES = [d.np for d in _dtype.ALL]
+_BOUND = 16 << 10  # kernels/broadcast.cpp kPostBytes: the largest posted broadcast
+_QUICK = 10.0      # seconds: a disagreement is an error well before the 300 s timeout
+
+
+def _value(rank, n, dtype, salt=0):
+    v = (np.arange(n) * 3 + rank * 7 + salt) % 11
+    return (v % 2).astype(dtype) if dtype == np.dtype(np.bool_) else v.astype(dtype)
+
+
+def _mixed_calls():
+    """Broadcasts of every dtype and size class from changing roots, each root rewriting its buffer
+    right after the call, interleaved with phased collectives (on the world and on a sub-group that
+    shares no state), a root 12 calls ahead of a reader that sleeps (it waits for the slots'
+    acknowledgements), a non-contiguous buffer, send/recv on a pair."""
+    r, k = gt.env.get_rank(), gt.env.get_world_size()
+    sizes = [0, 1, 2, 7, _BOUND // 8, _BOUND // 4, _BOUND // 4 + 1, 3 * _BOUND]  # float32: up to and past the bound
+    pair = dist.new_group([0, 1])
+    call = 0
+    for dt in _DTYPES:
+        for n in sizes[:5] if dt != np.float32 else sizes:
+            call += 1
+            src = call % k
+            x = _value(src, n, dt, salt=call) if r == src else np.zeros(n, dt)
+            got = dist.broadcast(x, src=src)
+            assert got is x
+            if r == src:
+                x[...] = _value(src, n, dt, salt=call + 1)  # the readers must see the posted copy
+            else:
+                assert np.array_equal(x, _value(src, n, dt, salt=call)), (dt, n, src)
+            if call % 3 == 0:
+                g = dist.all_gather(_value(r, 3, np.float32, salt=call), sizes=[3] * k)
+                assert np.array_equal(g, np.concatenate([_value(p, 3, np.float32, salt=call) for p in range(k)]))
+            if call % 4 == 1:
+                s = dist.all_reduce(_value(r, 5, np.int64, salt=call))
+                assert np.array_equal(s, sum(_value(p, 5, np.int64, salt=call) for p in range(k)))
+            if call % 5 == 2:
+                a = dist.all_to_all(_value(r, 2 * k, np.float32, salt=call), [2] * k, recv_sizes=[2] * k)
+                want = [_value(p, 2 * k, np.float32, salt=call)[2 * r:2 * r + 2] for p in range(k)]
+                assert np.array_equal(a, np.concatenate(want))
+            if call % 7 == 3 and r < 2:  # a posted broadcast on a sub-group of the world
+                y = _value(1, 6, np.int32, salt=call) if r == 1 else np.zeros(6, np.int32)
+                dist.broadcast(y, src=1, group=pair)
+                assert np.array_equal(y, _value(1, 6, np.int32, salt=call))
+    for i in range(12):  # rank 0 runs ahead; the last rank reads late
+        if r == k - 1 and i == 0:
+            time.sleep(0.3)
+        x = _value(0, 9, np.float64, salt=i) if r == 0 else np.zeros(9)
+        dist.broadcast(x, src=0)
+        assert np.array_equal(x, _value(0, 9, np.float64, salt=i)), i
+    m = np.zeros((6, 4), np.float32)
+    view = m[:, 1]  # not contiguous
+    if r == 1:
+        view[...] = _value(1, 6, np.float32)
+    dist.broadcast(view, src=1)
+    assert np.array_equal(m[:, 1], _value(1, 6, np.float32)) and not m[:, [0, 2, 3]].any()
+    for i in range(5):  # send/recv: rank 0 sends 5 messages, rank 1 receives them in order
+        if r == 0:
+            dist.send(_value(0, 4, np.int32, salt=i), 1)
+        elif r == 1:
+            assert np.array_equal(dist.recv(np.empty(4, np.int32), 0), _value(0, 4, np.int32, salt=i)), i
+    dist.barrier()
+    return call
+
+
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_posted_broadcasts_mixed_with_other_collectives(nprocs):
+    for _ in range(2):  # mixed layouts run more than once
+        assert len(set(run_ranks(_mixed_calls, nprocs, timeout=120))) == 1
+
+
+def _disagree(case):
+    """Each rank's (error text or None, seconds until it raised) for one kind of disagreement; the
+    second call is where a rank that returned from the first meets the others' error."""
+    r = gt.env.get_rank()
+    t = time.monotonic()
+    try:
+        if case == "sizes":  # the root posts 4 floats; the reader expects 8
+            dist.broadcast(np.ones(4 if r == 0 else 8, np.float32), src=0)
+        elif case == "across_bound":  # the root posts; the reader's size takes the phased path
+            dist.broadcast(np.ones(16 if r == 0 else _BOUND, np.float32), src=0)
+        elif case == "self_roots":  # both name themselves root: both post and return
+            dist.broadcast(np.ones(4, np.float32), src=r)
+        elif case == "crossed_roots":  # each names the other: both await a post
+            dist.broadcast(np.ones(4, np.float32), src=1 - r)
+        elif case == "post_vs_phased":  # rank 0 posts, rank 1 calls all_reduce
+            if r == 0:
+                dist.broadcast(np.ones(4, np.float32), src=0)
+            else:
+                dist.all_reduce(np.ones(4, np.float32))
+        elif case == "crossed_sends":  # both send first: a rendezvous, so an error at once
+            dist.send(np.ones(4, np.float32), 1 - r)
+        dist.all_reduce(np.ones(3))
+        dist.barrier()
+    except dist.CollectiveError as exc:
+        return str(exc), time.monotonic() - t
+    return None, time.monotonic() - t
+
+
+@pytest.mark.parametrize("case, says", [
+    ("sizes", "16 bytes"), ("across_bound", "broadcast"), ("self_roots", "small broadcasts before"),
+    ("crossed_roots", "different roots"), ("post_vs_phased", "different"), ("crossed_sends", "different roots")])
+def test_ranks_that_disagree_raise_within_seconds_on_every_rank(case, says):
+    results = run_ranks(_disagree, 2, case, timeout=120)
+    assert all(e is not None for e, _ in results), results
+    assert all(s < _QUICK for _, s in results), results
+    assert any(says in e for e, _ in results), results
+
+
+def _root_gone():
+    dist.barrier()  # both have joined: rank 0 then awaits a post
+    if gt.env.get_rank() == 1:
+        return None  # the script ends without the broadcast
+    t = time.monotonic()
+    with pytest.raises(dist.CollectiveError, match="rank 1") as info:
+        dist.broadcast(np.zeros(4, np.float32), src=1)
+    return str(info.value), time.monotonic() - t
+
+
+def test_a_reader_whose_root_ended_raises_naming_it():
+    text, seconds = run_ranks(_root_gone, 2, timeout=120)[0]
+    assert seconds < _QUICK and "broadcast on ranks [0, 1]: rank 0 waited" in text, (seconds, text)
+    assert "rank 1: finished the script" in text or "rank 1: exited" in text, text
