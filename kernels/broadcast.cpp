@@ -26,7 +26,7 @@ namespace gt {
 
 namespace {
 
-constexpr uint32_t kPostSlots = 4;
+constexpr uint32_t kPostSlots = 64;
 constexpr size_t kPostHeader = 128;              // the root's Desc, padded to two cache lines
 constexpr size_t kPostBytes = size_t(16) << 10;  // the largest message that is posted
 constexpr size_t kSlotBytes = kPostHeader + kPostBytes;

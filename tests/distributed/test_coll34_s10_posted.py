@@ -16,6 +16,7 @@ from conftest import run_ranks
 
 _DTYPES = [d.np for d in _dtype.ALL]
 _BOUND = 16 << 10  # kernels/broadcast.cpp kPostBytes: the largest posted broadcast
+_SLOTS = 64        # kPostSlots: how far a root runs ahead of its slowest reader
 _QUICK = 10.0      # seconds: a disagreement is an error well before the 300 s timeout
 
 
@@ -27,7 +28,7 @@ def _value(rank, n, dtype, salt=0):
 def _mixed_calls():
     """Broadcasts of every dtype and size class from changing roots, each root rewriting its buffer
     right after the call, interleaved with phased collectives (on the world and on a sub-group that
-    shares no state), a root 12 calls ahead of a reader that sleeps (it waits for the slots'
+    shares no state), a root many calls ahead of a reader that sleeps (it waits for the slots'
     acknowledgements), a non-contiguous buffer, send/recv on a pair."""
     r, k = gt.env.get_rank(), gt.env.get_world_size()
     sizes = [0, 1, 2, 7, _BOUND // 8, _BOUND // 4, _BOUND // 4 + 1, 3 * _BOUND]  # float32: up to and past the bound
@@ -58,7 +59,7 @@ def _mixed_calls():
                 y = _value(1, 6, np.int32, salt=call) if r == 1 else np.zeros(6, np.int32)
                 dist.broadcast(y, src=1, group=pair)
                 assert np.array_equal(y, _value(1, 6, np.int32, salt=call))
-    for i in range(12):  # rank 0 runs ahead; the last rank reads late
+    for i in range(3 * _SLOTS):  # rank 0 runs ahead; the last rank reads late: slots reused after their reads
         if r == k - 1 and i == 0:
             time.sleep(0.3)
         x = _value(0, 9, np.float64, salt=i) if r == 0 else np.zeros(9)
