@@ -10,6 +10,7 @@
 #include "../kernels/group.h"
 #include "../kernels/group_segment.h"
 #include "common.h"
+#include "fastcall.h"
 #include "kept.h"
 
 namespace gt {
@@ -311,7 +312,7 @@ void bind_collectives(py::module_& m) {
       .def_property_readonly("index", &Group::index)
       .def_property_readonly("ranks", &Group::ranks);
 
-  py::class_<GatherRows>(m, "GatherRows", "collectives.all_gather given the sizes, on one host, in one C++ call.")
+  fast_call<GatherRows, 2>(py::class_<GatherRows>(m, "GatherRows", "collectives.all_gather given the sizes, on one host, in one C++ call.")
       .def(py::init([](std::shared_ptr<Group> group, size_t max_bytes, py::object fallback) {
              return GatherRows{std::move(group), max_bytes, std::move(fallback), py::module_::import("numpy").attr("empty"), {}};
            }),
@@ -319,20 +320,20 @@ void bind_collectives(py::module_& m) {
       .def("__call__", &GatherRows::operator(), py::arg("x"), py::arg("sizes"),
            "Every member's x concatenated along axis 0 (sizes: every member's length, alike on every member).")
       .def_property_readonly("kept", [](const GatherRows& g) { return g.kept.size(); },
-                             "How many layouts' outputs are kept (at most 16).");
-  py::class_<BroadcastCall>(m, "BroadcastCall", "collectives.broadcast of the world, on one host, in one C++ call.")
+                             "How many layouts' outputs are kept (at most 16)."));
+  fast_call<BroadcastCall, 2>(py::class_<BroadcastCall>(m, "BroadcastCall", "collectives.broadcast of the world, on one host, in one C++ call.")
       .def(py::init([](std::shared_ptr<Group> group, py::object fallback, py::object world) {
              return BroadcastCall{std::move(group), std::move(fallback), std::move(world)};
            }),
            py::arg("group"), py::arg("fallback"), py::arg("world"))
-      .def("__call__", &BroadcastCall::operator(), py::arg("x"), py::arg("src"), "x from member src, in place, on every member.");
-  py::class_<AllReduceCall>(m, "AllReduceCall", "collectives.all_reduce of the world in place, on one host, in one C++ call.")
+      .def("__call__", &BroadcastCall::operator(), py::arg("x"), py::arg("src"), "x from member src, in place, on every member."));
+  fast_call<AllReduceCall, 2>(py::class_<AllReduceCall>(m, "AllReduceCall", "collectives.all_reduce of the world in place, on one host, in one C++ call.")
       .def(py::init([](std::shared_ptr<Group> group, py::object fallback, py::object world, py::dict ops) {
              return AllReduceCall{std::move(group), std::move(fallback), std::move(world), op_table(ops)};
            }),
            py::arg("group"), py::arg("fallback"), py::arg("world"), py::arg("ops"))
-      .def("__call__", &AllReduceCall::operator(), py::arg("x"), py::arg("op"), "x reduced over the members with op, in place.");
-  py::class_<ScatterRows>(m, "ScatterRows", "collectives.reduce_scatter of the world, on one host, in one C++ call.")
+      .def("__call__", &AllReduceCall::operator(), py::arg("x"), py::arg("op"), "x reduced over the members with op, in place."));
+  fast_call<ScatterRows, 3>(py::class_<ScatterRows>(m, "ScatterRows", "collectives.reduce_scatter of the world, on one host, in one C++ call.")
       .def(py::init([](std::shared_ptr<Group> group, size_t max_bytes, py::object fallback, py::object world, py::dict ops) {
              return ScatterRows{std::move(group), max_bytes, std::move(fallback), std::move(world),
                                 py::module_::import("numpy").attr("empty"), op_table(ops), {}};
@@ -340,15 +341,15 @@ void bind_collectives(py::module_& m) {
            py::arg("group"), py::arg("max_bytes"), py::arg("fallback"), py::arg("world"), py::arg("ops"))
       .def("__call__", &ScatterRows::operator(), py::arg("x"), py::arg("op"), py::arg("sizes"),
            "x reduced over the members with op; this member's piece along axis 0 (sizes: the pieces' lengths).")
-      .def_property_readonly("kept", [](const ScatterRows& g) { return g.kept.size(); }, "Layouts whose outputs are kept.");
-  py::class_<AllToAllRows>(m, "AllToAllRows", "collectives.all_to_all given both sizes, on one host, in one C++ call.")
+      .def_property_readonly("kept", [](const ScatterRows& g) { return g.kept.size(); }, "Layouts whose outputs are kept."));
+  fast_call<AllToAllRows, 3>(py::class_<AllToAllRows>(m, "AllToAllRows", "collectives.all_to_all given both sizes, on one host, in one C++ call.")
       .def(py::init([](std::shared_ptr<Group> group, size_t max_bytes, py::object fallback) {
              return AllToAllRows{std::move(group), max_bytes, std::move(fallback), py::module_::import("numpy").attr("empty"), {}};
            }),
            py::arg("group"), py::arg("max_bytes"), py::arg("fallback"))
       .def("__call__", &AllToAllRows::operator(), py::arg("x"), py::arg("send_sizes"), py::arg("recv_sizes"),
            "What every member sends here (recv_sizes rows from each), in member order.")
-      .def_property_readonly("kept", [](const AllToAllRows& g) { return g.kept.size(); }, "Layouts whose outputs are kept.");
+      .def_property_readonly("kept", [](const AllToAllRows& g) { return g.kept.size(); }, "Layouts whose outputs are kept."));
 }
 
 }  // namespace bindings

@@ -10,6 +10,7 @@
 
 #include "../kernels/group_segment.h"
 #include "common.h"
+#include "fastcall.h"
 #include "kept.h"
 
 namespace gt {
@@ -173,7 +174,7 @@ void bind_mpi(py::module_& m) {
            py::arg("fn"), py::arg("handle_bytes"), py::arg("byte"), py::arg("comm"), py::arg("size"))
       .def("__call__", &MpiAllgather::operator(), py::arg("send"), py::arg("recv"),
            "send's bytes from every member into recv, in member order; MPI's error code (0: done).");
-  py::class_<MpiGatherRows>(m, "MpiGatherRows",
+  fast_call<MpiGatherRows, 2>(py::class_<MpiGatherRows>(m, "MpiGatherRows",
       "InterHostGroup.gather_rows' common case (even shares, small) in one C++ call; else its Python method.")
       .def(py::init([](const MpiAllgather& call, py::object group, py::object ranks, size_t max_bytes, py::object alloc,
                        py::object fallback, py::object on_error) {
@@ -185,8 +186,8 @@ void bind_mpi(py::module_& m) {
       .def("__call__", &MpiGatherRows::operator(), py::arg("x"), py::arg("rows"),
            "Every member's x concatenated along axis 0 (rows: every member's length), as gather_rows.")
       .def_property_readonly("kept", [](const MpiGatherRows& g) { return g.kept.size(); },
-                             "How many layouts' outputs are kept (at most 16).");
-  py::class_<MpiAllreduceFast>(m, "MpiAllreduceFast",
+                             "How many layouts' outputs are kept (at most 16)."));
+  fast_call<MpiAllreduceFast, 3>(py::class_<MpiAllreduceFast>(m, "MpiAllreduceFast",
       "InterHostGroup.all_reduce's common case (added (redop, dtype) pairs, small) in one C++ call; else its Python method.")
       .def(py::init([](py::object group, py::object ranks, size_t max_bytes, py::object fallback, py::object on_error) {
              return MpiAllreduceFast{group, ranks, fallback, on_error, max_bytes, {}, group.attr("_in_flight")};
@@ -200,7 +201,7 @@ void bind_mpi(py::module_& m) {
       .def("__call__", &MpiAllreduceFast::operator(), py::arg("x"), py::arg("out"), py::arg("redop"),
            "out = x reduced over the members with redop (in place when out is x), as InterHostGroup.all_reduce.")
       .def_property_readonly("size", [](const MpiAllreduceFast& f) { return f.entries.size(); },
-                             "How many (redop, dtype) pairs it takes.");
+                             "How many (redop, dtype) pairs it takes."));
   py::class_<MpiAllreduce>(m, "MpiAllreduce", "A blocking MPI_Allreduce of one dtype and op on one communicator, from C++.")
       .def(py::init([](uintptr_t fn, int handle_bytes, uintptr_t dtype, uintptr_t op, uintptr_t comm, uintptr_t in_place,
                        int type_num) {

@@ -249,7 +249,8 @@ def all_reduce_mean(x: np.ndarray, group: Optional[Group] = None, now: bool = Tr
 
 
 def broadcast(x: np.ndarray, src: int = 0, group: Optional[Group] = None) -> np.ndarray:
-    """Copy the array of global rank `src` into x on every member, in place; returns x."""
+    """Copy the array of global rank `src` into x on every member, in place; returns x. Up to 16 KiB
+    on one host src returns once its message is posted, before the others read it (Open MPI's eager)."""
     if _world_bcast is not None and group is None and not _observers:
         return _world_bcast(x, src)  # the world on one host: one C++ call (else this with group=world)
     _check_array(x, "broadcast")

@@ -138,3 +138,27 @@ def test_a_reader_whose_root_ended_raises_naming_it():
     text, seconds = run_ranks(_root_gone, 2, timeout=120)[0]
     assert seconds < _QUICK and "broadcast on ranks [0, 1]: rank 0 waited" in text, (seconds, text)
     assert "rank 1: finished the script" in text or "rank 1: exited" in text, text
+
+
+def _fronts_called_from_the_type():
+    """The world's C++ fronts are called through their type's own slot (bindings/fastcall.h): positional
+    arguments only, checked; errors of the fallback and of the collective arrive as from pybind11."""
+    from globaltensor.distributed import collectives
+    r, k = gt.env.get_rank(), gt.env.get_world_size()
+    x = np.full(3, float(r))
+    dist.all_gather(x, sizes=[3] * k)  # the world's fronts exist from here
+    front = collectives._world_bcast
+    for bad in [lambda: front(x), lambda: front(x, 0, 1), lambda: front(x, src=0)]:
+        with pytest.raises(TypeError, match="BroadcastCall"):
+            bad()
+    with pytest.raises(ValueError, match="src rank 7 is not in the group"):
+        front(x, 7)  # the fallback's own error
+    assert front.__call__(x, 1) is x and x.tolist() == [1.0] * 3  # pybind11's __call__ still works
+    x[...] = r + 5.0
+    assert front(x, 0) is x and x.tolist() == [5.0] * 3
+    assert dist.all_gather(x, sizes=[3] * k).tolist() == [5.0] * 3 * k and collectives._world_rows.kept == 1
+    return type(front).__name__, type(collectives._world_rows).__name__
+
+
+def test_cpp_fronts_check_their_arguments_and_pass_errors_on():
+    assert run_ranks(_fronts_called_from_the_type, 2, timeout=60) == [("BroadcastCall", "GatherRows")] * 2
