@@ -41,11 +41,13 @@ def gt_worker(sizes, kind):
         rows = max(1, n // k)
         a2a = make((rows * k,), np.float32)
         a2a[...] = 1
+        # the sizes lists are made once, as the peers' output buffers are (a loop of calls passes the same ones)
+        gather_sizes, a2a_sizes = [part.shape[0]] * k, [rows] * k
         calls = {"all_reduce": lambda: dist.all_reduce(buf),
-                 "all_gather": lambda: dist.all_gather(part, sizes=[part.shape[0]] * k),
+                 "all_gather": lambda: dist.all_gather(part, sizes=gather_sizes),
                  "reduce_scatter": lambda: dist.reduce_scatter(buf),
                  "broadcast": lambda: dist.broadcast(buf, src=0),
-                 "all_to_all": lambda: dist.all_to_all(a2a, [rows] * k, recv_sizes=[rows] * k)}
+                 "all_to_all": lambda: dist.all_to_all(a2a, a2a_sizes, recv_sizes=a2a_sizes)}
         for op in OPS:
             out[f"{op}/{size}"] = median_seconds(calls[op], ITERS.get(size, 20), dist.barrier)
     return out

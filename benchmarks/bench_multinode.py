@@ -46,10 +46,11 @@ def worker(out_path, sizes, smoke):
         x = np.zeros(n, np.float32)  # all_reduced in place again and again: zeros stay finite
         piece = np.ones(max(1, n // k), np.float32)
         gathered = np.empty(piece.size * k, np.float32)
+        sizes_list = [piece.size] * k  # made once, as mpi4py's output buffer is
         calls = {
             "gt all_reduce": lambda: dist.all_reduce(x),
             "mpi4py all_reduce": lambda: comm.Allreduce(comm_in_place(), x),
-            "gt all_gather": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
+            "gt all_gather": lambda: dist.all_gather(piece, sizes=sizes_list),
             "mpi4py all_gather": lambda: comm.Allgather(piece, gathered),
         }
         row = {"size": size, **_alternated(calls, _iters(size, smoke), comm.Barrier)}

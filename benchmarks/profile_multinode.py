@@ -80,6 +80,7 @@ def _variants(size, k):
         "all_gather np.empty beside":
             _armed(group, lambda: (np.empty(gathered.shape, gathered.dtype), ag.Allgather([piece, byte], [gathered, byte]))),
         "all_gather np.empty alone": lambda: np.empty(gathered.shape, gathered.dtype),
+        "all_gather new output alone": lambda: group._new_output(gathered.shape, gathered.dtype),
         "all_gather two outs in turn": _armed(group, _in_turn(ag, piece, gathered, byte)),
         "all_gather +empty_shared out": _armed(group, lambda: ag.Allgather([piece, byte], [w.empty_shared(gathered.shape, gathered.dtype), byte])),
         "all_gather gather_rows": lambda: group.gather_rows(piece, rows),
@@ -94,7 +95,13 @@ def _variants(size, k):
         "all_gather C++ +lookup": (lambda: _lookup_frame(group, piece, rows, False)) if group._gather_direct is not None else None,
         "all_gather C++ +lookup+refcount": (lambda: _lookup_frame(group, piece, rows, True)) if group._gather_direct is not None else None,
         "all_gather shm+Sendrecv": (lambda: group._gather_hosts(piece, gathered)) if two else None,
+        "all_gather shm+Sendrecv new output": (
+            lambda: group._gather_hosts(piece, group._new_output(gathered.shape, gathered.dtype))) if two else None,
+        "all_gather shm+Sendrecv np.empty": (
+            lambda: group._gather_hosts(piece, np.empty(gathered.shape, gathered.dtype))) if two else None,
         "all_gather gt.distributed": lambda: dist.all_gather(piece, sizes=[piece.size] * k),
+        "all_gather gt.distributed same sizes": lambda: dist.all_gather(piece, sizes=rows),
+        "all_gather world's gather_rows": lambda: collectives._world_native.gather_rows(piece, rows),
     }
 
 

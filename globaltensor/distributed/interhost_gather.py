@@ -48,8 +48,12 @@ _HOSTS = "inside the hosts, then between them"
 _PLANS_KEPT = 64  # gather_rows' plans kept per group (a model's layouts; cleared when full)
 # gather_rows' outputs under this many bytes are kept by their plan and written again by the next call of
 # that layout once nothing else holds them (no view, no name): across hosts a fresh output per call (any
-# allocation beside the MPI call) cost 0.78x-0.84x mpi4py's Allgather at 1 KiB (RESULTS.md "End of stop (s8)")
-KEEP_BYTES = 1 << 20
+# allocation beside the MPI call) cost 0.78x-0.84x mpi4py's Allgather at 1 KiB (RESULTS.md "End of stop (s8)"),
+# and a fresh 1 MiB output on the host path 70 us of 610 (s10: its pages new to the shared-memory step); the
+# outputs kept by one group's plans add up to KEEP_TOTAL_BYTES at most (a plan past it keeps none)
+KEEP_BYTES = 16 << 20
+KEEP_TOTAL_BYTES = 64 << 20
+CPP_BYTES = 1 << 20  # MpiGatherRows takes outputs under this (it keeps one per layout, 16 layouts at most)
 
 
 class GatherSide:
@@ -148,10 +152,11 @@ class GatherSide:
                 how = _HOSTS
             elif nbytes < BLOCKING_BYTES and x.nbytes < PAIRS_SHARE_BYTES:
                 how = _ALLGATHER if self._gather_direct is None else _DIRECT
-        plan = ((total,) + x.shape[1:], how, None if even else [int(r) * row_bytes for r in rows],
-                [None, 0] if nbytes < KEEP_BYTES else None)
         if len(self._rows_plans) >= _PLANS_KEPT:
             self._rows_plans.clear()
+        held = sum(math.prod(p[0]) * key[1].itemsize for key, p in self._rows_plans.items() if p[3] is not None)
+        plan = ((total,) + x.shape[1:], how, None if even else [int(r) * row_bytes for r in rows],
+                [None, 0] if nbytes < KEEP_BYTES and held + nbytes <= KEEP_TOTAL_BYTES else None)
         self._rows_plans[(x.shape, x.dtype, tuple(rows))] = plan
         return plan
 
@@ -210,9 +215,9 @@ class GatherSide:
         self._gather_comm = self._jc.sub(self.ranks, "all_gather")
         self._gather_direct = mpi_direct.allgather(self.MPI, self._gather_comm)
         if self._gather_direct is not None and self.size > PAIRS_MEMBERS:
-            hosts = HOSTS_BYTES if HOSTS_BYTES > 0 and self._host_peer is not None else KEEP_BYTES
+            hosts = HOSTS_BYTES if HOSTS_BYTES > 0 and self._host_peer is not None else CPP_BYTES
             self.gather_rows = _native.MpiGatherRows(
-                self._gather_direct, self, self.ranks, max(0, min(KEEP_BYTES, BLOCKING_BYTES, hosts)), self._new_output,
+                self._gather_direct, self, self.ranks, max(0, min(CPP_BYTES, BLOCKING_BYTES, hosts)), self._new_output,
                 types.MethodType(GatherSide.gather_rows, self), functools.partial(mpi_direct.check, self.MPI))
         return self._gather_comm
 
