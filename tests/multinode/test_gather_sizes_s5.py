@@ -100,3 +100,19 @@ def test_an_output_nobody_holds_is_written_again_and_a_held_one_never():
     np.testing.assert_array_equal(view, np.concatenate([x + 1, x + 1])[2:])
     np.testing.assert_array_equal(held[0], np.concatenate([x + 2, x + 2]))
     np.testing.assert_array_equal(fifth, np.concatenate([x + 4, x + 4]))
+
+
+def test_plans_keep_outputs_under_keep_bytes_and_a_budget_per_group():
+    """gather_rows' plans keep an output slot only under KEEP_BYTES (16 MiB, s10) and while the group's kept
+    outputs add up to at most KEEP_TOTAL_BYTES; plans cleared when full start the budget again."""
+    import numpy as np
+    from globaltensor.distributed import interhost_gather as ig
+    g = _stand_in([0, 1], [[0], [1]], 0)
+    big = np.zeros(ig.KEEP_BYTES // 2, np.uint8)  # a member's half of a KEEP_BYTES output: not kept (not under)
+    assert g._rows_plan(big, [big.size] * 2)[3] is None
+    piece = ig.KEEP_BYTES // 8  # outputs of KEEP_BYTES / 4 each
+    kept = [g._rows_plan(np.zeros(piece + i, np.uint8), [piece + i] * 2)[3] is not None for i in range(20)]
+    fits = ig.KEEP_TOTAL_BYTES // (2 * piece + 40)
+    assert kept[:fits] == [True] * fits and not any(kept[fits + 1:]), kept
+    g._rows_plans.clear()
+    assert g._rows_plan(np.zeros(piece, np.uint8), [piece] * 2)[3] is not None
