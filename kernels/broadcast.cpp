@@ -120,10 +120,12 @@ void Group::ack_post(int p) {
   if (ack.waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&ack.value);
 }
 
-void Group::check_posts(int awaited) {
+void Group::check_posts(int awaited, const std::atomic<uint32_t>& word, uint32_t target) {
   for (int q = 0; q < k_; ++q) {
     uint32_t read = posts_[q] - (q == awaited ? 1u : 0u);
-    if (q == me_ || int32_t(post_word(q).value.load(std::memory_order_acquire) - read) <= 0) continue;
+    if (q == me_ || int32_t(post_word(q).value.load(std::memory_order_seq_cst) - read) <= 0) continue;
+    // a post made after this rank's wait ended (the waited-for word, written first, now reached) is legitimate
+    if (int32_t(word.load(std::memory_order_seq_cst) - target) >= 0) return;
     fail(std::string(op_name_) + " on ranks " + ranks_text(all_members()) + ": rank " + std::to_string(ranks_[q]) +
          " broadcast from itself (a small broadcast: it posted its message and went on) where rank " +
          std::to_string(ranks_[me_]) + " called " + op_name_ +

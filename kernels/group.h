@@ -151,9 +151,10 @@ class Group {
   void post(const void* data, size_t nbytes, int root);
   const char* await_post(int p, size_t nbytes);  // the payload of p's next post, its header checked
   void ack_post(int p);
-  // Every 0.2 s of any wait: a member that posted a broadcast this rank has not read (beyond the
-  // one it awaits from `awaited`, or -1) called a collective this rank did not: fail naming it.
-  void check_posts(int awaited);
+  // Every 0.2 s of any wait (for `word` to reach `target`): a member that posted a broadcast this
+  // rank has not read (beyond the one it awaits from `awaited`, or -1) called a collective this rank
+  // did not, unless the wait has ended meanwhile: fail naming it.
+  void check_posts(int awaited, const std::atomic<uint32_t>& word, uint32_t target);
   // The liveness protocol (liveness.cpp): waiting for a member's phase while checking that it
   // lives, has not finished or given up, and is not in a cycle of waits; the errors that say so.
   void wait_for(int p, uint32_t target);
@@ -162,7 +163,7 @@ class Group {
   // call, means the ranks called different collectives (or named different roots).
   enum class Word { phase, post, ack };
   void wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& waiters, uint32_t target, Word kind);
-  void check_post_wait(int p);
+  void check_post_wait(int p, const std::atomic<uint32_t>& word, uint32_t target);
   [[noreturn]] void fail_post_wait(int p, bool timed_out, const std::string& state);
   [[noreturn]] void fail_waiting(uint32_t target, bool timed_out);
   void check_peers(int p, uint32_t target);  // every 0.2 s of waiting for member p

@@ -139,21 +139,23 @@ void Group::wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
     if (t - op_start_ >= opts_.timeout_s) phase ? fail_waiting(target, true) : fail_post_wait(p, true, "");
     if (t >= next_liveness_check_) {
       next_liveness_check_ = t + kLivenessPeriod;
-      if (reached()) return;
-      if (phase) check_peers(p, target); else check_post_wait(p);
-      check_posts(kind == Word::post ? p : -1);
+      if (phase) check_peers(p, target); else check_post_wait(p, word, target);
+      check_posts(kind == Word::post ? p : -1, word, target);
       if (mine && opts_.deadlock_s > 0) check_cycle(p);
     }
   }
 }
 
-void Group::check_post_wait(int p) {
+void Group::check_post_wait(int p, const std::atomic<uint32_t>& word, uint32_t target) {
   // p posts (or acknowledges) before it goes on: p at a later phase than this rank, or awaiting a
-  // post itself in this very call, is p in another collective than this rank's.
+  // post itself in this very call, is p in another collective than this rank's, unless the word
+  // read after those (p wrote it before them) shows that p did post (or acknowledge) meanwhile.
   const Slot& s = slot(p);
-  uint32_t awaiting = s.awaiting.load(std::memory_order_acquire);
+  uint32_t theirs = s.phase.load(std::memory_order_seq_cst);
+  uint32_t awaiting = s.awaiting.load(std::memory_order_seq_cst);
+  if (int32_t(word.load(std::memory_order_seq_cst) - target) >= 0) return;
   RankStatus* st = node_->status(ranks_[p]);
-  if (int32_t(s.phase.load(std::memory_order_acquire) - phase_) > 0)
+  if (int32_t(theirs - phase_) > 0)
     fail_post_wait(p, false, "in a later collective than this rank's (it called another one)");
   if (awaiting == (uint32_t(calls_ & 0x7fffffffu) | 0x80000000u))
     fail_post_wait(p, false, "awaiting a broadcast from another root in the same call (the ranks named different roots)");

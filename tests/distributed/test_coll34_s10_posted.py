@@ -65,6 +65,13 @@ def _mixed_calls():
         x = _value(0, 9, np.float64, salt=i) if r == 0 else np.zeros(9)
         dist.broadcast(x, src=0)
         assert np.array_equal(x, _value(0, 9, np.float64, salt=i)), i
+    for i in range(2 * k):  # one rank late at a time: the others' waits (posts, acknowledgements, phases) sleep
+        if r == i % k:  # and run their liveness checks, which must not take a late peer for a mismatch
+            time.sleep(0.25)
+        z = _value((i + 1) % k, 5, np.int32, salt=i) if r == (i + 1) % k else np.zeros(5, np.int32)
+        dist.broadcast(z, src=(i + 1) % k)
+        assert np.array_equal(z, _value((i + 1) % k, 5, np.int32, salt=i)), i
+        assert np.array_equal(dist.all_reduce(np.full(2, r + i)), np.full(2, sum(range(k)) + k * i)), i
     m = np.zeros((6, 4), np.float32)
     view = m[:, 1]  # not contiguous
     if r == 1:
