@@ -43,6 +43,8 @@ struct Group::PostWord {
   std::atomic<uint32_t> waiters;
 };
 
+uint32_t Group::my_posts() const { return post_word(me_).value.load(std::memory_order_acquire); }
+
 size_t posts_bytes(int k) {
   size_t words = size_t(k) * kWordBytes + size_t(k) * size_t(k) * kWordBytes;
   return words + size_t(k) * kPostSlots * kSlotBytes;

@@ -39,8 +39,8 @@ class Node {
   // Groups of this rank by key, so a peer's wait on this rank can be checked against its phase.
   void add_group(uint64_t key, Group* group);
   void remove_group(uint64_t key);
-  // This rank's published phase in the group `key`, or -1 when it has no such group.
-  int64_t phase_in(uint64_t key) const;
+  // This rank's published phase (posts: its post count) in the group `key`, or -1 when it has no such group.
+  int64_t phase_in(uint64_t key, bool posts = false) const;
   // The thread making collectives: true when it is the only one that ever waited in one.
   bool sole_program_thread();
   Arena& arena() { return *arena_; }
@@ -124,6 +124,7 @@ class Group {
   int size() const { return k_; }
   uint64_t key() const { return key_; }
   uint32_t my_phase() const;
+  uint32_t my_posts() const;  // the posted broadcasts this member has made (broadcast.cpp)
   int index() const { return me_; }
   const std::vector<int>& ranks() const { return ranks_; }
   void set_timeout(double seconds) { opts_.timeout_s = seconds; }

@@ -46,10 +46,11 @@ void Node::remove_group(uint64_t key) {
   groups_.erase(key);
 }
 
-int64_t Node::phase_in(uint64_t key) const {
+int64_t Node::phase_in(uint64_t key, bool posts) const {
   std::lock_guard<std::mutex> lock(groups_mu_);
   auto it = groups_.find(key);
-  return it == groups_.end() ? -1 : int64_t(it->second->my_phase());
+  if (it == groups_.end()) return -1;
+  return int64_t(posts ? it->second->my_posts() : it->second->my_phase());
 }
 
 bool Node::sole_program_thread() {
@@ -118,7 +119,10 @@ void Group::wait_on(int p, std::atomic<uint32_t>& word, std::atomic<uint32_t>& w
   if (mine) {
     if (doing_.empty()) doing_ = " on ranks " + ranks_text(all_members());
     copy_text(mine->doing, sizeof(mine->doing), op_name_ + doing_);
-    mine->group_key.store(phase ? key_ : 0, std::memory_order_relaxed);  // 0: no phase of ours to check
+    // a peer that follows this wait checks its own phase or post count against the target (check_cycle);
+    // an acknowledgement has no such count: key 0, not checked
+    mine->group_key.store(kind == Word::ack ? 0 : key_, std::memory_order_relaxed);
+    mine->posts.store(kind == Word::post ? 1 : 0, std::memory_order_relaxed);
     mine->target.store(target, std::memory_order_relaxed);
     mine->waiting_for.store(ranks_[p], std::memory_order_relaxed);
     mine->epoch.fetch_add(1, std::memory_order_release);
@@ -221,7 +225,7 @@ void Group::check_cycle(int p) {
     if (next == node_->rank()) {
       // The last wait is on this rank: it is real only while this rank has not reached its target
       // there (else that rank is merely slow to notice), checked against this rank's own phase.
-      int64_t reached = node_->phase_in(st->group_key.load());
+      int64_t reached = node_->phase_in(st->group_key.load(), st->posts.load() != 0);
       if (reached < 0 || int32_t(uint32_t(reached) - st->target.load()) >= 0) {
         cycle_.clear();
         return;

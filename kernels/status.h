@@ -14,11 +14,11 @@ struct RankStatus {
   std::atomic<int32_t> waiting_for;   // the global rank the program's thread waits for, or -1
   std::atomic<int32_t> finished;      // 1 once the script has ended (see `how`)
   std::atomic<uint64_t> group_key;    // the group of that wait (Group::key) ...
-  std::atomic<uint32_t> target;       // ... and the phase it waits for there
+  std::atomic<uint32_t> target;       // ... and the phase (or, with posts set, the post) it waits for there
   std::atomic<int32_t> threads;       // 1: one program thread waits in collectives; 2: several
   std::atomic<uint64_t> failed_epoch; // nonzero: gave up its last wait, until its epoch moves on
   std::atomic<int32_t> pid;
-  int32_t pad;
+  std::atomic<int32_t> posts;         // 1: that wait is for a post of waiting_for's (broadcast.cpp), 0: a phase
   char doing[120];                    // "all_gather on ranks [0, 1]" while waiting
   char how[128];                      // "finished the script", "raised ValueError: ..."
   char failure[256];                  // why it gave up (with failed_epoch)

@@ -169,3 +169,29 @@ def _fronts_called_from_the_type():
 
 def test_cpp_fronts_check_their_arguments_and_pass_errors_on():
     assert run_ranks(_fronts_called_from_the_type, 2, timeout=60) == [("BroadcastCall", "GatherRows")] * 2
+
+
+def _readers_in_a_cycle():
+    """Rank 0 awaits rank 1's post on the pair [0, 1]; ranks 1 and 2 await rank 0's on the world: no phase
+    moves and no post comes, so only the deadlock detector (2 s) can tell; every rank raises well before
+    the 300 s timeout, rank 0 naming the cycle."""
+    r = gt.env.get_rank()
+    pair = dist.new_group([0, 1])
+    if r < 2:
+        dist.barrier(group=pair)
+    dist.barrier()
+    t = time.monotonic()
+    try:
+        if r == 0:
+            dist.broadcast(np.zeros(4, np.float32), src=1, group=pair)
+        else:
+            dist.broadcast(np.zeros(4, np.float32), src=0)
+    except dist.CollectiveError as exc:
+        return str(exc), time.monotonic() - t
+    return None, time.monotonic() - t
+
+
+def test_readers_waiting_for_each_other_in_two_groups_are_a_deadlock():
+    results = run_ranks(_readers_in_a_cycle, 3, timeout=120)
+    assert all(e is not None and s < _QUICK for e, s in results), results
+    assert any("deadlock: these ranks wait for each other" in e for e, _ in results), results
