@@ -49,7 +49,7 @@ _PLANS_KEPT = 64  # gather_rows' plans kept per group (a model's layouts; cleare
 # gather_rows' outputs under this many bytes are kept by their plan and written again by the next call of
 # that layout once nothing else holds them (no view, no name): across hosts a fresh output per call (any
 # allocation beside the MPI call) cost 0.78x-0.84x mpi4py's Allgather at 1 KiB (RESULTS.md "End of stop (s8)"),
-# and a fresh 1 MiB output on the host path 70 us of 610 (s10: its pages new to the shared-memory step); the
+# and a fresh 1 MiB output on the host path 70 us of 610 (s10; why so much was not traced); the
 # outputs kept by one group's plans add up to KEEP_TOTAL_BYTES at most (a plan past it keeps none)
 KEEP_BYTES = 16 << 20
 KEEP_TOTAL_BYTES = 64 << 20
