@@ -45,8 +45,8 @@ def mpi_worker(path, calls, rounds):
     one, row, out, piece = (np.ones(2, np.float32), np.ones(k * 2, np.float32), np.empty(k * 2, np.float32),
                             np.empty(2, np.float32))
     fns = {"all_reduce": lambda: comm.Allreduce(MPI.IN_PLACE, one), "all_gather": lambda: comm.Allgather(one, out),
-           "reduce_scatter": lambda: comm.Reduce_scatter_block(row, piece), "broadcast": lambda: comm.Bcast(one, root=0),
-           "all_to_all": lambda: comm.Alltoall(row, out)}
+           "reduce_scatter": lambda: comm.Reduce_scatter_block(row, piece),
+           "broadcast": lambda: comm.Bcast(one, root=0), "all_to_all": lambda: comm.Alltoall(row, out)}
     rates = {op: _rate(fns[op], calls, rounds, comm.Barrier) for op in OPS}
     if comm.Get_rank() == 0:
         with open(path, "w") as f:
