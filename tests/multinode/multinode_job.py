@@ -45,6 +45,14 @@ def collectives():
         for src in ranks:
             x = _rank_value(r, (6, 3), np.float32)
             np.testing.assert_array_equal(dist.broadcast(x, src=src, group=g), _rank_value(src, (6, 3), np.float32))
+        for i in range(80):  # posted inside a host (64 slots), MPI between: roots go on and rewrite their buffers
+            src = ranks[i % len(ranks)]
+            y = _rank_value(src, (3,), np.float64) + i if r == src else np.zeros(3)
+            dist.broadcast(y, src=src, group=g)
+            if r == src:
+                y[...] = -1.0
+            else:
+                np.testing.assert_array_equal(y, _rank_value(src, (3,), np.float64) + i)
         mine = np.full((r + 1, 2), r, np.int32)  # uneven lengths
         np.testing.assert_array_equal(dist.all_gather(mine, group=g),
                                       np.concatenate([np.full((q + 1, 2), q, np.int32) for q in ranks]))
