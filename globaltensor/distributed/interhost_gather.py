@@ -36,8 +36,10 @@ BLOCKING_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_BLOCKING_BYTES", str
 # host's share over loopback TCP first); 0: never. From 1 MiB: 1.23x mpi4py at 1 MiB on a calmer run, but
 # 0.2x-0.5x at 1 KiB-256 KiB (the shared-memory step waits ~200 us for a peer that spins in MPI on the same
 # core), though 1.3x-1.5x there under heavy load (RESULTS.md "Issue 32 (s7)"); at 16 MiB 1.29x where MPI's
-# Allgather and point to point were 0.97-1.02x (s9: before, it stopped at 16 MiB and 1 MiB shares)
-HOSTS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES", str(1 << 20)))
+# Allgather and point to point were 0.97-1.02x (s9: before, it stopped at 16 MiB and 1 MiB shares). From 16 MiB
+# since s10: with outputs kept and the Allgather called from C++, the other paths beat it at 1 and 4 MiB in three
+# alternated pairs of bench_multinode runs (0.90-0.94x / 0.97-1.11x mpi4py against 0.75-0.87x / 0.81-0.89x)
+HOSTS_BYTES = int(os.environ.get("GLOBALTENSOR_INTERHOST_GATHER_HOSTS_BYTES", str(16 << 20)))
 TAG = 7  # the tag of that Sendrecv (on the all_gather communicator)
 
 # outputs under this many bytes are made with np.empty, skipping world.empty_shared's checks (which put

@@ -70,7 +70,9 @@ def test_the_host_path_needs_two_hosts_of_equal_blocks():
         assert g._host_peer == peer
         x = np.zeros(rows, np.float32)
         how = g._rows_plan(x, [rows] * len(ranks))[1]
-        assert how == (ig._HOSTS if peer is not None and rows * len(ranks) * 4 >= ig.HOSTS_BYTES else ig._ALLGATHER)
+        total = rows * len(ranks) * 4  # otherwise: one Allgather, or point to point (None) from 1 MiB shares
+        other = ig._ALLGATHER if total < ig.BLOCKING_BYTES and rows * 4 < ig.PAIRS_SHARE_BYTES else None
+        assert how == (ig._HOSTS if peer is not None and total >= ig.HOSTS_BYTES else other)
         assert g._rows_plan(x[:2], [2] * len(ranks))[1] == ig._ALLGATHER
 
 
