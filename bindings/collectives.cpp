@@ -89,6 +89,14 @@ struct AllReduceCall {
   }
 };
 
+// g.broadcast with the GIL released only where it may wait (a posted broadcast whose slot or message is
+// ready returns at once: releasing and taking the GIL again would cost more than the call).
+void broadcast_gil(Group& g, void* p, size_t nbytes, int root) {
+  if (g.broadcast_now(nbytes, root)) return g.broadcast(p, nbytes, root);
+  py::gil_scoped_release r;
+  g.broadcast(p, nbytes, root);
+}
+
 // collectives.broadcast(x, src) of the world on one host in one C++ call: x a writable C-contiguous array, src an
 // int member (the world's member i is global rank i); anything else goes to fallback(x, src, world).
 struct BroadcastCall {
@@ -101,14 +109,7 @@ struct BroadcastCall {
       int overflow = 0;
       long long root = PyLong_AsLongLongAndOverflow(src.ptr(), &overflow);
       if (!overflow && root >= 0 && root < group->size() && (x.flags() & py::array::c_style) && x.writeable()) {
-        void* p = x.mutable_data();
-        size_t nbytes = size_t(x.nbytes());
-        if (group->broadcast_now(nbytes, int(root))) {  // posted, no wait: keep the GIL
-          group->broadcast(p, nbytes, int(root));
-          return xo;
-        }
-        py::gil_scoped_release r;
-        group->broadcast(p, nbytes, int(root));
+        broadcast_gil(*group, x.mutable_data(), size_t(x.nbytes()), int(root));
         return xo;
       }
     }
@@ -198,7 +199,8 @@ struct ScatterRows {
 
   py::object operator()(py::object xo, py::object op, py::object sizes) {
     const gt::RedOp* redop = find_op(ops, op);
-    py::array x = redop != nullptr ? rows_input(xo) : rows_input(py::none());
+    if (redop == nullptr) return fallback(xo, op, world, sizes);
+    py::array x = rows_input(xo);
     int32_t dtype = x ? dtype_code(x) : -1;
     if (!gt::is_arithmetic(dtype)) return fallback(xo, op, world, sizes);
     Group& g = *group;
@@ -250,9 +252,7 @@ void bind_collectives(py::module_& m) {
       .def("barrier", [](Group& g) { py::gil_scoped_release r; g.barrier(); })
       .def("broadcast", [](Group& g, py::array buf, int root) {
         View v = contiguous(buf, "buffer", true);
-        if (g.broadcast_now(v.nbytes, root)) return g.broadcast(v.ptr, v.nbytes, root);  // no wait: keep the GIL
-        py::gil_scoped_release r;
-        g.broadcast(v.ptr, v.nbytes, root);
+        broadcast_gil(g, v.ptr, v.nbytes, root);
       }, py::arg("buf"), py::arg("root"), "Copy member root's buf into every member's; a small one is posted.")
       .def("transfer", [](Group& g, py::array buf, int root) {
         View v = contiguous(buf, "buffer", true);

@@ -65,13 +65,20 @@ char* Group::post_slot(int p, uint32_t seq) const {
   return segment_->data() + post_offset_ + words + index * kSlotBytes;
 }
 
+bool Group::posted(int p, uint32_t seq) const {
+  return int32_t(post_word(p).value.load(std::memory_order_acquire) - seq) >= 0;
+}
+
+bool Group::acknowledged(int q, uint32_t seq) const {
+  return int32_t(ack_word(me_, q).value.load(std::memory_order_acquire) - seq) >= 0;
+}
+
 void Group::post(const void* data, size_t nbytes, int root) {
   uint32_t seq = posts_[me_] + 1;
   uint32_t reused = seq - kPostSlots;  // the post that last used this slot: every reader must be past it
   for (int q = 0; q < k_; ++q) {
     PostWord& ack = ack_word(me_, q);
-    if (q != me_ && int32_t(ack.value.load(std::memory_order_acquire) - reused) < 0)
-      wait_on(q, ack.value, ack.waiters, reused, Word::ack);
+    if (q != me_ && !acknowledged(q, reused)) wait_on(q, ack.value, ack.waiters, reused, Word::ack);
   }
   Desc d{};
   d.op = kBroadcast;
@@ -93,7 +100,7 @@ const char* Group::await_post(int p, size_t nbytes) {
   uint32_t seq = ++posts_[p];
   posts_digest_ += post_mark(p);
   PostWord& w = post_word(p);
-  if (int32_t(w.value.load(std::memory_order_acquire) - seq) < 0) {
+  if (!posted(p, seq)) {
     Slot& mine = slot(me_);  // peers awaiting a post from this rank in this same call learn it will not come
     mine.awaiting.store(uint32_t(calls_ & 0x7fffffffu) | 0x80000000u, std::memory_order_seq_cst);
     struct Clear { std::atomic<uint32_t>& a; ~Clear() { a.store(0, std::memory_order_release); } } clear{mine.awaiting};
@@ -138,11 +145,9 @@ void Group::check_posts(int awaited, const std::atomic<uint32_t>& word, uint32_t
 
 bool Group::broadcast_now(size_t nbytes, int root) const {
   if (nbytes > kPostBytes || root < 0 || root >= k_ || worker_) return false;
-  if (me_ != root)
-    return int32_t(post_word(root).value.load(std::memory_order_acquire) - (posts_[root] + 1)) >= 0;
-  uint32_t reused = posts_[me_] + 1 - kPostSlots;
+  if (me_ != root) return posted(root, posts_[root] + 1);
   for (int q = 0; q < k_; ++q)
-    if (q != me_ && int32_t(ack_word(me_, q).value.load(std::memory_order_acquire) - reused) < 0) return false;
+    if (q != me_ && !acknowledged(q, posts_[me_] + 1 - kPostSlots)) return false;
   return true;
 }
 

@@ -149,6 +149,8 @@ class Group {
   PostWord& post_word(int p) const;
   PostWord& ack_word(int p, int q) const;  // how many of member p's posts member q has read
   char* post_slot(int p, uint32_t seq) const;
+  bool posted(int p, uint32_t seq) const;        // member p's post number seq is there
+  bool acknowledged(int q, uint32_t seq) const;  // member q has read this member's post number seq
   void post(const void* data, size_t nbytes, int root);
   const char* await_post(int p, size_t nbytes);  // the payload of p's next post, its header checked
   void ack_post(int p);
@@ -169,7 +171,8 @@ class Group {
   [[noreturn]] void fail_waiting(uint32_t target, bool timed_out);
   void check_peers(int p, uint32_t target);  // every 0.2 s of waiting for member p
   void check_cycle(int p);                    // ranks waiting for each other in other collectives
-  [[noreturn]] void fail(const std::string& what);
+  // The group broken, peers told this rank gave up, then CollectiveTimeout (timed_out) or CollectiveError.
+  [[noreturn]] void fail(const std::string& what, bool timed_out = false);
   std::string peer_state(int rank, uint32_t target) const;
   static bool gave_up(const RankStatus* st);  // it raised in a wait and has not waited since
   void publish_failure(const std::string& what);

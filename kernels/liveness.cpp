@@ -178,11 +178,7 @@ void Group::fail_post_wait(int p, bool timed_out, const std::string& how) {
                                               : "exited before the end of its script (killed, crashed, or os._exit)";
   text += ". The ranks were:\n  rank " + std::to_string(ranks_[me_]) + ": in " + op_name_ + " on ranks " +
           ranks_text(all_members()) + "\n  rank " + std::to_string(ranks_[p]) + ": " + state + "\n" + collective_hint();
-  broken_ = true;
-  broken_reason_ = text;
-  publish_failure(text);
-  if (timed_out) throw CollectiveTimeout(text);
-  throw CollectiveError(text);
+  fail(text, timed_out);
 }
 
 void Group::check_peers(int p, uint32_t target) {
@@ -257,10 +253,11 @@ void Group::check_cycle(int p) {
   fail(text + "\n" + collective_hint());
 }
 
-void Group::fail(const std::string& what) {
+void Group::fail(const std::string& what, bool timed_out) {
   broken_ = true;
   broken_reason_ = what;
   publish_failure(what);
+  if (timed_out) throw CollectiveTimeout(what);
   throw CollectiveError(what);
 }
 
@@ -305,10 +302,7 @@ void Group::fail_waiting(uint32_t target, bool timed_out) {
     text += "\n  rank " + std::to_string(ranks_[q]) + ": " + state;
   }
   text += std::string("\n") + collective_hint();
-  broken_ = true;
-  broken_reason_ = text;
-  publish_failure(text);
-  throw CollectiveTimeout(text);
+  fail(text, true);  // a CollectiveTimeout also when peers ended (as before: callers catch that class)
 }
 
 }  // namespace gt
