@@ -3,11 +3,9 @@
     sudo python benchmarks/bench_multinode.py [--sizes 1024,65536,...] [--smoke] [--json out.json]
 
 Both sides run in the same job on the same 4 ranks over the same veth: "gt" is
-gt.distributed.all_reduce / all_gather (under 1 MiB one blocking MPI call over every rank, watched
-by the watchdog; from 1 MiB shared memory inside each host and one Sendrecv between them, or point to
-point for 1 MiB shares; from 16 MiB sliced: docs/multinode.md),
+gt.distributed.all_reduce / all_gather (the path each size takes: docs/multinode.md, interhost.py),
 "mpi4py" is the job's MPI communicator's Allreduce / Allgather over all 4 ranks
-(what a user of mpi4py would call), alternated in rounds after the same MPI barrier. Sizes are the full message (the all_reduce buffer, the
+(what a user of mpi4py would call), ours and the peer's of one kind alternated in rounds after the same MPI barrier. Sizes are the full message (the all_reduce buffer, the
 all_gather output); time is rank 0's median over rounds of the mean per call. Needs root (namespaces) and mpi4py.
 """
 import argparse
@@ -28,8 +26,14 @@ from _timing import human_size, human_time, print_table, write_json  # noqa: E40
 SIZES = [1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 
+ROUNDS = 30  # samples per cell: with 10 (s5-s10), two runs of one cell at 1-4 MiB differed by up to 30%
+
+
 def _iters(size, smoke):
-    return 3 if smoke else max(5, min(500, (256 << 20) // (size * 8)))
+    """Calls per cell: at most 500, about 32 MiB moved, at least three a round up to 4 MiB (one above)."""
+    if smoke:
+        return 3
+    return max(ROUNDS * (3 if size <= (4 << 20) else 1), min(500, (256 << 20) // (size * 8)))
 
 
 def worker(out_path, sizes, smoke):
@@ -47,13 +51,14 @@ def worker(out_path, sizes, smoke):
         piece = np.ones(max(1, n // k), np.float32)
         gathered = np.empty(piece.size * k, np.float32)
         sizes_list = [piece.size] * k  # made once, as mpi4py's output buffer is
-        calls = {
-            "gt all_reduce": lambda: dist.all_reduce(x),
-            "mpi4py all_reduce": lambda: comm.Allreduce(comm_in_place(), x),
-            "gt all_gather": lambda: dist.all_gather(piece, sizes=sizes_list),
-            "mpi4py all_gather": lambda: comm.Allgather(piece, gathered),
-        }
-        row = {"size": size, **_alternated(calls, _iters(size, smoke), comm.Barrier)}
+        # one kind at a time: with all four in one rotation each call always follows the same other call
+        # (the rotation keeps neighbours), and the all_gather after an all_reduce read up to 15% slower
+        reduces = {"gt all_reduce": lambda: dist.all_reduce(x),
+                   "mpi4py all_reduce": lambda: comm.Allreduce(comm_in_place(), x)}
+        gathers = {"gt all_gather": lambda: dist.all_gather(piece, sizes=sizes_list),
+                   "mpi4py all_gather": lambda: comm.Allgather(piece, gathered)}
+        iters = _iters(size, smoke)
+        row = {"size": size, **_alternated(reduces, iters, comm.Barrier), **_alternated(gathers, iters, comm.Barrier)}
         results.append(row)
     training = _training(smoke)
     if rank == 0:
@@ -108,13 +113,14 @@ def _training(smoke, batch=64):
     return rates
 
 
-def _alternated(calls, iters, barrier, rounds=10):
+def _alternated(calls, iters, barrier):
     """Each call's median seconds: `rounds` rounds, each timing every call `iters // rounds` times back
     to back after the same barrier, in turn, the order rotated each round (a busy machine slows both
     sides alike, and neither side always runs first after the other kind of call)."""
     for fn in calls.values():
         fn()
     times = {name: [] for name in calls}
+    rounds = min(ROUNDS, iters)
     burst = max(1, iters // rounds)
     order = list(calls.items())
     for i in range(rounds):

@@ -2,7 +2,9 @@
 
     sudo python benchmarks/profile_multinode.py [--reps 300] [--burst 20] [--sizes 1024,1048576]
 
-Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant once, in turn (the order rotated each round, so none is always first)
+Two namespaces x 2 ranks (as bench_multinode.py). Every round runs every variant once, the all_reduces then the
+all_gathers, each kind in an order shuffled per round alike on every rank (a rotation keeps each variant's
+neighbour, and an all_gather right after an all_reduce read up to 15% slower)
 (so a busy machine slows them alike; read the ratios), each after a blocking MPI barrier, each
 `--burst` calls back to back; rank 0's median per call. The variants peel the layers:
 mpi4py's blocking call, the same on the group's own communicator with the watchdog armed
@@ -15,6 +17,7 @@ and CPU (process_time) medians.
 import argparse
 import json
 import os
+import random
 import sys
 import tempfile
 import time
@@ -54,6 +57,7 @@ def _variants(size, k):
         group._gather_comm_first()
     redop = collectives._redop(x, "sum", "all_reduce")
     from globaltensor.distributed.interhost_gather import GatherSide  # the Python method: its plan, its kept output
+    shm_out = w.empty_shared(gathered.shape, gathered.dtype)  # a preallocated output in the host's arena
     kept_out = GatherSide.gather_rows(group, piece, rows) if group._gather_direct is not None else None
     return comm, {
         "all_reduce mpi4py Allreduce": lambda: comm.Allreduce(MPI.IN_PLACE, x),
@@ -87,6 +91,7 @@ def _variants(size, k):
         "all_gather C++ Allgather armed": _armed(group, lambda: group._gather_direct(piece, gathered))
         if group._gather_direct is not None else None,
         "all_gather C++ Allgather": (lambda: group._gather_direct(piece, gathered)) if group._gather_direct is not None else None,
+        "all_gather C++ Allgather shm out": (lambda: group._gather_direct(piece, shm_out)) if group._gather_direct is not None else None,
         "all_gather C++ armed, returned": _armed(group, lambda: (group._gather_direct(piece, gathered), gathered)[1])
         if group._gather_direct is not None else None,
         "all_gather gather_rows tuple": lambda: group.gather_rows(piece, tuple(rows)),
@@ -163,9 +168,12 @@ def worker(out_path, reps, burst, sizes, only=()):
             variants = {n: f for n, f in variants.items() if any(o in n for o in keep)}
         times = {name: [] for name in variants}
         cpu = {name: [] for name in variants}
-        order = list(variants.items())
+        kinds = [[item for item in variants.items() if item[0].startswith(kind)] for kind in ("all_reduce", "all_gather")]
         for i in range(rounds):
-            for name, fn in order[i % len(order):] + order[:i % len(order)]:  # rotated: no variant always first
+            order = []
+            for kind in kinds:  # each kind in its own order, shuffled alike on every rank: no fixed neighbours
+                order += random.Random(i).sample(kind, len(kind))
+            for name, fn in order:
                 comm.Barrier()
                 t, c = time.perf_counter(), time.process_time()
                 for _ in range(burst):

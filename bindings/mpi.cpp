@@ -98,14 +98,15 @@ int armed_call(const py::object& group, const py::str& what, const py::object& r
 }
 
 // InterHostGroup.gather_rows' common case in one C++ call: even shares (`rows`, a list or tuple of ints
-// alike on every member) of a C-contiguous x under `max_bytes` of output, no all_reduce in flight on the
+// alike on every member) of a C-contiguous x under `max_bytes` of output and `max_share_bytes` a member
+// (larger shares go point to point in the Python method), no all_reduce in flight on the
 // group; the output is the last one of that layout when nothing else holds it (an allocator's reuse of a
 // freed block), else alloc(shape, dtype)'s. Anything else goes to `fallback(x, rows)` (the Python
 // method: its checks and errors). group.armed is [what, ranks] during the MPI call (mpi_wait's watchdog).
 struct MpiGatherRows {
   MpiAllgather call;
   py::object group, ranks, alloc, fallback, on_error;
-  size_t max_bytes;
+  size_t max_bytes, max_share_bytes;
   KeptOutputs kept;
   py::list in_flight;  // group._in_flight (one list for the group's life): all_reduces not yet waited for
   py::str what = py::str("all_gather");
@@ -121,7 +122,8 @@ struct MpiGatherRows {
     for (int i = 1; i < call.size && share >= 0; ++i)
       if (sizes[size_t(i)] != share) share = -1;
     size_t total_bytes = size_t(x.nbytes()) * size_t(call.size);
-    if (share < 0 || x.shape(0) != share || total_bytes >= max_bytes) return fallback(xo, rows);
+    if (share < 0 || x.shape(0) != share || total_bytes >= max_bytes || size_t(x.nbytes()) >= max_share_bytes)
+      return fallback(xo, rows);
     if (PyList_GET_SIZE(in_flight.ptr()) != 0) return fallback(xo, rows);  // in flight: the method drains them
     py::object out = kept.get(x, total, alloc);
     py::array o = py::reinterpret_borrow<py::array>(out);
@@ -177,12 +179,12 @@ void bind_mpi(py::module_& m) {
   fast_call<MpiGatherRows, 2>(py::class_<MpiGatherRows>(m, "MpiGatherRows",
       "InterHostGroup.gather_rows' common case (even shares, small) in one C++ call; else its Python method.")
       .def(py::init([](const MpiAllgather& call, py::object group, py::object ranks, size_t max_bytes, py::object alloc,
-                       py::object fallback, py::object on_error) {
+                       py::object fallback, py::object on_error, size_t max_share_bytes) {
              py::list in_flight = group.attr("_in_flight");
-             return MpiGatherRows{call, group, ranks, alloc, fallback, on_error, max_bytes, {}, in_flight};
+             return MpiGatherRows{call, group, ranks, alloc, fallback, on_error, max_bytes, max_share_bytes, {}, in_flight};
            }),
            py::arg("call"), py::arg("group"), py::arg("ranks"), py::arg("max_bytes"), py::arg("alloc"),
-           py::arg("fallback"), py::arg("on_error"))
+           py::arg("fallback"), py::arg("on_error"), py::arg("max_share_bytes") = SIZE_MAX)
       .def("__call__", &MpiGatherRows::operator(), py::arg("x"), py::arg("rows"),
            "Every member's x concatenated along axis 0 (rows: every member's length), as gather_rows.")
       .def_property_readonly("kept", [](const MpiGatherRows& g) { return g.kept.size(); },

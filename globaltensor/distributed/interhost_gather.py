@@ -55,7 +55,10 @@ _PLANS_KEPT = 64  # gather_rows' plans kept per group (a model's layouts; cleare
 # outputs kept by one group's plans add up to KEEP_TOTAL_BYTES at most (a plan past it keeps none)
 KEEP_BYTES = 16 << 20
 KEEP_TOTAL_BYTES = 64 << 20
-CPP_BYTES = 1 << 20  # MpiGatherRows takes outputs under this (it keeps one per layout, 16 layouts at most)
+# MpiGatherRows takes outputs under this, shares under PAIRS_SHARE_BYTES (it keeps one output per layout, 16
+# layouts at most: 64 MiB). 4 MiB since s11: at 1 MiB the Python method's frame cost 0.95-0.96x mpi4py's
+# Allgather against 0.98-1.06x from C++ (profile_multinode.py, three alternated pairs of runs)
+CPP_BYTES = 4 << 20
 
 
 class GatherSide:
@@ -220,7 +223,8 @@ class GatherSide:
             hosts = HOSTS_BYTES if HOSTS_BYTES > 0 and self._host_peer is not None else CPP_BYTES
             self.gather_rows = _native.MpiGatherRows(
                 self._gather_direct, self, self.ranks, max(0, min(CPP_BYTES, BLOCKING_BYTES, hosts)), self._new_output,
-                types.MethodType(GatherSide.gather_rows, self), functools.partial(mpi_direct.check, self.MPI))
+                types.MethodType(GatherSide.gather_rows, self), functools.partial(mpi_direct.check, self.MPI),
+                PAIRS_SHARE_BYTES)
         return self._gather_comm
 
     def _new_output(self, shape, dtype):

@@ -75,6 +75,10 @@ def test_gather_rows_in_cpp_keeps_outputs_nobody_holds_and_falls_back_otherwise(
     for n in range(1, 20):  # at most 16 layouts kept
         np.testing.assert_array_equal(gr(np.full(n, n, np.int64), [n] * k), np.full(n * k, n, np.int64))
     assert gr.kept == 16
+    shares = _native.MpiGatherRows(call, group, group.ranks, 1 << 12, lambda shape, dtype: np.empty(shape, dtype),
+                                   fallback, functools.partial(pytest.fail, "no MPI error expected"), max_share_bytes=24)
+    assert shares(x[:2], [2] * k).shape == (2 * k, 2)  # 16-byte shares: from C++
+    assert shares(x, [3] * k) == "python"  # 24-byte shares go point to point in the method
     del keep
 
 
