@@ -4,7 +4,8 @@
 
 Sizes are the full message: the all_reduce/broadcast buffer, the all_gather output, the
 reduce_scatter and all_to_all input (each rank sends size/k to each). Time is the median per
-call; bandwidth is size / time. "gt shm" uses arrays from gt.distributed.empty_shared; "gt
+call in a job, then the median over --jobs jobs of each side, run alternated (a job's figures move
+with how its ranks land on the cores: one job a side read 0.6x-1.7x apart); bandwidth is size / time. "gt shm" uses arrays from gt.distributed.empty_shared; "gt
 numpy" plain np.empty arrays (in a job, numpy's allocator places those of 256 KiB and more in
 the rank's arena, so peers read them in place too); "gt heap" arrays numpy did not allocate
 (bytearray-backed: small ones staged through shared memory, large all_reduces by cross-memory
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -161,6 +163,7 @@ def main():
     p.add_argument("--nprocs", type=int, default=2, help="ranks (2-4 on one machine)")
     p.add_argument("--peers", default="mpi,gloo", help="peers to run beside globaltensor: mpi, gloo, or none")
     p.add_argument("--json", default="benchmarks/results/collectives.json", help="where to write the figures")
+    p.add_argument("--jobs", type=int, default=3, help="jobs a side, alternated; each cell is their median")
     p.add_argument("--mpi-worker", help=argparse.SUPPRESS)
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -169,17 +172,19 @@ def main():
     from globaltensor.distributed import spawn
     k = args.nprocs
     spawn(gt_worker, args=([8], "numpy"), nprocs=k, timeout=900)  # untimed: the first job read 5-40% slower
-    results = {f"gt {kind}": spawn(gt_worker, args=(sizes, kind), nprocs=k, timeout=900)[0]
-               for kind in ("shm", "numpy", "heap")}
-    peers = {}
-    for name, key, runner in (("Open MPI", "mpi", run_mpi), ("gloo", "gloo", run_gloo)):
-        if key not in args.peers.split(","):
-            continue
-        data, note = runner(sizes, k)
-        peers[name] = note
-        if data:
-            results[name] = data
-    print(f"{k} ranks, float32, median per call. Peers: " + "; ".join(f"{n}: {v}" for n, v in peers.items()))
+    runs, peers = {}, {}
+    for _ in range(args.jobs):  # every side's jobs alternated: how a job's ranks land on the cores moves its figures
+        for kind in ("shm", "numpy", "heap"):
+            runs.setdefault(f"gt {kind}", []).append(spawn(gt_worker, args=(sizes, kind), nprocs=k, timeout=900)[0])
+        for name, key, runner in (("Open MPI", "mpi", run_mpi), ("gloo", "gloo", run_gloo)):
+            if key in args.peers.split(","):
+                data, peers[name] = runner(sizes, k)
+                if data:
+                    runs.setdefault(name, []).append(data)
+    results = {name: {cell: statistics.median(run[cell] for run in jobs) for cell in jobs[0]}
+               for name, jobs in runs.items()}
+    print(f"{k} ranks, float32, median per call, median of {args.jobs} alternated jobs a side. Peers: "
+          + "; ".join(f"{n}: {v}" for n, v in peers.items()))
     for op in OPS:
         header = ["size"] + [f"{name}" for name in results] + ["gt shm GB/s"]
         header += [f"{name}/gt shm" for name in results if name != "gt shm"]
@@ -191,7 +196,7 @@ def main():
             row += [f"{t / ours:.2f}x" if t else "-" for name, t in times.items() if name != "gt shm"]
             rows.append(row)
         print_table(op, header, rows)
-    write_json(args.json, {"peers": peers, "seconds": results})
+    write_json(args.json, {"peers": peers, "seconds": results, "jobs": runs})
 
 
 if __name__ == "__main__":
