@@ -203,7 +203,7 @@ void Group::broadcast_phased(void* buf, size_t nbytes, int root) {
   }
   char* out = static_cast<char*>(buf);
   bool nt = nbytes >= opts_.nontemporal_bytes;
-  if (all_direct()) {
+  if (all_direct()) {  // no attach for a private root: the root would idle while its readers copy (RESULTS.md s11)
     if (me_ != root) copy_bytes(out, source(root, pre_slot_), nbytes, nt);
     if (any_arena_source()) sync();
     return;

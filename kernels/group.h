@@ -67,6 +67,10 @@ struct GroupOptions {
   // An input in an arena at most this large is staged all the same: one small copy instead of
   // the phase after the op that keeps its owner from writing it while peers still read it.
   size_t stage_arena_bytes = size_t(8) << 10;
+  // all_to_all reads a private input of at least this many bytes (under nontemporal_bytes: above, the
+  // staged copies' streaming stores win) by cross-memory attach where every member can (one copy,
+  // no staging phase per chunk; GLOBALTENSOR_CMA_BYTES).
+  size_t cma_bytes = size_t(256) << 10;
   // How long a wait spins before it yields, when the group has no more members than this process
   // may run on CPUs (more members: a short spin, then yield, so a peer gets the CPU).
   double spin_s = 50e-6;
@@ -84,9 +88,10 @@ struct Desc {
   int64_t in_off;   // offset of the input in the owner's arena; -1 when private memory
   int64_t out_off;
   uint32_t staged;  // the input already sits in this op's staging slot
-  uint32_t cma;     // all_reduce's one-time probe: this rank can read and write its peers' memory
+  uint32_t cma;     // the one-time probe (cma.cpp): this rank can read and write its peers' memory
   uint64_t in_addr;   // the buffers' addresses in the owner's process, for cross-memory attach
   uint64_t out_addr;
+  uint64_t probe_addr;  // a byte every peer may read by cross-memory attach (the probe's target)
   uint64_t call;      // how many collectives this rank has started in the group, this one included
   uint64_t posts;     // a digest of the posted broadcasts this rank has made or read (broadcast.cpp)
 };
@@ -187,14 +192,21 @@ class Group {
   void all_reduce_one_shot(const void* in, void* out, size_t count, int32_t dtype, int32_t redop, bool all_staged);
   void all_reduce_whole_chunks(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
   void all_reduce_shared_chunks(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
-  // all_reduce of private buffers by cross-memory attach (allreduce_cma.cpp): whether every member
-  // can (probed once per group, with one extra phase, alike on every rank), and the algorithm.
+  // Private buffers by cross-memory attach (cma.cpp): whether every member can (probed once per
+  // group, with one extra phase, alike on every rank), all_reduce's algorithm, and n bytes at
+  // `offset` of member p's input into dst (from its staging slot or arena, else attached).
   bool cma_agreed();
   void all_reduce_cma(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
+  void read_input(int p, size_t offset, char* dst, size_t n, bool nt);
+  bool attach_inputs();  // every private input left in place is under opts_.nontemporal_bytes, and attachable
   bool all_direct() const;
   bool any_arena_source() const;
-  // Whether this rank stages an input of `nbytes` (at `in_off` in its arena, or -1) before the phase.
-  bool prestaged(int64_t in_off, size_t nbytes) const {
+  // Whether this rank stages an input of `nbytes` (at `in_off` in its arena, or -1) before the phase;
+  // `attachable`: the op reads private inputs by cross-memory attach (read_input), so a private input
+  // from opts_.cma_bytes is left where it is unless the group's members cannot attach.
+  bool prestaged(int64_t in_off, size_t nbytes, bool attachable = false) const {
+    if (in_off < 0 && attachable && nbytes >= opts_.cma_bytes && nbytes < opts_.nontemporal_bytes && cma_state_ != 0)
+      return false;
     return nbytes <= opts_.stage_bytes && (in_off < 0 || nbytes <= opts_.stage_arena_bytes);
   }
   int64_t own_offset(const void* ptr, size_t nbytes) const;

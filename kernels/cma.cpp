@@ -1,15 +1,20 @@
-// all_reduce of private buffers by cross-memory attach (process_vm_readv / process_vm_writev).
+// Collectives of private buffers by cross-memory attach (process_vm_readv / process_vm_writev).
 //
 // Arrays numpy did not allocate in the arena (a bytearray's, a memmap, one made before the job)
-// used to pass through the staging slots: a copy in, a phase per 1 MiB chunk, a reduction out.
-// Here member i reads range i of every peer's input straight from the peer's memory into a small
-// cache-resident buffer, reduces it with its own range in rank order (the same bits as the other
-// algorithms), and writes the result into its own output and every peer's: one phase to start,
-// one to end, each byte crossing between processes once (Open MPI's sm BTL does the same with
-// its CMA single copy). Only the owner of range i reads or writes range i of any buffer, so in
-// place is safe. Whether every member may attach is probed once per group: member i reads one
-// byte of every peer's input and publishes the answer; the next phase makes the decision the
-// same on every rank (GLOBALTENSOR_CMA=0 turns it off).
+// used to pass through the staging slots: a copy in, a phase per 1 MiB chunk, a copy or reduction
+// out. all_reduce: member i reads range i of every peer's input straight from the peer's memory into
+// a small cache-resident buffer, reduces it with its own range in rank order (the same bits as the
+// other algorithms), and writes the result into its own output and every peer's: one phase to
+// start, one to end, each byte crossing between processes once (Open MPI's sm BTL does the same
+// with its CMA single copy). Only the owner of range i reads or writes range i of any buffer, so in
+// place is safe. all_to_all (read_input): each member reads what it receives from a private input
+// straight into its output, one copy, then a phase so that no owner returns while a peer still
+// reads. Not all_gather nor broadcast: attaching costs about 0.2 us a 4 KiB page here (8 GB/s against
+// a copy's 20), and their staged paths overlap the owner's copy with the readers' (0.30x-0.97x from
+// 1 to 16 MiB, RESULTS.md "Issue 34 (s11)"). Whether every member may attach is probed once per group:
+// each member reads one byte of every peer's memory (a static byte whose address every Desc
+// carries) and publishes the answer; the next phase makes the decision the same on every rank
+// (GLOBALTENSOR_CMA=0 turns it off).
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -57,8 +62,7 @@ bool Group::cma_agreed() {
   uint32_t ok = cma_allowed_by_env() ? 1 : 0;
   char probe = 0;
   for (int p = 0; p < k_ && ok; ++p)
-    if (p != me_ && desc(p).in_bytes > 0) ok = cma_move(slot(p).pid.load(std::memory_order_acquire), false, &probe,
-                                                         desc(p).in_addr, 1) ? 1 : 0;
+    if (p != me_) ok = cma_move(slot(p).pid.load(std::memory_order_acquire), false, &probe, desc(p).probe_addr, 1) ? 1 : 0;
   desc(me_).cma = ok;
   sync();  // every answer is published: all members decide alike
   bool all = true;
@@ -99,6 +103,21 @@ void Group::all_reduce_cma(const void* in, void* out, size_t count, int32_t dtyp
              std::strerror(errno));
   }
   sync();  // no member returns (and reuses its buffers) while a peer still reads or writes them
+}
+
+bool Group::attach_inputs() {
+  for (int p = 0; p < k_; ++p)
+    if (!desc(p).staged && desc(p).in_off < 0 && desc(p).in_bytes >= opts_.nontemporal_bytes) return false;
+  return cma_agreed();
+}
+
+void Group::read_input(int p, size_t offset, char* dst, size_t n, bool nt) {
+  const Desc& d = desc(p);
+  if (n == 0) return;
+  if (d.staged || d.in_off >= 0) return copy_bytes(dst, source(p, pre_slot_) + offset, n, nt);
+  if (!cma_move(slot(p).pid.load(std::memory_order_acquire), false, dst, d.in_addr + offset, n))
+    fail(std::string(op_name_) + ": reading rank " + std::to_string(ranks_[p]) +
+         "'s input by cross-memory attach failed: " + std::strerror(errno));
 }
 
 }  // namespace gt
