@@ -4,12 +4,13 @@
 
 Sizes are the full message: the all_reduce/broadcast buffer, the all_gather output, the
 reduce_scatter and all_to_all input (each rank sends size/k to each). Time is the median per
-call in a job, then the median over --jobs jobs of each side, run alternated (a job's figures move
-with how its ranks land on the cores: one job a side read 0.6x-1.7x apart); bandwidth is size / time. "gt shm" uses arrays from gt.distributed.empty_shared; "gt
-numpy" plain np.empty arrays (in a job, numpy's allocator places those of 256 KiB and more in
-the rank's arena, so peers read them in place too); "gt heap" arrays numpy did not allocate
-(bytearray-backed: small ones staged through shared memory, large all_reduces by cross-memory
-attach). Peers are skipped when not importable.
+call in a job, then the median over --jobs jobs of each side, run alternated (a job's figures
+move with how its ranks land on the cores: one job a side read 0.6x-1.7x apart); bandwidth is
+size / time. "gt shm" uses arrays from gt.distributed.empty_shared; "gt numpy" plain np.empty
+arrays (in a job, numpy's allocator places those of 256 KiB and more in the rank's arena, so
+peers read them in place too); "gt heap" arrays numpy did not allocate (bytearray-backed: small
+ones staged through shared memory, large all_reduces, and all_to_alls from 256 KiB to 8 MiB, by
+cross-memory attach). Peers are skipped when not importable.
 """
 import argparse
 import json

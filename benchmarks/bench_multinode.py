@@ -4,9 +4,10 @@
 
 Both sides run in the same job on the same 4 ranks over the same veth: "gt" is
 gt.distributed.all_reduce / all_gather (the path each size takes: docs/multinode.md, interhost.py),
-"mpi4py" is the job's MPI communicator's Allreduce / Allgather over all 4 ranks
-(what a user of mpi4py would call), ours and the peer's of one kind alternated in rounds after the same MPI barrier. Sizes are the full message (the all_reduce buffer, the
-all_gather output); time is rank 0's median over rounds of the mean per call. Needs root (namespaces) and mpi4py.
+"mpi4py" is the job's MPI communicator's Allreduce / Allgather over all 4 ranks (what a user of
+mpi4py would call); ours and mpi4py's call of one kind alternate in rounds after the same MPI
+barrier. Sizes are the full message (the all_reduce buffer, the all_gather output); time is rank
+0's median over rounds of the mean per call. Needs root (namespaces) and mpi4py.
 """
 import argparse
 import json
@@ -114,9 +115,10 @@ def _training(smoke, batch=64):
 
 
 def _alternated(calls, iters, barrier):
-    """Each call's median seconds: `rounds` rounds, each timing every call `iters // rounds` times back
-    to back after the same barrier, in turn, the order rotated each round (a busy machine slows both
-    sides alike, and neither side always runs first after the other kind of call)."""
+    """Each call's median seconds: up to ROUNDS rounds, each timing every call `iters // rounds` times
+    back to back after the same barrier, in turn, the order rotated each round (a busy machine slows
+    both sides alike, and neither side always runs first). Give it calls of one kind: a rotation
+    keeps neighbours, so with more kinds each call would always follow the same other one."""
     for fn in calls.values():
         fn()
     times = {name: [] for name in calls}

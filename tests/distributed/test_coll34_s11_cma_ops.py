@@ -9,8 +9,6 @@ from globaltensor import distributed as dist
 import globaltensor as gt
 from conftest import rank_data, run_ranks
 
-KIB = 1 << 10
-
 
 def heap_array(n, dtype=np.float32):
     """Memory numpy's allocator did not give (a bytearray's): never in the arena."""
@@ -29,8 +27,9 @@ def _cases(refuse_on):
     r, k = gt.env.get_rank(), gt.env.get_world_size()
     if r == refuse_on:  # read at the group's first probe: the members must agree to stage instead
         os.environ["GLOBALTENSOR_CMA"] = "0"
-    # float32 elements: under the 256 KiB bound (staged), at it, and above a 1 MiB staging slot
-    for n in (60_001, 65_536, 300_007):
+    # float32 elements: all_gather shares under the 256 KiB bound (staged), at it, above it and above a 1 MiB
+    # staging slot; all_to_all inputs under it, some members under and some above (90_000), all above
+    for n in (60_001, 65_536, 90_000, 300_007):
         wheres = [("heap" if (p + n) % 3 else "shm") for p in range(k)]  # a mix, alike on every rank
         wheres[0] = "heap"
         # all_gather, uneven lengths, on every rank the same list
@@ -38,8 +37,8 @@ def _cases(refuse_on):
         parts = [rank_data(n, p, rows[p], np.float32) for p in range(k)]
         got = dist.all_gather(_place(parts[r], wheres[r]), sizes=rows)
         np.testing.assert_array_equal(got, np.concatenate(parts))
-        # all_to_all, member p sends (p + q + 1) * n // k rows to member q
-        send = [[(p + q + 1) * n // k for q in range(k)] for p in range(k)]
+        # all_to_all, member p sends (p + q + 1) * n // k^2 rows to member q
+        send = [[(p + q + 1) * n // (k * k) for q in range(k)] for p in range(k)]
         data = [rank_data(n + 7, p, sum(send[p]), np.float32) for p in range(k)]
         got = dist.all_to_all(_place(data[r], wheres[r]), send[r], recv_sizes=[send[p][r] for p in range(k)])
         want = np.concatenate([data[p][sum(send[p][:r]):sum(send[p][:r + 1])] for p in range(k)])
