@@ -2,7 +2,7 @@
 //
 //   in arenas     every input and output lies in a shared-memory arena: each rank reduces its
 //                 range of every input straight into every output (zero copy, one phase more);
-//   cross-memory  large, some buffer private, process_vm_readv allowed: allreduce_cma.cpp;
+//   cross-memory  large, some buffer private, process_vm_readv allowed: cma.cpp;
 //   one shot      small messages: every rank sums all the staged inputs into its own output;
 //   whole chunks  a few ranks, large private inputs: chunk by chunk, each rank sums every
 //                 member's staged chunk into its output;
