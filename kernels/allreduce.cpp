@@ -9,11 +9,13 @@
 //   shared chunks more ranks: each rank sums its share of the chunk, then copies every share out.
 // The protocol all collectives share (descriptors, phases, staging slots) is group.cpp's.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "group.h"
 #include "group_segment.h"
 #include "reduce.h"
+#include "wait.h"
 
 namespace gt {
 
@@ -54,6 +56,7 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
   d.dtype = dtype;
   d.redop = redop;
   d.in_bytes = d.out_bytes = nbytes;
+  std::memcpy(d.trial_ns, trials_[trial_class(nbytes)].ns, sizeof(d.trial_ns));
   d.in_off = own_offset(in, nbytes);
   d.out_off = own_offset(out, nbytes);
   d.in_addr = reinterpret_cast<uintptr_t>(in);
@@ -75,14 +78,29 @@ void Group::all_reduce(const void* in, void* out, size_t count, int32_t dtype, i
   }
   if (zero_copy && nbytes > 0 && !all_staged)  // from the descriptors: alike on every rank
     all_reduce_in_arenas(count, dtype, redop, d.in_off != d.out_off);
-  else if (!small && cma_agreed())
-    all_reduce_cma(in, out, count, dtype, redop);
   else if (small)
     all_reduce_one_shot(in, out, count, dtype, redop, all_staged);
+  else
+    all_reduce_private(in, out, count, dtype, redop);
+}
+
+void Group::all_reduce_private(const void* in, void* out, size_t count, int32_t dtype, int32_t redop) {
+  int cls = trial_class(count * dtype_size(dtype));
+  bool attach = cma_agreed() && attach_all_reduce(cls);
+  AttachTrial& t = trials_[cls];
+  double t0 = t.chosen < 0 ? now_seconds() : 0;
+  if (attach)
+    all_reduce_cma(in, out, count, dtype, redop);
   else if (k_ <= kWholeChunkRanks)
     all_reduce_whole_chunks(in, out, count, dtype, redop);
   else
     all_reduce_shared_chunks(in, out, count, dtype, redop);
+  if (t.chosen < 0 && cma_state_ == 1) {  // a trial: its best time, for the choice every member makes alike
+    uint64_t ns = uint64_t((now_seconds() - t0) * 1e9);
+    uint64_t& best = t.ns[attach ? 0 : 1];
+    if (t.done >= 2 && (best == 0 || ns < best)) best = ns;  // the first of each warms up
+    ++t.done;
+  }
 }
 
 void Group::all_reduce_in_arenas(size_t count, int32_t dtype, int32_t redop, bool out_of_place) {

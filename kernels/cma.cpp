@@ -33,6 +33,10 @@ namespace gt {
 namespace {
 
 constexpr size_t kChunkBytes = size_t(256) << 10;  // per peer: the peers' chunks stay in L2
+// all_reduce: timed trials of each algorithm per size class before the choice, after one untimed each (a
+// group's first large call maps and faults in pages: 100 ms against 4 at 16 MiB). Attaching won on a Xeon
+// (16 MiB 1.28x-1.38x Open MPI against 0.97x staged) and lost on a Zen 3 (0.81x-0.91x staged's speed).
+constexpr uint32_t kTrials = 3;
 
 bool cma_allowed_by_env() {
   const char* v = std::getenv("GLOBALTENSOR_CMA");
@@ -103,6 +107,21 @@ void Group::all_reduce_cma(const void* in, void* out, size_t count, int32_t dtyp
              std::strerror(errno));
   }
   sync();  // no member returns (and reuses its buffers) while a peer still reads or writes them
+}
+
+bool Group::attach_all_reduce(int cls) {
+  AttachTrial& t = trials_[cls];
+  if (t.chosen >= 0) return t.chosen == 1;
+  if (t.done < 2 * (kTrials + 1)) return t.done % 2 == 0;  // attached, staged, attached, ... (the first two warm up)
+  // Every member published its best trial of each in this call's Desc (the same calls on every member,
+  // so the same count of trials): the sums over the members decide, alike on every rank.
+  uint64_t attached = 0, staged = 0;
+  for (int p = 0; p < k_; ++p) {
+    attached += desc(p).trial_ns[0];
+    staged += desc(p).trial_ns[1];
+  }
+  t.chosen = attached <= staged ? 1 : 0;
+  return t.chosen == 1;
 }
 
 bool Group::attach_inputs() {

@@ -92,6 +92,7 @@ struct Desc {
   uint64_t in_addr;   // the buffers' addresses in the owner's process, for cross-memory attach
   uint64_t out_addr;
   uint64_t probe_addr;  // a byte every peer may read by cross-memory attach (the probe's target)
+  uint64_t trial_ns[2];  // all_reduce: this rank's best attached / staged trial of this size class (cma.cpp)
   uint64_t call;      // how many collectives this rank has started in the group, this one included
   uint64_t posts;     // a digest of the posted broadcasts this rank has made or read (broadcast.cpp)
 };
@@ -198,6 +199,11 @@ class Group {
   bool cma_agreed();
   void all_reduce_cma(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
   void read_input(int p, size_t offset, char* dst, size_t n, bool nt);
+  // all_reduce of private buffers: attached or staged, for the size class of nbytes, each tried at the
+  // group's first calls of that class and then chosen from every member's times (alike everywhere)
+  static int trial_class(size_t nbytes) { return nbytes < (size_t(1) << 20) ? 0 : nbytes < (size_t(8) << 20) ? 1 : 2; }
+  bool attach_all_reduce(int cls);
+  void all_reduce_private(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
   bool attach_inputs();  // every private input left in place is under opts_.nontemporal_bytes, and attachable
   bool all_direct() const;
   bool any_arena_source() const;
@@ -239,6 +245,12 @@ class Group {
   std::vector<std::pair<int, uint64_t>> cycle_;  // the last cycle of waits seen: (rank, epoch)
   double cycle_since_ = 0;
   int cma_state_ = -1;         // cross-memory attach between all members: -1 not probed yet, 0 no, 1 yes
+  struct AttachTrial {
+    int chosen = -1;         // -1 still trying, 0 staged, 1 attached
+    uint32_t done = 0;       // trials run (attached and staged in turn)
+    uint64_t ns[2] = {0, 0};  // this rank's best timed trial: attached, staged
+  };
+  AttachTrial trials_[3];     // per trial_class
   std::vector<char> cma_tmp_;  // peers' chunks read by cross-memory attach (bounded: k - 1 chunks)
   bool broken_ = false;
   std::string broken_reason_;

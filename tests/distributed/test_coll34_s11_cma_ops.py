@@ -1,4 +1,5 @@
-"""all_to_all of private (heap) inputs read by cross-memory attach, and all_gather, broadcast and send/recv of heap inputs (staged), against
+"""all_to_all of private (heap) inputs read by cross-memory attach, all_reduce tried both ways then chosen, and
+all_gather, broadcast and send/recv of heap inputs (staged), against
 numpy: mixed with arena members, uneven sizes, sizes around the attach bound and above a staging slot, and the
 fallback when a rank refuses to attach."""
 import os
@@ -69,3 +70,33 @@ def test_cma_gather_all_to_all_broadcast_three_ranks():
 
 def test_cma_refused_by_one_rank_stages_instead():
     assert run_ranks(_cases, 3, 1, timeout=120) == [True, True, True]
+
+
+def _all_reduce_trials():
+    """Heap all_reduces past each size class's trials (attached and staged in turn, then one chosen from
+    every member's times): the same bits as numpy's sum in rank order before, during and after the choice."""
+    r, k = gt.env.get_rank(), gt.env.get_world_size()
+    for n in (76_801, 524_288, 2_359_297):  # float32: under 1 MiB, 1-8 MiB, from 8 MiB (over the one-shot size)
+        for call in range(10):  # one untimed and 3 timed trials of each, then the choice
+            parts = [rank_data(n + call, p, n, np.float32) for p in range(k)]
+            want = parts[0].copy()
+            for part in parts[1:]:
+                want = want + part
+            x = heap_array(n)
+            x[...] = parts[r]
+            if call % 3 == 2:  # out of place now and then, into the arena on one rank
+                out = dist.empty_shared((n,), np.float32) if r == 1 else heap_array(n)
+                dist.all_reduce(x, out=out)
+                x = out
+            else:
+                dist.all_reduce(x)
+            np.testing.assert_array_equal(x.view(np.uint32), want.view(np.uint32))
+    return True
+
+
+def test_heap_all_reduce_tries_both_ways_then_chooses_alike_two_ranks():
+    assert run_ranks(_all_reduce_trials, 2, timeout=120) == [True, True]
+
+
+def test_heap_all_reduce_tries_both_ways_then_chooses_alike_three_ranks():
+    assert run_ranks(_all_reduce_trials, 3, timeout=120) == [True, True, True]
