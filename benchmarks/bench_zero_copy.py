@@ -4,7 +4,8 @@
 
 For 16 and 64 MiB float32: x.to_global(sbp=B) from partial_sum and from split(0) (the public
 path), dist.all_reduce in place on an empty_shared buffer, on a plain numpy array (in a job
-numpy's allocator puts it in the arena) and on a heap array numpy did not allocate (staged);
+numpy's allocator puts it in the arena) and on a heap array numpy did not allocate (attached or
+staged, as the group's first calls measured);
 Open MPI's Allreduce (in place) and Allgather through mpi4py. Rounds alternate globaltensor and
 Open MPI; each figure is the median over the rounds of each round's median.
 """
