@@ -88,14 +88,15 @@ void Group::all_reduce_private(const void* in, void* out, size_t count, int32_t 
   int cls = trial_class(count * dtype_size(dtype));
   bool attach = cma_agreed() && attach_all_reduce(cls);
   AttachTrial& t = trials_[cls];
-  double t0 = t.chosen < 0 ? now_seconds() : 0;
+  bool trial = t.chosen < 0 && cma_state_ == 1;  // timed, for the choice every member makes alike
+  double t0 = trial ? now_seconds() : 0;
   if (attach)
     all_reduce_cma(in, out, count, dtype, redop);
   else if (k_ <= kWholeChunkRanks)
     all_reduce_whole_chunks(in, out, count, dtype, redop);
   else
     all_reduce_shared_chunks(in, out, count, dtype, redop);
-  if (t.chosen < 0 && cma_state_ == 1) {  // a trial: its best time, for the choice every member makes alike
+  if (trial) {
     uint64_t ns = uint64_t((now_seconds() - t0) * 1e9);
     uint64_t& best = t.ns[attach ? 0 : 1];
     if (t.done >= 2 && (best == 0 || ns < best)) best = ns;  // the first of each warms up
