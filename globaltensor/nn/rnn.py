@@ -6,7 +6,7 @@ import numpy as np
 
 from ..creation import empty
 from ..ops import concat, dropout, linear, sigmoid, stack, tanh
-from ..ops._front import as_tensor
+from ..ops._front import constant
 from . import init
 from .activation_fns import relu
 from .module import Module, Parameter
@@ -35,7 +35,7 @@ def _rnn_step(mode, gi, state, w_hh, b_hh, w_hr=None):
 
 
 def _zeros(like, shape):
-    return as_tensor(np.zeros(shape, like.dtype.np), like)
+    return constant(np.zeros(shape, like.dtype.np), like)
 
 
 class _CellBase(Module):

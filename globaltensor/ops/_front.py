@@ -64,6 +64,15 @@ def as_tensor(value, like):
     return _made(Tensor(array_module(like._local).asarray(array)))
 
 
+def constant(array, like):
+    """An array every rank computes alike from global facts (shapes, static arguments: an index, a
+    kernel's weights) as a tensor next to `like` (global: broadcast, same placement), taken on trust:
+    as_tensor's check of user data would cost a collective per call."""
+    if like.is_global:
+        return tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim, check_meta=False)
+    return _made(Tensor(array_module(like._local).asarray(array)))
+
+
 def own_tensor(value, like=None):
     """value as a tensor of its own dtype (a scalar: bool, int64 or the default float dtype; data:
     gt.tensor's), next to `like` when given (global: broadcast on its placement)."""

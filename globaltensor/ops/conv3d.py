@@ -1,7 +1,7 @@
 """conv3d as a sum over depth taps of conv2d: each tap convolves the depth slices it reads."""
 import numpy as np
 
-from ._front import as_tensor, tensors
+from ._front import constant, tensors
 from .conv import conv2d
 from .gather_scatter import index_select
 from .resize import pad
@@ -31,9 +31,9 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise ValueError(f"conv3d: a depth of {d} (padding {pd}) is smaller than the kernel's {kd} (dilation {dd})")
     out = None
     for i in range(kd):
-        depth = as_tensor((np.arange(od) * sd + i * dd).astype(np.int64), x)
+        depth = constant((np.arange(od) * sd + i * dd).astype(np.int64), x)
         slices = index_select(x, 2, depth).transpose(1, 2).reshape(n * od, c, *x.shape[3:])
-        tap = index_select(weight, 2, as_tensor(np.array([i], np.int64), weight)).squeeze(2)  # twice differentiable
+        tap = index_select(weight, 2, constant(np.array([i], np.int64), weight)).squeeze(2)  # twice differentiable
         y = conv2d(slices, tap, None, (sh, sw), (ph, pw), (dh, dw), groups)
         out = y if out is None else out + y
     out = out.reshape(n, od, o, *out.shape[2:]).transpose(1, 2)

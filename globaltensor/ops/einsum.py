@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..tensor import Tensor
-from ._front import as_tensor
+from ._front import constant
 from .linalg import matmul
 from .reduction import sum as _sum
 from .shape import expand, permute, reshape
@@ -108,7 +108,7 @@ def _diagonals(t, term):
                                f"{n} != {t.shape[j]}")
         shape = [1] * t.ndim
         shape[i] = shape[j] = n
-        mask = as_tensor(np.eye(n, dtype=t.dtype.np).reshape(shape), t)
+        mask = constant(np.eye(n, dtype=t.dtype.np).reshape(shape), t)
         t = _sum(t * mask, dim=j)
         term = term[:j] + term[j + 1:]
     return t, term

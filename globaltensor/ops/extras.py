@@ -11,7 +11,7 @@ from .. import creation
 from .. import dtype as _dtype
 from ..errors import DTypeError, wrap_dim
 from ..registry import op, rules
-from ._front import apply, as_tensor, promoted_pair, tensors
+from ._front import apply, as_tensor, constant, promoted_pair, tensors
 from .complex_ops import view_as_complex
 from .concat_split import concat
 from .elementwise import _binary_backward, _unary_backward
@@ -169,7 +169,7 @@ def bincount(input, weights=None, minlength=0):
     length = max(int(values.max()) + 1 if values.size else 0, int(minlength))
     src = input.detach() * 0 + 1 if weights is None else tensors(weights)[0]
     dt = _dtype.int64 if weights is None else src.dtype
-    base = as_tensor(np.zeros(length, dt.np), input)
+    base = constant(np.zeros(length, dt.np), input)
     return scatter_add_(base, 0, input.long(), src.to(dt))
 
 
@@ -286,15 +286,15 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     _stft_checks(input if not center else x, n_fft, hop, win, window)
     frames_n = 1 + (x.shape[-1] - n_fft) // hop
     idx = (np.arange(frames_n)[:, None] * hop + np.arange(n_fft)[None, :]).reshape(-1)
-    frames = index_select(x, 1, as_tensor(idx, x)).reshape(x.shape[0], frames_n, n_fft)
+    frames = index_select(x, 1, constant(idx, x)).reshape(x.shape[0], frames_n, n_fft)
     if window is not None:
         left = (n_fft - win) // 2
         frames = frames * pad(window.to(frames.dtype), (left, n_fft - win - left))
     freqs = n_fft // 2 + 1 if onesided is None or onesided else n_fft
     angle = 2 * np.pi * np.outer(np.arange(n_fft), np.arange(freqs)) / n_fft
     scale = n_fft ** -0.5 if normalized else 1.0
-    real = frames @ as_tensor((np.cos(angle) * scale).astype(frames.dtype.np), frames)
-    imag = frames @ as_tensor((-np.sin(angle) * scale).astype(frames.dtype.np), frames)
+    real = frames @ constant((np.cos(angle) * scale).astype(frames.dtype.np), frames)
+    imag = frames @ constant((-np.sin(angle) * scale).astype(frames.dtype.np), frames)
     parts = [real.unsqueeze(-1).transpose(1, 2), imag.unsqueeze(-1).transpose(1, 2)]  # [B, freq, frames, 1]
     out = concat(parts, -1)
     if return_complex:

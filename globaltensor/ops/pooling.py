@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ._front import as_tensor, tensors
+from ._front import constant, tensors
 from .elementwise import maximum, where
 from .resize import _resample, adaptive_avg_pool, adaptive_bins, adaptive_dims  # noqa: F401 - re-exported for nn
 from .gather_scatter import index_select
@@ -94,12 +94,12 @@ def max_pool(input, spatial, kernel_size, stride=None, padding=0, dilation=1, ce
     for i, dim in enumerate(dims):
         out = out_positions = None
         for index, inside, _ in _taps(x.shape[dim], outs[i], k[i], s[i], p[i], d[i]):
-            at = as_tensor(index.astype(np.int64), x)
+            at = constant(index.astype(np.int64), x)
             picked = index_select(x, dim, at)
             if not inside.all():
                 shape = [1] * x.ndim
                 shape[dim] = len(index)
-                picked = where(as_tensor(inside.reshape(shape), x), picked, -math.inf)
+                picked = where(constant(inside.reshape(shape), x), picked, -math.inf)
             if not return_indices:
                 out = picked if out is None else maximum(out, picked)
                 continue
@@ -123,7 +123,7 @@ def _along(index, dim, like):
     """The taps' input indices as an int64 tensor varying along dim, broadcast to like's shape."""
     shape = [1] * like.ndim
     shape[dim] = len(index)
-    return as_tensor(index.astype(np.int64).reshape(shape), like).expand(*like.shape)
+    return constant(index.astype(np.int64).reshape(shape), like).expand(*like.shape)
 
 
 def max_unpool(input, indices, spatial, kernel_size, stride=None, padding=0, output_size=None):
@@ -157,7 +157,7 @@ def adaptive_max_pool(input, output_size, spatial):
         out = None
         for j in range(int((ends - starts).max(initial=1))):
             index = np.minimum(starts + j, ends - 1)  # a shorter bin repeats its last element
-            picked = index_select(x, dim, as_tensor(index.astype(np.int64), x))
+            picked = index_select(x, dim, constant(index.astype(np.int64), x))
             out = picked if out is None else maximum(out, picked)
         x = out
     return x

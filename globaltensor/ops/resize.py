@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ._front import as_tensor, tensors
+from ._front import constant, tensors
 from .concat_split import concat
 from .gather_scatter import index_select
 from .adaptive_mean import adaptive_mean
@@ -19,11 +19,11 @@ def _resample(x, dim, taps):
     """sum over taps (index [out], weight [out] or None) of x's slices along dim, weighted."""
     out = None
     for index, weight in taps:
-        picked = index_select(x, dim, as_tensor(np.ascontiguousarray(index, np.int64), x))
+        picked = index_select(x, dim, constant(np.ascontiguousarray(index, np.int64), x))
         if weight is not None:
             shape = [1] * x.ndim
             shape[dim] = len(index)
-            picked = picked * as_tensor(np.asarray(weight, x.dtype.np).reshape(shape), x)
+            picked = picked * constant(np.asarray(weight, x.dtype.np).reshape(shape), x)
         out = picked if out is None else out + picked
     return out
 
@@ -63,7 +63,7 @@ def pad(input, pad, mode="constant", value=0.0):
             continue
         size = x.shape[dim]
         if mode != "constant":
-            x = index_select(x, dim, as_tensor(np.pad(np.arange(size), (left, right), _PAD_MODES[mode]), x))
+            x = index_select(x, dim, constant(np.pad(np.arange(size), (left, right), _PAD_MODES[mode]), x))
             continue
         if left < 0 or right < 0:
             x = x.narrow(dim, max(-left, 0), size - max(-left, 0) - max(-right, 0))
@@ -71,7 +71,7 @@ def pad(input, pad, mode="constant", value=0.0):
         for width in (left, right):
             shape = list(x.shape)
             shape[dim] = max(width, 0)
-            blocks.append(as_tensor(np.full(shape, value, x.dtype.np), x) if width > 0 else None)
+            blocks.append(constant(np.full(shape, value, x.dtype.np), x) if width > 0 else None)
         parts = [b for b in (blocks[0], x, blocks[1]) if b is not None]
         x = concat(parts, dim) if len(parts) > 1 else x
     return x

@@ -5,7 +5,7 @@ SBP rows and gradients come from them: images split on the batch stay split, and
 reaches the input through gather's scatter-add and the sample positions through the weights."""
 import numpy as np
 
-from ._front import as_tensor, tensors
+from ._front import constant, tensors
 from .concat_split import concat
 from .conv import _pair
 from .gather_scatter import gather, index_select
@@ -128,7 +128,7 @@ def affine_grid(theta, size, align_corners=False):
         raise RuntimeError(f"affine_grid: size MUST be 4D or 5D, got {size}")
     if theta.shape[0] != n:
         raise RuntimeError(f"affine_grid: theta's batch {theta.shape[0]} differs from size's {n}")
-    base_t = as_tensor(base.astype(theta.dtype.np), theta)
+    base_t = constant(base.astype(theta.dtype.np), theta)
     return einsum("mk,njk->nmj", base_t, theta).reshape(*out_shape)
 
 
@@ -181,8 +181,8 @@ def deform_conv2d(input, offset, weight, bias=None, stride=(1, 1), padding=(0, 0
     k, length, cg, wg = kh * kw, oh * ow, c // groups, c // cw
     taps_y = (np.arange(kh) * dilation[0])[:, None, None, None] + (np.arange(oh) * stride[0] - padding[0])[:, None]
     taps_x = (np.arange(kw) * dilation[1])[None, :, None, None] + (np.arange(ow) * stride[1] - padding[1])[None, :]
-    base_y = as_tensor(np.broadcast_to(taps_y, (kh, kw, oh, ow)).reshape(k, length).astype(offset.dtype.np), offset)
-    base_x = as_tensor(np.broadcast_to(taps_x, (kh, kw, oh, ow)).reshape(k, length).astype(offset.dtype.np), offset)
+    base_y = constant(np.broadcast_to(taps_y, (kh, kw, oh, ow)).reshape(k, length).astype(offset.dtype.np), offset)
+    base_x = constant(np.broadcast_to(taps_x, (kh, kw, oh, ow)).reshape(k, length).astype(offset.dtype.np), offset)
     shifts = offset.reshape(n, groups, k, 2, length)
     columns = []
     for g in range(groups):
@@ -241,9 +241,9 @@ def roi_align(input, rois, spatial_scale, pooled_h, pooled_w, sampling_ratio=-1,
         raise IndexError(f"roi_align: roi batch indices must be in [0, {n}), got {boxes[:, 0].min()}..{boxes[:, 0].max()}")
     py, px, weight, per_bin = _roi_positions(boxes, float(spatial_scale), (int(pooled_h), int(pooled_w)),
                                              int(sampling_ratio), bool(aligned), (h, w))
-    images = index_select(input, 0, as_tensor(boxes[:, 0].astype(np.int64), input))
+    images = index_select(input, 0, constant(boxes[:, 0].astype(np.int64), input))
     dt = input.dtype.np
-    sampled = bilinear(images, as_tensor(py.astype(dt), input), as_tensor(px.astype(dt), input))
-    sampled = sampled * as_tensor(weight.astype(dt), input).unsqueeze(1)
+    sampled = bilinear(images, constant(py.astype(dt), input), constant(px.astype(dt), input))
+    sampled = sampled * constant(weight.astype(dt), input).unsqueeze(1)
     return sampled.reshape(len(boxes), c, int(pooled_h), int(pooled_w), per_bin).sum(-1)
 
