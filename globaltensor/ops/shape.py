@@ -139,18 +139,36 @@ def _shape_arg(shape, numel):
     return tuple(int(s) for s in shape)
 
 
+_reshapes = {}  # (input shape, the shape asked, ranks or 0) -> (shape, pairs): global facts only, bounded
+
+
+def _reshape_static(in_shape, asked, ranks):
+    """(the output shape, the split pairs or None when local) for a reshape of in_shape to the
+    shape asked, kept when the sizes are plain ints (a model reshapes alike every step)."""
+    sizes = asked[0] if len(asked) == 1 and isinstance(asked[0], (list, tuple)) else asked
+    key = (in_shape, tuple(sizes), ranks) if all(type(s) is int for s in sizes) else None
+    found = None if key is None else _reshapes.get(key)
+    if found is None:
+        shape = _shape_arg(asked, math.prod(in_shape))
+        found = (shape, _split_pairs(in_shape, shape, ranks) if ranks else None)
+        if key is not None and len(_reshapes) < 4096:
+            _reshapes[key] = found
+    return found
+
+
 def reshape(input, *shape):
     """The same values in another shape (C order); a split survives when its dim and the dims
     before it keep their sizes."""
     (input,) = tensors(input)
-    shape = _shape_arg(shape, input.numel())
-    if shape == tuple(input.shape):
+    in_shape = tuple(input._global_shape)
+    placement = input._placement
+    shape, pairs = _reshape_static(in_shape, shape, 0 if placement is None else placement.size)
+    if shape == in_shape:
         return input
-    static = {"shape": shape}
-    if input.is_global:  # a global fact (shapes, the number of ranks): every rank decides alike
-        static["pairs"] = _split_pairs(tuple(input.shape), shape, input.placement.size)
-        static["in_shape"] = tuple(input.shape)
-    return apply("reshape", [input], static)
+    if placement is None:
+        return apply("reshape", [input], {"shape": shape})
+    # a global fact (shapes, the number of ranks): every rank decides alike
+    return apply("reshape", [input], {"shape": shape, "pairs": pairs, "in_shape": in_shape})
 
 
 def reshape_(input, *shape):
