@@ -4,7 +4,11 @@
 // alias a reference's size_t fields), so its sizes stay in registers.
 #include "conv.h"
 
+#include <emmintrin.h>
+
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 namespace gt {
 
@@ -76,32 +80,60 @@ void from_cols(T* dx, const T* cols, const ConvGeometry g) {
   });
 }
 
-template <typename T, size_t SW>  // SW: the column stride when known at compile time (0: g.sw)
+// Outputs [0, returned) of a row of 2x2 windows at column stride 2 (rows r0, r1; dilation dw 1),
+// four at a time: the taps in pool's order, the same comparisons lane by lane (SSE2).
+size_t pool_2x2_sse(float* out, int64_t* tap, const float* r0, const float* r1, size_t dw, size_t ow) {
+  if (dw != 1) return 0;
+  size_t ox = 0;
+  const __m128i zero = _mm_setzero_si128();
+  for (; ox + 4 <= ow; ox += 4) {
+    const float* a = r0 + 2 * ox;
+    const float* b = r1 + 2 * ox;
+    const __m128 a0 = _mm_loadu_ps(a), a1 = _mm_loadu_ps(a + 4), b0 = _mm_loadu_ps(b), b1 = _mm_loadu_ps(b + 4);
+    const __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
+                         _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
+    __m128 best = v[0];
+    __m128i t = zero;
+    for (int k = 1; k < 4; ++k) {
+      const __m128 wins = _mm_or_ps(_mm_cmpgt_ps(v[k], best), _mm_cmpunord_ps(v[k], v[k]));
+      best = _mm_or_ps(_mm_and_ps(wins, v[k]), _mm_andnot_ps(wins, best));
+      const __m128i w = _mm_castps_si128(wins);
+      t = _mm_or_si128(_mm_and_si128(w, _mm_set1_epi32(k)), _mm_andnot_si128(w, t));
+    }
+    _mm_storeu_ps(out + ox, best);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(tap + ox), _mm_unpacklo_epi32(t, zero));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(tap + ox + 2), _mm_unpackhi_epi32(t, zero));
+  }
+  return ox;
+}
+
+// One output row at a time, each output's window tap by tap in order (i, then j) in registers:
+// the first largest wins, and a nan wins (the last of several), as PyTorch's max pooling. KH, KW,
+// SW: the window and the column stride when known at compile time (0: g's).
+template <typename T, size_t KH, size_t KW, size_t SW>
 void pool(T* out, int64_t* tap, const T* x, const ConvGeometry g) {
-  const size_t sw = SW ? SW : g.sw;
-  // One output row at a time, tap by tap over the whole row: the first largest wins, and a nan
-  // wins (the last of several), as PyTorch's max pooling.
+  const size_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw, sw = SW ? SW : g.sw;
   const size_t plane = g.h * g.w;
   for (size_t p = 0; p < g.n * g.c; ++p) {
     const T* src = x + p * plane;
     for (size_t oy = 0; oy < g.oh; ++oy, out += g.ow, tap += g.ow) {
-      const T* first = src + (oy * g.sh) * g.w;
-      for (size_t ox = 0; ox < g.ow; ++ox) {
-        out[ox] = first[ox * sw];
-        tap[ox] = 0;
-      }
-      for (size_t i = 0; i < g.kh; ++i) {
-        const T* row = src + (oy * g.sh + i * g.dh) * g.w;
-        for (size_t j = (i == 0 ? 1 : 0); j < g.kw; ++j) {
-          const T* at = row + j * g.dw;
-          const int64_t t = int64_t(i * g.kw + j);
-          for (size_t ox = 0; ox < g.ow; ++ox) {  // masks, not branches: random data mispredicts
-            const T v = at[ox * sw], b = out[ox];
-            const int64_t wins = int64_t((v > b) | (v != v)), mask = -wins;  // the last nan, as PyTorch
-            out[ox] = wins ? v : b;
-            tap[ox] = (t & mask) | (tap[ox] & ~mask);
+      const T* corner = src + (oy * g.sh) * g.w;
+      size_t ox = 0;
+      if constexpr (std::is_same_v<T, float> && KH == 2 && KW == 2 && SW == 2)
+        ox = pool_2x2_sse(out, tap, corner, corner + g.dh * g.w, g.dw, g.ow);
+      for (; ox < g.ow; ++ox) {
+        const T* at = corner + ox * sw;
+        T best = at[0];
+        int64_t t = 0;
+        for (size_t i = 0; i < kh; ++i)
+          for (size_t j = (i == 0 ? 1 : 0); j < kw; ++j) {
+            const T v = at[i * g.dh * g.w + j * g.dw];
+            const bool wins = (v > best) | (v != v);  // masks, not branches: random data mispredicts
+            best = wins ? v : best;
+            t = wins ? int64_t(i * kw + j) : t;
           }
-        }
+        out[ox] = best;
+        tap[ox] = t;
       }
     }
   }
@@ -111,13 +143,20 @@ template <typename T>
 void unpool(T* dx, const T* grad, const int64_t* tap, const ConvGeometry g) {
   const size_t plane = g.h * g.w;
   std::memset(dx, 0, g.n * g.c * plane * sizeof(T));
+  // Each tap's offset from its window's corner, read from a table: a division by kw per element
+  // cost more than the rest of the loop. The adds run in the same order (overlapping windows: the same bits).
+  std::vector<size_t> at(g.kh * g.kw);
+  for (size_t i = 0; i < g.kh; ++i)
+    for (size_t j = 0; j < g.kw; ++j) at[i * g.kw + j] = i * g.dh * g.w + j * g.dw;
+  const size_t* off = at.data();
   for (size_t p = 0; p < g.n * g.c; ++p) {
     T* dst = dx + p * plane;
-    for (size_t oy = 0; oy < g.oh; ++oy)
-      for (size_t ox = 0; ox < g.ow; ++ox, ++grad, ++tap) {
-        const size_t i = size_t(*tap) / g.kw, j = size_t(*tap) % g.kw;
-        dst[(oy * g.sh + i * g.dh) * g.w + ox * g.sw + j * g.dw] += *grad;
-      }
+    for (size_t oy = 0; oy < g.oh; ++oy) {
+      T* corner = dst + oy * g.sh * g.w;
+      for (size_t ox = 0; ox < g.ow; ++ox) corner[ox * g.sw + off[tap[ox]]] += grad[ox];
+      grad += g.ow;
+      tap += g.ow;
+    }
   }
 }
 
@@ -125,12 +164,14 @@ void unpool(T* dx, const T* grad, const int64_t* tap, const ConvGeometry g) {
 
 template <typename T>
 void pool_any(T* out, int64_t* tap, const T* x, const ConvGeometry& g) {
-  if (g.sw == 2)
-    pool<T, 2>(out, tap, x, g);
+  if (g.kh == 2 && g.kw == 2 && g.sw == 2)
+    pool<T, 2, 2, 2>(out, tap, x, g);
+  else if (g.kh == 3 && g.kw == 3 && g.sw == 2)
+    pool<T, 3, 3, 2>(out, tap, x, g);
   else if (g.sw == 1)
-    pool<T, 1>(out, tap, x, g);
+    pool<T, 0, 0, 1>(out, tap, x, g);
   else
-    pool<T, 0>(out, tap, x, g);
+    pool<T, 0, 0, 0>(out, tap, x, g);
 }
 
 void max_pool(void* out, int64_t* tap, const void* x, const ConvGeometry& g, int32_t dtype) {
