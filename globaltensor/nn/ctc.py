@@ -16,11 +16,10 @@ def _host(values):
 
 
 def _placed(array, like):
-    """A constant array as a tensor next to `like` (global: broadcast on its placement)."""
-    from .. import creation, sbp as _sbp
-    if like.is_global:
-        return creation.tensor(array, placement=like.placement, sbp=(_sbp.broadcast,) * like.placement.ndim)
-    return creation.tensor(array)
+    """A constant array as a tensor next to `like` (global: broadcast on its placement), made from the
+    targets and lengths ctc_loss checked once (_same_everywhere): taken on trust, no collective each."""
+    from ..ops._front import constant
+    return constant(array, like)
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
@@ -33,6 +32,9 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     in_len = _host(input_lengths).reshape(-1)
     tg_len = _host(target_lengths).reshape(-1)
     flat = _host(targets)
+    if log_probs.is_global:  # one check of the host data every constant below comes from (else one per constant)
+        from ..creation import _check_same_data
+        _check_same_data(np.concatenate([in_len, tg_len, flat.reshape(-1)]), log_probs.placement)
     if unbatched:
         flat = flat.reshape(1, -1)
     longest = int(tg_len.max(initial=0))

@@ -83,3 +83,34 @@ def _user_data_still_checked():
 def test_user_arrays_next_to_a_global_tensor_are_still_checked():
     for message in run_ranks(_user_data_still_checked, 2, timeout=60):
         assert message is not None and "same on every rank" in message
+
+
+def _ctc(differ):
+    mesh = gt.placement("cpu", [0, 1])
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((12, 3, 5)).astype(np.float32)
+    x = gt.tensor(logits).to_global(mesh, gt.sbp.broadcast).requires_grad_()
+    targets = np.array([[1, 2, 2, 3], [4, 1, 0, 0], [2, 3, 1, 1]], np.int64)
+    if differ:
+        targets[0, 0] += gt.env.get_rank()
+    with gt.debug.count_collectives() as counted:
+        try:
+            loss = gt.nn.functional.ctc_loss(x.log_softmax(2), targets, [12, 10, 9], [4, 2, 3])
+        except ValueError as exc:
+            return str(exc)
+    loss.backward()
+    return dict(counted), float(loss.to_local().numpy()), x.grad.to_local().numpy()
+
+
+def test_ctc_loss_checks_its_host_data_once_not_per_time_step():
+    torch = pytest.importorskip("torch")
+    for counted, value, grad in run_ranks(_ctc, 2, False, timeout=60):
+        assert counted == {"all_gather": 1}, counted  # 12 time steps: 19 all_gathers before s12
+        tx = torch.tensor(np.random.default_rng(0).standard_normal((12, 3, 5)).astype(np.float32), requires_grad=True)
+        want = torch.nn.functional.ctc_loss(tx.log_softmax(2), torch.tensor([[1, 2, 2, 3], [4, 1, 0, 0], [2, 3, 1, 1]]),
+                                            [12, 10, 9], [4, 2, 3])
+        want.backward()
+        np.testing.assert_allclose(value, want.item(), rtol=1e-5)
+        np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=1e-4, atol=1e-6)
+    for message in run_ranks(_ctc, 2, True, timeout=60):
+        assert "same on every rank" in message
