@@ -149,9 +149,9 @@ def tensor(data: Any, dtype: DTypeLike = None, placement: Optional[Placement] = 
     return t
 
 
-def _check_same_data(array, placement):
+def _check_same_data(array, placement, what="gt.tensor"):
     """ValueError on every rank of the placement when ranks passed different data (one small
-    all_gather of each rank's (shape, dtype, digest of the bytes))."""
+    all_gather of each rank's (shape, dtype, digest of the bytes)); `what` names the caller."""
     import hashlib
     from .boxing import _group, gather_pieces
     if get_rank() not in placement:
@@ -159,16 +159,16 @@ def _check_same_data(array, placement):
     data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # the bytes, without a copy
     digest = int.from_bytes(hashlib.blake2b(memoryview(data), digest_size=8).digest(), "little", signed=True)
     ranks = placement.rank_list()
-    rows = gather_pieces([array], placement.type, _group(tuple(sorted(ranks))), tag=digest, what="gt.tensor")
+    rows = gather_pieces([array], placement.type, _group(tuple(sorted(ranks))), tag=digest, what=what)
     if len(set(rows.values())) == 1:
         return
     votes = [sum(rows[r] == rows[q] for q in rows) for r in ranks]  # the odd ones out are named
     usual = rows[ranks[votes.index(max(votes))]]
     differ = sorted(r for r in rows if rows[r] != usual)
     same = sorted(r for r in rows if rows[r] == usual)
-    what = "shapes or dtypes" if any(rows[r][1] != usual[1] for r in differ) else "values"
-    raise ValueError(f"gt.tensor: the data must be the same on every rank of the placement (it is the whole "
-                     f"global value), but rank(s) {differ} passed other {what} than rank(s) {same}. Seed the "
+    kind = "shapes or dtypes" if any(rows[r][1] != usual[1] for r in differ) else "values"
+    raise ValueError(f"{what}: the data must be the same on every rank of the placement (it is the whole "
+                     f"global value), but rank(s) {differ} passed other {kind} than rank(s) {same}. Seed the "
                      f"data alike on every rank, build the tensor from local pieces with "
                      f"Tensor.to_global(placement, sbp), or pass check_meta=False to skip this check")
 
