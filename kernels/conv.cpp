@@ -89,9 +89,12 @@ size_t pool_2x2_sse(float* out, int64_t* tap, const float* r0, const float* r1, 
   for (; ox + 4 <= ow; ox += 4) {
     const float* a = r0 + 2 * ox;
     const float* b = r1 + 2 * ox;
+    // within the rows: the last block reads column 2 * ow - 1 at most, and 2 * ow <= w
     const __m128 a0 = _mm_loadu_ps(a), a1 = _mm_loadu_ps(a + 4), b0 = _mm_loadu_ps(b), b1 = _mm_loadu_ps(b + 4);
-    const __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),
-                         _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)), _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};
+    const __m128 v[4] = {_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)),   // tap 0: even columns of row 0
+                         _mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)),   // tap 1: its odd columns
+                         _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(2, 0, 2, 0)),   // tap 2: row 1's even
+                         _mm_shuffle_ps(b0, b1, _MM_SHUFFLE(3, 1, 3, 1))};  // tap 3: row 1's odd
     __m128 best = v[0];
     __m128i t = zero;
     for (int k = 1; k < 4; ++k) {

@@ -17,7 +17,7 @@ def _host(values):
 
 def _placed(array, like):
     """A constant array as a tensor next to `like` (global: broadcast on its placement), made from the
-    targets and lengths ctc_loss checked once (_same_everywhere): taken on trust, no collective each."""
+    targets and lengths ctc_loss checked once per call: taken on trust, no collective each."""
     from ..ops._front import constant
     return constant(array, like)
 

@@ -204,8 +204,8 @@ def dims_arg(dim, ndim):
     return tuple(sorted(wrap_dim(d, ndim) for d in dims))
 
 
-__all__ = ["apply", "as_tensor", "constant", "tensors", "own_tensor", "promoted", "promoted_pair", "result_dtype", "cast_to",
-           "kind", "dims_arg", "products_in_float32"]
+__all__ = ["apply", "as_tensor", "constant", "tensors", "own_tensor", "promoted", "promoted_pair", "result_dtype",
+           "cast_to", "kind", "dims_arg", "products_in_float32"]
 
 
 def float32_for_bfloat16(fn):
