@@ -76,11 +76,31 @@ void backward(T* dx, T* dw, T* db, const T* g, const T* x, const T* mean, const 
   for (size_t c = 0; c < acc_b.size(); ++c) db[c] = static_cast<T>(acc_b[c]);
 }
 
+// BatchNorm's per-channel sums: each plane (image i, channel k) summed in its own order, kPlanes
+// planes side by side (independent chains: the adds' latency overlaps, each plane's bits unchanged),
+// then added into the channel's total image by image, as one plane at a time did.
+constexpr size_t kPlanes = 4;
+
 template <typename T>
 void sums(double* s1, double* s2, const T* x, size_t n, size_t c, size_t hw) {
   for (size_t k = 0; k < c; ++k) s1[k] = s2[k] = 0.0;
-  for (size_t i = 0; i < n; ++i)
-    for (size_t k = 0; k < c; ++k) {
+  for (size_t i = 0; i < n; ++i) {
+    size_t k = 0;
+    for (; k + kPlanes <= c; k += kPlanes) {
+      const T* p = x + (i * c + k) * hw;
+      double a[kPlanes] = {}, b[kPlanes] = {};
+      for (size_t j = 0; j < hw; ++j)
+        for (size_t q = 0; q < kPlanes; ++q) {
+          const double v = p[q * hw + j];
+          a[q] += v;
+          b[q] += v * v;
+        }
+      for (size_t q = 0; q < kPlanes; ++q) {
+        s1[k + q] += a[q];
+        s2[k + q] += b[q];
+      }
+    }
+    for (; k < c; ++k) {
       const T* p = x + (i * c + k) * hw;
       double a = 0.0, b = 0.0;
       for (size_t j = 0; j < hw; ++j) {
@@ -91,6 +111,7 @@ void sums(double* s1, double* s2, const T* x, size_t n, size_t c, size_t hw) {
       s1[k] += a;
       s2[k] += b;
     }
+  }
 }
 
 template <typename T>
