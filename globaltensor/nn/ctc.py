@@ -2,6 +2,7 @@
 import numpy as np
 
 from .. import ops
+from ..ops._front import constant
 from ..tensor import Tensor
 from .module import Module
 from ..errors import bad_reduction
@@ -15,13 +16,6 @@ def _host(values):
     return np.asarray(values.numpy() if isinstance(values, Tensor) else values).astype(np.int64)
 
 
-def _placed(array, like):
-    """A constant array as a tensor next to `like` (global: broadcast on its placement), made from the
-    targets and lengths ctc_loss checked once per call: taken on trust, no collective each."""
-    from ..ops._front import constant
-    return constant(array, like)
-
-
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
     """-log of the probability of the targets summed over all their alignments (PyTorch's ctc_loss: log_probs
     (T, N, C) or (T, C); targets padded (N, S) or concatenated; 'mean' divides by the target lengths first)."""
@@ -32,7 +26,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     in_len = _host(input_lengths).reshape(-1)
     tg_len = _host(target_lengths).reshape(-1)
     flat = _host(targets)
-    if log_probs.is_global:  # one check of the host data every constant below comes from (else one per constant)
+    if log_probs.is_global:  # one check of the host data every constant below comes from (taken on trust)
         from ..creation import _check_same_data
         _check_same_data(np.concatenate([in_len, tg_len, flat.reshape(-1)]), log_probs.placement,
                          "ctc_loss (targets and lengths)")
@@ -53,26 +47,26 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     start = np.full((batch, width), _NEG, np.float32)
     start[:, :2] = 0.0
     dt = log_probs.dtype
-    index = _placed(np.broadcast_to(ext, (steps, batch, width)).copy(), log_probs)
+    index = constant(np.broadcast_to(ext, (steps, batch, width)).copy(), log_probs)
     emit = ops.gather(log_probs, 2, index)  # (T, N, width)
-    neg_col = _placed(np.full((batch, 1), _NEG, np.float32), log_probs).astype(dt)
-    neg_two = _placed(np.full((batch, 2), _NEG, np.float32), log_probs).astype(dt)
-    skip_t = _placed(skip, log_probs)
-    alpha = emit[0] + _placed(start, log_probs).astype(dt)
+    neg_col = constant(np.full((batch, 1), _NEG, np.float32), log_probs).astype(dt)
+    neg_two = constant(np.full((batch, 2), _NEG, np.float32), log_probs).astype(dt)
+    skip_t = constant(skip, log_probs)
+    alpha = emit[0] + constant(start, log_probs).astype(dt)
     for t in range(1, steps):
         one = ops.concat([neg_col, alpha[:, :-1]], 1)
         two = ops.where(skip_t, ops.concat([neg_two, alpha[:, :-2]], 1), _NEG)
         new = ops.logsumexp(ops.stack([alpha, one, two], 0), 0) + emit[t]
-        live = _placed((t < in_len).reshape(batch, 1), log_probs)
+        live = constant((t < in_len).reshape(batch, 1), log_probs)
         alpha = ops.where(live, new, alpha)
     last = np.stack([2 * tg_len, np.maximum(2 * tg_len - 1, 0)], 1)
-    ends = ops.gather(alpha, 1, _placed(last, log_probs))
-    end_mask = _placed(np.where(tg_len[:, None] > 0, [[0.0, 0.0]], [[0.0, _NEG]]).astype(np.float32), log_probs)
+    ends = ops.gather(alpha, 1, constant(last, log_probs))
+    end_mask = constant(np.where(tg_len[:, None] > 0, [[0.0, 0.0]], [[0.0, _NEG]]).astype(np.float32), log_probs)
     losses = -ops.logsumexp(ends + end_mask.astype(dt), 1)
     impossible = losses > 1e29
     losses = ops.where(impossible, 0.0 if zero_infinity else float("inf"), losses)
     if reduction == "mean":
-        return ops.mean(losses / _placed(np.maximum(tg_len, 1).astype(np.float32), log_probs).astype(dt))
+        return ops.mean(losses / constant(np.maximum(tg_len, 1).astype(np.float32), log_probs).astype(dt))
     if reduction == "sum":
         return ops.sum(losses)
     if reduction == "none":

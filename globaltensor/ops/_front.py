@@ -57,19 +57,21 @@ def as_tensor(value, like):
     dt = scalar_dtype(value)
     if dt is not None:
         return _scalar(value, _dtype.combine(((like._dtype, DIM if like._global_shape else ZERO), (dt, SCALAR))), like)
-    array = host_array(value)
-    if like.is_global:
-        # an array is checked like gt.tensor's data: ranks that pass different values raise
-        return tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim)
-    return _made(Tensor(array_module(like._local).asarray(array)))
+    return _next_to(host_array(value), like, check=True)  # checked like gt.tensor's data: ranks that differ raise
 
 
 def constant(array, like):
     """An array every rank computes alike from global facts (shapes, static arguments: an index, a
     kernel's weights) as a tensor next to `like` (global: broadcast, same placement), taken on trust:
     as_tensor's check of user data would cost a collective per call."""
+    return _next_to(array, like, check=False)
+
+
+def _next_to(array, like, check):
+    """array as a tensor next to `like`: global, broadcast on its placement (its data checked alike on
+    every rank when `check`), or local on like's device."""
     if like.is_global:
-        return tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim, check_meta=False)
+        return tensor(array, placement=like.placement, sbp=(broadcast,) * like.placement.ndim, check_meta=check)
     return _made(Tensor(array_module(like._local).asarray(array)))
 
 
