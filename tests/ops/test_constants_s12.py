@@ -114,3 +114,21 @@ def test_ctc_loss_checks_its_host_data_once_not_per_time_step():
         np.testing.assert_allclose(grad, tx.grad.numpy(), rtol=1e-4, atol=1e-6)
     for message in run_ranks(_ctc, 2, True, timeout=60):
         assert message.startswith("ctc_loss (targets and lengths): the data must be the same on every rank"), message
+
+
+def _pipeline_join():
+    from globaltensor.pipeline.microbatch import Cut
+    mesh = gt.placement("cpu", [0, 1])
+    whole = np.arange(24, dtype=np.float32).reshape(8, 3)
+    x = gt.tensor(whole).to_global(mesh, gt.sbp.broadcast).to_global(sbp=gt.sbp.split(0))
+    cut = Cut(x, 2)  # micro-batch j: chunk j of each rank's rows, so rows 0-1 and 4-5 first
+    outs = [cut.take(x, j).to_global(sbp=gt.sbp.broadcast) for j in range(2)]  # not laid out as cut: rows reordered
+    with gt.debug.count_collectives() as counted:
+        joined = cut.join(outs)
+    return dict(counted), joined.to_local().numpy()
+
+
+def test_pipeline_join_puts_rows_back_without_a_collective():
+    for counted, joined in run_ranks(_pipeline_join, 2, timeout=60):
+        assert counted == {}, counted  # the reorder index is the micro-batches' order: no check of it
+        np.testing.assert_array_equal(joined, np.arange(24, dtype=np.float32).reshape(8, 3))
