@@ -27,6 +27,9 @@ from _timing import (ITERS, SIZES, free_port, heap_array, human_size, human_time
                      print_table, write_json)
 
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"]
+# the ratios printed, peer / ours: each peer against our side on the same kind of memory
+RATIOS = [("Open MPI", "gt shm"), ("Open MPI", "gt numpy"), ("Open MPI heap", "gt heap"), ("Open MPI", "gt heap"),
+          ("gloo", "gt shm")]
 
 
 def gt_worker(sizes, kind):
@@ -83,18 +86,24 @@ def gloo_worker(sizes, port):
     return out
 
 
-def mpi_worker(sizes, path):
+def mpi_worker(sizes, path, kind="numpy"):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     k = comm.Get_size()
+    make = {"numpy": np.empty, "heap": heap_array}[kind]
+
+    def ones(n):
+        a = make((n,), np.float32)
+        a[...] = 1
+        return a
     out = {}
     for size in sizes:
         n = max(1, size // 4)
-        buf = np.ones(n, np.float32)
-        part = np.ones(max(1, n // k), np.float32)
-        gathered = np.empty(part.size * k, np.float32)
-        a2a, a2a_out = np.ones(part.size * k, np.float32), np.empty(part.size * k, np.float32)
-        rs_in = buf[:part.size * k] if buf.size >= part.size * k else np.ones(part.size * k, np.float32)
+        buf = ones(n)
+        part = ones(max(1, n // k))
+        gathered = ones(part.size * k)
+        a2a, a2a_out = ones(part.size * k), ones(part.size * k)
+        rs_in = buf[:part.size * k] if buf.size >= part.size * k else ones(part.size * k)
         calls = {"all_reduce": lambda: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM),
                  "all_gather": lambda: comm.Allgather(part, gathered),
                  "reduce_scatter": lambda: comm.Reduce_scatter_block(rs_in, part, op=MPI.SUM),
@@ -107,8 +116,8 @@ def mpi_worker(sizes, path):
             json.dump({**out, "_library": mpi_library_note()}, f)
 
 
-def run_mpi(sizes, nprocs=2):
-    return run_mpi_script(os.path.abspath(__file__), ["--sizes", ",".join(map(str, sizes))], nprocs)
+def run_mpi(sizes, nprocs=2, kind="numpy"):
+    return run_mpi_script(os.path.abspath(__file__), ["--sizes", ",".join(map(str, sizes)), "--kind", kind], nprocs)
 
 
 def run_mpi_script(script, extra_args, nprocs=2):
@@ -148,6 +157,11 @@ def mpi_library_note():
     return f"{MPI.Get_library_version().splitlines()[0].strip().strip(chr(0))} (mpi4py {mpi4py.__version__})"
 
 
+def run_mpi_heap(sizes, nprocs=2):
+    """Open MPI on the "gt heap" side's memory: arrays numpy did not allocate (a bytearray's)."""
+    return run_mpi(sizes, nprocs, "heap")
+
+
 def run_gloo(sizes, nprocs=2):
     try:
         import torch
@@ -166,10 +180,11 @@ def main():
     p.add_argument("--json", default="benchmarks/results/collectives.json", help="where to write the figures")
     p.add_argument("--jobs", type=int, default=3, help="jobs a side, alternated; each cell is their median")
     p.add_argument("--mpi-worker", help=argparse.SUPPRESS)
+    p.add_argument("--kind", default="numpy", help=argparse.SUPPRESS)  # the MPI worker's arrays: numpy or heap
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.mpi_worker:
-        return mpi_worker(sizes, args.mpi_worker)
+        return mpi_worker(sizes, args.mpi_worker, args.kind)
     from globaltensor.distributed import spawn
     k = args.nprocs
     spawn(gt_worker, args=([8], "numpy"), nprocs=k, timeout=900)  # untimed: the first job read 5-40% slower
@@ -177,7 +192,8 @@ def main():
     for _ in range(args.jobs):  # every side's jobs alternated: how a job's ranks land on the cores moves its figures
         for kind in ("shm", "numpy", "heap"):
             runs.setdefault(f"gt {kind}", []).append(spawn(gt_worker, args=(sizes, kind), nprocs=k, timeout=900)[0])
-        for name, key, runner in (("Open MPI", "mpi", run_mpi), ("gloo", "gloo", run_gloo)):
+        for name, key, runner in (("Open MPI", "mpi", run_mpi), ("Open MPI heap", "mpi", run_mpi_heap),
+                                  ("gloo", "gloo", run_gloo)):
             if key in args.peers.split(","):
                 data, peers[name] = runner(sizes, k)
                 if data:
@@ -186,15 +202,16 @@ def main():
                for name, jobs in runs.items()}
     print(f"{k} ranks, float32, median per call, median of {args.jobs} alternated jobs a side. Peers: "
           + "; ".join(f"{n}: {v}" for n, v in peers.items()))
+    ratios = [(peer, ours) for peer, ours in RATIOS if peer in results and ours in results]
     for op in OPS:
         header = ["size"] + [f"{name}" for name in results] + ["gt shm GB/s"]
-        header += [f"{name}/gt shm" for name in results if name != "gt shm"]
+        header += [f"{peer}/{ours}" for peer, ours in ratios]
         rows = []
         for size in sizes:
             times = {name: data.get(f"{op}/{size}") for name, data in results.items()}
-            ours = times["gt shm"]
-            row = [human_size(size)] + [human_time(t) for t in times.values()] + [f"{size / ours / 1e9:.2f}"]
-            row += [f"{t / ours:.2f}x" if t else "-" for name, t in times.items() if name != "gt shm"]
+            row = [human_size(size)] + [human_time(t) for t in times.values()]
+            row += [f"{size / times['gt shm'] / 1e9:.2f}"]
+            row += [f"{times[peer] / times[ours]:.2f}x" if times[peer] else "-" for peer, ours in ratios]
             rows.append(row)
         print_table(op, header, rows)
     write_json(args.json, {"peers": peers, "seconds": results, "jobs": runs})

@@ -309,6 +309,8 @@ void bind_collectives(py::module_& m) {
       }, py::arg("input"), py::arg("send_bytes"), py::arg("output"), py::arg("recv_bytes"))
       .def_property("timeout", &Group::timeout, &Group::set_timeout)
       .def_property_readonly("size", &Group::size)
+      .def_property_readonly("pushed", &Group::pushed,
+                             "all_gathers / all_to_alls whose private inputs their owners copied into every output.")
       .def_property_readonly("index", &Group::index)
       .def_property_readonly("ranks", &Group::ranks);
 

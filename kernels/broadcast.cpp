@@ -111,7 +111,7 @@ void Group::post(const void* data, size_t nbytes, int root) {
   d.call = calls_;
   char* slot = post_slot(me_, seq);
   std::memcpy(slot, &d, sizeof(Desc));
-  if (nbytes) std::memcpy(slot + kPostHeader, data, nbytes);
+  copy_bytes(slot + kPostHeader, data, nbytes, false);
   posts_[me_] = seq;
   posts_digest_ += post_mark(me_);
   PostWord& w = post_word(me_);
@@ -181,7 +181,7 @@ void Group::broadcast(void* buf, size_t nbytes, int root) {
   start(kBroadcast);
   if (me_ == root) return post(buf, nbytes, root);
   const char* payload = await_post(root, nbytes);
-  std::memcpy(buf, payload, nbytes);
+  copy_bytes(buf, payload, nbytes, false);
   ack_post(root);
 }
 

@@ -108,6 +108,7 @@ Group::Group(std::shared_ptr<Node> node, const std::string& name, std::vector<in
   // and the algorithm from the published descriptors, so differing values stay correct.
   if (const char* b = std::getenv("GLOBALTENSOR_STAGE_ARENA_BYTES")) opts_.stage_arena_bytes = size_t(std::atoll(b));
   if (const char* b = std::getenv("GLOBALTENSOR_CMA_BYTES")) opts_.cma_bytes = size_t(std::atoll(b));
+  if (const char* b = std::getenv("GLOBALTENSOR_PUSH_BYTES")) opts_.push_bytes = size_t(std::atoll(b));
   slot_stride_ = round_up(sizeof(Slot), 64);
   counts_offset_ = kHeaderBytes + slot_stride_ * size_t(k_);
   stage_offset_ = round_up(counts_offset_ + 2 * size_t(k_) * 2 * size_t(k_) * sizeof(uint64_t), 4096);
@@ -262,7 +263,8 @@ void Group::all_gather(const void* in, size_t in_bytes, void* out, size_t out_by
   d.in_bytes = in_bytes;
   d.out_bytes = out_bytes;
   d.in_off = own_offset(in, in_bytes);
-  bool pre = prestaged(d.in_off, in_bytes);
+  d.out_off = shared_output(out, out_bytes, in, in_bytes);
+  bool pre = prestaged(d.in_off, in_bytes) && !push_wanted(d);
   begin(kAllGather, d, pre ? in : nullptr, in_bytes);
   Scratch<size_t> displ(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) displ[p + 1] = displ[p] + desc(p).in_bytes;
@@ -278,6 +280,7 @@ void Group::all_gather(const void* in, size_t in_bytes, void* out, size_t out_by
     if (any_arena_source()) sync();
     return;
   }
+  if (all_outputs_shared()) return all_gather_push(in, in_bytes, out, displ.data(), nt);
   uint64_t longest = 0;
   for (int p = 0; p < k_; ++p) longest = std::max(longest, desc(p).in_bytes);
   size_t piece = opts_.stage_bytes;
@@ -346,7 +349,8 @@ void Group::all_to_all(const void* in, const uint64_t* send_bytes, void* out, co
   }
   d.in_off = own_offset(in, d.in_bytes);
   d.in_addr = reinterpret_cast<uintptr_t>(in);
-  bool pre = prestaged(d.in_off, d.in_bytes, true);
+  d.out_off = shared_output(out, d.out_bytes, in, d.in_bytes);
+  bool pre = prestaged(d.in_off, d.in_bytes, true) && !push_wanted(d);
   begin(kAllToAll, d, pre ? in : nullptr, d.in_bytes);
   for (int p = 0; p < k_; ++p)
     for (int q = 0; q < k_; ++q)
@@ -360,7 +364,8 @@ void Group::all_to_all(const void* in, const uint64_t* send_bytes, void* out, co
   };
   char* o = static_cast<char*>(out);
   bool nt = d.out_bytes >= opts_.nontemporal_bytes;
-  bool direct = all_direct();  // else some private input is left in place: attached where every member can
+  bool direct = all_direct();  // else some private input is left in place: pushed or attached where every member can
+  if (!direct && all_outputs_shared()) return all_to_all_push(in, send_bytes, out, nt);
   if (direct || attach_inputs()) {
     for (int p = 0; p < k_; ++p)
       if (p == me_) copy_bytes(o + rdispl[p], static_cast<const char*>(in) + send_displ(p, me_), recv_bytes[p], nt);

@@ -71,6 +71,10 @@ struct GroupOptions {
   // staged copies' streaming stores win) by cross-memory attach where every member can (one copy,
   // no staging phase per chunk; GLOBALTENSOR_CMA_BYTES).
   size_t cma_bytes = size_t(256) << 10;
+  // all_gather / all_to_all: a private input of at least this many bytes is left unstaged when this
+  // rank's output is in its arena, for its owner to copy into every member's output (push.cpp;
+  // GLOBALTENSOR_PUSH_BYTES).
+  size_t push_bytes = size_t(64) << 10;
   // How long a wait spins before it yields, when the group has no more members than this process
   // may run on CPUs (more members: a short spin, then yield, so a peer gets the CPU).
   double spin_s = 50e-6;
@@ -128,6 +132,7 @@ class Group {
   void all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes);
 
   int size() const { return k_; }
+  uint64_t pushed() const { return pushed_; }  // calls whose inputs went straight into the outputs (push.cpp)
   uint64_t key() const { return key_; }
   uint32_t my_phase() const;
   uint32_t my_posts() const;  // the posted broadcasts this member has made (broadcast.cpp)
@@ -204,6 +209,15 @@ class Group {
   static int trial_class(size_t nbytes) { return nbytes < (size_t(1) << 20) ? 0 : nbytes < (size_t(8) << 20) ? 1 : 2; }
   bool attach_all_reduce(int cls);
   void all_reduce_private(const void* in, void* out, size_t count, int32_t dtype, int32_t redop);
+  // Private inputs copied by their owner into every member's output (push.cpp): this rank's output's
+  // offset in its arena, or -1 when it is not there or overlaps the input; whether this rank leaves its
+  // input unstaged for that; whether every member's output is in its arena; member p's output here.
+  int64_t shared_output(const void* out, size_t out_bytes, const void* in, size_t in_bytes) const;
+  bool push_wanted(const Desc& d) const;
+  bool all_outputs_shared() const;
+  char* output_of(int p, void* own) const;
+  void all_gather_push(const void* in, size_t in_bytes, void* out, const size_t* displ, bool nt);
+  void all_to_all_push(const void* in, const uint64_t* send_bytes, void* out, bool nt);
   bool attach_inputs();  // every private input left in place is under opts_.nontemporal_bytes, and attachable
   bool all_direct() const;
   bool any_arena_source() const;
@@ -244,6 +258,7 @@ class Group {
   std::string doing_;                            // "<op> on ranks [...]", for the status page
   std::vector<std::pair<int, uint64_t>> cycle_;  // the last cycle of waits seen: (rank, epoch)
   double cycle_since_ = 0;
+  uint64_t pushed_ = 0;
   int cma_state_ = -1;         // cross-memory attach between all members: -1 not probed yet, 0 no, 1 yes
   struct AttachTrial {
     int chosen = -1;         // -1 still trying, 0 staged, 1 attached
