@@ -310,7 +310,8 @@ void bind_collectives(py::module_& m) {
       .def_property("timeout", &Group::timeout, &Group::set_timeout)
       .def_property_readonly("size", &Group::size)
       .def_property_readonly("pushed", &Group::pushed,
-                             "all_gathers / all_to_alls whose private inputs their owners copied into every output.")
+                             "Collectives written straight into every member's arena output: all_gathers / all_to_alls of private "
+                             "inputs, broadcasts of arena messages shared by every member (push.cpp).")
       .def_property_readonly("index", &Group::index)
       .def_property_readonly("ranks", &Group::ranks);
 

@@ -132,7 +132,7 @@ class Group {
   void all_to_all(const void* in, const uint64_t* send_bytes, void* out, const uint64_t* recv_bytes);
 
   int size() const { return k_; }
-  uint64_t pushed() const { return pushed_; }  // calls whose inputs went straight into the outputs (push.cpp)
+  uint64_t pushed() const { return pushed_; }  // calls written straight into the members' outputs (push.cpp)
   uint64_t key() const { return key_; }
   uint32_t my_phase() const;
   uint32_t my_posts() const;  // the posted broadcasts this member has made (broadcast.cpp)

@@ -1,4 +1,5 @@
-// all_gather and all_to_all of private inputs written by their owner straight into every member's output.
+// Collectives that write straight into every member's output: all_gather and all_to_all of private
+// inputs, a large broadcast from an arena (broadcast.cpp).
 //
 // An input numpy did not place in the arena (a bytearray's, a memmap, one made before the job) is where
 // no peer can read it: staged, each byte is copied into a slot and out of it again by every member, a
@@ -8,7 +9,9 @@
 // output is complete. Open MPI's single copy (cross-memory attach) makes the same number of copies with
 // a pinned page each. Chosen when every member's output is in its arena and apart from its input
 // (Desc::out_off, -1 otherwise): every member reads the same descriptors, so all decide alike. A member
-// that left its input unstaged for a push that does not come goes the staged (or attached) way.
+// that left its input unstaged for a push that does not come goes the staged (or attached) way. A
+// broadcast whose root's message is in its arena has every member, the root too, copy its share of it
+// into every reader's output.
 #include <cstdint>
 
 #include "group.h"

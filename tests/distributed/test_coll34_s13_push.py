@@ -1,7 +1,7 @@
 """all_gather and all_to_all of private (heap) inputs copied by their owners straight into every member's
-output when every output lies in its arena (kernels/push.cpp), the path taken counted (`pushed`), the
-staged fallbacks when some output is private or overlaps its input; and copy_bytes at every relative
-alignment (kernels/reduce.cpp), against numpy."""
+output when every output lies in its arena (kernels/push.cpp), broadcasts of arena messages copied by every
+member in shares, the path taken counted (`pushed`), the staged fallbacks when some output is private or
+overlaps its input; and copy_bytes at every relative alignment (kernels/reduce.cpp), against numpy."""
 import numpy as np
 import pytest
 
@@ -66,6 +66,19 @@ def _push_cases():
         np.testing.assert_array_equal(got, np.concatenate(parts))
         got = dist.all_to_all(_held(data[r], "heap"), send[r], recv_sizes=recv)
         np.testing.assert_array_equal(got, want)
+    # broadcast from every root: shared by every member when every buffer is in its arena (from 64 KiB), odd
+    # sizes so the shares end off page boundaries; a private buffer on one member: its readers copy alone
+    for nbytes in (40_000, 65_536, 65_537, 1_234_567):
+        for root in range(k):
+            value = rank_data(nbytes, root, nbytes, np.uint8)
+            for bufs in ("shared", "one private"):
+                private = bufs == "one private" and r == (root + 1) % k
+                x = heap_array(nbytes, np.uint8) if private else dist.empty_shared((nbytes,), np.uint8)
+                x[...] = value if r == root else 0
+                before = g.pushed
+                g.broadcast(x, root)
+                np.testing.assert_array_equal(x, value)
+                assert g.pushed - before == (1 if bufs == "shared" and nbytes >= 65_536 else 0), (nbytes, root, bufs)
     return True
 
 
