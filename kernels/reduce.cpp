@@ -89,10 +89,13 @@ template <> inline int64_t combine(int64_t a, int64_t b, int32_t redop) {
 
 // acc[i] = first[i] (op) second[i], or acc[i] = acc[i] (op) second[i] when first == acc.
 template <typename T, typename A, typename Conv, int R>
-inline void combine_pass(A* acc, const T* first, const T* second, size_t n, bool first_is_acc) {
+inline void combine_pass(A* __restrict acc, const T* __restrict first, const T* __restrict second, size_t n,
+                         bool first_is_acc) {
   if (first_is_acc) {
+#pragma GCC unroll 4
     for (size_t i = 0; i < n; ++i) acc[i] = combine<A>(acc[i], Conv::load(second[i]), R);
   } else {
+#pragma GCC unroll 4
     for (size_t i = 0; i < n; ++i) acc[i] = combine<A>(Conv::load(first[i]), Conv::load(second[i]), R);
   }
 }
@@ -106,10 +109,19 @@ void reduce_blocks(void* const* dsts, int ndst, const void* const* srcs, int nsr
                    bool nontemporal) {
   constexpr size_t kBlock = kBlockBytes / sizeof(A);
   constexpr bool kSame = std::is_same<T, A>::value;
-  alignas(64) A acc[kBlock];
+  alignas(64) A block_acc[kBlock];
   alignas(64) T out[kSame ? 1 : kBlock];
+  // One destination of the accumulator's type, written with ordinary stores: the block is summed in it
+  // directly, no copy after (the same operations in the same order).
+  bool in_place = kSame && ndst == 1 && !nontemporal && nsrc > 1;
+  auto d0 = static_cast<const char*>(dsts[0]);
+  for (int p = 0; p < nsrc && in_place; ++p) {  // no source may share its memory (all_reduce in place)
+    auto sp = static_cast<const char*>(srcs[p]);
+    in_place = sp + count * sizeof(T) <= d0 || d0 + count * sizeof(T) <= sp;
+  }
   for (size_t lo = 0; lo < count; lo += kBlock) {
     size_t n = std::min(kBlock, count - lo);
+    A* acc = in_place ? reinterpret_cast<A*>(static_cast<T*>(dsts[0]) + lo) : block_acc;
     const T* s0 = static_cast<const T*>(srcs[0]) + lo;
     if (nsrc == 1) {
       for (size_t i = 0; i < n; ++i) acc[i] = Conv::load(s0[i]);
@@ -122,6 +134,7 @@ void reduce_blocks(void* const* dsts, int ndst, const void* const* srcs, int nsr
       const A k = A(nsrc);
       for (size_t i = 0; i < n; ++i) acc[i] = acc[i] / k;
     }
+    if (in_place) continue;
     const void* block = acc;
     if constexpr (!kSame) {
       for (size_t i = 0; i < n; ++i) out[i] = Conv::store(acc[i]);

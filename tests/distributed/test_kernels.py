@@ -137,3 +137,21 @@ def test_reduce_into_takes_the_dtype_from_the_arrays_and_refuses_what_it_cannot_
         _native.reduce_into(np.empty_like(swapped), [swapped], _native.RedOp.sum)
     with pytest.raises(TypeError):  # a raw number is not a reduction op
         _native.reduce_into(np.empty(4, np.int32), [a], 0)
+
+
+@pytest.mark.parametrize("alias", [None, 0, 1, 2])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "float16"])
+def test_reduce_into_one_destination_summed_in_place_or_aliasing_a_source(dtype, alias):
+    """One destination of the accumulator's type is summed in directly (several 8 KiB blocks, a partial
+    last one), unless it shares memory with a source (all_reduce in place): the twin's bits either way."""
+    np_dtype = DTYPES[dtype]
+    rng = np.random.default_rng(7 + (alias or 0))
+    count = 3 * 2048 + 333
+    for op in ("sum", "max", "avg"):
+        if op == "avg" and np.dtype(np_dtype).kind == "i":
+            continue
+        srcs = [(rng.standard_normal(count) * 100).astype(np_dtype) for _ in range(3)]
+        want = twin(srcs, op, np_dtype)
+        out = np.empty(count, np_dtype) if alias is None else srcs[alias]
+        _native.reduce_into(out, srcs, OPS[op], nontemporal=False)
+        np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
