@@ -9,8 +9,12 @@ move with how its ranks land on the cores: one job a side read 0.6x-1.7x apart);
 size / time. "gt shm" uses arrays from gt.distributed.empty_shared; "gt numpy" plain np.empty
 arrays (in a job, numpy's allocator places those of 256 KiB and more in the rank's arena, so
 peers read them in place too); "gt heap" arrays numpy did not allocate (bytearray-backed: small
-ones staged through shared memory, large all_reduces, and all_to_alls from 256 KiB to 8 MiB, by
-cross-memory attach). Peers are skipped when not importable.
+ones staged through shared memory, all_gather and all_to_all inputs from 64 KiB copied by their
+owners into the outputs, large all_reduces by cross-memory attach or staged). "Open MPI" runs on
+numpy arrays (numpy asks for huge pages from 4 MiB, which its cross-memory attach reads ~2x
+faster), "Open MPI heap" on the same bytearray memory as "gt heap"; the ratios pair each peer
+with our side on the same memory, and "Open MPI/gt heap" across. Peers are skipped when not
+importable.
 """
 import argparse
 import json

@@ -6,7 +6,8 @@ For 16 and 64 MiB float32: x.to_global(sbp=B) from partial_sum and from split(0)
 path), dist.all_reduce in place on an empty_shared buffer, on a plain numpy array (in a job
 numpy's allocator puts it in the arena) and on a heap array numpy did not allocate (attached or
 staged, as the group's first calls measured);
-Open MPI's Allreduce (in place) and Allgather through mpi4py. Rounds alternate globaltensor and
+Open MPI's Allreduce (in place) and Allgather through mpi4py, on numpy arrays (huge pages from 4 MiB:
+numpy asks the kernel for them) and, for the heap row's second line, on the same bytearray memory. Rounds alternate globaltensor and
 Open MPI; each figure is the median over the rounds of each round's median.
 """
 import argparse
@@ -56,10 +57,14 @@ def mpi_worker(sizes, path):
     for size in sizes:
         n, iters = size // 4, ITERS[size]
         buf = np.ones(n, np.float32)
+        heap = heap_array(n, np.float32)
+        heap[...] = 1
         part = np.ones(n // 2, np.float32)
         gathered = np.empty(n, np.float32)
         out[f"Allreduce/{size}"] = median_seconds(lambda: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM), iters,
                                                   comm.Barrier)
+        out[f"Allreduce heap/{size}"] = median_seconds(lambda: comm.Allreduce(MPI.IN_PLACE, heap, op=MPI.SUM),
+                                                       iters, comm.Barrier)
         out[f"Allgather/{size}"] = median_seconds(lambda: comm.Allgather(part, gathered), iters, comm.Barrier)
     if comm.Get_rank() == 0:
         with open(path, "w") as f:
@@ -89,11 +94,13 @@ def main():
     for size in SIZES:
         mib = f"{size >> 20} MiB"
         ar, ag = mpi.get(f"Allreduce/{size}"), mpi.get(f"Allgather/{size}")
+        ar_heap = mpi.get(f"Allreduce heap/{size}")
         shm = med[f"all_reduce shm/{size}"]
-        for name, peer in (("P->B to_global", ar), ("S0->B to_global", ag), ("all_reduce shm", ar),
-                           ("all_reduce numpy", ar), ("all_reduce heap", ar)):
+        for name, peer, label in (("P->B to_global", ar, ""), ("S0->B to_global", ag, ""), ("all_reduce shm", ar, ""),
+                                  ("all_reduce numpy", ar, ""), ("all_reduce heap", ar, ""),
+                                  ("all_reduce heap", ar_heap, " (MPI heap)")):
             t = med[f"{name}/{size}"]
-            rows.append([mib, name, human_time(t), human_time(peer) if peer else "-",
+            rows.append([mib, name + label, human_time(t), human_time(peer) if peer else "-",
                          f"{peer / t:.2f}x" if peer else "-", f"{t / shm:.2f}x"])
     print_table("zero-copy path", ["size", "globaltensor", "time", "Open MPI (Allreduce or Allgather)",
                                    "speed vs Open MPI", "time / all_reduce shm"], rows)
