@@ -1,5 +1,4 @@
-// Collectives that write straight into every member's output: all_gather and all_to_all of private
-// inputs, a large broadcast from an arena (broadcast.cpp).
+// Collectives written straight into every member's arena output (all_gather, all_to_all; broadcast.cpp's shares).
 //
 // An input numpy did not place in the arena (a bytearray's, a memmap, one made before the job) is where
 // no peer can read it: staged, each byte is copied into a slot and out of it again by every member, a
