@@ -33,6 +33,22 @@ def rank_data(seed, rank, shape, dtype):
     return rng.standard_normal(shape).astype(np.float32).astype(dtype)
 
 
+def heap_array(shape, dtype=np.float32):
+    """An array whose memory numpy's allocator did not give (a bytearray's): never in the arena, so
+    collectives stage it, attach it or push it."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    return np.frombuffer(bytearray(n * dtype.itemsize), dtype, count=n).reshape(shape)
+
+
+def placed(data, where):
+    """A copy of the 1-d array data in a heap array (where == "heap") or in the arena (empty_shared)."""
+    from globaltensor import distributed as dist
+    out = heap_array(data.size, data.dtype) if where == "heap" else dist.empty_shared((data.size,), data.dtype)
+    out[...] = data
+    return out
+
+
 def _has_gpu():
     return shutil.which("nvidia-smi") is not None and os.path.exists("/dev/nvidia0")
 

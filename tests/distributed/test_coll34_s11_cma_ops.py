@@ -8,20 +8,7 @@ import numpy as np
 
 from globaltensor import distributed as dist
 import globaltensor as gt
-from conftest import rank_data, run_ranks
-
-
-def heap_array(n, dtype=np.float32):
-    """Memory numpy's allocator did not give (a bytearray's): never in the arena."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(bytearray(n * dtype.itemsize), dtype, count=n)
-
-
-def _place(data, where):
-    """data in a heap array or in the arena (empty_shared), as `where` says."""
-    out = heap_array(data.size, data.dtype) if where == "heap" else dist.empty_shared((data.size,), data.dtype)
-    out[...] = data
-    return out
+from conftest import heap_array, placed, rank_data, run_ranks
 
 
 def _cases(refuse_on):
@@ -36,24 +23,24 @@ def _cases(refuse_on):
         # all_gather, uneven lengths, on every rank the same list
         rows = [n + 1000 * p for p in range(k)]
         parts = [rank_data(n, p, rows[p], np.float32) for p in range(k)]
-        got = dist.all_gather(_place(parts[r], wheres[r]), sizes=rows)
+        got = dist.all_gather(placed(parts[r], wheres[r]), sizes=rows)
         np.testing.assert_array_equal(got, np.concatenate(parts))
         # all_to_all, member p sends (p + q + 1) * n // k^2 rows to member q
         send = [[(p + q + 1) * n // (k * k) for q in range(k)] for p in range(k)]
         data = [rank_data(n + 7, p, sum(send[p]), np.float32) for p in range(k)]
-        got = dist.all_to_all(_place(data[r], wheres[r]), send[r], recv_sizes=[send[p][r] for p in range(k)])
+        got = dist.all_to_all(placed(data[r], wheres[r]), send[r], recv_sizes=[send[p][r] for p in range(k)])
         want = np.concatenate([data[p][sum(send[p][:r]):sum(send[p][:r + 1])] for p in range(k)])
         np.testing.assert_array_equal(got, want)
         # broadcast from every root, into heap and arena buffers
         for root in range(k):
             value = rank_data(n + 11, root, n, np.float32)
-            x = _place(value if r == root else np.zeros(n, np.float32), "heap" if (r + root) % 2 == 0 else "shm")
+            x = placed(value if r == root else np.zeros(n, np.float32), "heap" if (r + root) % 2 == 0 else "shm")
             dist.broadcast(x, src=root)
             np.testing.assert_array_equal(x, value)
         # send / recv between ranks 0 and 1 (a rendezvous: the phased broadcast of a pair)
         value = rank_data(n + 13, 0, n, np.float32)
         if r == 0:
-            dist.send(_place(value, "heap"), 1)
+            dist.send(placed(value, "heap"), 1)
         elif r == 1:
             got = dist.recv(heap_array(n), 0)
             np.testing.assert_array_equal(got, value)

@@ -9,19 +9,7 @@ from globaltensor import _native
 from globaltensor import distributed as dist
 from globaltensor.distributed.world import world
 import globaltensor as gt
-from conftest import rank_data, run_ranks
-
-
-def heap_array(n, dtype=np.float32):
-    """Memory numpy's allocator did not give (a bytearray's): never in the arena."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(bytearray(n * dtype.itemsize), dtype, count=n)
-
-
-def _held(data, where):
-    out = heap_array(data.size, data.dtype) if where == "heap" else dist.empty_shared((data.size,), data.dtype)
-    out[...] = data
-    return out
+from conftest import heap_array, placed, rank_data, run_ranks
 
 
 def _push_cases():
@@ -35,7 +23,7 @@ def _push_cases():
         want = np.concatenate(parts)
         pushes = n * 4 >= 64 << 10  # rank 0's share alone decides it (every share is at least n rows)
         for outs in ("shared", "one private", "overlapping"):
-            x = _held(parts[r], "heap")
+            x = placed(parts[r], "heap")
             if outs == "shared" or (outs == "one private" and r != k - 1):
                 out = dist.empty_shared((want.size,), np.float32)
             elif outs == "one private":
@@ -57,14 +45,14 @@ def _push_cases():
         for outs in ("shared", "one private"):
             out = heap_array(sum(recv)) if outs == "one private" and r == 0 else dist.empty_shared((sum(recv),), np.float32)
             before = g.pushed
-            g.all_to_all(_held(data[r], "heap"), [4 * s for s in send[r]], out, [4 * s for s in recv])
+            g.all_to_all(placed(data[r], "heap"), [4 * s for s in send[r]], out, [4 * s for s in recv])
             np.testing.assert_array_equal(out, want)
             largest = max(sum(row) for row in send) * 4  # a member at the bound leaves its input unstaged
             assert g.pushed - before == (1 if outs == "shared" and largest >= 64 << 10 else 0), (n, outs)
         # the public calls give the same values whichever way they go
-        got = dist.all_gather(_held(parts[r], "heap"), sizes=rows)
+        got = dist.all_gather(placed(parts[r], "heap"), sizes=rows)
         np.testing.assert_array_equal(got, np.concatenate(parts))
-        got = dist.all_to_all(_held(data[r], "heap"), send[r], recv_sizes=recv)
+        got = dist.all_to_all(placed(data[r], "heap"), send[r], recv_sizes=recv)
         np.testing.assert_array_equal(got, want)
     # broadcast from every root: shared by every member when every buffer is in its arena (from 64 KiB), odd
     # sizes so the shares end off page boundaries; a private buffer on one member: its readers copy alone

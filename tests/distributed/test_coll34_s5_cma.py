@@ -5,13 +5,7 @@ import numpy as np
 
 from globaltensor import distributed as dist
 import globaltensor as gt
-from conftest import rank_data, run_ranks
-
-
-def heap_array(n, dtype):
-    """Memory numpy's allocator did not give (a bytearray's): never in the arena."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(bytearray(n * dtype.itemsize), dtype, count=n)
+from conftest import heap_array, rank_data, run_ranks
 
 
 def _cases(disable_on):

@@ -9,7 +9,7 @@ import pytest
 import globaltensor as gt
 from globaltensor import distributed as dist
 from globaltensor.distributed.world import world
-from conftest import rank_data, run_ranks
+from conftest import heap_array, rank_data, run_ranks
 
 REDUCE_DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int64]
 SIZES = [1, 5, 1000, 70_001, 300_000]  # elements: one-shot, staged rounds (1 MiB slots), zero copy
@@ -27,14 +27,6 @@ def reference_reduce(pieces, op):
 
 def _buffer(shared, shape, dtype):
     return dist.empty_shared(shape, dtype) if shared else heap_array(shape, dtype)
-
-
-def heap_array(shape, dtype):
-    """An array on the heap whatever numpy's allocator is (Python's bytearray), so collectives
-    must stage it."""
-    dtype = np.dtype(dtype)
-    n = int(np.prod(shape))
-    return np.frombuffer(bytearray(n * dtype.itemsize), dtype, count=n).reshape(shape)
 
 
 def _all_reduce_cases():
