@@ -182,7 +182,7 @@ def main():
     p.add_argument("--nprocs", type=int, default=2, help="ranks (2-4 on one machine)")
     p.add_argument("--peers", default="mpi,gloo", help="peers to run beside globaltensor: mpi, gloo, or none")
     p.add_argument("--json", default="benchmarks/results/collectives.json", help="where to write the figures")
-    p.add_argument("--jobs", type=int, default=3, help="jobs a side, alternated; each cell is their median")
+    p.add_argument("--jobs", type=int, default=5, help="jobs a side, alternated; each cell is their median")
     p.add_argument("--mpi-worker", help=argparse.SUPPRESS)
     p.add_argument("--kind", default="numpy", help=argparse.SUPPRESS)  # the MPI worker's arrays: numpy or heap
     args = p.parse_args()
