@@ -357,11 +357,7 @@ void Group::all_to_all(const void* in, const uint64_t* send_bytes, void* out, co
       check_all(counts(p, 0, op_seq_)[q] == counts(q, 1, op_seq_)[p], "what one rank sends does not match what its peer expects");
   Scratch<size_t> rdispl(size_t(k_) + 1);
   for (int p = 0; p < k_; ++p) rdispl[p + 1] = rdispl[p] + recv_bytes[p];
-  auto send_displ = [&](int p, int q) {
-    size_t s = 0;
-    for (int j = 0; j < q; ++j) s += counts(p, 0, op_seq_)[j];
-    return s;
-  };
+  auto send_displ = [&](int p, int q) { return prefix_bytes(counts(p, 0, op_seq_), q); };
   char* o = static_cast<char*>(out);
   bool nt = d.out_bytes >= opts_.nontemporal_bytes;
   bool direct = all_direct();  // else some private input is left in place: pushed or attached where every member can

@@ -48,6 +48,13 @@ std::string describe_call(const Desc& d, const std::vector<int>& ranks);
 // The bytes of a group's post words, acknowledgement words and post slots (broadcast.cpp), k members.
 size_t posts_bytes(int k);
 
+// The bytes before entry n of a row of byte counts (an all_to_all's send or receive row): where piece n starts.
+inline size_t prefix_bytes(const uint64_t* row, int n) {
+  size_t s = 0;
+  for (int j = 0; j < n; ++j) s += row[j];
+  return s;
+}
+
 // Balanced split of `count` elements over k parts, boundaries on multiples of `align`: part i.
 void split_range(size_t count, int k, int i, size_t align, size_t* lo, size_t* hi);
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "group.h"
+#include "group_segment.h"
 #include "reduce.h"
 
 namespace gt {
@@ -50,9 +51,8 @@ void Group::all_gather_push(const void* in, size_t in_bytes, void* out, const si
 void Group::all_to_all_push(const void* in, const uint64_t* send_bytes, void* out, bool nt) {
   for (int j = 0; j < k_; ++j) {
     int q = (me_ + 1 + j) % k_;
-    size_t from = 0, at = 0;  // this member's piece for q; where q receives it (after the lower members')
-    for (int x = 0; x < q; ++x) from += send_bytes[x];
-    for (int p = 0; p < me_; ++p) at += counts(q, 1, op_seq_)[p];
+    // this member's piece for q, to where q receives it (after the lower members' pieces)
+    size_t from = prefix_bytes(send_bytes, q), at = prefix_bytes(counts(q, 1, op_seq_), me_);
     copy_bytes(output_of(q, out) + at, static_cast<const char*>(in) + from, send_bytes[q], nt);
   }
   ++pushed_;
