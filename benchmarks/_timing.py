@@ -3,6 +3,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import time
 
 SIZES = [8, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
@@ -61,6 +62,17 @@ def human_time(s):
     if s is None:
         return "-"
     return f"{s * 1e6:.2f} us" if s < 1e-3 else f"{s * 1e3:.3f} ms"
+
+
+def cpu_name():
+    """lscpu's model name with its family and model numbers ("AMD EPYC" alone names several)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown CPU"
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    get = lambda k: fields.get(k, "?").strip()  # noqa: E731
+    return f"{get('Model name')} (family {get('CPU family')} model {get('Model')}, {get('CPU(s)')} CPUs)"
 
 
 def print_table(title, header, rows):

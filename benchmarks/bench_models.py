@@ -20,7 +20,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import print_table, run_torch_peer, window_rate, write_json  # noqa: E402
+from _timing import cpu_name, print_table, run_torch_peer, window_rate, write_json  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPT_CFG = dict(vocab=64, d_model=256, heads=8, layers=12, seq=128)
@@ -233,7 +233,8 @@ def main():
             results[f"{label} ({mode})"] = r
             rows.append([label, mode, f"{r['globaltensor']:.1f}", f"{r.get(peer, float('nan')):.1f}", peer,
                          f"{r.get('ratio', float('nan')):.2f}x"])
-    print_table("real models on 2 ranks (medians of rounds)",
+    results["cpu"] = cpu_name()
+    print_table(f"real models on 2 ranks (medians of rounds; {results['cpu']})",
                 ["case", "mode", "globaltensor", "torch", "peer", "ratio"], rows)
     write_json(args.json, results)
 
