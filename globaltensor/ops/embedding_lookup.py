@@ -4,9 +4,8 @@ import numpy as np
 from .. import scope
 from ..registry import rules
 from ._front import apply, tensors
-from .gather_scatter import _in_slice
+from .gather_scatter import _in_slice, zeros_under
 from ..registry import op
-from ..creation import zeros_like
 from .row_grad import RowGrad
 
 B, P, S = rules.B, rules.P, rules.split
@@ -32,7 +31,7 @@ def _embedding_backward(ctx, g):
     flat_g = g.reshape(-1, weight.shape[1])
     if ctx.static.get("sparse") and weight._placement is None and _rows_recordable():
         return None, RowGrad([(flat_idx, flat_g)], weight.shape, weight.dtype)
-    return None, apply("index_add", [zeros_like(weight), flat_idx, flat_g], {"dim": 0, "size": weight.shape[0]})
+    return None, apply("index_add", [zeros_under(weight, g), flat_idx, flat_g], {"dim": 0, "size": weight.shape[0]})
 
 
 def _rows_recordable():

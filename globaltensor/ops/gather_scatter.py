@@ -194,7 +194,17 @@ def _index_select(x, index, dim=0):
 
 def _index_add(ctx, g):
     x, dim = ctx.inputs[0], ctx.static["dim"]
-    return apply("index_add", [zeros_like(x), ctx.inputs[1], g], {"dim": dim, "size": x.shape[dim]})
+    return apply("index_add", [zeros_under(x, g), ctx.inputs[1], g], {"dim": dim, "size": x.shape[dim]})
+
+
+def zeros_under(like, g):
+    """Zeros placed as `like` (a tensor whose gradient index_add builds from g), partial on the mesh
+    axes where `like` is broadcast and g partial: g's partial rows added into them stay partial
+    with nothing converted, to be reduced with the other gradients (a bucket's all_reduce), where
+    broadcast zeros would have the planner reduce g first, out of the bucket."""
+    if like._placement is None or g._placement is None or like.placement != g.placement:
+        return zeros_like(like)
+    return zeros_like(like, sbp=tuple(P if w is B and s is P else w for w, s in zip(like.sbp, g.sbp)))
 
 
 def _index_add_meta(s, dt, st):
@@ -207,6 +217,9 @@ def _index_add_rows(s, o, st):
     rows = [((B, B, B), (B,)), ((P, B, P), (P,)), ((S(dim), B, B), (S(dim),))]
     # x and src split alike on another dim: each piece adds its own rows (index_select's backward on a batch split)
     rows += [((S(d), B, S(d)), (S(d),)) for d in range(len(s[0])) if d != dim]
+    # the indices and src's slices split alike: each rank adds its own slices, the sum of the pieces
+    # is every add (an embedding's gradient on a batch split: no gather of the indices)
+    rows.append(((P, S(0), S(dim)), (P,)))
     return rows
 
 
