@@ -10,7 +10,9 @@ from ..registry import rules
 from ._front import apply, c_floats, tensors, products_in_float32
 from ..registry import op
 from ..backends.devices import array_module
-from .conv_patches import _channel_major_patches, _geometry, _image_major_conv, _out_size, _windows
+from ..scope import current as _scope
+from .conv_patches import (_channel_major_patches, _geometry, _image_major_conv, _out_size, _windows, keep_patches,
+                           take_patches)
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -157,12 +159,16 @@ def _conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups
     xp = array_module(x)
     n, o, (_, cg, kh, kw) = x.shape[0], w.shape[0], w.shape
     st = {"stride": stride, "padding": padding, "dilation": dilation}
-    x = x.astype(np.result_type(x, w), copy=False)
-    out = _image_major_conv(x, w, st) if groups == 1 and c_floats(x, w) and x.dtype == w.dtype else None
-    if out is None:
+    piece, x = x, x.astype(np.result_type(x, w), copy=False)
+    both = _image_major_conv(x, w, st) if groups == 1 and c_floats(x, w) and x.dtype == w.dtype else None
+    if both is None:
         cols, oh, ow = _channel_major_patches(x, kh, kw, st)
         out = xp.matmul(w.reshape(groups, o // groups, cg * kh * kw), cols.reshape(groups, cg * kh * kw, -1))
         out = xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))  # the one copy to [N, O, oh, ow]
+    else:
+        out, cols = both
+    if x is piece and type(cols) is np.ndarray and _scope.get().grad:  # for backward's dw: no second im2col
+        keep_patches(piece, (kh, kw, stride, padding, dilation), cols)
     if b is None:
         return out
     if b.dtype == out.dtype:
@@ -215,7 +221,11 @@ def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gr
     (n, c, h, wd), (o, cg, kh, kw) = x.shape, w.shape
     st = {"stride": stride, "padding": padding, "dilation": dilation}
     gm = xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)  # [g, O/g, N * L]
-    cols, oh, ow = _channel_major_patches(x, kh, kw, st)
+    cols = take_patches(x, (kh, kw, stride, padding, dilation))
+    if cols is None:
+        cols, oh, ow = _channel_major_patches(x, kh, kw, st)
+    else:  # the forward's, of this very piece
+        oh, ow = g.shape[2], g.shape[3]
     k = cg * kh * kw
     # g . patches^T as written: the turned product (patches . g^T)^T is faster on some shapes and
     # gives the same bits under OpenBLAS's SkylakeX kernels but not its Haswell / Zen ones

@@ -1,5 +1,8 @@
-"""The patches a convolution multiplies (im2col on the CPU in C++, slices elsewhere): channel-major
-over the whole batch for one GEMM, or image-major for one GEMM per image with no output transpose."""
+"""The patches a convolution multiplies (im2col on the CPU in C++, slices elsewhere), channel-major
+over the whole batch: one GEMM, or one per image with no output transpose; kept for backward."""
+import collections
+import weakref
+
 import numpy as np
 
 from .. import _native
@@ -48,17 +51,48 @@ def _channel_major_patches(x, kh, kw, st):
 
 
 def _image_major_conv(x, w, st):
-    """[N, O, oh, ow] as one GEMM per image, w [O, K] . patches [K, oh * ow], written in place: no
-    transpose of the output (the channel-major path's copy, most of a thin layer's time). Each
-    output is the same dot product over K: the same bits where an image's windows fill whole GEMM
-    blocks (a multiple of 64), the last bits may differ in OpenBLAS's tail blocks otherwise. None
-    where the images are too small for a GEMM each (fewer than 64 windows)."""
+    """([N, O, oh, ow], the batch's patches) as one GEMM per image, w [O, K] . its columns of the
+    channel-major patches [K, N * oh * ow] read in place (the same product, so the same bits, as
+    on a contiguous copy of them): no transpose of the output (the one-GEMM path's copy, most of
+    a thin layer's time). Each output is the same dot product over K: the same bits where an
+    image's windows fill whole GEMM blocks (a multiple of 64), the last bits may differ in
+    OpenBLAS's tail blocks otherwise. None where the images are too small for a GEMM each (fewer
+    than 64 windows)."""
     n, (o, c, kh, kw) = x.shape[0], w.shape
     oh, ow = _geometry(x.shape[2], x.shape[3], dict(st, kernel=(kh, kw)))
     if oh * ow < 64:
         return None
-    cols = np.empty((n, c * kh * kw, oh * ow), x.dtype)
-    x = np.ascontiguousarray(x)
-    for i in range(n):  # the batch's patches, image-major (one C++ pass per image)
-        _native.im2col(cols[i], x[i:i + 1], (kh, kw), st["stride"], st["padding"], st["dilation"])
-    return np.matmul(w.reshape(o, c * kh * kw), cols).reshape(n, o, oh, ow)
+    cols, _, _ = _channel_major_patches(x, kh, kw, st)
+    k = c * kh * kw
+    out = np.matmul(w.reshape(o, k), cols.reshape(k, n, oh * ow).transpose(1, 0, 2))
+    return out.reshape(n, o, oh, ow), cols
+
+
+KEPT_BYTES = 64 << 20  # the most patch memory kept from forwards for their backwards
+_kept = collections.OrderedDict()  # id(input piece) -> (weakref to it, geometry, patches), oldest first
+
+
+def keep_patches(x, geometry, cols):
+    """Keep a forward's patches of the piece x for its backward's dw (take_patches): dropped when x
+    goes, and the oldest beyond KEPT_BYTES in all; a backward that finds none computes them again."""
+    if cols.nbytes > KEPT_BYTES:
+        return
+    key = id(x)
+
+    def gone(ref, key=key):  # x freed: its patches with it (not a newer entry at its address)
+        entry = _kept.get(key)
+        if entry is not None and entry[0] is ref:
+            del _kept[key]
+    _kept.pop(key, None)
+    _kept[key] = (weakref.ref(x, gone), geometry, cols)
+    while sum(entry[2].nbytes for entry in list(_kept.values())) > KEPT_BYTES:
+        _kept.popitem(last=False)
+
+
+def take_patches(x, geometry):
+    """The patches a forward kept of this very piece (not of another array at its address) with
+    this geometry, handed over once; else None."""
+    entry = _kept.pop(id(x), None)
+    if entry is None or entry[0]() is not x or entry[1] != geometry:
+        return None
+    return entry[2]
