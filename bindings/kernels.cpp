@@ -72,6 +72,16 @@ void bind_kernels(py::module_& m) {
     gt::gelu_backward(vo.ptr, vg.ptr, vx.ptr, count, dtype);
   }, py::arg("out"), py::arg("g"), py::arg("x"), "out = g * (Phi(x) + x * phi(x)): GELU's gradient.");
 
+  m.def("relu_backward", [](py::array out, py::array g, py::array x) {
+    View vo = contiguous(out, "out", true), vg = contiguous(g, "g", false), vx = contiguous(x, "x", false);
+    if (!out.dtype().equal(x.dtype()) || !g.dtype().equal(x.dtype()) || vo.nbytes != vx.nbytes || vg.nbytes != vx.nbytes)
+      throw py::value_error("out, g and x must match in dtype and size");
+    gt::DType dtype = float_dtype(x, "relu_backward");
+    size_t count = vx.nbytes / gt::dtype_size(dtype);
+    py::gil_scoped_release release;
+    gt::relu_backward(vo.ptr, vg.ptr, vx.ptr, count, dtype);
+  }, py::arg("out"), py::arg("g"), py::arg("x"), "out = g * (x > 0): ReLU's gradient in one pass.");
+
   m.def("index_add_rows", [](py::array out, py::array index, py::array src) {
     View vo = contiguous(out, "out", true), vs = contiguous(src, "src", false);
     View vi = contiguous(index, "index", false);

@@ -1,10 +1,13 @@
-// Special functions over arrays (see special.h).
+// Special functions and activation gradients over arrays (see special.h).
 #include "special.h"
 
 #include <cmath>
 
-#ifdef GT_WITH_MVEC
+#if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+
+#ifdef GT_WITH_MVEC
 extern "C" __m128 _ZGVbN4v_erff(__m128);  // glibc's libmvec (SSE2 ABI, dispatched inside)
 extern "C" __m128 _ZGVbN4v_expf(__m128);
 #endif
@@ -86,6 +89,43 @@ void gelu_backward(void* out, const void* g, const void* x, size_t count, int32_
   }
 #endif
   for (; i < count; ++i) o[i] = gelu_grad_one(gv[i], v[i]);
+}
+
+namespace {
+
+// g times the mask as a number, 1 or 0 (numpy's g * (x > 0): even g * 1 multiplied, not a branch the
+// CPU mispredicts on half the elements), four float lanes or two double lanes at a time.
+void relu_grad(float* o, const float* g, const float* x, size_t count) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128 zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
+  for (; i + 4 <= count; i += 4) {
+    __m128 mask = _mm_and_ps(_mm_cmpgt_ps(_mm_loadu_ps(x + i), zero), one);
+    _mm_storeu_ps(o + i, _mm_mul_ps(_mm_loadu_ps(g + i), mask));
+  }
+#endif
+  for (; i < count; ++i) o[i] = g[i] * (x[i] > 0.0f ? 1.0f : 0.0f);
+}
+
+void relu_grad(double* o, const double* g, const double* x, size_t count) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128d zero = _mm_setzero_pd(), one = _mm_set1_pd(1.0);
+  for (; i + 2 <= count; i += 2) {
+    __m128d mask = _mm_and_pd(_mm_cmpgt_pd(_mm_loadu_pd(x + i), zero), one);
+    _mm_storeu_pd(o + i, _mm_mul_pd(_mm_loadu_pd(g + i), mask));
+  }
+#endif
+  for (; i < count; ++i) o[i] = g[i] * (x[i] > 0.0 ? 1.0 : 0.0);
+}
+
+}  // namespace
+
+void relu_backward(void* out, const void* g, const void* x, size_t count, int32_t dtype) {
+  if (dtype == kF64)
+    relu_grad(static_cast<double*>(out), static_cast<const double*>(g), static_cast<const double*>(x), count);
+  else
+    relu_grad(static_cast<float*>(out), static_cast<const float*>(g), static_cast<const float*>(x), count);
 }
 
 }  // namespace gt

@@ -1,4 +1,4 @@
-// Special functions over arrays: erf (libm's, the same values as Python's math.erf) and GELU.
+// Special functions over arrays: erf (libm's, the same values as Python's math.erf), GELU, ReLU's gradient.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,5 +16,8 @@ void gelu(void* out, const void* x, size_t count, int32_t dtype);
 
 // out[i] = g * (Phi(x) + x * phi(x)), phi the normal density: GELU's gradient, as gelu.
 void gelu_backward(void* out, const void* g, const void* x, size_t count, int32_t dtype);
+
+// out = g * (x > 0): ReLU's gradient, the bits of numpy's multiply by the cast mask.
+void relu_backward(void* out, const void* g, const void* x, size_t count, int32_t dtype);
 
 }  // namespace gt

@@ -1,4 +1,4 @@
-"""Activations outside the unary table: gelu, stanh, softmax and log_softmax.
+"""Activations outside the unary table: gelu, stanh, softmax and log_softmax; relu's gradient.
 
 gelu exact is one fused primitive with its backward (the tanh approximation a composite);
 softmax is one primitive along a dim (its splits along the other dims pass through), log_softmax
@@ -67,6 +67,19 @@ def _gelu_backward(g, x):
     xp = devices.array_module(x)
     cdf = 0.5 * (1 + _erf_kernel(x * (1 / math.sqrt(2))))
     return (g * (cdf + x * xp.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi)))).astype(x.dtype, copy=False)
+
+
+@op("relu_backward", lambda s, o, st: rules.elementwise()(s, o, st) + [((rules.P, rules.B), (rules.P,))],  # linear in g
+    lambda ctx, gg: (apply("relu_backward", [gg, ctx.inputs[1]]), None),
+    meta=lambda s, dt, st: ([rules.broadcast_shape([s[0], s[1]])], [dt[0]]))
+def _relu_backward(g, x):
+    """g * (x > 0) in one C++ pass for float32/float64 pieces of one dtype and shape (numpy's
+    compare, cast and multiply otherwise: the same bits)."""
+    if c_floats(g, x) and g.dtype == x.dtype and g.shape == x.shape:
+        out = np.empty(x.shape, x.dtype)
+        _native.relu_backward(out, np.ascontiguousarray(g), np.ascontiguousarray(x))
+        return out
+    return g * (x > 0)
 
 
 def _softmax_backward(ctx, g):

@@ -82,7 +82,7 @@ UNARY = {
     "real": (np.real, "unary", lambda x, y, g: cast(g, x.dtype) if x._dtype.is_complex else g),
     "imag": (lambda x: np.zeros_like(np.real(x)) if not np.iscomplexobj(x) else np.imag(x), "unary",
              lambda x, y, g: g * 0.0 if not x._dtype.is_complex else cast(g, x.dtype) * 1j),
-    "relu": (lambda x: np.maximum(x, x.dtype.type(0)), None, lambda x, y, g: g * (x > 0)),
+    "relu": (lambda x: np.maximum(x, x.dtype.type(0)), None, lambda x, y, g: apply("relu_backward", [g, x])),
     "sigmoid": (lambda x: (1 / (1 + np.exp(-x))).astype(x.dtype), None, lambda x, y, g: g * y * (1 - y)),
 }
 

@@ -94,6 +94,7 @@ def samples(name):
         "layer_norm_backward": [([f(5, 4, 3), f(5, 4, 3), f(5, 4, 1), f(5, 4, 1, lo=0.5, hi=2.0), f(3)], {"ndims": 1}),
                                 ([f(5, 4, 3), f(5, 4, 3), f(5, 1, 1), f(5, 1, 1, lo=0.5, hi=2.0)], {"ndims": 2})],
         "gelu_backward": [([f(5, 3), f(5, 3)], {})],
+        "relu_backward": [([f(5, 3), f(5, 3)], {})],
         "sum": [([f(5, 4)], {"dims": (0,), "keepdim": False}), ([f(5, 4)], {"dims": None, "keepdim": False}),
                 ([f(5, 4, 2)], {"dims": (1, 2), "keepdim": True})],
         "cumsum": [([f(5, 4)], {"dim": 1})],
