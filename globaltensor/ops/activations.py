@@ -73,12 +73,18 @@ def _gelu_backward(g, x):
     lambda ctx, gg: (apply("relu_backward", [gg, ctx.inputs[1]]), None),
     meta=lambda s, dt, st: ([rules.broadcast_shape([s[0], s[1]])], [dt[0]]))
 def _relu_backward(g, x):
-    """g * (x > 0) in one C++ pass for float32/float64 pieces of one dtype and shape (numpy's
-    compare, cast and multiply otherwise: the same bits)."""
+    """g * (x > 0) in one C++ pass for float32/float64 pieces of one dtype, shape and memory order
+    (the output in that order: a column-major linear's gradient stays so); numpy's compare, cast
+    and multiply otherwise: the same bits."""
     if c_floats(g, x) and g.dtype == x.dtype and g.shape == x.shape:
-        out = np.empty(x.shape, x.dtype)
-        _native.relu_backward(out, np.ascontiguousarray(g), np.ascontiguousarray(x))
-        return out
+        if g.flags.c_contiguous and x.flags.c_contiguous:
+            out = np.empty(x.shape, x.dtype)
+            _native.relu_backward(out, g, x)
+            return out
+        if g.flags.f_contiguous and x.flags.f_contiguous:
+            out = np.empty(x.shape, x.dtype, order="F")
+            _native.relu_backward(out.T, g.T, x.T)
+            return out
     return g * (x > 0)
 
 

@@ -61,3 +61,12 @@ def test_partial_gradient_stays_partial():
         assert counted == {} and sbp == (gt.sbp.partial_sum,) and split_sbp == (gt.sbp.split(0),)
         np.testing.assert_allclose(value, 3 * g_np * (x_np > 0), rtol=1e-6)
         np.testing.assert_array_equal(split_value, g_np * (x_np > 0))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_the_memory_order_is_kept(order):
+    from globaltensor.ops.activations import _relu_backward
+    rng = np.random.default_rng(2)
+    g, x = (np.asarray(rng.standard_normal((9, 13)), np.float32, order=order) for _ in range(2))
+    out = _relu_backward(g, x)
+    assert out.flags[f"{order}_CONTIGUOUS"] and out.tobytes("A") == (g * (x > 0)).tobytes("A")
