@@ -27,7 +27,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import print_table, window_rate, write_json  # noqa: E402
+from _timing import cpu_name as cpu_model, print_table, window_rate, write_json  # noqa: E402 - cpu_model: bench_ps imports it
 
 CASES = {"linearnet": ((10, 10, 1), 10, 1000), "mlp": ((1024, 4096, 1024), 128, 8)}  # sizes, rows/rank, iters
 GOALS = {"linearnet": 3.0, "mlp": 1.5}
@@ -151,14 +151,6 @@ def run_side(side, case, threads, timeout=900, profile=None):
             with open(o) as f:
                 rows.append(json.load(f))
         return rows[0]["it_s"], "", load + tuple(row["cpu_ms"] for row in rows)
-
-
-def cpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
-    except (OSError, StopIteration):
-        return "unknown CPU"
 
 
 def _cpu_cell(per_rank):

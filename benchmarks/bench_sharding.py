@@ -20,14 +20,13 @@ import argparse
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
-from _timing import free_port, print_table, write_json  # noqa: E402
+from _timing import cpu_name, free_port, print_table, write_json  # noqa: E402
 
 NPROCS = 4
 MODES = ("dp", "zero1", "zero2", "zero3", "fsdp2")
@@ -150,14 +149,6 @@ def _median(times):
     return statistics.median(times[1:] if len(times) > 1 else times)  # the first step makes the states
 
 
-def _cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
-    except (OSError, subprocess.SubprocessError):
-        return "?"
-
-
 def run(cfg, modes):
     from globaltensor.distributed import spawn
     figures = {}
@@ -188,7 +179,7 @@ def _table(cfg, figures):
         rows.append([mode, f"{rss:.0f}", f"{live:.0f}" if live else "-", f"{step * 1e3:.1f}", f"{cpu * 1e3:.1f}",
                      ratio])
     title = (f"ZeRO on {NPROCS} ranks, GPT d_model {cfg['d_model']} x {cfg['layers']} layers, batch {cfg['batch']}"
-             f"/rank x seq {cfg['seq']}, AdamW; CPU: {_cpu_name()}")
+             f"/rank x seq {cfg['seq']}, AdamW; CPU: {cpu_name()}")
     print_table(title, ["mode", "peak RSS MB/rank", "peak live MB/rank", "step ms", "cpu ms/rank", "vs dp"], rows)
 
 
@@ -211,7 +202,7 @@ def main():
     figures = run(cfg, [m for m in args.modes.split(",") if m])
     _table(cfg, figures)
     if not args.smoke:
-        write_json(args.json, {"config": cfg, "cpu": _cpu_name(), "nprocs": NPROCS, "figures": figures})
+        write_json(args.json, {"config": cfg, "cpu": cpu_name(), "nprocs": NPROCS, "figures": figures})
 
 
 if __name__ == "__main__":
