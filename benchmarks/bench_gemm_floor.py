@@ -13,14 +13,12 @@ the optimizer, the gradients' all_reduce, the runtime).
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads OpenBLAS: one thread, as in a rank
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _timing import cpu_name, print_table, write_json  # noqa: E402
+from _timing import cpu_name, median_seconds, print_table, write_json  # noqa: E402
 
 CFG = dict(d=256, ff=1024, vocab=64, layers=12, heads=8, seq=128, batch=4)  # bench_models.GPT_CFG, 4 a rank
 
@@ -53,13 +51,7 @@ def _operands(rng, b, m, k, n, ta, tb):
 
 
 def _median_us(fn, reps):
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1e6 * statistics.median(times)
+    return 1e6 * median_seconds(fn, reps, lambda: None, warmup=1)
 
 
 def measure(reps, barrier=None):
