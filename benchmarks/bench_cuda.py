@@ -158,10 +158,9 @@ def ipc_rows(nbytes=64 << 20):
 MLP = (1024, 4096, 1024, 256)  # in, hidden, out, global batch
 
 
-def _train_worker(steps, traced=False):
-    import time
-
-    import cupy
+def mlp_step(traced=False):
+    """ours: the MLP step on placement("cuda", every rank) as a function of no arguments, eager
+    (forward, backward, SGD step, zero_grad) or traced once and replayed (gt.nn.Graph)."""
     import globaltensor as gt
     import globaltensor.nn as nn
     d_in, hidden, d_out, batch = MLP
@@ -188,28 +187,20 @@ def _train_worker(steps, traced=False):
         opt.step()
         opt.zero_grad()
 
-    step = (lambda graph: lambda: graph(x, y))(Step()) if traced else eager
-    for _ in range(3):
-        step()
-    cupy.cuda.Device().synchronize()
-    gt.env.barrier()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    cupy.cuda.Device().synchronize()
-    return (time.perf_counter() - start) / steps
+    return (lambda graph: lambda: graph(x, y))(Step()) if traced else eager
 
 
-def _cupy_step_seconds(steps):
-    """The same step by hand: forward, backward and SGD as cupy expressions, one process."""
-    import time
-
-    import cupy
+def cupy_mlp_step(cupy=None):
+    """The same step by hand: forward, backward and SGD as cupy expressions (one process); `cupy`
+    may be another module with its API (globaltensor.backends.simulated_cupy)."""
+    import numpy as np
+    if cupy is None:
+        import cupy
     d_in, hidden, d_out, batch = MLP
-    r = cupy.random.default_rng(0)
-    w1, b1 = r.standard_normal((hidden, d_in), cupy.float32) * 0.03, cupy.zeros(hidden, cupy.float32)
-    w2, b2 = r.standard_normal((d_out, hidden), cupy.float32) * 0.015, cupy.zeros(d_out, cupy.float32)
-    x, y = r.standard_normal((batch, d_in), cupy.float32), r.standard_normal((batch, d_out), cupy.float32)
+    r = np.random.default_rng(0)
+    w1, b1 = cupy.asarray(r.standard_normal((hidden, d_in), np.float32) * 0.03), cupy.zeros(hidden, np.float32)
+    w2, b2 = cupy.asarray(r.standard_normal((d_out, hidden), np.float32) * 0.015), cupy.zeros(d_out, np.float32)
+    x, y = (cupy.asarray(r.standard_normal(shape, np.float32)) for shape in ((batch, d_in), (batch, d_out)))
 
     def step():
         h = x @ w1.T + b1
@@ -219,14 +210,33 @@ def _cupy_step_seconds(steps):
         for p, g in ((w2, d.T @ a), (b2, d.sum(0)), (w1, dh.T @ x), (b1, dh.sum(0))):
             p -= 1e-3 * g
 
+    return step
+
+
+def _wall_seconds(step, steps, barrier=None):
+    """Seconds per step, from the first enqueued to the GPU's end (after 3 steps of warm-up)."""
+    import time
+
+    import cupy
     for _ in range(3):
         step()
     cupy.cuda.Device().synchronize()
+    if barrier is not None:
+        barrier()
     start = time.perf_counter()
     for _ in range(steps):
         step()
     cupy.cuda.Device().synchronize()
     return (time.perf_counter() - start) / steps
+
+
+def _train_worker(steps, traced=False):
+    import globaltensor as gt
+    return _wall_seconds(mlp_step(traced), steps, gt.env.barrier)
+
+
+def _cupy_step_seconds(steps):
+    return _wall_seconds(cupy_mlp_step(), steps)
 
 
 def training_rows(steps=50):

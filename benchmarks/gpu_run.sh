@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# GPU validation in one call (issue 33): build _native with CUDA and cuBLASLt, run the cuda tests, the
-# examples on cuda placements (2 ranks sharing one GPU: the IPC path), the GPU benchmark, and the
-# whole suite with GLOBALTENSOR_CUDA_SIMULATE unset. Each phase has a time limit; its log goes to
-# $OUT/<phase>.log (default gpu_logs/), and a summary line per phase is printed.
+# GPU validation in one call of the device tool (issue 33): build _native with CUDA and cuBLASLt,
+# time the step's host and GPU shares (profile_cuda_step.py) and the GPU benchmark (bench_cuda.py)
+# alone, then run the cuda tests beside the whole suite with GLOBALTENSOR_CUDA_SIMULATE unset. The
+# default phases fit one call of at most 600 s (a session has 15 minutes of device time, start
+# included); each phase has a time limit, its log goes to $OUT/<phase>.log (default gpu_logs/),
+# and a summary line per phase is printed. Wheels in .whl/ (pyzmq, cryptography: the parameter
+# server's tests; the GPU image lacks them) are installed first, under /tmp/gt_site.
 #
-#     bash benchmarks/gpu_run.sh [phase ...]     # phases: env build cuda examples bench suite
+#     bash benchmarks/gpu_run.sh [phase ...]     # phases: env build profile bench cuda suite examples
 #
 # A+B runs phases A and B at once (correctness phases only: never time beside other work).
 # GT_LIMIT_<phase>=seconds overrides a phase's limit.
@@ -15,9 +18,13 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" CUPY_CACHE_DIR=/tmp/gt_cupy_cache
 unset GLOBALTENSOR_CUDA_SIMULATE
 PY=${PYTHON:-python3}
+if compgen -G ".whl/*.whl" >/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/gt_site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/gt_site"
+fi
 PYTEST=("$PY" -m pytest -o addopts= -p no:cacheprovider -rs --durations=15 --timeout 300)
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(env build cuda examples bench suite)
+[ ${#phases[@]} -eq 0 ] && phases=(env build profile bench cuda+suite)
 summary=$(mktemp)
 
 phase() {  # phase NAME LIMIT_SECONDS COMMAND...: the command's output to $OUT/NAME.log
@@ -63,12 +70,13 @@ export -f env_info examples
 
 run_phase() {
   case $1 in
-    env) phase env 60 bash -c env_info ;;
-    build) phase build 300 env GLOBALTENSOR_BUILD_CUDA=1 "$PY" setup.py build_ext --inplace -j 16 ;;
-    cuda) phase cuda 420 "${PYTEST[@]}" -v -m cuda tests ;;
+    env) phase env 30 bash -c env_info ;;
+    build) phase build 120 env GLOBALTENSOR_BUILD_CUDA=1 "$PY" setup.py build_ext --inplace -j 16 ;;
+    profile) phase profile 60 "$PY" benchmarks/profile_cuda_step.py --json "$OUT/cuda_step.json" ;;
+    bench) phase bench 180 "$PY" benchmarks/bench_cuda.py --json "$OUT/cuda.json" ;;
+    cuda) phase cuda 200 "${PYTEST[@]}" -v -m cuda tests ;;
+    suite) phase suite 200 "${PYTEST[@]}" -q -m "not cuda" -n 10 tests ;;
     examples) phase examples 400 bash -c examples ;;
-    bench) phase bench 300 "$PY" benchmarks/bench_cuda.py --json "$OUT/cuda.json" ;;
-    suite) phase suite 560 "${PYTEST[@]}" -q -m "not cuda" -n 8 tests ;;
     *) echo "unknown phase $1" >>"$summary" ;;
   esac
 }

@@ -14,6 +14,7 @@ The transport of a group (GLOBALTENSOR_CUDA_TRANSPORT, default "auto"):
 
 Counting (gt.debug.count_collectives) and the checks on arguments are those of collectives.py.
 """
+import atexit
 import math
 import os
 import warnings
@@ -25,6 +26,7 @@ from .group import Group, world_group
 _ipc = {}  # ranks -> IpcAllReduce
 _transports = {}  # ranks -> "nccl" | "ipc" | "host"
 _published = []  # this rank's GPU id, once it is in the store
+_release_registered = []  # the pid that registered release() to run at its exit
 _MODES = ("auto", "nccl", "ipc", "host")
 
 
@@ -107,9 +109,27 @@ def _ipc_for(ranks, nbytes):
     found = _ipc.get(ranks)
     if found is None:
         from .ipc_allreduce import IpcAllReduce
+        _release_at_exit()
         with host.unobserved():
             found = _ipc[ranks] = IpcAllReduce(ranks)
     return found
+
+
+def _release_at_exit():
+    """release() at this process's exit, registered once, when it first makes a device transport."""
+    if not _release_registered:
+        _release_registered.append(os.getpid())
+        atexit.register(lambda pid=os.getpid(): release() if os.getpid() == pid else None)
+
+
+def release():
+    """Free this process's device transports: every group's IPC buffers (a call that returned
+    left no peer reading them) and NCCL communicators. Runs at exit; a collective after it on
+    every member of a group makes the group's transport anew."""
+    for ranks in sorted(_ipc):
+        _ipc.pop(ranks).close()
+    from . import pynccl
+    pynccl.release()
 
 
 def _one_machine(ranks):
@@ -120,7 +140,10 @@ def _one_machine(ranks):
 
 def _nccl(ranks):
     from . import pynccl
-    return pynccl.communicator(ranks) if transport(ranks) == "nccl" else None
+    if transport(ranks) != "nccl":
+        return None
+    _release_at_exit()
+    return pynccl.communicator(ranks)
 
 
 def _nccl_for(ranks, x):

@@ -3,11 +3,12 @@
 Each rank copies its input into its own IPC buffer; after a host barrier every kernel reads
 only buffers that were complete before it was launched, so no kernel waits on another
 process: any interleaving is correct, and several processes may share one GPU (NCCL refuses
-that). A call starts with an all_gather of (count, dtype), which checks the ranks agree and
-waits until no peer still reads for the previous call. One-shot (small messages): every rank
-sums all buffers into its output; one barrier more. Two-shot (larger): each rank sums its
-slice into its own buffer, then copies every rank's slice to its output; two barriers more.
-Larger messages go through in buffer-sized chunks, with a barrier between chunks.
+that). A call starts with an all_gather of (count, dtype), which checks the ranks agree. One-shot
+(small messages): every rank sums all buffers into its output; one barrier more. Two-shot
+(larger): each rank sums its slice into its own buffer, then copies every rank's slice to its
+output; two barriers more. Larger messages go through in buffer-sized chunks, with a barrier
+between chunks. A last barrier ends every call: when it returns on a rank, no peer reads that
+rank's buffer any more, so a rank may free it (close, or its process's exit) at any time after.
 """
 import ctypes
 import mmap
@@ -157,6 +158,8 @@ class IpcAllReduce:
             m = min(chunk, count - c0)
             off = c0 * dtype.itemsize
             self._chunk(x_ptr + off, out_ptr + off, m, dtype, first=c0 == 0)
+        if count:
+            collectives.barrier(self.group)  # every peer has read this rank's buffer for the last time
 
     def _agree(self, count, dtype):
         """All ranks check one another's (count, dtype) before any data moves."""
@@ -168,8 +171,8 @@ class IpcAllReduce:
             raise ValueError(f"IPC all_reduce on ranks {self.ranks}: the ranks passed different buffers ({calls})")
 
     def _chunk(self, x_ptr, out_ptr, m, dtype, first):
-        """One chunk. Before it, peers may still read this rank's buffer for the previous
-        chunk (a barrier waits for them) or the previous call (_agree's all_gather did)."""
+        """One chunk. Before it, peers may still read this rank's buffer for the previous chunk
+        (a barrier waits for them; the previous call ended with one)."""
         dev, e, mine = self.device, dtype.itemsize, self.buffers[self.index]
         if not first:
             collectives.barrier(self.group)
@@ -190,8 +193,8 @@ class IpcAllReduce:
             dev.sync()
 
     def close(self):
-        """Free this rank's buffer and unmap the peers' (collective: nobody reads them after)."""
-        collectives.barrier(self.group)
+        """Free this rank's buffer and unmap the peers' (local: no call is under way, and a call
+        that returned left no peer reading this rank's buffer)."""
         for j, ptr in enumerate(self.buffers):
             self.device.close(ptr, own=j == self.index)
         self.buffers = []

@@ -317,6 +317,16 @@ def communicator(ranks):
     return comm
 
 
+def release():
+    """Free every communicator of this process (at its exit: nothing is in flight, since every
+    collective here waits for its stream; ncclCommAbort frees without waiting for the peers)."""
+    with _lock:
+        comms = list(_state["comms"].values())
+        _state["comms"].clear()
+    for comm in comms:
+        comm.abort("released at exit")
+
+
 def shared_unique_id(ranks, key):
     """(the group's unique id, the store or None): drawn by the group's first rank and read by
     the others from the store under `key`/id."""

@@ -107,3 +107,77 @@ def test_processes_sharing_one_gpu(nprocs):
                 np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-2)
             else:
                 np.testing.assert_array_equal(got, want)
+
+
+def _reads_seen(log_dir):
+    """Rank 1's device reads slowly and logs each read; after each call every rank counts the
+    reads logged: a call may return on rank 0 only once rank 1 stopped reading its buffer."""
+    import os
+    import time
+
+    import globaltensor as gt
+    from globaltensor.distributed.ipc_allreduce import HostDevice, IpcAllReduce
+    rank, log = gt.env.get_rank(), os.path.join(log_dir, "reads")
+
+    class SlowReader(HostDevice):
+        def copy(self, dst, src, nbytes):
+            self._slowly(lambda: HostDevice.copy(self, dst, src, nbytes))
+
+        def reduce(self, dst, srcs, count, dtype):
+            self._slowly(lambda: HostDevice.reduce(self, dst, srcs, count, dtype))
+
+        def _slowly(self, read):
+            if rank == 1:
+                time.sleep(0.05)
+            read()
+            if rank == 1:
+                with open(log, "a") as f:
+                    f.write("read\n")
+
+    ar = IpcAllReduce([0, 1], capacity=2048, device=SlowReader(), oneshot_bytes=512)
+    seen = []
+    for count in (64, 300, 1000):  # one-shot, two-shot, two chunks
+        ar(np.ones(count, np.float32))
+        seen.append(sum(1 for _ in open(log)) if os.path.exists(log) else 0)
+    ar.close()
+    return seen
+
+
+def test_a_call_returns_only_when_no_peer_reads_its_buffer(tmp_path):
+    """So a rank may free its buffer (close, or exit) as soon as its call returned."""
+    on_rank0, on_rank1 = run_ranks(_reads_seen, 2, str(tmp_path))
+    assert on_rank0 == on_rank1 and on_rank1[0] > 0, (on_rank0, on_rank1)
+
+
+def _release_and_again():
+    import glob
+
+    import globaltensor as gt
+    from globaltensor.backends.devices import device
+    from globaltensor.distributed import device_collectives, ipc_allreduce
+    from globaltensor.distributed.world import job_id
+    device_collectives.transport = lambda ranks: "ipc"  # the IPC transport on its host twin
+    ipc_allreduce.CudaDevice = ipc_allreduce.HostDevice
+    dev, rank = device("cuda"), gt.env.get_rank()
+
+    def summed():
+        return dev.to_host(device_collectives.all_reduce(dev.from_host(np.arange(1000, dtype=np.float32) * (rank + 1))))
+
+    twins = f"/dev/shm/gt_{job_id()}_ipc_twin_*"
+    first, made = summed(), len(glob.glob(twins))
+    device_collectives.release()
+    gt.env.barrier()
+    left, groups = len(glob.glob(twins)), len(device_collectives._ipc)
+    again = summed()
+    device_collectives.release()
+    return first, again, made, left, groups, bool(device_collectives._release_registered)
+
+
+def test_release_frees_the_ipc_buffers_and_a_later_call_makes_them_anew():
+    """device_collectives.release(), which runs at a rank's exit, frees the group's buffers."""
+    want = np.arange(1000, dtype=np.float32) * 3
+    for first, again, made, left, groups, registered in run_ranks(_release_and_again, 2,
+                                                                  env={"GLOBALTENSOR_CUDA_SIMULATE": "1"}):
+        np.testing.assert_array_equal(first, want)
+        np.testing.assert_array_equal(again, want)
+        assert (made, left, groups, registered) == (2, 0, 0, True)
