@@ -45,9 +45,9 @@ def build(global_shape, dt, placement, sbp, fill, device=None):
     if placement is None:
         if sbp is not None:
             raise ValueError("sbp needs a placement")
-        local = fill([(0, n) for n in global_shape])
-        if device is not None and _on_gpu(device):
-            local = _devices.device("cuda").from_host(local)
+        box = [(0, n) for n in global_shape]
+        on_gpu = device is not None and _on_gpu(device)
+        local = _on_device(_devices.device("cuda"), fill, box) if on_gpu else fill(box)
         return _made(Tensor(local, global_shape, dt))
     if device is not None:
         raise ValueError(f"device={str(device)!r} and placement= together: a global tensor lives on its placement "
@@ -64,7 +64,10 @@ def build(global_shape, dt, placement, sbp, fill, device=None):
         local = dev.empty((0,) * max(1, len(global_shape)), dt.np)
     else:  # filled on the host (the counter-based generator runs there), then moved
         box = local_box(global_shape, placement.hierarchy, sbp, coord)
-        local = dev.from_host(fill(box)) if holds_value(sbp, coord) else dev.zeros(tuple(b - a for a, b in box), dt.np)
+        if not holds_value(sbp, coord):
+            local = dev.zeros(tuple(b - a for a, b in box), dt.np)
+        else:
+            local = fill(box) if dev.is_host else _on_device(dev, fill, box)
     return _made(Tensor(local, global_shape, dt, placement, sbp))
 
 
@@ -90,11 +93,22 @@ def _made(t):
 
 
 def _constant(value, dt):
+    """fill(box): a host piece of one value. fill.on(dev, box) fills a device piece on the device
+    when the value is a Python number of numpy's own dtype: an upload from pageable host memory
+    would wait for the GPU's stream (as loss.backward()'s seed of ones did, every step)."""
     def fill(box):
         out = allocate(tuple(b - a for a, b in box), dt)
         out[...] = value
         return out
+    if type(value) in (bool, int, float) and dt.np.kind in "biuf" and dt.np.isbuiltin:
+        fill.on = lambda dev, box: dev.full(tuple(b - a for a, b in box), dt.np.type(value), dt.np)
     return fill
+
+
+def _on_device(dev, fill, box):
+    """fill(box) as a piece of the device `dev`."""
+    on = getattr(fill, "on", None)
+    return on(dev, box) if on is not None else dev.from_host(fill(box))
 
 
 def _first_leaf(data):
@@ -137,7 +151,8 @@ def tensor(data: Any, dtype: DTypeLike = None, placement: Optional[Placement] = 
     dt = _dtype.to_dtype(dtype) if dtype is not None else _dtype.of_array(array)
     array = array.astype(dt.np, copy=False)
     if placement is not None and check_meta and isinstance(placement, Placement):
-        _check_same_data(array, placement)
+        from .boxing.metadata import check_same_data
+        check_same_data(array, placement)
 
     def fill(box):
         out = allocate(array[tuple(slice(a, b) for a, b in box)].shape, dt)
@@ -147,30 +162,6 @@ def tensor(data: Any, dtype: DTypeLike = None, placement: Optional[Placement] = 
     t = build(array.shape, dt, placement, sbp, fill, device)
     t.requires_grad = bool(requires_grad)
     return t
-
-
-def _check_same_data(array, placement, what="gt.tensor"):
-    """ValueError on every rank of the placement when ranks passed different data (one small
-    all_gather of each rank's (shape, dtype, digest of the bytes)); `what` names the caller."""
-    import hashlib
-    from .boxing import _group, gather_pieces
-    if get_rank() not in placement:
-        return
-    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # the bytes, without a copy
-    digest = int.from_bytes(hashlib.blake2b(memoryview(data), digest_size=8).digest(), "little", signed=True)
-    ranks = placement.rank_list()
-    rows = gather_pieces([array], placement.type, _group(tuple(sorted(ranks))), tag=digest, what=what)
-    if len(set(rows.values())) == 1:
-        return
-    votes = [sum(rows[r] == rows[q] for q in rows) for r in ranks]  # the odd ones out are named
-    usual = rows[ranks[votes.index(max(votes))]]
-    differ = sorted(r for r in rows if rows[r] != usual)
-    same = sorted(r for r in rows if rows[r] == usual)
-    kind = "shapes or dtypes" if any(rows[r][1] != usual[1] for r in differ) else "values"
-    raise ValueError(f"{what}: the data must be the same on every rank of the placement (it is the whole "
-                     f"global value), but rank(s) {differ} passed other {kind} than rank(s) {same}. Seed the "
-                     f"data alike on every rank, build the tensor from local pieces with "
-                     f"Tensor.to_global(placement, sbp), or pass check_meta=False to skip this check")
 
 
 def _default(dtype):

@@ -76,6 +76,10 @@ class CudaDevice:
     def zeros(self, shape, np_dtype):
         return self.xp.zeros(shape, np_dtype)
 
+    def full(self, shape, value, np_dtype):
+        """A piece of one value, filled on the device (a Python number: nothing is uploaded)."""
+        return self.xp.full(shape, value, np_dtype)
+
     def from_host(self, host):
         return self.xp.asarray(host)
 

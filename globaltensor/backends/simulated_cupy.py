@@ -7,7 +7,13 @@ reducing gives 0-d arrays, never scalars. numpy's functions reach them through
 `__array_function__` / `__array_ufunc__`, as they reach cupy arrays. So code that passes the
 tests on simulated cuda placements keeps host and device apart as real cupy needs.
 """
+import collections
+
 import numpy as np
+
+# Moves between host and device so far ("to_device", "to_host"; reading a 0-d array as a Python
+# number counts as one): on a GPU each waits for the stream, so tests assert a step makes none.
+transfers = collections.Counter()
 
 _REFUSED = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to construct a NumPy array "
             "explicitly.")
@@ -48,6 +54,7 @@ class ndarray:  # noqa: N801 - cupy's name
 
     def get(self):
         """A numpy copy (the device-to-host move)."""
+        transfers["to_host"] += 1
         return np.array(self._host, copy=True)
 
     def __getitem__(self, key):
@@ -71,15 +78,19 @@ class ndarray:  # noqa: N801 - cupy's name
         return (ndarray(np.asarray(row)) for row in self._host)
 
     def __bool__(self):
+        transfers["to_host"] += 1
         return bool(self._host)
 
     def __float__(self):
+        transfers["to_host"] += 1
         return float(self._host)
 
     def __int__(self):
+        transfers["to_host"] += 1
         return int(self._host)
 
     def __index__(self):
+        transfers["to_host"] += 1
         return self._host.__index__()
 
     def __repr__(self):
@@ -163,6 +174,7 @@ def asarray(a, dtype=None, order=None):
     """A device array of `a` (host data is copied over; a device array is kept)."""
     if type(a) is ndarray:
         return a if dtype is None or a.dtype == np.dtype(dtype) else a.astype(dtype)
+    transfers["to_device"] += 1
     return ndarray(np.array(_host_data(a), dtype=dtype, order=order or "K", copy=True))
 
 

@@ -3,10 +3,13 @@
 The one metadata exchange: from_local learns every rank's piece, gt.tensor checks that ranks
 passed the same data, and an op whose output shapes depend on values learns every rank's results.
 """
+import hashlib
+
 import numpy as np
 
 from .. import dtype as _dtype
 from ..backends.devices import device
+from ..env import get_rank
 
 MAX_DIMS = 64  # the dims of one piece a row describes: numpy's own limit (32 before numpy 2)
 _HEAD = 3  # a row: has pieces, tag, number of pieces; then per piece: dtype code, ndim, MAX_DIMS dims
@@ -50,3 +53,26 @@ def _read(row):
         shape = tuple(int(n) for n in row[at + 2:at + 2 + int(row[at + 1])])
         pieces.append((shape, _dtype.from_code(row[at])))
     return int(row[1]), tuple(pieces)
+
+
+def check_same_data(array, placement, what="gt.tensor"):
+    """ValueError on every rank of the placement when ranks passed different data (one small
+    all_gather of each rank's (shape, dtype, digest of the bytes)); `what` names the caller."""
+    from .execution import _group
+    if get_rank() not in placement:
+        return
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # the bytes, without a copy
+    digest = int.from_bytes(hashlib.blake2b(memoryview(data), digest_size=8).digest(), "little", signed=True)
+    ranks = placement.rank_list()
+    rows = gather_pieces([array], placement.type, _group(tuple(sorted(ranks))), tag=digest, what=what)
+    if len(set(rows.values())) == 1:
+        return
+    votes = [sum(rows[r] == rows[q] for q in rows) for r in ranks]  # the odd ones out are named
+    usual = rows[ranks[votes.index(max(votes))]]
+    differ = sorted(r for r in rows if rows[r] != usual)
+    same = sorted(r for r in rows if rows[r] == usual)
+    kind = "shapes or dtypes" if any(rows[r][1] != usual[1] for r in differ) else "values"
+    raise ValueError(f"{what}: the data must be the same on every rank of the placement (it is the whole "
+                     f"global value), but rank(s) {differ} passed other {kind} than rank(s) {same}. Seed the "
+                     f"data alike on every rank, build the tensor from local pieces with "
+                     f"Tensor.to_global(placement, sbp), or pass check_meta=False to skip this check")

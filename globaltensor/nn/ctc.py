@@ -27,8 +27,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     tg_len = _host(target_lengths).reshape(-1)
     flat = _host(targets)
     if log_probs.is_global:  # one check of the host data every constant below comes from (taken on trust)
-        from ..creation import _check_same_data
-        _check_same_data(np.concatenate([in_len, tg_len, flat.reshape(-1)]), log_probs.placement,
+        from ..boxing.metadata import check_same_data
+        check_same_data(np.concatenate([in_len, tg_len, flat.reshape(-1)]), log_probs.placement,
                          "ctc_loss (targets and lengths)")
     if unbatched:
         flat = flat.reshape(1, -1)

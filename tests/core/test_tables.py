@@ -103,9 +103,10 @@ def test_one_metadata_exchange_describes_pieces_of_many_dims():
 def test_the_metadata_exchange_is_one_function():
     from globaltensor import creation, dispatch
     from globaltensor.boxing import from_pieces, metadata
-    for module in (creation, dispatch, from_pieces):
-        text = pathlib.Path(module.__file__).read_text()
-        assert "gather_pieces(" in text and "collectives.all_gather(" not in text, module.__name__
+    for module, call in ((creation, "check_same_data("), (dispatch, "gather_pieces("), (from_pieces, "gather_pieces(")):
+        text = pathlib.Path(module.__file__).read_text()  # gt.tensor's check is metadata's check_same_data
+        assert call in text and "collectives.all_gather(" not in text, module.__name__
+    assert "gather_pieces(" in pathlib.Path(metadata.__file__).read_text().split("def check_same_data")[1]
     alone = types.SimpleNamespace(ranks=(0,))  # a group of one exchanges nothing
     deepest = np.zeros((1,) * 64, np.int8)  # numpy's own limit is the exchange's
     assert metadata.gather_pieces([deepest], "cpu", alone, tag=-5) == {0: (-5, (((1,) * 64, gt.int8),))}

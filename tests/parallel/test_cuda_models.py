@@ -40,3 +40,56 @@ def test_graph_replays_eager_on_cuda(mode, env):
         assert eager[0] == graph[0], f"{mode} rank {rank}: losses differ: {eager[0]} vs {graph[0]}"
         for k in eager[1]:
             assert eager[1][k].tobytes() == graph[1][k].tobytes(), f"{mode} rank {rank}: parameter {k} differs"
+
+
+def _transfers_per_step(traced, through_ipc):
+    """Host <-> device moves of one MLP training step on simulated cuda, after two warm-up steps."""
+    import globaltensor as gt
+    import globaltensor.nn as nn
+    from globaltensor.backends import simulated_cupy
+    if through_ipc:  # the gradients' all_reduce on the IPC transport (its host twin), as on a GPU
+        from globaltensor.distributed import device_collectives, ipc_allreduce
+        device_collectives.transport = lambda ranks: "ipc"
+        ipc_allreduce.CudaDevice = ipc_allreduce.HostDevice
+    pl = gt.placement("cuda", list(range(gt.env.get_world_size())))
+    gt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4)).to_global(pl, gt.sbp.broadcast)
+    opt, loss_fn = gt.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss()
+    x = gt.randn(16, 8, placement=pl, sbp=gt.sbp.split(0))
+    y = gt.randn(16, 4, placement=pl, sbp=gt.sbp.split(0))
+
+    class Step(gt.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x, y):
+            loss = loss_fn(self.model(x), y)
+            loss.backward()
+            return loss
+
+    def eager():
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    step = (lambda graph: lambda: graph(x, y))(Step()) if traced else eager
+    losses = [step().numpy() for _ in range(2)]
+    simulated_cupy.transfers.clear()
+    loss = step()
+    moved = dict(simulated_cupy.transfers)
+    return moved, [float(v) for v in losses + [loss.numpy()]]
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_a_training_step_on_cuda_moves_nothing_between_host_and_device(nprocs, traced):
+    """On a GPU each upload or download waits for the stream, so a step with one cannot overlap
+    the host's work with the GPU's (loss.backward()'s seed of ones was uploaded every step)."""
+    results = run_ranks(_transfers_per_step, nprocs, traced, nprocs > 1, env={"GLOBALTENSOR_CUDA_SIMULATE": "1"})
+    for moved, losses in results:
+        assert moved == {}, moved
+        assert losses[2] < losses[0], losses
