@@ -215,12 +215,14 @@ def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype:
     integral = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
     dt = _dtype.to_dtype(dtype) if dtype is not None else (_dtype.int64 if integral else _dtype.get_default_dtype())
 
-    def fill(box):
+    def fill(box, xp=np):
         (lo, hi), = box
-        out = allocate((hi - lo,), dt)
-        out[...] = start + step * np.arange(lo, hi, dtype=np.int64 if integral else np.float64)
+        values = start + step * xp.arange(lo, hi, dtype=np.int64 if integral else np.float64)
+        out = allocate((hi - lo,), dt) if xp is np else xp.empty((hi - lo,), dt.np)
+        out[...] = values
         return out
-
+    if dt.np.kind in "iu" or dt.np in (np.float32, np.float64):  # the device's arithmetic and casts: numpy's bits
+        fill.on = lambda dev, box: fill(box, dev.xp)
     return _flagged(build((n,), dt, placement, sbp, fill, device), requires_grad)
 
 

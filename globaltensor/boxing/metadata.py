@@ -40,10 +40,9 @@ def gather_pieces(arrays, device_type, group, slots=1, tag=0, what="the metadata
 
 
 def _all_gather(row, device_type, group):
-    """Every member's `row`, stacked in member order, on the host."""
-    dev = device(device_type)
-    return dev.to_host(dev.collectives.all_gather(dev.from_host(row[None, :]), group=group,
-                                                  sizes=[1] * len(group.ranks)))
+    """Every member's `row`, stacked in member order, on the host (the device's collectives take
+    host rows: cuda's keep them on the host unless NCCL carries the group)."""
+    return device(device_type).collectives.all_gather(row[None, :], group=group, sizes=[1] * len(group.ranks))
 
 
 def _read(row):

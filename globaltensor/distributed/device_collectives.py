@@ -19,6 +19,8 @@ import math
 import os
 import warnings
 
+import numpy as np
+
 from ..backends.devices import device, took
 from . import collectives as host
 from .group import Group, world_group
@@ -232,12 +234,18 @@ def _row(x):
 
 
 def all_gather(x, group=None, sizes=None):
-    """Every member's x concatenated along axis 0 (sizes: their lengths there)."""
+    """Every member's x concatenated along axis 0 (sizes: their lengths there). A host (numpy) x,
+    such as the metadata rows of boxing, gives a host result and stays on the host unless NCCL
+    carries the group: each move between host and GPU would wait for the stream."""
     ranks = _ranks(group)
     comm = _nccl_for(ranks, x)
     took(f"{'host' if comm is None else 'nccl'}.all_gather")
+    on_host = isinstance(x, np.ndarray)
     if comm is None:
-        return _cuda().from_host(host.all_gather(_cuda().to_host(x), group=group, sizes=sizes))
+        gathered = host.all_gather(x if on_host else _cuda().to_host(x), group=group, sizes=sizes)
+        return gathered if on_host else _cuda().from_host(gathered)
+    if on_host:
+        return _cuda().to_host(all_gather(_cuda().from_host(x), group, sizes))
     if sizes is None:
         raise ValueError("all_gather over NCCL needs sizes")
     x, row = _contiguous(x), _row(x)

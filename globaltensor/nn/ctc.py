@@ -2,7 +2,8 @@
 import numpy as np
 
 from .. import ops
-from ..ops._front import constant
+from ..dtype import float32 as gt_float32
+from ..ops._front import constant, constant_full
 from ..tensor import Tensor
 from .module import Module
 from ..errors import bad_reduction
@@ -49,8 +50,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     dt = log_probs.dtype
     index = constant(np.broadcast_to(ext, (steps, batch, width)).copy(), log_probs)
     emit = ops.gather(log_probs, 2, index)  # (T, N, width)
-    neg_col = constant(np.full((batch, 1), _NEG, np.float32), log_probs).astype(dt)
-    neg_two = constant(np.full((batch, 2), _NEG, np.float32), log_probs).astype(dt)
+    neg_col = constant_full((batch, 1), _NEG, log_probs, gt_float32).astype(dt)
+    neg_two = constant_full((batch, 2), _NEG, log_probs, gt_float32).astype(dt)
     skip_t = constant(skip, log_probs)
     alpha = emit[0] + constant(start, log_probs).astype(dt)
     for t in range(1, steps):

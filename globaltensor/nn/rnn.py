@@ -6,7 +6,7 @@ import numpy as np
 
 from ..creation import empty
 from ..ops import concat, dropout, linear, sigmoid, stack, tanh
-from ..ops._front import constant
+from ..ops._front import constant_full
 from . import init
 from .activation_fns import relu
 from .module import Module, Parameter
@@ -35,7 +35,7 @@ def _rnn_step(mode, gi, state, w_hh, b_hh, w_hr=None):
 
 
 def _zeros(like, shape):
-    return constant(np.zeros(shape, like.dtype.np), like)
+    return constant_full(shape, 0, like)
 
 
 class _CellBase(Module):

@@ -11,7 +11,7 @@ from ..errors import wrap_dim
 from ..dtype import DIM, SCALAR, ZERO, scalar_dtype
 from ..sbp import broadcast
 from ..tensor import Tensor
-from ..creation import _made, host_array, tensor
+from ..creation import _made, full, host_array, tensor
 
 
 _scalars = {}  # (value, type, dtype name, placement) -> a 0-d broadcast tensor, reused
@@ -65,6 +65,15 @@ def constant(array, like):
     kernel's weights) as a tensor next to `like` (global: broadcast, same placement), taken on trust:
     as_tensor's check of user data would cost a collective per call."""
     return _next_to(array, like, check=False)
+
+
+def constant_full(shape, value, like, dtype=None):
+    """constant(np.full(shape, value, dtype or like's dtype), like), filled where it lives: on a
+    device a Python number is written there, with np.full's bits (an upload waits for the stream)."""
+    dt = like._dtype if dtype is None else _dtype.to_dtype(dtype)
+    where = {"placement": like.placement, "sbp": (broadcast,) * like.placement.ndim} if like.is_global else \
+        {"device": like.device}
+    return full(tuple(shape), value, dtype=dt, **where)
 
 
 def _next_to(array, like, check):

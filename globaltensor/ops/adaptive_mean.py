@@ -3,7 +3,7 @@ import numpy as np
 
 from ..backends.devices import array_module
 from ..registry import op, rules
-from ._front import apply, constant
+from ._front import apply, constant_full
 
 B, P, S = rules.B, rules.P, rules.split
 
@@ -30,7 +30,7 @@ def _backward(ctx, g):
     elsewhere, so the same values): g * w repeated over each bin."""
     from .shape import expand
     dim, n_out, size = ctx.static["dim"], ctx.static["n_out"], ctx.static["size"]
-    w = constant(np.full(_weight_shape(g.ndim, dim, n_out), 1.0 / (size // n_out), g.dtype.np), g)
+    w = constant_full(_weight_shape(g.ndim, dim, n_out), 1.0 / (size // n_out), g)
     gw = apply("multiply", [g, w])
     lead, tail = list(g.shape[:dim]), list(g.shape[dim + 1:])
     return expand(gw.reshape(*lead, n_out, 1, *tail), *lead, n_out, size // n_out, *tail).reshape(*ctx.inputs[0].shape)

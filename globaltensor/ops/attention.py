@@ -100,11 +100,12 @@ def _first(lq, lk, diagonal, offsets, q_index):
 
 
 def _future_of(xp, lq, lk, is_causal, diagonal, offsets, q_index):
-    """The causal [lq, lk] bool mask of this piece (True: a key after the query's position), or None."""
+    """The causal [lq, lk] bool mask of this piece (True: a key after the query's position), or None;
+    on a device, made there (an upload would wait for the GPU's stream)."""
     if not is_causal:
         return None
-    future = _future(lq, lk, _first(lq, lk, diagonal, offsets, q_index))
-    return future if xp is np else xp.asarray(future)
+    first = _first(lq, lk, diagonal, offsets, q_index)
+    return _future(lq, lk, first) if xp is np else xp.triu(xp.ones((lq, lk), bool), first + 1)
 
 
 def _native_rows(*arrays):
@@ -189,7 +190,8 @@ def _attention_backward_kernel(g, q, k, v, w, mask=None, scale=1.0, is_causal=Fa
         else:
             ds -= rowsum[..., None]
             ds *= w
-        if (mask is not None or is_causal) and not bool(xp.isfinite(rowsum).all()):
+        if (mask is not None or is_causal) and (xp is not np or not xp.isfinite(rowsum).all()):  # a device
+            # zeroes them always: reading the check back would wait for the GPU's stream
             if mask is not None:
                 xp.copyto(ds, 0, where=~mask)
             future = _future_of(xp, q.shape[-2], k.shape[-2], is_causal, diagonal, offsets, 1)

@@ -70,10 +70,15 @@ def _gather_rows(s, o, st):
 
 def _check_range(name, index, size):
     """IndexError unless every index is in [0, size) (the whole dim's size: a global fact, so on
-    a split dim every rank raises alike, before any collective), as PyTorch."""
-    if index.size and (int(index.min()) < 0 or int(index.max()) >= size):
-        raise IndexError(f"{name}: index out of range: values in [{int(index.min())}, {int(index.max())}] for a dim "
-                         f"of size {size}")
+    a split dim every rank raises alike, before any collective), as PyTorch. Device indices are
+    read back once (both bounds in one download: each waits for the GPU's stream)."""
+    if not index.size:
+        return
+    xp = array_module(index)
+    bounds = (index.min(), index.max()) if xp is np else xp.stack((index.min(), index.max())).get()
+    lo, hi = (int(b) for b in bounds)
+    if lo < 0 or hi >= size:
+        raise IndexError(f"{name}: index out of range: values in [{lo}, {hi}] for a dim of size {size}")
 
 
 def _in_slice(name, index, size, start, length):

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ._front import constant, tensors
+from ._front import constant, constant_full, tensors
 from .concat_split import concat
 from .gather_scatter import index_select
 from .adaptive_mean import adaptive_mean
@@ -71,7 +71,7 @@ def pad(input, pad, mode="constant", value=0.0):
         for width in (left, right):
             shape = list(x.shape)
             shape[dim] = max(width, 0)
-            blocks.append(constant(np.full(shape, value, x.dtype.np), x) if width > 0 else None)
+            blocks.append(constant_full(shape, value, x) if width > 0 else None)
         parts = [b for b in (blocks[0], x, blocks[1]) if b is not None]
         x = concat(parts, dim) if len(parts) > 1 else x
     return x

@@ -138,7 +138,7 @@ def test_simulated_arrays_keep_host_and_device_apart():
 
 
 def _constant_factories():
-    """zeros / ones / full on a cuda placement in several dtypes and layouts: (name, uploads, value)."""
+    """zeros / ones / full / arange on a cuda placement in several dtypes and layouts: (name, uploads, value)."""
     import ml_dtypes
     pl = gt.placement("cuda", [0, 1])
     made = []
@@ -147,7 +147,9 @@ def _constant_factories():
                        ("full 0.1 float16", lambda s: gt.full((5, 3), 0.1, dtype=gt.float16, placement=pl, sbp=s)),
                        ("full True", lambda s: gt.full((5, 3), True, placement=pl, sbp=s)),
                        ("full 3 bfloat16", lambda s: gt.full((5, 3), 3.0, dtype=ml_dtypes.bfloat16, placement=pl, sbp=s)),
-                       ("full numpy scalar", lambda s: gt.full((5, 3), np.float64(2.5), placement=pl, sbp=s))]:
+                       ("full numpy scalar", lambda s: gt.full((5, 3), np.float64(2.5), placement=pl, sbp=s)),
+                       ("arange ints", lambda s: gt.arange(1, 16, 1, placement=pl, sbp=s)),
+                       ("arange floats", lambda s: gt.arange(0.5, 5.0, 0.3, placement=pl, sbp=s))]:
         for sbp in (S0, B, P):
             simulated_cupy.transfers.clear()
             t = make(sbp)
@@ -158,18 +160,20 @@ def _constant_factories():
 
 
 def test_constant_factories_fill_pieces_on_the_device():
-    """A Python number in numpy's own dtype is filled on the device (no upload); other values
-    (bfloat16, a numpy scalar) go up from the host; every value is numpy's."""
+    """A Python number in numpy's own dtype is filled on the device (no upload), as arange's values
+    are computed there; other values (bfloat16, a numpy scalar) go up from the host; every value is
+    numpy's, bit for bit."""
     want = {"zeros": np.zeros((5, 3), np.float32), "ones int32": np.ones((5, 3), np.int32),
             "full 0.1 float16": np.full((5, 3), 0.1, np.float16), "full True": np.full((5, 3), True),
-            "full 3 bfloat16": np.full((5, 3), 3.0, np.float32), "full numpy scalar": np.full((5, 3), 2.5, np.float32)}
+            "full 3 bfloat16": np.full((5, 3), 3.0, np.float32), "full numpy scalar": np.full((5, 3), 2.5, np.float32),
+            "arange ints": np.arange(1, 16), "arange floats": (0.5 + 0.3 * np.arange(15.0)).astype(np.float32)}
     for rank_made in run_ranks(_constant_factories, 2, env=SIMULATED):
         for name, sbp, uploads, value in rank_made:
             from_host = name in ("full 3 bfloat16", "full numpy scalar")
             allowed = ({0, 1} if from_host else {0}) if sbp == "P" else {int(from_host)}  # P: one rank holds the value
             assert uploads in allowed, (name, sbp, uploads)
             assert value.dtype == want[name].dtype or name == "full 3 bfloat16", (name, value.dtype)
-            np.testing.assert_array_equal(value.astype(want[name].dtype), want[name], err_msg=f"{name} {sbp}")
+            assert value.astype(want[name].dtype).tobytes() == want[name].tobytes(), (name, sbp)
 
 
 class Uncounted:
