@@ -14,13 +14,21 @@ from .shape import _rows
 from ..creation import zeros_like
 from ..errors import ArgumentError, IndexRuntimeError, IndexTypeError
 
-B, P = rules.B, rules.P
+B, P, S = rules.B, rules.P, rules.split
 
 
 def _getitem_rows(s, o, st):
-    if st["n_index"]:  # index tensors: every rank takes what it needs from the whole value
-        return [((B,) * len(s), (B,))]
-    return _rows(st["kept"])
+    """Basic keys keep the splits of dims taken whole. With index tensors:
+    x B, index B -> B                     every rank takes what it needs from the whole value
+    x B, one index S(k) -> S(start + k)   each rank takes its own index rows (a batch split)
+    (no P row: the planner would turn a split x partial for free and leave the output partial)"""
+    if not st["n_index"]:
+        return _rows(st["kept"])
+    rows = [((B,) * len(s), (B,))]
+    if st["n_index"] == 1:
+        start = _index_layout(s[0], st["key"], s[1:])[1]
+        rows += [((B, S(k)), (S(start + k),)) for k in range(len(s[1]))]
+    return rows
 
 
 def _getitem_backward(ctx, g):
@@ -57,6 +65,11 @@ def index_shape(shape, key, index_shapes=()):
     "ellipsis", "tensor": an integer index tensor whose shape is next in index_shapes). Ints
     and index tensors are advanced indices: broadcast together, they go where the first of
     them stood when they are adjacent, else first."""
+    return _index_layout(shape, key, index_shapes)[0]
+
+
+def _index_layout(shape, key, index_shapes=()):
+    """(x[key]'s shape, the output dim where the advanced indices' joint dims start, or None)."""
     shape = tuple(shape)
     key = list(key)
     consumed = sum(1 for k in key if k is not None and k != "ellipsis")
@@ -91,7 +104,7 @@ def index_shape(shape, key, index_shapes=()):
             out.append(len(range(*slice(*k[1:]).indices(n))))
         d += 1
     if not advanced:
-        return tuple(out)
+        return tuple(out), None
     try:
         joint = rules.broadcast_shape(advanced)
     except ValueError:
@@ -99,8 +112,8 @@ def index_shape(shape, key, index_shapes=()):
     at = out.index("advanced")
     rest = out[:at] + out[at + 1:]
     if positions != list(range(positions[0], positions[0] + len(positions))):
-        return joint + tuple(rest)
-    return tuple(rest[:at]) + joint + tuple(rest[at:])
+        return joint + tuple(rest), 0
+    return tuple(rest[:at]) + joint + tuple(rest[at:]), at
 
 
 @op("getitem", _getitem_rows, _getitem_backward, meta=_getitem_meta)
@@ -121,8 +134,19 @@ def _setitem_add_backward(ctx, g):
     return (g if x.requires_grad else None, dupdate) + (None,) * len(index)
 
 
-@op("setitem_add", lambda s, o, st: [((B,) * len(s), (B,)), ((P, P) + (B,) * (len(s) - 2), (P,))],
-    _setitem_add_backward, meta=rules.like(0))
+def _setitem_add_rows(s, o, st):
+    """x B, update B (, index B) -> B; x P, update P -> P (adding is linear); with one index tensor
+    split on k and update the selection's shape split alike: x P, update S(start + k), index S(k)
+    -> P (each rank adds its own rows into its summand: getitem's backward on a batch split)."""
+    rows = [((B,) * len(s), (B,)), ((P, P) + (B,) * (len(s) - 2), (P,))]
+    if len(s) == 3:
+        shape, start = _index_layout(s[0], st["key"], s[2:])
+        if start is not None and tuple(s[1]) == shape:
+            rows += [((P, S(start + k), S(k)), (P,)) for k in range(len(s[2]))]
+    return rows
+
+
+@op("setitem_add", _setitem_add_rows, _setitem_add_backward, meta=rules.like(0))
 def _setitem_add(x, update, *index, key=()):
     """A copy of x with update added at x[key] (key encoded as getitem's; its index tensors
     follow update). With index tensors, the positions are read from an array of x's flat
@@ -157,6 +181,8 @@ def getitem(x, key):
     shape follows from shapes alone."""
     from ..tensor import Tensor
     key = key if isinstance(key, tuple) else (key,)
+    if (split := ints_first(key)) is not None:
+        return getitem(getitem(x, split[0]), split[1])
     encoded, index_tensors = [], []
     for k in key:
         if isinstance(k, (Tensor, list, np.ndarray, bool, np.bool_)):
@@ -182,6 +208,34 @@ def getitem(x, key):
     kept = _kept_pairs(x.shape, encoded) if not index_tensors else ()
     return apply("getitem", [x, *index_tensors],
                  {"key": tuple(encoded), "kept": kept, "n_index": len(index_tensors)})
+
+
+def _is_int(k):
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def ints_first(key):
+    """(ints, rest) for a key that mixes ints with index tensors, lists or arrays, else None.
+    PyTorch, OneFlow and Paddle take the ints as basic indices first (x[1, :, idx] is x[1][:, idx],
+    of shape (3, *idx.shape) for x of shape (2, 3, 7)), where numpy counts them among the advanced
+    indices ((*idx.shape, 3)). `ints` keeps the ints and Ellipsis and takes every other dim whole."""
+    arrays = [k for k in key if not (k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k))]
+    if not arrays or not any(_is_int(k) for k in key):
+        return None
+    ints = []
+    for k in key:
+        if _is_int(k) or k is Ellipsis:
+            ints.append(k)
+        elif k is not None and not isinstance(k, (bool, np.bool_)):
+            ints += [slice(None)] * _dims_taken(k)
+    return tuple(ints), tuple(k for k in key if not _is_int(k))
+
+
+def _dims_taken(k):
+    """The dims of x an index array takes: a bool mask as many as it has, an integer index one."""
+    dtype = getattr(k, "dtype", None)
+    name = dtype.name if dtype is not None else np.asarray(k).dtype.name
+    return (k.ndim if hasattr(k, "ndim") else np.ndim(k)) if name == "bool" else 1
 
 
 def _masks_as_positions(x, encoded, index_tensors):

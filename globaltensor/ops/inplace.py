@@ -8,7 +8,7 @@ from . import bitwise, elementwise, random_ops
 from ._front import apply, tensors
 from .elementwise import UNARY, cast, clip
 from .data_dependent import masked_select
-from .indexing import getitem
+from .indexing import getitem, ints_first
 from .setitem import basic_selection, encoded, check_value_shape, lead_ones_dropped
 from .. import autograd, creation
 from .. import layout as _layout
@@ -201,11 +201,13 @@ def _assign_advanced(x, key, data):
     """This rank's new piece: the whole value assigned on every rank (numpy's rules), then cut."""
     whole = x if x.is_local else x.to_global(sbp=(_B,) * x.placement.ndim)
     xp = array_module(whole._local)
-    decoded = tuple(_key_array(k, x, xp) for k in key)
     full = whole._local.copy()
+    split = ints_first(key)  # x[1, :, idx] = v writes into the view x[1] (PyTorch's reading of the key)
+    target, key = (full, key) if split is None else (full[split[0]], split[1])
+    decoded = tuple(_key_array(k, x, xp) for k in key)
     if _box(x) is not None:
         try:
-            full[decoded] = lead_ones_dropped(data, data.shape, full[decoded].ndim)[0]
+            target[decoded] = lead_ones_dropped(data, data.shape, target[decoded].ndim)[0]
         except ValueError as exc:
             raise RuntimeError(f"x[key] = value: {exc}") from None
     if x.is_local:

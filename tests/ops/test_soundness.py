@@ -148,9 +148,16 @@ def samples(name):
         "getitem": [([f(5, 4, 3)], {"key": (("slice", 1, 4, None), None, 2), "kept": (), "n_index": 0}),
                     ([f(5, 4, 3)], {"key": (("slice", None, None, None), 1), "kept": ((0, 0), (2, 1)),
                                     "n_index": 0}),
-                    ([f(5, 4), ints(3, hi=5)], {"key": ("tensor",), "kept": (), "n_index": 1})],
+                    ([f(5, 4), ints(3, hi=5)], {"key": ("tensor",), "kept": (), "n_index": 1}),
+                    ([f(5, 4, 3), ints(4, 2, hi=4)], {"key": (("slice", None, None, None), "tensor"), "kept": (),
+                                                      "n_index": 1}),  # joint dims start at 1
+                    ([f(5, 4, 3), ints(4, 2, hi=3)], {"key": (1, ("slice", None, None, None), "tensor"), "kept": (),
+                                                      "n_index": 1})],  # apart: joint dims first
         "setitem_add": [([f(5, 4), f(3, 4)], {"key": (("slice", 1, 4, None),)}),
-                        ([f(5, 4), f(4, 3), np.array([0, 3, 3, 1])], {"key": ("tensor", ("slice", 1, None, None))})],
+                        ([f(5, 4), f(4, 3), np.array([0, 3, 3, 1])], {"key": ("tensor", ("slice", 1, None, None))}),
+                        ([f(5, 4, 3), f(5, 4, 2, 3), ints(4, 2, hi=4)], {"key": (("slice", None, None, None), "tensor")}),
+                        ([f(5, 4, 3), f(4, 2, 4), ints(4, 2, hi=3)], {"key": (1, ("slice", None, None, None),
+                                                                              "tensor")})],
         "setitem": [([f(5, 4), f(3, 4)], {"key": (("slice", 1, 4, None),), "shape": (5, 4), "fill": 0}),
                     ([f(5, 4), f(2, 1)], {"key": (("slice", None, None, 3), None, 1), "shape": (5, 4), "fill": 0}),
                     ([f(5, 4)], {"key": ("ellipsis", ("slice", 1, None, 2)), "shape": (5, 4), "fill": 2.5})],
