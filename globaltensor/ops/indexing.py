@@ -211,7 +211,11 @@ def getitem(x, key):
 
 
 def _is_int(k):
-    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+    """An int index: a Python or numpy int, or a 0-d integer tensor or array (PyTorch reads those as ints)."""
+    if isinstance(k, (int, np.integer)):
+        return not isinstance(k, (bool, np.bool_))
+    dtype = getattr(k, "dtype", None)
+    return getattr(k, "ndim", None) == 0 and dtype is not None and dtype.name.startswith(("int", "uint"))
 
 
 def ints_first(key):

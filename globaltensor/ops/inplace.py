@@ -203,7 +203,9 @@ def _assign_advanced(x, key, data):
     xp = array_module(whole._local)
     full = whole._local.copy()
     split = ints_first(key)  # x[1, :, idx] = v writes into the view x[1] (PyTorch's reading of the key)
-    target, key = (full, key) if split is None else (full[split[0]], split[1])
+    if split is not None:  # a 0-d index tensor there is an int: a view, where an array index would copy
+        first = tuple(int(a) if getattr(a, "ndim", None) == 0 else a for a in (_key_array(k, x, xp) for k in split[0]))
+    target, key = (full, key) if split is None else (full[first], split[1])
     decoded = tuple(_key_array(k, x, xp) for k in key)
     if _box(x) is not None:
         try:

@@ -67,3 +67,76 @@ def test_ints_with_index_tensors_on_two_ranks():
             for g, w in zip(got, want[name]):
                 assert g.shape == w.shape, (name, g.shape, w.shape)
                 np.testing.assert_allclose(g, w, rtol=1e-12, err_msg=name)
+
+
+def _random_key(rng, shape):
+    """A key of ints (0-d tensors too), slices (positive steps), None, Ellipsis, integer index
+    tensors, lists and bool masks, as (kind, value) pairs for both libraries."""
+    key, d, ellipsis = [], 0, False
+    while d < len(shape) and rng.random() > 0.15:
+        r, n = rng.random(), shape[d]
+        if r < 0.1:
+            key.append(("none", None))
+            continue
+        if r < 0.15 and not ellipsis:
+            key.append(("ellipsis", Ellipsis))
+            ellipsis, d = True, d + int(rng.integers(0, len(shape) - d + 1))
+            continue
+        if r < 0.35:
+            key.append(("int", int(rng.integers(-n, n))))
+        elif r < 0.45:
+            key.append(("array", np.array(rng.integers(-n, n))))  # 0-d: read as an int
+        elif r < 0.65:
+            bounds = [int(rng.integers(-n - 1, n + 1)) if rng.random() < 0.5 else None for _ in range(2)]
+            key.append(("slice", slice(*bounds, 2 if rng.random() < 0.3 else None)))
+        elif r < 0.85:
+            key.append(("array", rng.integers(-n, n, tuple(rng.integers(1, 3, int(rng.integers(1, 3)))))))
+        elif r < 0.92:
+            key.append(("list", [int(v) for v in rng.integers(0, n, int(rng.integers(1, 3)))]))
+        else:
+            key.append(("array", rng.random(n) < 0.5))
+        d += 1
+    return key
+
+
+def _built(key, make):
+    return tuple(make(v) if kind == "array" else v for kind, v in key)
+
+
+def _check_random_keys(seed, trials, placement=None):
+    """(failures, keys compared): values, gradients and assignments of x[key] against torch."""
+    rng, failures, compared = np.random.default_rng(seed), [], 0
+    kw = {} if placement is None else {"placement": placement, "sbp": gt.sbp.broadcast}
+    for _ in range(trials):
+        shape = tuple(int(v) for v in rng.integers(1, 5, int(rng.integers(1, 4))))
+        x, key = rng.standard_normal(shape), _random_key(rng, shape)
+        try:
+            t = torch.tensor(x, requires_grad=True)
+            ty = t[_built(key, torch.tensor)]
+        except (IndexError, RuntimeError, ValueError):
+            continue  # both refuse (ours is checked to raise below)
+        g = gt.tensor(x, requires_grad=True, **kw)
+        split = placement is not None and len(shape) and rng.random() < 0.5
+        gx = g.to_global(sbp=gt.sbp.split(len(shape) - 1)) if split else g
+        gy = gx[_built(key, lambda v: gt.tensor(v, **kw))]
+        w = rng.standard_normal(tuple(ty.shape))
+        (ty * torch.tensor(w)).sum().backward()
+        (gy * gt.tensor(w, **kw)).sum().backward()
+        tz, gz = torch.tensor(x), gt.tensor(x, **kw)
+        tz[_built(key, torch.tensor)] = -7.0
+        gz[_built(key, lambda v: gt.tensor(v, **kw))] = -7.0
+        compared += 1
+        if tuple(gy.shape) != tuple(ty.shape) or not np.array_equal(gy.numpy(), ty.detach().numpy()) or \
+                not np.allclose(g.grad.numpy(), t.grad.numpy(), rtol=1e-12) or not np.array_equal(gz.numpy(), tz.numpy()):
+            failures.append((shape, key))
+    return failures, compared
+
+
+def test_random_keys_against_torch():
+    failures, compared = _check_random_keys(0, 300)
+    assert compared > 200 and not failures, failures[:5]
+
+
+def test_random_keys_on_two_ranks():
+    for failures, compared in run_ranks(_check_random_keys, 2, 1, 150, gt.placement("cpu", [0, 1]), timeout=300):
+        assert compared > 80 and not failures, failures[:5]
