@@ -6,7 +6,7 @@ sum is boxed first ((a1 + a2) & b != (a1 & b) + (a2 & b)). Not differentiable (i
 import numpy as np
 
 from ..registry import rules
-from ._front import apply, tensors
+from ._front import apply, promoted, tensors
 from ..registry import op
 
 # name: numpy kernel
@@ -28,9 +28,8 @@ def _make_binary(name, kernel):
     op(name, rules.elementwise(), _no_grad)(kernel)
 
     def front(input, other):
-        xs = tensors(input, other)
-        _check(name, xs)
-        return apply(name, xs)
+        _check(name, tensors(input, other))
+        return apply(name, promoted(input, other, name=name))  # PyTorch's result type (uint8 & int8: int32 here)
     front.__name__ = name
     front.__doc__ = f"Element-wise {name} of integer or bool tensors (numpy broadcasting; logical on bool)."
     return front
