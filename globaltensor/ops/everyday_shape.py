@@ -283,9 +283,10 @@ def diagflat(input, offset=0):
 def diff(input, n=1, dim=-1):
     """The n-th forward difference along dim."""
     dim = _dim(dim, input.ndim)
-    for _ in range(n):
+    for _ in range(n):  # bool: PyTorch's difference is the exclusive or
         k = input.shape[dim]
-        input = subtract(narrow(input, dim, 1, k - 1), narrow(input, dim, 0, k - 1))
+        later, earlier = narrow(input, dim, 1, k - 1), narrow(input, dim, 0, k - 1)
+        input = later ^ earlier if input.dtype.name == "bool" else subtract(later, earlier)
     return input
 
 

@@ -38,9 +38,15 @@ def _expand_back(g, ctx):
     return expand(g, x.shape)
 
 
+def _int64_of_unsigned(x):
+    """The dtype= of numpy's sums and products as PyTorch's: int64 for bool and unsigned integers
+    too (numpy takes uint64 for them, which has no tensors here); None (numpy's own) otherwise."""
+    return np.int64 if x.dtype.kind in "bu" else None
+
+
 @op("sum", rules.reduction(linear=True), lambda ctx, g: _expand_back(g, ctx))
 def _sum(x, dims=None, keepdim=False):
-    return np.sum(x, axis=_axis(dims), keepdims=keepdim)
+    return np.sum(x, axis=_axis(dims), keepdims=keepdim, dtype=_int64_of_unsigned(x))
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - the public name
@@ -146,7 +152,8 @@ def _reduce_op(name, kernel, backward, meta=None):
 
 _reduce_op("max", _extreme_kernel(np.max, np.argmax), _extreme_backward, _extreme_meta("max"))
 _reduce_op("min", _extreme_kernel(np.min, np.argmin), _extreme_backward, _extreme_meta("min"))
-_reduce_op("prod", lambda x, dims=None, keepdim=False: np.prod(x, axis=_axis(dims), keepdims=keepdim),
+_reduce_op("prod", lambda x, dims=None, keepdim=False: np.prod(x, axis=_axis(dims), keepdims=keepdim,
+                                                               dtype=_int64_of_unsigned(x)),
            lambda ctx, g: _prod_backward(ctx, g))
 _reduce_op("all", lambda x, dims=None, keepdim=False: np.all(x, axis=_axis(dims), keepdims=keepdim), None)
 _reduce_op("any", lambda x, dims=None, keepdim=False: np.any(x, axis=_axis(dims), keepdims=keepdim), None)
@@ -221,7 +228,10 @@ for _name in ("max", "min", "median", "sort", "topk"):
 def _reducer(name):
     def front(input, dim=None, keepdim=False):
         (input,) = tensors(input)
-        return apply(name, [input], {"dims": dims_arg(dim, input.ndim), "keepdim": keepdim})
+        out = apply(name, [input], {"dims": dims_arg(dim, input.ndim), "keepdim": keepdim})
+        if name in ("all", "any") and input._dtype.name == "uint8":  # PyTorch keeps uint8 there
+            return out.to(input._dtype)
+        return out
     front.__name__ = name
     front.__doc__ = f"{name} over dim (int, tuple or None for all); not linear, so never partial."
     return front
@@ -320,9 +330,9 @@ def histogram(input, bins=100, min=0, max=0):  # noqa: A002
 
 @op("cumsum", rules.along_dims(lambda i, o, st: [(d, d) for d in range(len(i)) if d != st["dim"]], linear=True),
     lambda ctx, g: _flip_cumsum(g, ctx.static["dim"]),
-    meta=lambda s, dt, st: ([tuple(s[0])], [np.cumsum(np.zeros(1, dt[0].np)).dtype]))
+    meta=lambda s, dt, st: ([tuple(s[0])], [_cumsum(np.zeros(1, dt[0].np)).dtype]))
 def _cumsum(x, dim=0):
-    return np.cumsum(x, axis=dim)
+    return np.cumsum(x, axis=dim, dtype=_int64_of_unsigned(x))
 
 
 def _flip_cumsum(g, dim):

@@ -21,9 +21,19 @@ def _sort_meta(s, dt, st):
     return [tuple(s[0]), tuple(s[0])], [dt[0], np.int64]
 
 
+def _order(x, dim, descending):
+    """The indices that sort x along dim, stable. Descending keeps equal values in their order too
+    and puts NaN first, as PyTorch, by sorting the flipped x (negating it would wrap unsigned and
+    the least signed integers, and refuses bool)."""
+    if not descending:
+        return np.argsort(x, axis=dim, kind="stable")
+    flipped = np.argsort(np.flip(x, axis=dim), axis=dim, kind="stable")
+    return (x.shape[dim] - 1) - np.flip(flipped, axis=dim)
+
+
 @op("sort", _other_dims(), _sort_backward, meta=_sort_meta)
 def _sort(x, dim=-1, descending=False):
-    idx = np.argsort(-x if descending else x, axis=dim, kind="stable")
+    idx = _order(x, dim, descending)
     return np.take_along_axis(x, idx, axis=dim), idx.astype(np.int64)
 
 
@@ -53,8 +63,7 @@ def _topk_meta(s, dt, st):
 
 @op("topk", _other_dims(), lambda ctx, g, gi=None: _sort_backward(ctx, g), meta=_topk_meta)
 def _topk(x, k=1, dim=-1, largest=True):
-    idx = np.argsort(-x if largest else x, axis=dim, kind="stable")
-    idx = idx[(slice(None),) * (dim % x.ndim) + (slice(0, k),)]
+    idx = _order(x, dim % x.ndim, largest)[(slice(None),) * (dim % x.ndim) + (slice(0, k),)]
     return np.take_along_axis(x, idx, axis=dim), idx.astype(np.int64)
 
 
