@@ -13,6 +13,7 @@ from .. import _native
 
 from ..registry import rules
 from ._front import apply, c_floats, cast_to, kind, own_tensor, promoted, promoted_pair, result_dtype, tensors
+from .edge_kernels import power_kernel, sign_kernel
 from ..registry import op
 from .. import dtype as _dtype
 from ..backends import devices
@@ -66,7 +67,7 @@ UNARY = {
     "reciprocal": (np.reciprocal, None, lambda x, y, g: -g * y * y),
     "round": (np.round, None, _zeros),
     "rsqrt": (lambda x: 1 / np.sqrt(x), None, lambda x, y, g: g * y * y * y * -0.5),
-    "sign": (lambda x: x.copy() if x.dtype == np.bool_ else np.sign(x), None, _zeros),
+    "sign": (sign_kernel, None, _zeros),
     "sin": (np.sin, None, lambda x, y, g: g * cos(x)),
     "sinh": (np.sinh, None, lambda x, y, g: g * cosh(x)),
     "sqrt": (np.sqrt, None, lambda x, y, g: g * 0.5 / y),
@@ -92,8 +93,7 @@ FLOAT_RESULT = frozenset({"acos", "asin", "atan", "cos", "cosh", "erf", "exp", "
                           "reciprocal", "rsqrt", "sin", "sinh", "sqrt", "tan", "tanh", "sigmoid"})
 # ... these refuse bool (PyTorch has no kernel for it; numpy's would give bool or float16) ...
 NO_BOOL = frozenset({"abs", "ceil", "floor", "round", "neg", "relu"})
-# ... square of bool is int64 (PyTorch); the rest keep the input's dtype (sign, square, ceil,
-# floor, round, abs, neg, relu of integers) or give bool (isfinite, isinf, isnan, logical_not).
+# ... square of bool is int64; the rest keep the input's dtype or give bool (isfinite, isinf, isnan, logical_not).
 
 # name: (kernel, linear, (d/da, d/db) as functions of (a, b, y, g); None: no gradient)
 BINARY = {
@@ -104,7 +104,7 @@ BINARY = {
     "floor_divide": (np.floor_divide, None, None),
     "mod": (np.mod, None, (lambda a, b, y, g: g, lambda a, b, y, g: -g * floor_divide(a, b))),
     # as PyTorch: d/da is 0 where b == 0, d/db is 0 where a == 0 (not 0 * inf, 0 * log(0))
-    "pow": (np.power, None, (lambda a, b, y, g: g * where(b == 0, 0.0, b * pow(a, b - 1)),
+    "pow": (power_kernel, None, (lambda a, b, y, g: g * where(b == 0, 0.0, b * pow(a, b - 1)),
                              lambda a, b, y, g: g * y * log(where(a == 0, 1.0, a)))),
     # ties share the gradient evenly (PyTorch; what central differences give)
     "maximum": (np.maximum, None, (lambda a, b, y, g: _share(g, a > b, a == b), lambda a, b, y, g: _share(g, a < b, a == b))),

@@ -11,8 +11,8 @@ import numpy as np
 from .. import dtype as _dtype
 from ..registry import op, rules
 from ..tensor import Tensor
-from ._front import apply, cast_to, float32_for_bfloat16, promoted_pair, tensors
-from .elementwise import (_binary_backward, _unary_backward, _zeros, abs, acos, asin, atan, cast, clip, divide, equal, erf, exp,
+from ._front import apply, cast_to, promoted_pair, tensors
+from .elementwise import (_binary_backward, _unary_backward, _zeros, abs, acos, asin, atan, cast, clip, divide, equal, exp,
                           greater_equal, greater_than, isinf, isnan, less_equal, less_than, log, maximum, minimum,
                           mod, multiply, neg, not_equal, pow, sign, sqrt, subtract, where)  # noqa: A004
 from .reduction import amax, amin, mean, sum  # noqa: A004
@@ -119,8 +119,12 @@ def logaddexp2(input, other):
 
 
 def hypot(input, other):
-    """sqrt(input ** 2 + other ** 2), element-wise."""
-    return sqrt(input * input + other * other)
+    """sqrt(input ** 2 + other ** 2), element-wise, scaled by the larger magnitude so that no square
+    overflows or underflows (hypot(1e30, 1e-40) in float32 is 1e30, not inf)."""
+    a, b = abs(input), abs(other)
+    big, small = maximum(a, b), minimum(a, b)
+    ratio = where(equal(big, 0), 0.0, divide(small, where(equal(big, 0), 1.0, big)))
+    return multiply(big, sqrt(1 + ratio * ratio))
 
 
 def xlogy(input, other):
@@ -152,14 +156,17 @@ def float_power(input, exponent):
     return pow(a, b)
 
 
-@float32_for_bfloat16
 def erfc(input):
-    """1 - erf(input)."""
-    return 1 - erf(input)
+    """1 - erf(input), computed as such (math.erfc: no cancellation where erf(x) is near 1)."""
+    return apply("erfc", tensors(input))
 
 
 def logit(input, eps=None):
-    """log(p / (1 - p)), p = input clamped to [eps, 1 - eps] when eps is given."""
+    """log(p / (1 - p)), p = input clamped to [eps, 1 - eps] when eps is given; integers are taken
+    as floats first (1 - p in int8 would wrap)."""
+    (input,) = tensors(input)
+    if not (input._dtype.is_floating or input._dtype.is_complex):
+        input = cast(input, _dtype.get_default_dtype())
     p = input if eps is None else clip(input, eps, 1 - eps)
     return log(divide(p, 1 - p))
 

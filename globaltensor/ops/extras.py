@@ -189,7 +189,8 @@ def _digamma_np(x):
     out = out + shift
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(reflect, out - np.pi / np.tan(np.pi * x), out)
-        return np.where((x <= 0) & (x == np.floor(x)), np.where(x == 0, -np.inf, np.nan), out)
+        pole = np.where(x == 0, np.copysign(np.inf, -x), np.nan)  # PyTorch: -inf at +0, inf at -0
+        return np.where((x <= 0) & (x == np.floor(x)), pole, out)
 
 
 def _trigamma_np(x):
@@ -213,10 +214,18 @@ def _float_kernel(fn):
     return lambda x: fn(x).astype(x.dtype if _dtype.of_array(x).is_floating else np.float32, copy=False)
 
 
-_lgamma_vec = np.vectorize(math.lgamma, otypes=[np.float64])
+def _lgamma(v):
+    """log|Gamma(v)|, inf at the poles (0 and the negative integers) as PyTorch (math.lgamma raises)."""
+    return math.inf if v <= 0 and math.isfinite(v) and v == math.floor(v) else math.lgamma(v)
+
+
+_lgamma_vec = np.vectorize(_lgamma, otypes=[np.float64])
 op("trigamma", rules.elementwise(None))(_float_kernel(_trigamma_np))
 op("digamma", rules.elementwise(None), _unary_backward(lambda x, y, g: g * apply("trigamma", [x])))(
     _float_kernel(_digamma_np))
+op("erfc", rules.elementwise(None), _unary_backward(lambda x, y, g: -g * (-(x * x)).exp() * (2 / math.sqrt(math.pi))))(
+    _float_kernel(lambda x: _erfc_vec(np.asarray(x, np.float64))))
+_erfc_vec = np.vectorize(math.erfc, otypes=[np.float64])
 op("lgamma", rules.elementwise(None), _unary_backward(lambda x, y, g: g * apply("digamma", [x])))(
     _float_kernel(lambda x: _lgamma_vec(np.asarray(x, np.float64))))
 

@@ -233,7 +233,7 @@ def samples(name):
     for name_ in ("all", "any"):
         table[name_] = [([ints(5, 4, hi=2).astype(bool)], {"dims": (0,), "keepdim": True})]
     table.update({  # drawn last: the draws above keep their values
-        **{n: [([f(5, 3, lo=0.2, hi=4.0)], {})] for n in ("digamma", "lgamma", "trigamma")},
+        **{n: [([f(5, 3, lo=0.2, hi=4.0)], {})] for n in ("digamma", "lgamma", "trigamma", "erfc")},
         "atan2": [([f(5, 3), f(5, 3)], {}), ([f(5, 1), f(1, 3)], {})],
         "mode": [([ints(5, 6, hi=3)], {"dim": 1, "keepdim": False}), ([ints(5, 6, 2, hi=3)], {"dim": 0, "keepdim": True})],
         "searchsorted": [([np.sort(f(6)), f(5, 3)], {"right": False, "out_int32": False}),
