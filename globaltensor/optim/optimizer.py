@@ -287,15 +287,18 @@ class SGD(Optimizer):
     """p -= lr * (g + weight_decay * p), with momentum (and Nesterov) buffers: sgd_update, or
     momentum_update when momentum > 0."""
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError("lr, momentum and weight_decay must be non-negative")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum needs momentum > 0 and dampening = 0")
+        _no_differentiable(differentiable)  # foreach / fused: PyTorch's kernel choices; every update here is one
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov))
+                                      nesterov=nesterov, maximize=maximize, foreach=foreach, fused=fused))
 
     def _rows_plan(self, group, p):
+        _no_maximize_of_rows(group, p)
         if (group["momentum"] or group["weight_decay"]) and group.get("rows_dense"):
             return None, (), {}  # Paddle's Momentum and L2 decay: every row, as from the dense gradient
         if group["momentum"] or group["weight_decay"]:
@@ -304,11 +307,12 @@ class SGD(Optimizer):
         return "sgd_rows_update", (), {}
 
     def _plan(self, group):
+        maximize = bool(group.get("maximize"))
         if not group["momentum"]:
-            return "sgd_update", (), {"weight_decay": group["weight_decay"]}
+            return "sgd_update", (), {"weight_decay": group["weight_decay"], "maximize": maximize}
         return "momentum_update", ("momentum_buffer",), {
             "momentum": group["momentum"], "dampening": group["dampening"], "weight_decay": group["weight_decay"],
-            "nesterov": group["nesterov"]}
+            "nesterov": group["nesterov"], "maximize": maximize}
 
 
 class Adam(Optimizer):
@@ -316,10 +320,17 @@ class Adam(Optimizer):
 
     update = "adam_update"
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad))
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        _no_differentiable(differentiable)  # foreach / fused / capturable: PyTorch's kernel choices
+        if decoupled_weight_decay and self.update == "adam_update":  # PyTorch 2.7's switch: Adam becomes AdamW
+            self.update = "adamw_update"
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize, foreach=foreach, capturable=capturable, fused=fused))
 
     def _rows_plan(self, group, p):
+        _no_maximize_of_rows(group, p)
         """PyTorch's Adam refuses sparse gradients; Paddle's (paddle.optimizer.Adam) takes them: lazy_mode
         updates the rows only (adam_rows_update), otherwise every row as the dense gradient does."""
         lazy = group.get("lazy_mode")
@@ -335,7 +346,8 @@ class Adam(Optimizer):
     def _plan(self, group):
         names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
         return self.update, names, {"betas": tuple(group["betas"]), "eps": group["eps"],
-                                    "weight_decay": group["weight_decay"], "amsgrad": bool(group["amsgrad"])}
+                                    "weight_decay": group["weight_decay"], "amsgrad": bool(group["amsgrad"]),
+                                    "maximize": bool(group.get("maximize"))}
 
 
 class AdamW(Adam):
@@ -343,6 +355,20 @@ class AdamW(Adam):
 
     update = "adamw_update"
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused)
+
+
+def _no_differentiable(differentiable):
+    if differentiable:
+        raise NotImplementedError("differentiable=True (autograd through the optimizer step) is not supported: "
+                                  "an update here runs outside autograd")
+
+
+def _no_maximize_of_rows(group, p):
+    if group.get("maximize"):
+        raise NotImplementedError(f"maximize=True with a sparse embedding's row gradient of {tuple(p.shape)}; "
+                                  "use sparse=False")
 

@@ -78,8 +78,9 @@ _SGD_RULES, _SGD_META = update_rules(1, linear=True)
 
 
 @op("sgd_update", _SGD_RULES, meta=_SGD_META)
-def sgd_update(w, g, lr, *, weight_decay=0.0):
-    """w -= lr * (g + weight_decay * w)."""
+def sgd_update(w, g, lr, *, weight_decay=0.0, maximize=False):
+    """w -= lr * (g + weight_decay * w) (maximize: -g for g)."""
+    g = -g if maximize else g
     if weight_decay:
         tmp = _scratch(w)
         np.multiply(w, weight_decay, out=tmp)
@@ -93,9 +94,11 @@ _MOMENTUM_RULES, _MOMENTUM_META = update_rules(2, linear=True)
 
 
 @op("momentum_update", _MOMENTUM_RULES, meta=_MOMENTUM_META)
-def momentum_update(w, g, buf, lr, step, *, momentum, dampening=0.0, weight_decay=0.0, nesterov=False):
+def momentum_update(w, g, buf, lr, step, *, momentum, dampening=0.0, weight_decay=0.0, nesterov=False,
+                    maximize=False):
     """g' = g + weight_decay * w; buf = g' at step 1, else momentum * buf + (1 - dampening) * g';
-    w -= lr * (g' + momentum * buf if nesterov else buf)."""
+    w -= lr * (g' + momentum * buf if nesterov else buf) (maximize: -g for g)."""
+    g = -g if maximize else g
     tmp = _scratch(w) if weight_decay or nesterov else None
     if weight_decay:
         np.multiply(w, weight_decay, out=tmp)
@@ -169,12 +172,14 @@ _ADAM_RULES, _ADAM_META = update_rules(2, linear=False)
 
 
 @op("adam_update", _ADAM_RULES, meta=_ADAM_META)
-def adam_update(w, g, exp_avg, exp_avg_sq, *rest, betas, eps, weight_decay=0.0, amsgrad=False):
-    """Adam, L2 weight decay added to the gradient; rest = ([max_exp_avg_sq,] lr, step)."""
-    return _adam(w, g, exp_avg, exp_avg_sq, rest, betas, eps, weight_decay, amsgrad, decoupled=False)
+def adam_update(w, g, exp_avg, exp_avg_sq, *rest, betas, eps, weight_decay=0.0, amsgrad=False, maximize=False):
+    """Adam, L2 weight decay added to the gradient; rest = ([max_exp_avg_sq,] lr, step); maximize: -g for g."""
+    return _adam(w, -g if maximize else g, exp_avg, exp_avg_sq, rest, betas, eps, weight_decay, amsgrad,
+                 decoupled=False)
 
 
 @op("adamw_update", _ADAM_RULES, meta=_ADAM_META)
-def adamw_update(w, g, exp_avg, exp_avg_sq, *rest, betas, eps, weight_decay=0.0, amsgrad=False):
+def adamw_update(w, g, exp_avg, exp_avg_sq, *rest, betas, eps, weight_decay=0.0, amsgrad=False, maximize=False):
     """AdamW: w *= 1 - lr * weight_decay first (decoupled), then Adam's step; rest as adam_update."""
-    return _adam(w, g, exp_avg, exp_avg_sq, rest, betas, eps, weight_decay, amsgrad, decoupled=True)
+    return _adam(w, -g if maximize else g, exp_avg, exp_avg_sq, rest, betas, eps, weight_decay, amsgrad,
+                 decoupled=True)
