@@ -20,8 +20,9 @@ from .linalg import addmm, bmm, cholesky, cross, dot, inverse, kron, matmul, mm,
 from .reduction import (all, amax, amin, any, argmax, argmin, cumsum, histogram, max, mean, median,  # noqa: A004
                         min, numel, prod, return_types, sum, trace)
 from .reduction_composites import dist, logsumexp, norm, std, var
-from .shape import (broadcast_to, expand, expand_as, flatten, flip, permute, reshape, reshape_, roll,
-                    squeeze, squeeze_, tile, transpose, unsqueeze, unsqueeze_)
+from .shape import (broadcast_to, expand, expand_as, flatten, permute, reshape, reshape_, squeeze, squeeze_, transpose,
+                    unsqueeze, unsqueeze_)
+from .rearrange import flip, roll, tile
 from .concat_split import chunk, concat, split, stack, unbind, unstack
 from .meshgrid import meshgrid
 from .slicing import slice, strided_slice

@@ -47,9 +47,19 @@ def _concat(*xs, dim=0):
     return np.concatenate(xs, axis=dim)
 
 
+def _joined(values, name):
+    """The tensors of one dtype, PyTorch's result type of theirs (float32 with int64 stays float32)."""
+    values = _front.tensors(*values)
+    return _front.promoted(*values, name=name) if len({t.dtype for t in values}) > 1 else values
+
+
 def concat(tensors, dim=0):
-    """Join tensors along an existing dim (splits along the other dims are kept)."""
-    tensors = _front.tensors(*tensors)
+    """Join tensors along an existing dim (splits along the other dims are kept); 1-D empty tensors
+    among tensors of more dims are skipped, as PyTorch (out = cat([tensor([]), x]))."""
+    tensors = _joined(tensors, "cat")
+    kept = [t for t in tensors if tuple(t.shape) != (0,)]
+    if kept and len(kept) < len(tensors) and builtins.any(t.ndim != 1 for t in kept):
+        tensors = kept
     dim = wrap_dim(dim, tensors[0].ndim)
     return apply("concat", tensors, {"dim": dim})
 
@@ -74,7 +84,7 @@ def _stack(*xs, dim=0):
 
 def stack(tensors, dim=0):
     """Join tensors along a new dim."""
-    tensors = _front.tensors(*tensors)
+    tensors = _joined(tensors, "stack")
     dim = wrap_dim(dim, tensors[0].ndim + 1)
     return apply("stack", tensors, {"dim": dim})
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from ._front import tensors
 from .elementwise import multiply, subtract
-from .shape import broadcast_to, flatten, flip, permute, reshape, transpose, unsqueeze
+from .rearrange import flip
+from .shape import broadcast_to, flatten, permute, reshape, transpose, unsqueeze
 from .concat_split import concat
 from .reduction import sum  # noqa: A004
 from .reduction_composites import norm
@@ -120,7 +121,7 @@ def rot90(input, k=1, dims=(0, 1)):
     d0, d1 = (_dim(d, input.ndim) for d in dims)
     k %= 4
     if k == 0:
-        return input * 1
+        return input.clone()
     if k == 2:
         return flip(input, (d0, d1))
     if k == 1:

@@ -119,7 +119,9 @@ def gather(input, dim, index):
         if d != dim and i[d] > x[d]:
             raise ShapeError(f"Size does not match at dimension {d} expected index {i} to be smaller than self "
                              f"{x} apart from dimension {dim}")
-    return apply("gather", [input, index], {"dim": dim, "size": input.shape[dim]})
+    if len(x) == len(i) and any(i[d] < x[d] for d in range(len(x)) if d != dim):  # the index's extent only
+        input = input[tuple(slice(None) if d == dim else slice(0, i[d]) for d in range(len(x)))]  # (no broadcast)
+    return apply("gather", [input, index], {"dim": dim, "size": x[dim]})
 
 
 def _scatter_add_rows(s, o, st):

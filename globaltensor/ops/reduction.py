@@ -336,7 +336,7 @@ def _cumsum(x, dim=0):
 
 
 def _flip_cumsum(g, dim):
-    from .shape import flip
+    from .rearrange import flip
     return flip(cumsum(flip(g, dim), dim), dim)
 
 

@@ -1,4 +1,4 @@
-"""Views and rearrangements: reshape, squeeze, permute, expand, tile, flip, roll; meshgrid over them.
+"""Views: reshape, squeeze, permute, expand (the rearrangements that copy, tile, flip and roll, are rearrange.py).
 
 A dim that passes through unchanged keeps its split (S(d) -> S(d')); all of them are linear, so
 P -> P. Each declares its output shape with a meta (from the global shapes and the static
@@ -335,66 +335,3 @@ def broadcast_to(input, shape):
 
 def expand_as(input, other):
     return expand(input, other.shape)
-
-
-def _tile_shape(s, st):
-    shape, reps = tuple(s[0]), tuple(st["reps"])
-    n = builtins.max(len(shape), len(reps))
-    shape, reps = (1,) * (n - len(shape)) + shape, (1,) * (n - len(reps)) + reps
-    return tuple(a * r for a, r in zip(shape, reps))
-
-
-@op("tile", lambda s, o, st: _rows([]), lambda ctx, g: _tile_back(g, ctx), meta=_meta(_tile_shape))
-def _tile(x, reps=()):
-    return np.tile(x, reps)
-
-
-def _tile_back(g, ctx):
-    x, reps = ctx.inputs[0], ctx.static["reps"]
-    shape = list(x.shape)
-    lead = len(reps) - len(shape)
-    full = [1] * max(lead, 0) + shape
-    reps = (1,) * max(0, len(full) - len(reps)) + tuple(reps)
-    split_shape = []
-    for r, n in zip(reps, full):
-        split_shape += [r, n]
-    summed = reshape(g, split_shape).sum(tuple(range(0, 2 * len(full), 2)))  # a method: reduction comes later
-    return reshape(summed, x.shape)
-
-
-def tile(input, dims):
-    """Repeat x along each dim (numpy's tile)."""
-    (input,) = tensors(input)
-    reps = (dims,) if isinstance(dims, int) else tuple(dims)
-    if any(r < 0 for r in reps):
-        raise ShapeError(f"Trying to create tensor with negative dimension {builtins.min(reps)} (tile {reps})")
-    return apply("tile", [input], {"reps": reps})
-
-
-@op("flip", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if d not in st["dims"]]),
-    lambda ctx, g: flip(g, ctx.static["dims"]), meta=_meta(lambda s, st: s[0]))
-def _flip(x, dims=()):
-    return np.flip(x, dims)
-
-
-def flip(input, dims):
-    """Reverse the order along dims (an int or a sequence)."""
-    (input,) = tensors(input)
-    return apply("flip", [input], {"dims": dims_arg(dims, input.ndim)})
-
-
-@op("roll", lambda s, o, st: _rows([(d, d) for d in range(len(s[0])) if st["dims"] is not None and d not in st["dims"]]),
-    lambda ctx, g: roll(g, tuple(-v for v in ctx.static["shifts"]), ctx.static["dims"]), meta=_meta(lambda s, st: s[0]))
-def _roll(x, shifts=(), dims=None):
-    return np.roll(x, shifts, dims)
-
-
-def roll(input, shifts, dims=None):
-    """Shift the values along dims, cyclically (dims None: over the flattened values)."""
-    (input,) = tensors(input)
-    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
-    dims = None if dims is None else ((dims,) if isinstance(dims, int) else tuple(dims))
-    if len(shifts) != (1 if dims is None else len(dims)):
-        raise ShapeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: "
-                         f"{1 if dims is None else len(dims)} (roll: shifts={shifts}, dims={dims})")
-    return apply("roll", [input], {"shifts": shifts, "dims": None if dims is None else tuple(wrap_dim(d, input.ndim) for d in dims)})

@@ -218,7 +218,12 @@ def samples(name):
                         ([f(5, 3), f(5, 3), f(5, 3), f(5, 3, lo=0.0, hi=1.0), f(5, 3, lo=0.5, hi=1.0),
                           np.array(0.01), np.array(2)], {"betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": True})],
         "adamw_update": [([f(5, 3), f(5, 3), f(5, 3), f(5, 3, lo=0.0, hi=1.0), np.array(0.01), np.array(1)],
-                          {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01})],
+                          {"betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01, "maximize": True})],
+        "rmsprop_update": [([f(5, 3), f(5, 3), f(5, 3, lo=0.0, hi=1.0), f(5, 3), f(5, 3, lo=-0.1, hi=0.1),
+                             np.array(0.01), np.array(2)], {"alpha": 0.9, "eps": 1e-8, "momentum": 0.5,
+                                                            "centered": True, "weight_decay": 0.1})],
+        "adagrad_update": [([f(5, 3), f(5, 3), f(5, 3, lo=0.0, hi=1.0), np.array(0.1), np.array(1)],
+                            {"lr_decay": 0.1, "initial_accumulator_value": 0.2, "weight_decay": 0.1})],
         # row updates (optim/row_updates.py): parameter, the rows (repeats add up) and their values, states, scalars
         "sgd_rows_update": [([f(6, 4), ints(5, hi=6), f(5, 4), np.array(0.1)], {})],
         "adam_rows_update": [([f(6, 4), ints(5, hi=6), f(5, 4), f(6, 4), f(6, 4, lo=0.0, hi=1.0), np.array(0.01),
