@@ -203,10 +203,12 @@ def empty(*size: Union[int, Sequence[int]], dtype: DTypeLike = None, placement: 
                           lambda box: allocate(tuple(b - a for a, b in box), dt), device), requires_grad)
 
 
-def arange(start: Number, end: Optional[Number] = None, step: Number = 1, dtype: DTypeLike = None,
+def arange(start: Number = 0, end: Optional[Number] = None, step: Number = 1, dtype: DTypeLike = None,
            placement: Optional[Placement] = None, sbp: SbpLike = None, requires_grad: bool = False,
            device: DeviceLike = None) -> Tensor:
-    """[start, end) by step; int64 when all three are integers, else the default float dtype."""
+    """[start, end) by step (0-d tensors taken as their numbers); int64 when all three are integers,
+    else the default float dtype."""
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
     if end is None:
         start, end = 0, start
     if step == 0:
@@ -350,6 +352,8 @@ def randint(low: Number, high: Optional[Number] = None, size: Union[None, int, S
             generator: Any = None) -> Tensor:
     """Integers uniform in [low, high); randint(high, size) starts at 0. Any dtype, as PyTorch:
     the draw is int64's (the same values whatever the dtype and layout), then cast."""
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size), positionally
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if size is None:

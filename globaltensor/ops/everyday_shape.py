@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from ._front import tensors
-from .elementwise import multiply, subtract
+from .elementwise import multiply, subtract, where
 from .rearrange import flip
 from .shape import broadcast_to, flatten, permute, reshape, transpose, unsqueeze
 from .concat_split import concat
@@ -244,9 +244,10 @@ def repeat_interleave(input, repeats, dim=None, *, output_size=None):
 
 
 def take(input, index):
-    """input flattened, at index (the result has index's shape)."""
+    """input flattened, at index (the result has index's shape; negative indices count from the end)."""
     (input,) = tensors(input)
     index = tensors(input, index)[1]
+    index = where(index < 0, index + input.numel(), index)
     return reshape(index_select(flatten(input), 0, flatten(index)), tuple(index.shape))
 
 
@@ -385,16 +386,12 @@ def cdist(x1, x2, p=2.0):
     return norm(subtract(unsqueeze(x1, -2), unsqueeze(x2, -3)), p, -1)
 
 
-EVERYDAY = [
-    "addbmm", "addmv", "addr", "atleast_1d", "atleast_2d", "atleast_3d", "baddbmm", "broadcast_shapes",
-    "broadcast_tensors", "cdist", "argwhere", "chain_matmul", "column_stack", "concatenate", "diagflat", "diagonal", "diff", "dsplit",
-    "dstack", "fliplr", "flipud", "ger", "hsplit", "hstack", "inner", "matrix_power", "moveaxis", "movedim",
-    "narrow", "outer", "ravel", "repeat_interleave", "rot90", "select", "swapaxes", "swapdims", "take",
-    "take_along_dim", "tensor_split", "tensordot", "unflatten", "vdot", "vsplit", "vstack"
-]
-METHODS = [
-    "addbmm", "addmv", "addr", "argwhere", "baddbmm", "diagflat", "diagonal", "diff", "dsplit", "fliplr", "flipud", "ger",
-    "hsplit", "inner", "matrix_power", "moveaxis", "movedim", "narrow", "outer", "ravel", "repeat_interleave",
-    "rot90", "select", "swapaxes", "swapdims", "take", "take_along_dim", "tensor_split", "unflatten", "vdot",
-    "vsplit"
-]  # those torch.Tensor has
+EVERYDAY = ["addbmm", "addmv", "addr", "atleast_1d", "atleast_2d", "atleast_3d", "baddbmm", "broadcast_shapes",
+            "broadcast_tensors", "cdist", "argwhere", "chain_matmul", "column_stack", "concatenate", "diagflat", "diagonal",
+            "diff", "dsplit", "dstack", "fliplr", "flipud", "ger", "hsplit", "hstack", "inner", "matrix_power", "moveaxis",
+            "movedim", "narrow", "outer", "ravel", "repeat_interleave", "rot90", "select", "swapaxes", "swapdims", "take",
+            "take_along_dim", "tensor_split", "tensordot", "unflatten", "vdot", "vsplit", "vstack"]
+METHODS = ["addbmm", "addmv", "addr", "argwhere", "baddbmm", "diagflat", "diagonal", "diff", "dsplit", "fliplr", "flipud",
+           "ger", "hsplit", "inner", "matrix_power", "moveaxis", "movedim", "narrow", "outer", "ravel",
+           "repeat_interleave", "rot90", "select", "swapaxes", "swapdims", "take", "take_along_dim", "tensor_split",
+           "unflatten", "vdot", "vsplit"]  # those torch.Tensor has

@@ -1,5 +1,5 @@
 """OneFlow's and PyTorch's less common ops: batch_gather, tensor_scatter_nd_update, mode,
-searchsorted, atan2, bincount, digamma/lgamma, hann_window, stft, logspace, randint_like.
+searchsorted, atan2, bincount, digamma/lgamma, hann_window, stft, logspace, rand/randn/randint_like, as_tensor.
 
 Primitives carry their SBP rows here (each with its reason); the rest are composites of
 registered ops, which give them rows and gradients."""
@@ -332,7 +332,36 @@ def randint_like(input, low, high=None, *, dtype=None, placement=None, sbp=None,
                             generator=generator)
 
 
+def _drawn_like(draw, input, dtype, requires_grad, generator):
+    """draw(*shape, ...) with input's shape, dtype and layout (a partial sum drawn broadcast)."""
+    from ..sbp import broadcast, partial_sum
+    where = {"placement": input.placement, "sbp": tuple(broadcast if s == partial_sum else s for s in input.sbp)} \
+        if input.is_global else {"device": input.device}
+    return draw(*input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, generator=generator, **where)
+
+
+def rand_like(input, *, dtype=None, requires_grad=False, generator=None):
+    """rand of input's shape, dtype and layout."""
+    return _drawn_like(creation.rand, tensors(input)[0], dtype, requires_grad, generator)
+
+
+def randn_like(input, *, dtype=None, requires_grad=False, generator=None):
+    """randn of input's shape, dtype and layout."""
+    return _drawn_like(creation.randn, tensors(input)[0], dtype, requires_grad, generator)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """data itself when it is a tensor of that dtype (and device), else gt.tensor(data) (PyTorch's
+    as_tensor: no copy when none is needed)."""
+    from ..tensor import Tensor
+    if isinstance(data, Tensor):
+        moved = data if device is None or data.is_global else data.to(device)
+        return moved if dtype is None else moved.to(dtype)
+    return creation.tensor(data, dtype=dtype, device=device)
+
+
 EVERYDAY = ["atan2", "scatter_add", "mode", "searchsorted", "bincount", "digamma", "lgamma", "hann_window", "stft",
-            "logspace", "randint_like"]  # PyTorch's names (tests/ops/test_everyday_signatures.py)
+            "logspace", "randint_like", "rand_like", "randn_like", "as_tensor"]  # PyTorch's names
+            # (tests/ops/test_everyday_signatures.py)
 METHODS = ["atan2", "scatter_add", "mode", "bincount", "digamma", "lgamma", "stft"]  # where torch.Tensor has them
 ONEFLOW_ONLY = ["batch_gather", "tensor_scatter_nd_update"]  # OneFlow's names, on gt too

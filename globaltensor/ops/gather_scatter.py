@@ -255,6 +255,7 @@ def index_select(input, dim, index):
     input, index = tensors(input, index)
     if index.ndim > 1:
         raise IndexError(f"index_select(): Index is supposed to be a vector (got shape {tuple(index.shape)})")
+    index = index.reshape(1) if index.ndim == 0 else index  # a 0-d index selects one slice, kept (PyTorch)
     rules.check_index_dtype("index_select", index.dtype)
     dim = wrap_dim(dim, input.ndim)
     return apply("index_select", [input, index], {"dim": dim})

@@ -353,9 +353,9 @@ def cumsum(input, dim=None, *, dtype=None):
 
 @op("trace", lambda s, o, st: [((rules.B,), (rules.B,)), ((rules.P,), (rules.P,))],
     lambda ctx, g: g * _eye_like(ctx.inputs[0]),
-    meta=lambda s, dt, st: ([()], [np.trace(np.zeros((1, 1), dt[0].np)).dtype]))
+    meta=lambda s, dt, st: ([()], [_trace(np.zeros((1, 1), dt[0].np)).dtype]))
 def _trace(x):
-    return array_module(x).asarray(np.trace(x))
+    return array_module(x).asarray(np.trace(x, dtype=_int64_of_unsigned(x)))
 
 
 def _eye_like(x):

@@ -1,4 +1,4 @@
-"""Tensor methods PyTorch and OneFlow users reach for that are not ops: type(), type_as, new, unfold, grad_fn ..."""
+"""Tensor methods PyTorch and OneFlow users reach for that are not ops: type(), type_as, new, unfold, view_as, mT, grad_fn ..."""
 from __future__ import annotations
 
 from typing import Any, Optional, Union
@@ -201,3 +201,9 @@ Tensor.type, Tensor.type_as, Tensor.is_floating_point, Tensor.is_contiguous = ty
     is_contiguous
 Tensor.is_view, Tensor.new, Tensor.unfold, Tensor.conj_physical = is_view, new, unfold, conj_physical
 Tensor.grad_fn = property(lambda self: self._node, doc="the autograd node that made this tensor (None for a leaf)")
+Tensor.view_as = lambda self, other: self.view(*other.shape)
+Tensor.reshape_as = lambda self, other: self.reshape(*other.shape)
+Tensor.nelement = Tensor.numel  # PyTorch's older names
+Tensor.ndimension = Tensor.dim
+Tensor.element_size = lambda self: self.dtype.itemsize
+Tensor.mT = property(lambda self: self.transpose(-2, -1), doc="the last two dims swapped (batched matrices)")
