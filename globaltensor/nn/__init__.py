@@ -18,7 +18,7 @@ from .resampling import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPa
                          ReplicationPad3d, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d,
                          ZeroPad2d, ZeroPad3d)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .norm import BatchNorm1d, BatchNorm2d, GroupNorm
+from .norm import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, RMSNorm
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss,
                    KLDivLoss, L1Loss, MarginRankingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
                    MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
@@ -36,7 +36,7 @@ __all__ = ["Graph", "Module", "Parameter", "Linear", "ReLU", "GELU", "Dropout", 
            "ParameterList", "L1Loss",
            "SmoothL1Loss", "NLLLoss", "BCEWithLogitsLoss", "KLDivLoss", "MultiHeadAttention",
            "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "Conv1d", "Conv2d",
-           "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "GroupNorm",
+           "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "RMSNorm",
            "Threshold", "Hardtanh", "ReLU6", "ELU", "CELU", "SELU", "Hardsigmoid", "Hardswish", "Softplus", "Mish",
            "Softsign", "Tanhshrink", "LogSigmoid", "GLU", "Hardshrink", "Softshrink", "PReLU", "RReLU", "Softmin",
            "Softmax2d", "NLLLoss2d", "BCELoss", "HuberLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",

@@ -21,6 +21,8 @@ from .loss_fns import binary_cross_entropy, cosine_embedding_loss, gaussian_nll_
 from .distance import cosine_similarity, pairwise_distance
 from .ctc import ctc_loss
 from ..ops.batch_norm_train import batch_norm
+from ..ops.oneflow_functional import one_hot
+from .norm import group_norm, rms_norm
 
 __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "relu",
            "sigmoid", "softmax", "tanh", "silu", "leaky_relu", "l1_loss", "smooth_l1_loss", "nll_loss",
@@ -36,4 +38,4 @@ __all__ = ["cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linea
            "conv3d", "interpolate", "pad", "upsample", "affine_grid", "grid_sample", "deform_conv2d", "fold", "unfold",
            "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "max_unpool1d", "max_unpool2d",
-           "max_unpool3d"]
+           "max_unpool3d", "one_hot", "group_norm", "rms_norm"]

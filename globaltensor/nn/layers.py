@@ -96,15 +96,29 @@ class Embedding(Module):
     def forward(self, x):
         return ops.embedding(x, self.weight, self.padding_idx, sparse=self.sparse)
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, sparse=False):
+        """An Embedding holding `embeddings` (2-D) as its table, trained unless freeze (PyTorch's)."""
+        if embeddings.ndim != 2:
+            raise ValueError("Embeddings parameter is expected to be 2-dimensional")
+        rows, dim = embeddings.shape
+        layer = cls(rows, dim, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, _weight=embeddings)
+        layer.weight.requires_grad = not freeze
+        return layer
+
 
 class LayerNorm(Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
         if elementwise_affine:
             self.weight = Parameter(creation.ones(*self.normalized_shape))
-            self.bias = Parameter(creation.zeros(*self.normalized_shape))
+            if bias:
+                self.bias = Parameter(creation.zeros(*self.normalized_shape))
+            else:  # PyTorch 2.1's bias=False: a scale only
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)

@@ -200,7 +200,8 @@ class Module:
         """Copy values in, each laid out by the parameter's own placement and SBP."""
         own = dict(self.named_parameters())
         own.update(self.named_buffers())
-        missing = [k for k in own if k not in state_dict]
+        missing = [k for k in own if k not in state_dict and k.rsplit(".", 1)[-1] != "num_batches_tracked"]  # old
+        # checkpoints lack BatchNorm's counter (PyTorch's before 0.4.1, ours before s15): it stays
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
             raise RuntimeError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")

@@ -73,6 +73,19 @@ def _check_geometry(name, st):
                          f"{ {k: v for k, v in st.items() if k != 'kernel'} }")
 
 
+def same_padding(name, padding, kernel, stride, dilation):
+    """PyTorch's string paddings as (before, after) per dim: 'valid' none, 'same' an output as large
+    as the input (stride 1 only), an odd total's extra one after."""
+    if padding == "valid":
+        return (0,) * len(kernel), (0,) * len(kernel)
+    if padding != "same":
+        raise ValueError(f"{name}: invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+    if any(s != 1 for s in stride):
+        raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    return tuple(t // 2 for t in totals), tuple(t - t // 2 for t in totals)
+
+
 def _pair(v):
     return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
 
@@ -116,6 +129,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                          f"{tuple(input.shape)} and {tuple(weight.shape)}")
     n, c, h, w = input.shape
     o, cg, kh, kw = weight.shape
+    if isinstance(padding, str):  # 'same': p + extra on both sides, then the first `extra` rows dropped
+        before, after = same_padding("conv2d", padding, (kh, kw), _pair(stride), _pair(dilation))
+        out = conv2d(input, weight, bias, stride, after, dilation, groups)
+        return out[:, :, after[0] - before[0]:, after[1] - before[1]:] if before != after else out
     if c != cg * groups or o % groups:
         raise ValueError(f"conv2d: input {tuple(input.shape)} [N, C, H, W] with weight {tuple(weight.shape)} and "
                          f"groups={groups} do not fit")
@@ -250,8 +267,8 @@ def _conv2d_backward(g, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), gr
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """[N, C, L] convolution: conv2d over a height of 1."""
     (input, weight) = tensors(input, weight)
-    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, _pair(stride)[0]), (0, _pair(padding)[0]),
-                 (1, _pair(dilation)[0]), groups)
+    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, _pair(stride)[0]),
+                 padding if isinstance(padding, str) else (0, _pair(padding)[0]), (1, _pair(dilation)[0]), groups)
     return out.squeeze(2)
 
 

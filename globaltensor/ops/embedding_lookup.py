@@ -4,6 +4,7 @@ import numpy as np
 from .. import scope
 from ..registry import rules
 from ._front import apply, tensors
+from .elementwise import where
 from .gather_scatter import _in_slice, zeros_under
 from ..registry import op
 from .row_grad import RowGrad
@@ -73,6 +74,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         raise NotImplementedError("embedding: max_norm and scale_grad_by_freq are not supported")
     input, weight = tensors(input, weight)
     out = apply("embedding", [input, weight], {"num": weight.shape[0], **({"sparse": True} if sparse else {})})
-    if padding_idx is not None:
-        out = out * (input != padding_idx).astype(out.dtype).unsqueeze(-1)
+    if padding_idx is not None:  # PyTorch: the row is looked up as it is; only its gradient is held back
+        padding_idx = padding_idx + weight.shape[0] if padding_idx < 0 else padding_idx
+        out = where((input == padding_idx).unsqueeze(-1), out.detach(), out)
     return out

@@ -34,7 +34,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """Negative log-likelihood of integer class targets under log_softmax(input) (classes on
     dim 1), as PyTorch: class weights (the mean divides by the weights of the counted targets),
     targets equal to ignore_index count for nothing, label_smoothing mixes in the uniform
-    distribution over the classes."""
+    distribution over the classes; a float target of input's shape holds class probabilities."""
     from .shape import reshape
     reduction = legacy_reduction(size_average, reduce, reduction, "cross_entropy")
     if reduction not in ("none", "mean", "sum"):
@@ -43,6 +43,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     logp = log_softmax(input, 1)
     if weight is not None:
         weight = tensors(input, weight)[1]
+    if target.dtype.is_floating and tuple(target.shape) == tuple(input.shape):
+        return _soft_cross_entropy(logp, target, weight, label_smoothing, reduction)
     losses, counted, valid = _nll_terms(logp, target, weight, ignore_index)
     if label_smoothing:
         if weight is None:
@@ -53,6 +55,23 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             smooth = -sum(logp * reshape(weight, shape), 1)
         losses = losses * (1.0 - label_smoothing) + smooth * valid * (label_smoothing / input.shape[1])
     return _nll_reduced(losses, counted, reduction)
+
+
+def _soft_cross_entropy(logp, target, weight, label_smoothing, reduction):
+    """PyTorch's class-probability targets: -sum_c weight_c * target_c * log p_c per sample (label
+    smoothing mixes the uniform distribution into the targets); the mean is over the samples."""
+    from .shape import reshape
+    classes = logp.shape[1]
+    if label_smoothing:
+        target = target * (1.0 - label_smoothing) + label_smoothing / classes
+    terms = logp * target
+    if weight is not None:
+        terms = terms * reshape(weight, (1, classes) + (1,) * (logp.ndim - 2))
+    losses = -sum(terms, 1)
+    if reduction == "none":
+        return losses
+    total = sum(losses)
+    return total if reduction == "sum" else total / max(losses.numel(), 1)
 
 
 def _nll_terms(logp, target, weight, ignore_index):

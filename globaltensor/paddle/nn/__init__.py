@@ -128,7 +128,8 @@ class _PaddleBatchNorm(Layer):
         super().__init__(num_features, eps=epsilon, momentum=1.0 - momentum)
         self._momentum_kept, self._use_global_stats = momentum, use_global_stats
         _paddle_parameters(self, weight_attr, bias_attr, _Constant(1.0))
-        self._buffers = type(self._buffers)((_PADDLE_BUFFERS.get(k, k), v) for k, v in self._buffers.items())
+        self._buffers = type(self._buffers)((_PADDLE_BUFFERS.get(k, k), v) for k, v in self._buffers.items()
+                                            if k != "num_batches_tracked")  # Paddle has no such buffer
 
     running_mean = property(lambda self: self._buffers["_mean"])
     running_var = property(lambda self: self._buffers["_variance"])
