@@ -1,5 +1,6 @@
 """Module and Parameter: parameters, buffers, children, state_dict, to_global."""
 import collections
+import functools
 import itertools
 
 from .. import hooks
@@ -38,6 +39,26 @@ class _HookHandle:
 
 class Module:
     """Base class of layers: assign Parameters, Modules and buffers as attributes."""
+
+    def __init_subclass__(cls, **kwargs):
+        """Our layers take PyTorch's factory arguments, device= and dtype= (nn.Linear(4, 4, dtype=...)):
+        the floating parameters and buffers are made in that dtype (a user's own Module is left as
+        written)."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or not cls.__module__.startswith("globaltensor.") or \
+                {"device", "dtype"} & set(init.__code__.co_varnames[:init.__code__.co_argcount + init.__code__.co_kwonlyargcount]):
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, device=None, dtype=None, **kw):
+            init(self, *args, **kw)
+            if device is not None and str(device).split(":")[0] != "cpu":
+                raise NotImplementedError(f"{cls.__name__}(device={device!r}): layers are made on the host here; "
+                                          "lay them out on a cuda placement with module.to_global(placement, sbp)")
+            if dtype is not None:
+                self.to(dtype=dtype)
+        cls.__init__ = __init__
 
     def __init__(self):
         object.__setattr__(self, "_parameters", collections.OrderedDict())

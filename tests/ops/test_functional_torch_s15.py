@@ -117,3 +117,28 @@ def test_cross_entropy_with_class_probabilities(shape, options):
     ours = {k: (gt.tensor(w) if k == "weight" else v) for k, v in options.items()}
     _close(*_both(lambda a: torch.nn.functional.cross_entropy(a, torch.tensor(p), **theirs),
                   lambda a: gt.nn.functional.cross_entropy(a, gt.tensor(p), **ours), x))
+
+
+@pytest.mark.parametrize("make", [lambda **kw: gt.nn.Linear(4, 3, bias=False, **kw),
+                                  lambda **kw: gt.nn.Conv2d(3, 4, 3, padding="same", **kw),
+                                  lambda **kw: gt.nn.LayerNorm(8, **kw), lambda **kw: gt.nn.BatchNorm2d(3, **kw),
+                                  lambda **kw: gt.nn.Embedding(10, 4, **kw), lambda **kw: gt.nn.RMSNorm(8, **kw)])
+def test_layers_take_pytorchs_factory_arguments(make):
+    """nn.Linear(4, 3, device=device, dtype=dtype) as PyTorch code writes it: the floating
+    parameters and buffers in that dtype, integer buffers (num_batches_tracked) as they were."""
+    layer = make(device="cpu", dtype=gt.float64)
+    tensors = list(layer.parameters()) + list(layer.buffers())
+    assert tensors and all(t.dtype.name == ("int64" if t.dtype.name == "int64" else "float64") for t in tensors)
+    with pytest.raises(NotImplementedError, match="to_global"):
+        make(device="cuda")
+
+
+def test_a_users_own_module_keeps_its_keyword_arguments():
+    class Block(gt.nn.Module):
+        def __init__(self, dim, **kw):
+            super().__init__()
+            self.kw = kw
+            self.proj = gt.nn.Linear(dim, dim, **kw)
+
+    block = Block(4, dtype=gt.float64)
+    assert block.kw == {"dtype": gt.float64} and block.proj.weight.dtype.name == "float64"
