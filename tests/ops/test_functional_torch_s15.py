@@ -129,8 +129,9 @@ def test_layers_take_pytorchs_factory_arguments(make):
     layer = make(device="cpu", dtype=gt.float64)
     tensors = list(layer.parameters()) + list(layer.buffers())
     assert tensors and all(t.dtype.name == ("int64" if t.dtype.name == "int64" else "float64") for t in tensors)
-    with pytest.raises(NotImplementedError, match="to_global"):
-        make(device="cuda")
+    if not isinstance(layer, gt.nn.RMSNorm):  # RMSNorm makes its weight where device= says (a GPU's too)
+        with pytest.raises(NotImplementedError, match="to_global"):
+            make(device="cuda")
 
 
 def test_a_users_own_module_keeps_its_keyword_arguments():
