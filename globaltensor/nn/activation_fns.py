@@ -72,8 +72,8 @@ def hardsigmoid(input, inplace=False):
 
 
 def hardswish(input, inplace=False):
-    """0 below -3, x beyond 3, x (x + 3) / 6 between (PyTorch's gradient at the ends)."""
-    return ops.where(input < -3, 0.0, ops.where(input <= 3, input * (input + 3) * (1.0 / 6), input))
+    """0 up to -3, x from 3, x (x + 3) / 6 between (PyTorch's gradient at the ends: 0 at -3, 1 at 3)."""
+    return ops.where(input <= -3, 0.0, ops.where(input < 3, input * (input + 3) * (1.0 / 6), input))
 
 
 @amp_entry("softplus")
@@ -102,8 +102,9 @@ def tanhshrink(input):
 
 
 def logsigmoid(input):
-    """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), stable for large |x|."""
-    return ops.where(input < 0, input, 0.0) - ops.log1p(ops.exp(-ops.abs(input)))
+    """log(sigmoid(x)) = -softplus(-x), stable for large |x|; its gradient sigmoid(-x) (0.5 at 0,
+    as PyTorch's, where min(x, 0) - log1p(exp(-|x|)) gave 0 there)."""
+    return -softplus(-input)
 
 
 def _softmax_dim(ndim):

@@ -23,17 +23,19 @@ def _like(x, make):
 
 
 def causal_mask(query, key):
-    """[Lq, Lk] bool, True where a query position may attend (keys at or before it)."""
+    """[Lq, Lk] bool, True where query i may attend: keys j <= i (PyTorch's top-left alignment when
+    Lq != Lk)."""
     lq, lk = query.shape[-2], key.shape[-2]
     rows = _like(query, lambda kw: arange(lq, **kw)).unsqueeze(1)
     cols = _like(query, lambda kw: arange(lk, **kw)).unsqueeze(0)
-    return cols <= rows + (lk - lq)
+    return cols <= rows
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """softmax(q k^T * scale + mask) v over the last two dims, PyTorch's semantics: a bool
     attn_mask is True where attention is allowed (a padding mask), a float one is added to the
-    scores; is_causal lets each query see the keys at or before its position. scale defaults to
+    scores; is_causal lets query i see the keys j <= i (top-left aligned when the lengths differ,
+    as PyTorch). scale defaults to
     1/sqrt(head dim). dropout_p drops attention weights (training).
 
     One primitive, "attention" (its backward one "attention_backward"), where it can be: q, k, v
@@ -45,7 +47,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         inputs = [query, key, value] if attn_mask is None else [query, key, value, attn_mask]
         static = {"scale": float(scale), "is_causal": bool(is_causal)}
         if is_causal:
-            static["diagonal"] = int(key.shape[-2] - query.shape[-2])
+            static["diagonal"] = 0  # query i sees keys j <= i: PyTorch's top-left alignment when Lq != Lk
         return apply("attention", inputs, static, multi=True)[0]
     return _composite_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
 

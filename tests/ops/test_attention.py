@@ -192,20 +192,23 @@ def _sdpa_both_ways(q, k, v, mask=None, causal=False, scale=None):
 
 @pytest.mark.parametrize("lq,lk,causal,mask", [
     (4, 4, False, None), (4, 4, True, None), (3, 6, True, None), (6, 3, True, None), (3, 6, False, "bool"),
-    (5, 4, True, "bool"), (3, 6, True, "float"), (4, 4, False, "float_heads")])
+    (5, 4, True, "bool"), (3, 6, True, "float"), (4, 4, False, "float_heads"), (5, 4, True, "bool_none")])
 def test_fused_attention_equals_the_composite(lq, lk, causal, mask):
     """The primitive gives the composite's values and gradients (float64, 1e-6), is_causal with
-    Lq != Lk included (Lq > Lk: the first rows see no key, nan as the composite's softmax)."""
+    Lq != Lk included (top-left aligned, as PyTorch: row i sees keys j <= i); rows that see no key
+    (a bool mask taking every key of a batch) give nan as the composite's softmax."""
     rng = np.random.default_rng(lq * 10 + lk)
     q, k, v = rng.standard_normal((2, 3, lq, 5)), rng.standard_normal((2, 3, lk, 5)), rng.standard_normal((2, 3, lk, 4))
-    m = {None: None, "bool": rng.uniform(size=(2, 1, 1, lk)) > 0.3, "float": rng.standard_normal((lq, lk)),
-         "float_heads": rng.standard_normal((3, lq, lk))}[mask]
-    if mask == "bool":
-        m[..., 0] = True  # every row keeps a key
+    m = {None: None, "bool": rng.uniform(size=(2, 1, 1, lk)) > 0.3, "bool_none": rng.uniform(size=(2, 1, 1, lk)) > 0.3,
+         "float": rng.standard_normal((lq, lk)), "float_heads": rng.standard_normal((3, lq, lk))}[mask]
+    if mask in ("bool", "bool_none"):
+        m[..., 0] = True  # every row keeps a key ...
+    if mask == "bool_none":
+        m[1] = False  # ... but batch 1's
     with np.errstate(invalid="ignore"):
         (fused, fused_grads), (composite, composite_grads) = _sdpa_both_ways(q, k, v, m, causal, 0.6)
     np.testing.assert_allclose(fused, composite, rtol=1e-6, atol=1e-6)
-    assert np.isnan(fused).any() == (lq > lk and causal)
+    assert np.isnan(fused).any() == (mask == "bool_none")
     for got, want in zip(fused_grads, composite_grads):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 

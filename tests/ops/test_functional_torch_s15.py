@@ -143,3 +143,17 @@ def test_a_users_own_module_keeps_its_keyword_arguments():
 
     block = Block(4, dtype=gt.float64)
     assert block.kw == {"dtype": gt.float64} and block.proj.weight.dtype.name == "float64"
+
+
+@pytest.mark.parametrize("lq,lk", [(2, 3), (3, 3), (4, 2), (1, 5)])
+def test_causal_attention_aligns_top_left_as_torch(lq, lk):
+    """is_causal with more keys than queries: query i sees keys j <= i (PyTorch's alignment)."""
+    q, k, v = RNG.standard_normal((1, 2, lq, 4)), RNG.standard_normal((1, 2, lk, 4)), RNG.standard_normal((1, 2, lk, 4))
+    _close(*_both(lambda a, b, c: torch.nn.functional.scaled_dot_product_attention(a, b, c, is_causal=True),
+                  lambda a, b, c: gt.nn.functional.scaled_dot_product_attention(a, b, c, is_causal=True), q, k, v))
+
+
+@pytest.mark.parametrize("name", ["logsigmoid", "hardswish"])
+def test_activation_gradients_at_their_corners_as_torch(name):
+    x = np.array([-30.0, -3.0, -1.0, 0.0, 1.0, 3.0, 25.0, 40.0])
+    _close(*_both(getattr(torch.nn.functional, name), getattr(gt.nn.functional, name), x))
