@@ -58,25 +58,15 @@ def _transfers_per_step(traced, through_ipc):
     x = gt.randn(16, 8, placement=pl, sbp=gt.sbp.split(0))
     y = gt.randn(16, 4, placement=pl, sbp=gt.sbp.split(0))
 
-    class Step(gt.nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(opt)
-
-        def build(self, x, y):
-            loss = loss_fn(self.model(x), y)
-            loss.backward()
-            return loss
-
-    def eager():
+    def train_step(x, y):  # forward, backward and SGD: eager, or captured once and replayed (gt.jit.trace)
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad()
         return loss
 
-    step = (lambda graph: lambda: graph(x, y))(Step()) if traced else eager
+    run = gt.jit.trace(train_step) if traced else train_step
+    step = lambda: run(x, y)  # noqa: E731
     losses = [step().numpy() for _ in range(2)]
     simulated_cupy.transfers.clear()
     loss = step()
