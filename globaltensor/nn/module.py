@@ -37,6 +37,12 @@ class _HookHandle:
         self._table.pop(self._key, None)
 
 
+def _arguments(fn):
+    """The names of fn's arguments (positional and keyword-only)."""
+    code = fn.__code__
+    return set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+
+
 class Module:
     """Base class of layers: assign Parameters, Modules and buffers as attributes."""
 
@@ -46,8 +52,7 @@ class Module:
         written)."""
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
-        if init is None or not cls.__module__.startswith("globaltensor.") or \
-                {"device", "dtype"} & set(init.__code__.co_varnames[:init.__code__.co_argcount + init.__code__.co_kwonlyargcount]):
+        if init is None or not cls.__module__.startswith("globaltensor.") or {"device", "dtype"} & _arguments(init):
             return
 
         @functools.wraps(init)
@@ -221,8 +226,8 @@ class Module:
         """Copy values in, each laid out by the parameter's own placement and SBP."""
         own = dict(self.named_parameters())
         own.update(self.named_buffers())
-        missing = [k for k in own if k not in state_dict and k.rsplit(".", 1)[-1] != "num_batches_tracked"]  # old
-        # checkpoints lack BatchNorm's counter (PyTorch's before 0.4.1, ours before s15): it stays
+        # a checkpoint may lack BatchNorm's counter (PyTorch's before 0.4.1, ours before s15): it stays as it is
+        missing = [k for k in own if k not in state_dict and k.rsplit(".", 1)[-1] != "num_batches_tracked"]
         unexpected = [k for k in state_dict if k not in own]
         if strict and (missing or unexpected):
             raise RuntimeError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")

@@ -110,11 +110,10 @@ class CyclicLR(LRScheduler):
         x = 1.0 + self.last_epoch / self.total_size - cycle
         height = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
         scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
-        base_lrs = getattr(self, "base_lrs", [g["lr"] for g in self.optimizer.param_groups])
         if self.cycle_momentum:
             for group, low, high in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
                 _set_momentum(group, self.momentum_key, high - (high - low) * height * scale)
-        return [b + (m - b) * height * scale for b, m in zip(base_lrs, self.max_lrs)]
+        return [b + (m - b) * height * scale for b, m in zip(self.base_lrs, self.max_lrs)]
 
     def state_dict(self):
         state = super().state_dict()
