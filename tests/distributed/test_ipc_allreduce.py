@@ -150,12 +150,11 @@ def test_a_call_returns_only_when_no_peer_reads_its_buffer(tmp_path):
 
 
 def _release_and_again():
-    import glob
+    import os
 
     import globaltensor as gt
     from globaltensor.backends.devices import device
     from globaltensor.distributed import device_collectives, ipc_allreduce
-    from globaltensor.distributed.world import job_id
     device_collectives.transport = lambda ranks: "ipc"  # the IPC transport on its host twin
     ipc_allreduce.CudaDevice = ipc_allreduce.HostDevice
     dev, rank = device("cuda"), gt.env.get_rank()
@@ -163,11 +162,14 @@ def _release_and_again():
     def summed():
         return dev.to_host(device_collectives.all_reduce(dev.from_host(np.arange(1000, dtype=np.float32) * (rank + 1))))
 
-    twins = f"/dev/shm/gt_{job_id()}_ipc_twin_*"
-    first, made = summed(), len(glob.glob(twins))
+    first = summed()
+    group = device_collectives._ipc[(0, 1)]
+    made = len(group.buffers)
+    own_file = group.device._maps[group.buffers[group.index]][1]  # its name, checked by stat (no directory listing)
     device_collectives.release()
     gt.env.barrier()
-    left, groups = len(glob.glob(twins)), len(device_collectives._ipc)
+    left = len(group.buffers) + os.path.exists(own_file)
+    groups = len(device_collectives._ipc)
     again = summed()
     device_collectives.release()
     return first, again, made, left, groups, bool(device_collectives._release_registered)
