@@ -1,4 +1,4 @@
-"""BatchNorm1d/2d (ops.batch_norm: two per-channel primitives) and GroupNorm (a composite). On
+"""BatchNorm1d/2d/3d (ops.batch_norm: two per-channel primitives), GroupNorm and RMSNorm (composites). On
 global tensors with the batch split over ranks, BatchNorm's statistics are over the global batch
 (SyncBatchNorm by construction: the per-channel sums come out partial and the dispatcher sums
 them)."""
