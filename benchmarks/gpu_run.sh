@@ -5,7 +5,8 @@
 # default phases fit one call of at most 600 s (a session has 15 minutes of device time, start
 # included); each phase has a time limit, its log goes to $OUT/<phase>.log (default gpu_logs/),
 # and a summary line per phase is printed. Wheels in .whl/ (pyzmq, cryptography: the parameter
-# server's tests; the GPU image lacks them) are installed first, under /tmp/gt_site.
+# server's tests; the GPU image lacks them; name .whl in the device run's carry) are installed first, under
+# /tmp/gt_site.
 #
 #     bash benchmarks/gpu_run.sh [phase ...]     # phases: env build profile bench cuda suite examples
 #
