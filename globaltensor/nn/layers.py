@@ -184,7 +184,8 @@ class CrossEntropyLoss(Module):
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                  label_smoothing=0.0):
         super().__init__()
-        self.weight, self.size_average, self.ignore_index = weight, size_average, ignore_index
+        self.register_buffer("weight", weight)  # PyTorch's: in the state_dict when given
+        self.size_average, self.ignore_index = size_average, ignore_index
         self.reduce, self.reduction, self.label_smoothing = reduce, reduction, label_smoothing
 
     def forward(self, input, target):

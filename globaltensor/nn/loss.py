@@ -70,6 +70,11 @@ class _Loss(Module):
         super().__init__()
         self.reduction = legacy_reduction(size_average, reduce, reduction) if reduction != "batchmean" else reduction
 
+    def _weights(self, **weights):
+        """Class weights as buffers (PyTorch's: in the state_dict, moved with the module); None stays out."""
+        for name, value in weights.items():
+            self.register_buffer(name, value)
+
 
 class L1Loss(_Loss):
     def forward(self, input, target):
@@ -88,7 +93,8 @@ class SmoothL1Loss(_Loss):
 class NLLLoss(_Loss):
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.ignore_index = weight, ignore_index
+        self._weights(weight=weight)
+        self.ignore_index = ignore_index
 
     def forward(self, input, target):
         return nll_loss(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
@@ -97,7 +103,7 @@ class NLLLoss(_Loss):
 class BCEWithLogitsLoss(_Loss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
         super().__init__(size_average, reduce, reduction)
-        self.weight, self.pos_weight = weight, pos_weight
+        self._weights(weight=weight, pos_weight=pos_weight)
 
     def forward(self, input, target):
         return binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,

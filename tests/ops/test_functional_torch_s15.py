@@ -157,3 +157,11 @@ def test_causal_attention_aligns_top_left_as_torch(lq, lk):
 def test_activation_gradients_at_their_corners_as_torch(name):
     x = np.array([-30.0, -3.0, -1.0, 0.0, 1.0, 3.0, 25.0, 40.0])
     _close(*_both(getattr(torch.nn.functional, name), getattr(gt.nn.functional, name), x))
+
+
+@pytest.mark.parametrize("make", [lambda L: L.nn.CrossEntropyLoss(weight=L.tensor([1.0, 2.0, 3.0])),
+                                  lambda L: L.nn.CrossEntropyLoss(), lambda L: L.nn.NLLLoss(weight=L.ones(3)),
+                                  lambda L: L.nn.BCEWithLogitsLoss(weight=L.ones(3), pos_weight=L.ones(3))])
+def test_loss_weights_are_buffers_as_torch(make):
+    """A loss module's weight / pos_weight is in its state_dict (and moves with the module), as PyTorch's."""
+    assert sorted(make(gt).state_dict()) == sorted(make(torch).state_dict())
