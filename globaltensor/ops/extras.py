@@ -223,9 +223,9 @@ _lgamma_vec = np.vectorize(_lgamma, otypes=[np.float64])
 op("trigamma", rules.elementwise(None))(_float_kernel(_trigamma_np))
 op("digamma", rules.elementwise(None), _unary_backward(lambda x, y, g: g * apply("trigamma", [x])))(
     _float_kernel(_digamma_np))
+_erfc_vec = np.vectorize(math.erfc, otypes=[np.float64])
 op("erfc", rules.elementwise(None), _unary_backward(lambda x, y, g: -g * (-(x * x)).exp() * (2 / math.sqrt(math.pi))))(
     _float_kernel(lambda x: _erfc_vec(np.asarray(x, np.float64))))
-_erfc_vec = np.vectorize(math.erfc, otypes=[np.float64])
 op("lgamma", rules.elementwise(None), _unary_backward(lambda x, y, g: g * apply("digamma", [x])))(
     _float_kernel(lambda x: _lgamma_vec(np.asarray(x, np.float64))))
 
