@@ -28,7 +28,7 @@ from .group import Group, world_group
 _ipc = {}  # ranks -> IpcAllReduce
 _transports = {}  # ranks -> "nccl" | "ipc" | "host"
 _published = []  # this rank's GPU id, once it is in the store
-_release_registered = []  # the pid that registered release() to run at its exit
+_release_registered = []  # [True] once release() is registered to run at this process's exit
 _MODES = ("auto", "nccl", "ipc", "host")
 
 
@@ -120,8 +120,8 @@ def _ipc_for(ranks, nbytes):
 def _release_at_exit():
     """release() at this process's exit, registered once, when it first makes a device transport."""
     if not _release_registered:
-        _release_registered.append(os.getpid())
-        atexit.register(lambda pid=os.getpid(): release() if os.getpid() == pid else None)
+        _release_registered.append(True)
+        atexit.register(lambda pid=os.getpid(): release() if os.getpid() == pid else None)  # not in a forked child
 
 
 def release():

@@ -11,6 +11,7 @@ from ._front import apply, c_floats, tensors, products_in_float32
 from ..registry import op
 from ..backends.devices import array_module
 from ..scope import current as _scope
+from ..errors import ArgumentError
 from .conv_patches import (_channel_major_patches, _geometry, _image_major_conv, _out_size, _windows, keep_patches,
                            take_patches)
 
@@ -78,10 +79,10 @@ def same_padding(name, padding, kernel, stride, dilation):
     as the input (stride 1 only), an odd total's extra one after."""
     if padding == "valid":
         return (0,) * len(kernel), (0,) * len(kernel)
-    if padding != "same":
-        raise ValueError(f"{name}: invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+    if padding != "same":  # ArgumentError: PyTorch's nn layers raise ValueError, its F.conv* RuntimeError
+        raise ArgumentError(f"{name}: invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
     if any(s != 1 for s in stride):
-        raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+        raise ArgumentError(f"{name}: padding='same' is not supported for strided convolutions")
     totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
     return tuple(t // 2 for t in totals), tuple(t - t // 2 for t in totals)
 

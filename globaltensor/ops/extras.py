@@ -332,22 +332,24 @@ def randint_like(input, low, high=None, *, dtype=None, placement=None, sbp=None,
                             generator=generator)
 
 
-def _drawn_like(draw, input, dtype, requires_grad, generator):
-    """draw(*shape, ...) with input's shape, dtype and layout (a partial sum drawn broadcast)."""
+def _drawn_like(draw, input, dtype, device, requires_grad, generator):
+    """draw(*shape, ...) with input's shape, dtype and layout (a partial sum drawn broadcast); a local
+    input's device unless device= names another."""
     from ..sbp import broadcast, partial_sum
     where = {"placement": input.placement, "sbp": tuple(broadcast if s == partial_sum else s for s in input.sbp)} \
-        if input.is_global else {"device": input.device}
+        if input.is_global else {"device": input.device if device is None else device}
     return draw(*input.shape, dtype=dtype or input.dtype, requires_grad=requires_grad, generator=generator, **where)
 
 
-def rand_like(input, *, dtype=None, requires_grad=False, generator=None):
-    """rand of input's shape, dtype and layout."""
-    return _drawn_like(creation.rand, tensors(input)[0], dtype, requires_grad, generator)
+def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None, generator=None):
+    """rand of input's shape, dtype and layout (PyTorch's layout / memory_format: taken, dense only)."""
+    return _drawn_like(creation.rand, tensors(input)[0], dtype, device, requires_grad, generator)
 
 
-def randn_like(input, *, dtype=None, requires_grad=False, generator=None):
-    """randn of input's shape, dtype and layout."""
-    return _drawn_like(creation.randn, tensors(input)[0], dtype, requires_grad, generator)
+def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None,
+               generator=None):
+    """randn of input's shape, dtype and layout (PyTorch's layout / memory_format: taken, dense only)."""
+    return _drawn_like(creation.randn, tensors(input)[0], dtype, device, requires_grad, generator)
 
 
 def as_tensor(data, dtype=None, device=None):
